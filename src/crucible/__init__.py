@@ -1,0 +1,3 @@
+"""crucible: reproducible benchmarks for materials and chemistry machine learning."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,70 @@
+"""The ``crucible`` command: every pipeline stage runnable without Snakemake.
+
+``crucible <group> <command> [options]``. Each group lives in its own module exposing
+``configure_parser(parser)``; only the group that is asked for is imported, so that a quick
+command does not pay for importing torch or pymatgen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from crucible import __version__
+from crucible.errors import CrucibleError
+
+GROUPS: dict[str, tuple[str, str]] = {
+    "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
+    "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
+    "features": ("crucible.features.cli", "composition features and the shared feature cache"),
+    "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
+    "report": ("crucible.report.cli", "tables and figures"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crucible", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"crucible {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="group", metavar="GROUP")
+    for name, (_, help_text) in GROUPS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    verbose = False
+    while argv and argv[0] in ("-v", "--verbose"):
+        verbose = True
+        argv.pop(0)
+    if not argv or argv[0] not in GROUPS:
+        top.parse_args(argv)  # prints help / version / an "invalid choice" error
+        top.print_help()
+        return 2
+    group, rest = argv[0], argv[1:]
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    module = importlib.import_module(GROUPS[group][0])
+    parser = argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
+    module.configure_parser(parser)
+    args = parser.parse_args(rest)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    try:
+        result = args.func(args)
+    except CrucibleError as exc:
+        print(f"crucible {group}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Models for Matbench: scikit-learn estimators registered by name (see ``registry``)."""

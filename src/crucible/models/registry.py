@@ -1,0 +1,101 @@
+"""Names used in ``config.yaml`` (``matbench: models:``) mapped to estimator factories.
+
+Every model follows scikit-learn's estimator protocol: ``fit(X, y)``, ``predict(X)``,
+``predict_proba(X)`` for classifiers, ``get_params()``. What ``X`` is depends on the model's
+``input_kind``:
+
+- ``"magpie"``: a DataFrame of the 132 Magpie features (from the shared feature cache);
+- ``"composition"``: a pandas Series of formula strings.
+
+A model that early-stops declares ``uses_validation=True`` and receives the fold's inner
+validation rows as ``fit(X, y, X_val=..., y_val=...)``. A model whose estimator has
+``save(directory)`` gets its trained state written under ``results/`` after fitting.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from crucible.errors import ConfigError
+
+TASK_TYPES = ("regression", "classification")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    # factory(task_type, random_state, **params) -> unfitted estimator
+    factory: Callable[..., Any]
+    input_kind: str
+    description: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+    uses_validation: bool = False
+    # "gpu" models go to the GPU rule (and the GPU partition on SLURM); they still run on CPU.
+    device: str = "cpu"
+
+    def build(self, task_type: str, random_state: int, params: dict[str, Any] | None = None) -> Any:
+        if task_type not in TASK_TYPES:
+            raise ConfigError(f"model {self.name!r}: unknown task type {task_type!r}")
+        merged = {**self.defaults, **(params or {})}
+        return self.factory(task_type, random_state, **merged)
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+_BUILTIN_MODULES = ("crucible.models.baselines", "crucible.models.trees", "crucible.models.comp_transformer")
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    if spec.input_kind not in ("magpie", "composition"):
+        raise ValueError(f"model {spec.name!r}: input_kind must be 'magpie' or 'composition'")
+    if spec.device not in ("cpu", "gpu"):
+        raise ValueError(f"model {spec.name!r}: device must be 'cpu' or 'gpu'")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            # Only a missing builtin module itself is tolerated (e.g. during development).
+            if exc.name != module:
+                raise
+
+
+def builtin_names() -> list[str]:
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
+    """A user's estimator given by class path ``"package.module:Class"`` in config."""
+    module_name, _, class_name = entry["class"].partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"custom model {name!r}: cannot import {entry['class']!r}: {exc}") from exc
+
+    def factory(task_type: str, random_state: int, **params: Any) -> Any:
+        return cls(**params)
+
+    return ModelSpec(
+        name=name,
+        factory=factory,
+        input_kind=entry.get("input", "composition"),
+        description=f"user model {entry['class']}",
+        defaults=dict(entry.get("params", {})),
+    )
+
+
+def get_spec(name: str, custom_models: dict[str, Any] | None = None) -> ModelSpec:
+    custom_models = custom_models or {}
+    if name in custom_models:
+        return custom_spec(name, custom_models[name])
+    _load_builtins()
+    if name not in _REGISTRY:
+        known = ", ".join(sorted(_REGISTRY) + sorted(custom_models))
+        raise ConfigError(f"unknown model {name!r}; known models: {known}")
+    return _REGISTRY[name]
