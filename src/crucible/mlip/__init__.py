@@ -1,0 +1,1 @@
+"""Interatomic potentials: calculators registry, EOS benchmark, s2ef predictions and FAIRChem-style metrics."""
