@@ -1,0 +1,279 @@
+"""Interatomic potentials as ASE calculators, registered by name.
+
+``get_calculator(name, device=None)`` returns a ready ASE ``Calculator``. Two kinds of entry:
+
+* shipped: the weights are files inside an installed PyPI package (``chgnet-0.3.0``,
+  ``sevennet-0``) or need none (``emt``). These always load offline.
+* hub: the upstream loader normally downloads weights (MACE-MP, MatGL, ORB, UMA). We never
+  download at run time: these load only from a local file (``$CRUCIBLE_MLIP_WEIGHTS/<name>/``
+  or the upstream package's own cache folder) and otherwise raise
+  :class:`WeightsUnavailableError` saying where the file was looked for.
+
+Every calculator returned carries ``crucible_model`` and ``crucible_device`` attributes so that a
+stage can record what actually ran. Models that offer a batched forward pass also carry
+``crucible_batch_energies(list_of_atoms) -> list[float]`` (total energies, eV); on CUDA this is
+what makes a GPU worth having. :func:`evaluate_energies` uses it and falls back to one structure
+at a time when a batch fails, so that one bad structure is pinned down instead of sinking the
+batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from crucible.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+WEIGHTS_ENV = "CRUCIBLE_MLIP_WEIGHTS"
+
+
+class WeightsUnavailableError(ConfigError):
+    """A registered potential whose weights are not on this machine (and we do not download)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    kind: str  # "builtin" | "shipped" | "hub"
+    description: str
+    loader: Callable[[str], object]
+
+
+def resolve_device(device: str | None = None) -> str:
+    """``device`` if given, else ``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
+    if device:
+        return device
+    try:
+        import torch
+    except ImportError:  # emt needs no torch
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _weights_dir(name: str) -> Path:
+    root = os.environ.get(WEIGHTS_ENV) or str(Path.home() / ".cache" / "crucible" / "weights")
+    return Path(root) / name
+
+
+def _find_local(name: str, patterns: Sequence[str], extra_dirs: Sequence[Path] = ()) -> Path:
+    """First file/folder matching ``patterns`` in the crucible weights folder or ``extra_dirs``."""
+    searched = [_weights_dir(name), *extra_dirs]
+    for folder in searched:
+        if not folder.is_dir():
+            continue
+        for pattern in patterns:
+            hits = sorted(folder.glob(pattern))
+            if hits:
+                return hits[0]
+    where = ", ".join(str(p) for p in searched)
+    raise WeightsUnavailableError(
+        f"model {name!r}: weights not present locally (looked for {', '.join(patterns)} in {where}); "
+        f"crucible never downloads weights at run time: put the file in ${WEIGHTS_ENV}/{name}/ "
+        "or drop the model from config mlip.models"
+    )
+
+
+def _import_or_unavailable(name: str, module: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise WeightsUnavailableError(
+            f"model {name!r}: python package {module.split('.')[0]!r} is not installed ({exc}); "
+            "install it and place its weights locally, or drop the model from config mlip.models"
+        ) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# loaders
+
+
+def _load_emt(device: str):
+    from ase.calculators.emt import EMT
+
+    return EMT()
+
+
+def _load_chgnet_030(device: str):
+    from chgnet.model import CHGNet
+    from chgnet.model.dynamics import CHGNetCalculator
+
+    # CHGNet.load(model_name=...) reads chgnet/pretrained/0.3.0/*.pth.tar from the wheel.
+    model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
+    calc = CHGNetCalculator(model=model, use_device=device)
+
+    def batch_energies(atoms_list):
+        from pymatgen.io.ase import AseAtomsAdaptor
+
+        structures = [AseAtomsAdaptor.get_structure(a) for a in atoms_list]
+        preds = model.predict_structure(structures, task="e", batch_size=16)
+        if isinstance(preds, dict):
+            preds = [preds]
+        # CHGNet predicts energy per atom.
+        return [float(p["e"]) * len(a) for p, a in zip(preds, atoms_list)]
+
+    calc.crucible_batch_energies = batch_energies
+    return calc
+
+
+def _sevennet_checkpoint() -> Path:
+    import sevenn
+
+    path = Path(sevenn.__file__).parent / "pretrained_potentials" / "SevenNet_0__11Jul2024" / "checkpoint_sevennet_0.pth"
+    if not path.is_file():
+        raise WeightsUnavailableError(f"model 'sevennet-0': {path} missing from the installed sevenn package")
+    return path
+
+
+def _load_sevennet_0(device: str):
+    import warnings
+
+    from sevenn.calculator import SevenNetCalculator
+
+    # An explicit path, not the name "7net-0": the name lookup may fall back to a download.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return SevenNetCalculator(model=str(_sevennet_checkpoint()), device=device)
+
+
+def _offline_hub():
+    # Belt and braces: even if a loader reaches for a hub, it must not touch the network.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _load_mace_mp(device: str):
+    _offline_hub()
+    path = _find_local("mace-mp", ["*.model"], [Path.home() / ".cache" / "mace"])
+    calcs = _import_or_unavailable("mace-mp", "mace.calculators")
+    return calcs.MACECalculator(model_paths=str(path), device=device, default_dtype="float64")
+
+
+def _load_matgl(device: str):
+    _offline_hub()
+    path = _find_local("matgl", ["*PES*", "M3GNet*", "CHGNet*", "TensorNet*"], [Path.home() / ".cache" / "matgl"])
+    matgl = _import_or_unavailable("matgl", "matgl")
+    ext = _import_or_unavailable("matgl", "matgl.ext.ase")
+    potential = matgl.load_model(str(path))
+    calc_cls = getattr(ext, "PESCalculator", None) or getattr(ext, "M3GNetCalculator")
+    return calc_cls(potential)
+
+
+def _load_orb(device: str):
+    _offline_hub()
+    path = _find_local("orb", ["*.ckpt", "*.pt"], [Path.home() / ".cache" / "orb"])
+    pretrained = _import_or_unavailable("orb", "orb_models.forcefield.pretrained")
+    calculator = _import_or_unavailable("orb", "orb_models.forcefield.calculator")
+    # The architecture must match the checkpoint; orb-v3 conservative (OMat) is the default.
+    build = getattr(pretrained, "orb_v3_conservative_inf_omat", None) or getattr(pretrained, "orb_v2")
+    model = build(weights_path=str(path), device=device)
+    return calculator.ORBCalculator(model, device=device)
+
+
+def _load_uma(device: str):
+    _offline_hub()
+    path = _find_local("uma", ["uma*.pt", "*.pt"])
+    core = _import_or_unavailable("uma", "fairchem.core")
+    predictor = core.pretrained_mlip.load_predict_unit(str(path), device=device)
+    return core.FAIRChemCalculator(predictor, task_name="omat")
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in [
+        ModelSpec("emt", "builtin", "ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests", _load_emt),
+        ModelSpec("chgnet-0.3.0", "shipped", "CHGNet 0.3.0, weights inside the chgnet wheel", _load_chgnet_030),
+        ModelSpec("sevennet-0", "shipped", "SevenNet-0 (11Jul2024), weights inside the sevenn wheel", _load_sevennet_0),
+        ModelSpec("mace-mp", "hub", "MACE-MP foundation model (local *.model file only)", _load_mace_mp),
+        ModelSpec("matgl", "hub", "MatGL potential (local model folder only)", _load_matgl),
+        ModelSpec("orb", "hub", "ORB potential (local checkpoint only)", _load_orb),
+        ModelSpec("uma", "hub", "FAIRChem UMA, omat task (local checkpoint only)", _load_uma),
+    ]
+}
+
+
+def registered_models() -> list[str]:
+    """Every name the registry knows, whether or not it can load here."""
+    return sorted(REGISTRY)
+
+
+def available_models() -> list[str]:
+    """Names that load on this machine without a download: builtin and shipped always, hub
+    models only where their local weights (and package) are found."""
+    names = []
+    for name, spec in sorted(REGISTRY.items()):
+        if spec.kind != "hub":
+            names.append(name)
+            continue
+        try:
+            spec.loader("cpu")
+        except WeightsUnavailableError as exc:
+            log.debug("%s", exc)
+            continue
+        except Exception as exc:  # weights present but broken: say so, do not offer it
+            log.warning("model %r: local weights found but failed to load: %s", name, exc)
+            continue
+        names.append(name)
+    return names
+
+
+def get_calculator(name: str, device: str | None = None):
+    """The ASE calculator registered as ``name`` on ``device`` (default: CUDA if present)."""
+    spec = REGISTRY.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown interatomic potential {name!r}; registered: {', '.join(registered_models())}")
+    dev = resolve_device(device)
+    calc = spec.loader(dev)
+    calc.crucible_model = name
+    calc.crucible_device = "cpu" if spec.kind == "builtin" else dev
+    log.info("loaded potential %s on %s", name, calc.crucible_device)
+    return calc
+
+
+def _error_reason(exc: BaseException) -> str:
+    text = str(exc).strip().replace("\n", " ")
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"{type(exc).__name__}: {text}"
+
+
+def single_energy(calc, atoms) -> float:
+    """Total energy (eV) of ``atoms`` with ``calc``; raises whatever the calculator raises."""
+    atoms = atoms.copy()
+    atoms.calc = calc  # some calculators (SevenNet) reject unknown elements right here
+    return float(atoms.get_potential_energy())
+
+
+def evaluate_energies(calc, atoms_list: Sequence) -> list[tuple[float, str | None]]:
+    """``(energy_eV, None)`` or ``(nan, reason)`` for each structure, in order.
+
+    Uses the calculator's batched path when it has one; if the batch raises or returns a
+    non-finite value, every structure is redone alone so each failure gets its own reason.
+    """
+    batch = getattr(calc, "crucible_batch_energies", None)
+    if batch is not None and len(atoms_list) > 1:
+        try:
+            energies = batch(list(atoms_list))
+            if len(energies) == len(atoms_list) and all(math.isfinite(e) for e in energies):
+                return [(float(e), None) for e in energies]
+        except Exception as exc:  # pinpointed below, structure by structure
+            log.debug("batched evaluation failed (%s); retrying one by one", _error_reason(exc))
+    out: list[tuple[float, str | None]] = []
+    for atoms in atoms_list:
+        try:
+            energy = single_energy(calc, atoms)
+        except Exception as exc:
+            out.append((math.nan, _error_reason(exc)))
+            continue
+        if not math.isfinite(energy):
+            out.append((math.nan, f"non-finite energy ({energy})"))
+        else:
+            out.append((energy, None))
+    return out

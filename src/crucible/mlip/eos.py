@@ -1,0 +1,390 @@
+"""Equation-of-state benchmark on the 71 elemental crystals of the Delta test.
+
+For each element of ``ase.collections.dcdft`` the crystal is scaled isotropically (fractional
+positions fixed) to volumes spanning ``volume_range`` times the WIEN2k equilibrium volume, the
+potential's energies per atom are fitted with the third-order Birch–Murnaghan form used by
+CatBench (peers.md §3.7), and the fit is compared with the WIEN2k reference through the Delta
+gauge of Lejaeghere et al., Science 351, aad3000 (2016), and with WIEN2k and experiment through
+V0, B0 and B0′ errors.
+
+Units: volumes in Å³/atom, energies in eV/atom, B0 in GPa (1 GPa = 0.00624151 eV/Å³, CatBench's
+constant), Delta and fit residuals in meV/atom.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from crucible.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+GPA_TO_EV_A3 = 0.00624151  # CatBench's rounding; peers.md §3.8 vector 9 depends on it
+B0_START_CLAMP_GPA = (50.0, 500.0)
+B0_START_FALLBACK_GPA = 150.0
+B0P_START = 4.0
+MAXFEV = 5000
+
+
+# ---------------------------------------------------------------------------------------------
+# Birch–Murnaghan
+
+
+def birch_murnaghan_energy(volume, e0: float, v0: float, b0_gpa: float, b0_prime: float):
+    """E(V) = E0 + (9 V0 B0 / 16)·[(η−1)³ B0′ + (η−1)²(6 − 4η)], η = (V0/V)^(2/3); B0 in GPa."""
+    v = np.asarray(volume, dtype=float)
+    eta = (v0 / v) ** (2.0 / 3.0)
+    b0 = b0_gpa * GPA_TO_EV_A3
+    return e0 + (9.0 * v0 * b0 / 16.0) * ((eta - 1.0) ** 3 * b0_prime + (eta - 1.0) ** 2 * (6.0 - 4.0 * eta))
+
+
+@dataclass(frozen=True)
+class BMFit:
+    e0: float
+    v0: float
+    b0: float  # GPa
+    b0_prime: float
+    rmse_mev: float  # RMS of fit minus data, meV per the energy unit given (per atom here)
+    max_abs_residual_mev: float
+    v0_in_range: bool  # fitted minimum inside the sampled volumes (otherwise an extrapolation)
+
+
+class FitError(RuntimeError):
+    """The Birch–Murnaghan fit did not converge or gave non-physical parameters."""
+
+
+def _start_values(v: np.ndarray, e: np.ndarray) -> list[float]:
+    """CatBench start: E0, V0 at the lowest point, B0 = V0·E″ by finite differences
+    (clamped to 50–500 GPa, 150 GPa if not usable), B0′ = 4."""
+    i = int(np.argmin(e))
+    e0, v0 = float(e[i]), float(v[i])
+    j = min(max(i, 1), len(v) - 2)  # centre of a three-point stencil inside the data
+    b0 = B0_START_FALLBACK_GPA
+    if len(v) >= 3:
+        h1, h2 = v[j] - v[j - 1], v[j + 1] - v[j]
+        # second derivative on a possibly uneven grid
+        curvature = 2.0 * (h1 * e[j + 1] - (h1 + h2) * e[j] + h2 * e[j - 1]) / (h1 * h2 * (h1 + h2))
+        guess = v0 * curvature / GPA_TO_EV_A3
+        if math.isfinite(guess) and guess > 0:
+            b0 = float(np.clip(guess, *B0_START_CLAMP_GPA))
+    return [e0, v0, b0, B0P_START]
+
+
+def fit_birch_murnaghan(volumes: Sequence[float], energies: Sequence[float]) -> BMFit:
+    """Least-squares Birch–Murnaghan fit (scipy ``curve_fit``, maxfev 5000).
+
+    Raises :class:`FitError` with the reason when there are fewer than 4 finite points, the
+    optimiser does not converge, or the result is not physical (B0 ≤ 0, V0 ≤ 0, non-finite).
+    """
+    from scipy.optimize import OptimizeWarning, curve_fit
+
+    v = np.asarray(volumes, dtype=float)
+    e = np.asarray(energies, dtype=float)
+    if v.shape != e.shape or v.ndim != 1:
+        raise ValueError(f"volumes {v.shape} and energies {e.shape} must be 1-D arrays of the same length")
+    ok = np.isfinite(v) & np.isfinite(e)
+    if ok.sum() < 4:
+        raise FitError(f"only {int(ok.sum())} finite points; a Birch–Murnaghan fit needs at least 4")
+    v, e = v[ok], e[ok]
+    order = np.argsort(v)
+    v, e = v[order], e[order]
+    p0 = _start_values(v, e)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", OptimizeWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)  # overflow while exploring
+            params, _ = curve_fit(birch_murnaghan_energy, v, e, p0=p0, maxfev=MAXFEV)
+    except (RuntimeError, OptimizeWarning, ValueError, FloatingPointError) as exc:
+        raise FitError(f"Birch–Murnaghan fit did not converge: {exc}") from exc
+    e0, v0, b0, b0p = (float(x) for x in params)
+    if not all(math.isfinite(x) for x in (e0, v0, b0, b0p)):
+        raise FitError("Birch–Murnaghan fit gave non-finite parameters")
+    if v0 <= 0 or b0 <= 0:
+        raise FitError(f"Birch–Murnaghan fit gave non-physical parameters (V0={v0:.4g} Å³, B0={b0:.4g} GPa)")
+    resid = birch_murnaghan_energy(v, *params) - e
+    return BMFit(
+        e0=e0,
+        v0=v0,
+        b0=b0,
+        b0_prime=b0p,
+        rmse_mev=float(np.sqrt(np.mean(resid**2)) * 1000.0),
+        max_abs_residual_mev=float(np.max(np.abs(resid)) * 1000.0),
+        v0_in_range=bool(v.min() <= v0 <= v.max()),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Delta gauge
+
+
+def _bm_coefficients(v0: float, b0_gpa: float, b0_prime: float) -> np.ndarray:
+    """Coefficients c_k of E(V) − E0 = Σ c_k x^k, x = V^(−2/3), k = 0..3.
+
+    Expanding the bracket in η = V0^(2/3) x gives (B′−4)η³ + (14−3B′)η² + (3B′−16)η + (6−B′).
+    """
+    k = 9.0 * v0 * b0_gpa * GPA_TO_EV_A3 / 16.0
+    eta_coef = np.array([6.0 - b0_prime, 3.0 * b0_prime - 16.0, 14.0 - 3.0 * b0_prime, b0_prime - 4.0])
+    return k * eta_coef * v0 ** (2.0 * np.arange(4) / 3.0)
+
+
+def delta_gauge(
+    v0_a: float, b0_a: float, b0p_a: float, v0_b: float, b0_b: float, b0p_b: float, window: tuple[float, float] = (0.94, 1.06)
+) -> float:
+    """Delta (meV/atom) between two Birch–Murnaghan curves, each taken relative to its own
+    minimum: sqrt(∫ (E_a − E_b)² dV / (V_f − V_i)) over [0.94, 1.06] × the mean of the two V0.
+
+    Arguments are per atom: V0 in Å³, B0 in GPa. The integral is done exactly: the difference is
+    a cubic in x = V^(−2/3), so its square integrates term by term as powers of V.
+    """
+    vals = (v0_a, b0_a, b0p_a, v0_b, b0_b, b0p_b)
+    if not all(math.isfinite(float(x)) for x in vals):
+        return math.nan
+    vmean = 0.5 * (v0_a + v0_b)
+    vi, vf = window[0] * vmean, window[1] * vmean
+    d = _bm_coefficients(v0_a, b0_a, b0p_a) - _bm_coefficients(v0_b, b0_b, b0p_b)
+    total = 0.0
+    for i in range(4):
+        for j in range(4):
+            p = 1.0 - 2.0 * (i + j) / 3.0  # ∫ V^(−2(i+j)/3) dV = V^p / p, p never 0
+            total += d[i] * d[j] * (vf**p - vi**p) / p
+    return 1000.0 * math.sqrt(max(total, 0.0) / (vf - vi))
+
+
+# ---------------------------------------------------------------------------------------------
+# the benchmark
+
+
+def dcdft_elements() -> list[str]:
+    from ase.collections import dcdft
+
+    return list(dcdft.names)
+
+
+def parse_elements(spec: str | Iterable[str]) -> list[str]:
+    """``"all"`` or ``"Cu,Ag"`` or a list → element symbols in the Delta set, in dcdft order."""
+    known = dcdft_elements()
+    if isinstance(spec, str):
+        if spec.strip().lower() == "all":
+            return known
+        wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    else:
+        wanted = [str(s).strip() for s in spec]
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise ConfigError(f"mlip.eos.elements: {', '.join(unknown)} not in the Delta set (ase.collections.dcdft)")
+    if not wanted:
+        raise ConfigError("mlip.eos.elements: empty element list")
+    return [s for s in known if s in set(wanted)]
+
+
+def reference(element: str) -> dict[str, float]:
+    """WIEN2k and experimental V0 (Å³/atom), B0 (GPa), B0′ for ``element``; NaN where absent."""
+    from ase.collections import dcdft
+
+    d = dcdft.data[element]
+    g = lambda k: float(d.get(k, math.nan))  # noqa: E731
+    return {
+        "wien2k_v0": g("wien2k_volume"),
+        "wien2k_b0": g("wien2k_B"),
+        "wien2k_b0_prime": g("wien2k_Bp"),
+        "exp_v0": g("exp_volume"),
+        "exp_b0": g("exp_B"),
+        "exp_b0_prime": g("exp_Bp"),
+    }
+
+
+def scaled_structures(atoms, volumes_per_atom: Sequence[float]) -> list:
+    """Copies of ``atoms`` scaled isotropically to each volume per atom, fractional positions kept."""
+    n = len(atoms)
+    out = []
+    for vpa in volumes_per_atom:
+        a = atoms.copy()
+        a.calc = None
+        factor = (vpa * n / a.get_volume()) ** (1.0 / 3.0)
+        a.set_cell(a.cell[:] * factor, scale_atoms=True)
+        out.append(a)
+    return out
+
+
+EOS_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("element", pa.string()),
+        ("device", pa.string()),
+        ("natoms", pa.int64()),
+        ("volumes", pa.list_(pa.float64())),  # Å³/atom
+        ("energies", pa.list_(pa.float64())),  # eV/atom, NaN where the model failed
+        ("e0", pa.float64()),
+        ("v0", pa.float64()),
+        ("b0", pa.float64()),
+        ("b0_prime", pa.float64()),
+        ("fit_rmse_mev", pa.float64()),
+        ("fit_max_residual_mev", pa.float64()),
+        ("v0_in_range", pa.bool_()),
+        ("delta_mev", pa.float64()),
+        ("wien2k_v0", pa.float64()),
+        ("wien2k_b0", pa.float64()),
+        ("wien2k_b0_prime", pa.float64()),
+        ("exp_v0", pa.float64()),
+        ("exp_b0", pa.float64()),
+        ("exp_b0_prime", pa.float64()),
+        ("v0_error_wien2k", pa.float64()),  # model − reference, signed
+        ("b0_error_wien2k", pa.float64()),
+        ("b0_prime_error_wien2k", pa.float64()),
+        ("v0_error_exp", pa.float64()),
+        ("b0_error_exp", pa.float64()),
+        ("b0_prime_error_exp", pa.float64()),
+        ("status", pa.string()),  # "ok" or "failed"
+        ("failure_reason", pa.string()),  # null when ok
+    ]
+)
+
+
+def _row(model, element, device, natoms, volumes, energies, ref, fit: BMFit | None, reason: str | None) -> dict:
+    nan = math.nan
+    row = {
+        "model": model,
+        "element": element,
+        "device": device,
+        "natoms": int(natoms),
+        "volumes": [float(x) for x in volumes],
+        "energies": [float(x) for x in energies],
+        **ref,
+    }
+    if fit is None:
+        row.update(e0=nan, v0=nan, b0=nan, b0_prime=nan, fit_rmse_mev=nan, fit_max_residual_mev=nan, v0_in_range=False, delta_mev=nan)
+    else:
+        row.update(
+            e0=fit.e0,
+            v0=fit.v0,
+            b0=fit.b0,
+            b0_prime=fit.b0_prime,
+            fit_rmse_mev=fit.rmse_mev,
+            fit_max_residual_mev=fit.max_abs_residual_mev,
+            v0_in_range=fit.v0_in_range,
+            delta_mev=delta_gauge(fit.v0, fit.b0, fit.b0_prime, ref["wien2k_v0"], ref["wien2k_b0"], ref["wien2k_b0_prime"]),
+        )
+    for src in ("wien2k", "exp"):
+        for q in ("v0", "b0", "b0_prime"):
+            row[f"{q}_error_{src}"] = row[q] - ref[f"{src}_{q}"]
+    row["status"] = "ok" if reason is None else "failed"
+    row["failure_reason"] = reason
+    return row
+
+
+def eos_volumes(reference_v0: float, points: int, volume_range: tuple[float, float]) -> np.ndarray:
+    lo, hi = volume_range
+    if points < 4:
+        raise ConfigError(f"mlip.eos.points = {points}: a Birch–Murnaghan fit needs at least 4 points (7 recommended)")
+    if not 0 < lo < 1 < hi:
+        raise ConfigError(f"mlip.eos.volume_range = {list(volume_range)}: need 0 < low < 1 < high")
+    return reference_v0 * np.linspace(lo, hi, points)
+
+
+def run_eos(
+    calculator,
+    elements: str | Iterable[str] = "all",
+    points: int = 7,
+    volume_range: tuple[float, float] = (0.94, 1.06),
+    model: str | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """EOS of each element with ``calculator``; one row per element, failures included.
+
+    Volumes are ``volume_range`` × the WIEN2k V0 (per atom), evenly spaced. A structure the
+    model rejects, a non-finite energy or a fit that does not converge gives a row with
+    ``status == "failed"`` and its ``failure_reason``; the row is never dropped.
+    """
+    from ase.collections import dcdft
+    from tqdm.auto import tqdm
+
+    from crucible.mlip.calculators import evaluate_energies
+
+    model = model or getattr(calculator, "crucible_model", type(calculator).__name__)
+    device = getattr(calculator, "crucible_device", "cpu")
+    names = parse_elements(elements)
+    rows = []
+    bar = tqdm(names, desc=f"EOS {model}", unit="element", disable=not progress)
+    for element in bar:
+        bar.set_postfix_str(element)
+        t0 = time.perf_counter()
+        atoms = dcdft[element]
+        ref = reference(element)
+        volumes = eos_volumes(ref["wien2k_v0"], points, volume_range)
+        results = evaluate_energies(calculator, scaled_structures(atoms, volumes))
+        energies = np.array([e for e, _ in results]) / len(atoms)
+        reasons = [(v, r) for v, (_, r) in zip(volumes, results) if r is not None]
+        fit, reason = None, None
+        if reasons:
+            v_bad, first = reasons[0]
+            reason = f"model failed at {len(reasons)}/{len(volumes)} volumes (first at V={v_bad:.3f} Å³/atom): {first}"
+        else:
+            try:
+                fit = fit_birch_murnaghan(volumes, energies)
+            except FitError as exc:
+                reason = str(exc)
+        if reason:
+            log.warning("%s %s: %s", model, element, reason)
+        rows.append(_row(model, element, device, len(atoms), volumes, energies, ref, fit, reason))
+        log.debug("%s %s done in %.2f s", model, element, time.perf_counter() - t0)
+    return pd.DataFrame(rows, columns=EOS_SCHEMA.names)
+
+
+# ---------------------------------------------------------------------------------------------
+# summary table
+
+SUMMARY_COLUMNS = [
+    "model",
+    "n_elements",
+    "n_failed",
+    "failed_elements",
+    "delta_mean_mev",
+    "delta_median_mev",
+    "v0_mae_wien2k",
+    "b0_mae_wien2k",
+    "b0_prime_mae_wien2k",
+    "v0_mae_exp",
+    "b0_mae_exp",
+    "n_v0_outside_sampled_range",
+]
+
+
+def _mae(x: pd.Series) -> float:
+    x = x.dropna()
+    return float(x.abs().mean()) if len(x) else math.nan
+
+
+def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per model: mean/median Delta, MAE of V0, B0 (and B0′) against WIEN2k and experiment over
+    the elements that did not fail, and the failed elements (counted, and named)."""
+    rows = []
+    for model in sorted(frames_by_model):
+        df = frames_by_model[model]
+        ok = df[df["status"] == "ok"]
+        failed = df[df["status"] != "ok"]
+        rows.append(
+            {
+                "model": model,
+                "n_elements": int(len(df)),
+                "n_failed": int(len(failed)),
+                "failed_elements": ",".join(failed["element"]) if len(failed) else "",
+                "delta_mean_mev": float(ok["delta_mev"].mean()) if len(ok) else math.nan,
+                "delta_median_mev": float(ok["delta_mev"].median()) if len(ok) else math.nan,
+                "v0_mae_wien2k": _mae(ok["v0_error_wien2k"]),
+                "b0_mae_wien2k": _mae(ok["b0_error_wien2k"]),
+                "b0_prime_mae_wien2k": _mae(ok["b0_prime_error_wien2k"]),
+                "v0_mae_exp": _mae(ok["v0_error_exp"]),
+                "b0_mae_exp": _mae(ok["b0_error_exp"]),
+                "n_v0_outside_sampled_range": int((~ok["v0_in_range"].astype(bool)).sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
