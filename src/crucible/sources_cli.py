@@ -1,0 +1,46 @@
+"""``crucible sources ...``: fetch and extract the artifacts pinned in config/sources.yaml."""
+
+from __future__ import annotations
+
+import argparse
+
+from crucible import sources
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    if args.matminer_task:
+        spec = sources.matminer_artifact(args.matminer_task, args.url_prefix, args.sha256)
+        name = args.matminer_task
+    else:
+        spec = sources.get_artifact(sources.load_sources(args.sources), args.artifact)
+        name = args.artifact
+    sources.fetch(name, spec, args.out)
+    return 0
+
+
+def _extract(args: argparse.Namespace) -> int:
+    spec = sources.get_artifact(sources.load_sources(args.sources), args.artifact)
+    sources.extract(args.artifact, spec, args.archive, args.out_dir, args.members or None)
+    return 0
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    fetch = sub.add_parser("fetch", help="download one artifact and check its SHA-256")
+    what = fetch.add_mutually_exclusive_group(required=True)
+    what.add_argument("--artifact", help="artifact name in the sources file")
+    what.add_argument("--matminer-task", help="upstream matminer dataset of this Matbench task")
+    fetch.add_argument("--sources", default="config/sources.yaml")
+    fetch.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder")
+    fetch.add_argument("--sha256", help="pinned hash of a mirror's own copy")
+    fetch.add_argument("--out", required=True, help="destination file")
+    fetch.set_defaults(func=_fetch)
+
+    extract = sub.add_parser("extract", help="take hash-checked members out of a downloaded archive")
+    extract.add_argument("--artifact", required=True)
+    extract.add_argument("--sources", default="config/sources.yaml")
+    extract.add_argument("--archive", required=True)
+    extract.add_argument("--out-dir", required=True)
+    extract.add_argument("--members", nargs="*", help="default: every pinned member")
+    extract.set_defaults(func=_extract)
