@@ -1,0 +1,137 @@
+"""Inference job: fit one model on one fold's training rows, predict its test rows.
+
+The model never sees test rows before predicting them: they are removed from the table before
+``fit`` is called. Models that early-stop get the fold's inner-validation rows separately;
+every other model is fitted on all training rows of the fold (as the published baselines were).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from crucible import __version__
+from crucible.errors import CrucibleError
+from crucible.io import read_parquet, write_json
+from crucible.matbench.folds import split_rows
+from crucible.models.registry import ModelSpec
+
+log = logging.getLogger(__name__)
+
+
+def model_inputs(spec: ModelSpec, rows: pd.DataFrame, features_path: str | os.PathLike | None) -> Any:
+    if spec.input_kind == "composition":
+        return rows["formula"].reset_index(drop=True)
+    if features_path is None:
+        raise CrucibleError(f"model {spec.name!r} needs Magpie features: pass the feature cache")
+    from crucible.features.cache import load_features
+
+    return load_features(features_path, rows["formula"].tolist())
+
+
+def fit_predict(
+    spec: ModelSpec,
+    data: pd.DataFrame,
+    folds: pd.DataFrame,
+    fold: int,
+    task_type: str,
+    params: dict[str, Any] | None = None,
+    features_path: str | os.PathLike | None = None,
+    random_state: int = 0,
+    model_dir: str | os.PathLike | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    if not (data["mbid"].to_numpy() == folds["mbid"].to_numpy()).all():
+        raise CrucibleError("data and folds tables list different mbids (rebuild the folds)")
+    rows = split_rows(folds, fold)
+    train_idx = rows["train"] if spec.uses_validation else np.sort(np.concatenate([rows["train"], rows["val"]]))
+    train = data.iloc[train_idx]
+    test = data.iloc[rows["test"]]
+    estimator = spec.build(task_type, random_state, params)
+
+    X_train = model_inputs(spec, train, features_path)
+    y_train = train["target"].to_numpy()
+    fit_kwargs: dict[str, Any] = {}
+    if spec.uses_validation:
+        val = data.iloc[rows["val"]]
+        fit_kwargs = {"X_val": model_inputs(spec, val, features_path), "y_val": val["target"].to_numpy()}
+    started = time.perf_counter()
+    estimator.fit(X_train, y_train, **fit_kwargs)
+    fit_seconds = time.perf_counter() - started
+
+    X_test = model_inputs(spec, test, features_path)
+    started = time.perf_counter()
+    out = pd.DataFrame({"mbid": test["mbid"].to_numpy()})
+    if task_type == "regression":
+        out["prediction"] = np.asarray(estimator.predict(X_test), dtype=np.float64)
+    else:
+        if hasattr(estimator, "predict_proba"):
+            proba = np.asarray(estimator.predict_proba(X_test), dtype=np.float64)
+            classes = list(getattr(estimator, "classes_", [False, True]))
+            out["probability"] = proba[:, classes.index(True)] if proba.ndim == 2 else proba
+            out["prediction"] = out["probability"].to_numpy() > 0.5
+        else:
+            out["prediction"] = np.asarray(estimator.predict(X_test)).astype(bool)
+        out = out[["mbid", "prediction"] + (["probability"] if "probability" in out else [])]
+    predict_seconds = time.perf_counter() - started
+
+    if model_dir is not None and hasattr(estimator, "save"):
+        estimator.save(model_dir)
+    info = {
+        "model": spec.name,
+        "fold": fold,
+        "params": _json_safe(estimator.get_params()) if hasattr(estimator, "get_params") else {},
+        "n_train": int(len(train_idx)),
+        "n_val": int(len(rows["val"])) if spec.uses_validation else 0,
+        "n_test": int(len(rows["test"])),
+        "device": str(getattr(estimator, "device_", "cpu")),
+        "fit_seconds": round(fit_seconds, 3),
+        "predict_seconds": round(predict_seconds, 3),
+        "crucible_version": __version__,
+    }
+    constant = getattr(estimator, "constant_", None)
+    if constant is not None:
+        info["constant_"] = constant
+    return out, info
+
+
+def _json_safe(params: dict[str, Any]) -> dict[str, Any]:
+    safe = {}
+    for key, value in sorted(params.items()):
+        if value is None or isinstance(value, (bool, int, float, str)):
+            safe[key] = value
+        else:
+            safe[key] = repr(value)
+    return safe
+
+
+def run_predict(
+    spec: ModelSpec,
+    task: str,
+    fold: int,
+    data_path: str | os.PathLike,
+    folds_path: str | os.PathLike,
+    card: dict[str, Any],
+    out_path: str | os.PathLike,
+    params: dict[str, Any] | None = None,
+    features_path: str | os.PathLike | None = None,
+    model_dir: str | os.PathLike | None = None,
+    random_state: int = 0,
+) -> dict[str, Any]:
+    from crucible.matbench.predictions import write_predictions
+
+    data = read_parquet(data_path)
+    folds = read_parquet(folds_path)
+    log.info("%s %s fold %d: fitting", spec.name, task, fold)
+    preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir)
+    info["task"] = task
+    info["inputs"] = card.get("inputs_available", "composition")
+    write_predictions(preds, out_path, card["task_type"])
+    write_json(info, Path(out_path).with_suffix(".json"))
+    log.info("%s %s fold %d: fit %.1fs, predict %.1fs", spec.name, task, fold, info["fit_seconds"], info["predict_seconds"])
+    return info

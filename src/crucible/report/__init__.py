@@ -1,0 +1,1 @@
+"""Tables (csv/md/tex) and figures (matplotlib) built from pipeline outputs."""

@@ -1,0 +1,198 @@
+# Helpers only: config access, validation, target lists. No rules here.
+import json
+import re
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from snakemake.utils import validate
+
+from crucible import __version__ as CRUCIBLE_VERSION
+from crucible.errors import ConfigError
+from crucible.matbench.tasks import TASKS as ALL_TASKS
+from crucible.models.registry import get_spec
+from crucible.sources import load_sources
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+REPO = Path(workflow.basedir)
+SOURCES_FILE = str(REPO / "config" / "sources.yaml")
+SOURCES = load_sources(SOURCES_FILE)
+MATBENCH = config["matbench"]
+TASKS = [t for t in ALL_TASKS if t in MATBENCH["tasks"]]
+FOLDS = range(5)
+MODELS = list(MATBENCH["models"])
+MLIP = config.get("mlip", {})
+
+
+def _model_kind(name):
+    """'files' for user-supplied predictions, else the registered model's device ('cpu'/'gpu')."""
+    if name in MATBENCH["prediction_files"]:
+        return "files"
+    try:
+        return get_spec(name, MATBENCH["custom_models"]).device
+    except ConfigError as exc:
+        raise WorkflowError(f"config matbench.models: {exc}")
+
+
+MODEL_KIND = {m: _model_kind(m) for m in MODELS}
+
+
+def _alternation(names):
+    # A regex matching exactly these names; a never-matching one when the list is empty.
+    return "|".join(re.escape(n) for n in sorted(names)) or "(?!x)x"
+
+
+wildcard_constraints:
+    task=_alternation(ALL_TASKS),
+    fold="[0-4]",
+    cpu_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "cpu"]),
+    gpu_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "gpu"]),
+    files_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "files"]),
+
+
+def artifact_file(name):
+    return f"resources/downloads/{SOURCES['artifacts'][name]['filename']}"
+
+
+def get_artifact_name(wildcards):
+    for name, spec in SOURCES["artifacts"].items():
+        if spec["filename"] == wildcards.filename:
+            return name
+    raise WorkflowError(f"no artifact in {SOURCES_FILE} is saved as {wildcards.filename}")
+
+
+def artifact_members(name):
+    return [f"resources/extracted/{name}/{m}" for m in sorted(SOURCES["artifacts"][name]["members"])]
+
+
+MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"
+MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
+
+
+def get_raw_task_file(wildcards):
+    if MATBENCH["source"] == "matminer":
+        return f"resources/downloads/{wildcards.task}.json.gz"
+    return f"resources/extracted/crabnet-2.0.8/{wildcards.task}.csv"
+
+
+def get_raw_provenance(wildcards):
+    if MATBENCH["source"] == "matminer":
+        return f"matminer:{wildcards.task}.json.gz"
+    spec = SOURCES["artifacts"]["crabnet-2.0.8"]
+    return f"{spec['filename']}={spec['sha256']}"
+
+
+def get_matminer_fetch_args(wildcards):
+    mirror = MATBENCH.get("matminer", {})
+    args = []
+    if mirror.get("url_prefix"):
+        args += ["--url-prefix", mirror["url_prefix"]]
+    pinned = mirror.get("sha256", {}).get(wildcards.task)
+    if pinned:
+        args += ["--sha256", pinned]
+    return " ".join(args)
+
+
+def get_clean_data_files():
+    return expand("results/matbench/data/{task}.parquet", task=TASKS)
+
+
+def get_task_cards():
+    return expand("results/matbench/data/{task}.json", task=TASKS)
+
+
+def get_magpie_cache():
+    from crucible.features.magpie import MAGPIE_VERSION
+
+    return f"results/features/magpie-{MAGPIE_VERSION}.parquet"
+
+
+def get_model_features(wildcards):
+    model = getattr(wildcards, "cpu_model", None) or getattr(wildcards, "gpu_model", None)
+    if get_spec(model, MATBENCH["custom_models"]).input_kind == "magpie":
+        return get_magpie_cache()
+    return []
+
+
+def get_model_name(wildcards):
+    return getattr(wildcards, "cpu_model", None) or getattr(wildcards, "gpu_model", None) or wildcards.model
+
+
+def get_model_params(wildcards):
+    return json.dumps(MATBENCH["model_params"].get(get_model_name(wildcards), {}), sort_keys=True)
+
+
+def get_custom_models():
+    return json.dumps(MATBENCH["custom_models"], sort_keys=True)
+
+
+def get_predict_threads(wildcards):
+    # The Dummy needs one core; ensembles use what the job is given.
+    return 1 if get_model_name(wildcards) == "dummy" else 2
+
+
+def get_element_table(wildcards):
+    params = MATBENCH["model_params"].get(get_model_name(wildcards), {})
+    return f"resources/extracted/crabnet-2.0.8/{params.get('embedding', 'mat2vec')}.csv"
+
+
+def get_prediction_file(wildcards):
+    root = MATBENCH["prediction_files"][wildcards.files_model]["dir"]
+    return str(Path(root) / wildcards.task / f"fold_{wildcards.fold}.parquet")
+
+
+def get_fold_predictions(wildcards):
+    return expand(
+        "results/matbench/predictions/{model}/{task}/fold_{fold}.parquet",
+        model=wildcards.model, task=wildcards.task, fold=FOLDS,
+    )
+
+
+def get_model_predictions(wildcards):
+    return expand(
+        "results/matbench/predictions/{model}/{task}/fold_{fold}.parquet",
+        model=wildcards.model, task=TASKS, fold=FOLDS,
+    )
+
+
+def get_published_table():
+    path = Path(MATBENCH["published"])
+    return str(path if path.is_absolute() else REPO / path)
+
+
+def get_matbench_outputs():
+    out = [
+        "results/tables/matbench_tasks.csv",
+        "results/tables/matbench_tasks.md",
+        "results/tables/matbench_task_overlap.csv",
+    ]
+    out += expand("results/matbench/folds/{task}.parquet", task=TASKS)
+    if MODELS:
+        out += expand("results/matbench/scores/{model}/{task}.json", model=MODELS, task=TASKS)
+        out += expand("results/matbench/{model}/results.json.gz", model=MODELS)
+        out += expand("results/matbench/{model}/info.json", model=MODELS)
+        out += expand("results/tables/matbench_leaderboard.{ext}", ext=["csv", "md", "tex"])
+        out += ["results/tables/matbench_folds.csv"]
+        out += expand("results/figures/matbench_scaled_error.{ext}", ext=["png", "pdf"])
+        out += expand("results/figures/matbench/{model}/{task}.png", model=MODELS, task=TASKS)
+    return out
+
+
+def get_final_output():
+    return get_matbench_outputs() + get_mlip_outputs()
+
+
+def get_mlip_outputs():
+    models = MLIP.get("models", [])
+    if not models:
+        return []
+    out = expand("results/mlip/eos/{model}.parquet", model=models)
+    out += expand("results/tables/mlip_eos.{ext}", ext=["csv", "md", "tex"])
+    out += expand("results/figures/mlip_eos_delta.{ext}", ext=["png", "pdf"])
+    datasets = MLIP.get("s2ef", {}).get("datasets", {})
+    if datasets:
+        out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=sorted(datasets), model=models)
+        out += expand("results/tables/mlip_s2ef_{dataset}.csv", dataset=sorted(datasets))
+    return out

@@ -1,0 +1,147 @@
+# Matbench v0.1: clean -> folds -> predict (one job per model, task, fold) -> score -> results file.
+
+
+rule clean_matbench_task:
+    input:
+        raw=get_raw_task_file,
+        metadata=MATBENCH_METADATA,
+    output:
+        data="results/matbench/data/{task}.parquet",
+        card="results/matbench/data/{task}.json",
+    params:
+        source=MATBENCH["source"],
+        provenance=get_raw_provenance,
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/clean/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/clean/{task}.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "crucible matbench clean --task {wildcards.task} --source {params.source} --raw '{input.raw}' "
+        "--metadata {input.metadata} --artifact '{params.provenance}' "
+        "--out-data {output.data} --out-card {output.card} 2> {log}"
+
+
+rule make_matbench_folds:
+    input:
+        data="results/matbench/data/{task}.parquet",
+        card="results/matbench/data/{task}.json",
+        validation=MATBENCH_VALIDATION,
+    output:
+        "results/matbench/folds/{task}.parquet",
+    params:
+        fraction=MATBENCH["inner_validation"]["fraction"],
+        seed=MATBENCH["inner_validation"]["seed"],
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/folds/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/folds/{task}.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "crucible matbench folds --task {wildcards.task} --data {input.data} --card {input.card} "
+        "--validation {input.validation} --inner-fraction {params.fraction} --inner-seed {params.seed} "
+        "--out {output} 2> {log}"
+
+
+rule matbench_tasks_table:
+    input:
+        cards=get_task_cards(),
+        data=get_clean_data_files(),
+    output:
+        csv="results/tables/matbench_tasks.csv",
+        md="results/tables/matbench_tasks.md",
+        overlap_csv="results/tables/matbench_task_overlap.csv",
+        overlap_md="results/tables/matbench_task_overlap.md",
+    log:
+        "logs/matbench/tasks_table.log",
+    benchmark:
+        "benchmarks/runs/matbench/tasks_table.tsv"
+    shell:
+        "crucible matbench tasks-table --cards {input.cards} --data {input.data} "
+        "--out-csv {output.csv} --out-md {output.md} "
+        "--out-overlap-csv {output.overlap_csv} --out-overlap-md {output.overlap_md} 2> {log}"
+
+
+rule predict_matbench:
+    input:
+        data="results/matbench/data/{task}.parquet",
+        card="results/matbench/data/{task}.json",
+        folds="results/matbench/folds/{task}.parquet",
+        features=get_model_features,
+    output:
+        predictions="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.parquet",
+        info="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.json",
+    params:
+        features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
+        model_params=get_model_params,
+        custom=get_custom_models(),
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/predict/{cpu_model}/{task}/fold_{fold}.log",
+    benchmark:
+        "benchmarks/runs/matbench/predict/{cpu_model}/{task}/fold_{fold}.tsv"
+    threads: get_predict_threads
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
+    shell:
+        "crucible matbench predict --model {wildcards.cpu_model} --task {wildcards.task} "
+        "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
+        "{params.features} --params '{params.model_params}' --custom-models '{params.custom}' "
+        "--threads {threads} --out {output.predictions} 2> {log}"
+
+
+# Models that benefit from a GPU: same job, sent to a GPU partition by profiles/slurm.
+rule predict_matbench_gpu:
+    input:
+        data="results/matbench/data/{task}.parquet",
+        card="results/matbench/data/{task}.json",
+        folds="results/matbench/folds/{task}.parquet",
+        features=get_model_features,
+        element_table=get_element_table,
+    output:
+        predictions="results/matbench/predictions/{gpu_model}/{task}/fold_{fold}.parquet",
+        info="results/matbench/predictions/{gpu_model}/{task}/fold_{fold}.json",
+        weights=directory("results/matbench/models/{gpu_model}/{task}/fold_{fold}"),
+    params:
+        features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
+        model_params=get_model_params,
+        custom=get_custom_models(),
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/predict/{gpu_model}/{task}/fold_{fold}.log",
+    benchmark:
+        "benchmarks/runs/matbench/predict/{gpu_model}/{task}/fold_{fold}.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
+    shell:
+        "crucible matbench predict --model {wildcards.gpu_model} --task {wildcards.task} "
+        "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
+        "{params.features} --params '{params.model_params}' --custom-models '{params.custom}' "
+        "--element-table {input.element_table} --model-dir {output.weights} "
+        "--threads {threads} --out {output.predictions} 2> {log}"
+
+
+# Predictions made outside crucible: validated like our own, then scored the same way.
+rule import_matbench_predictions:
+    input:
+        predictions=get_prediction_file,
+        data="results/matbench/data/{task}.parquet",
+        card="results/matbench/data/{task}.json",
+        folds="results/matbench/folds/{task}.parquet",
+    output:
+        "results/matbench/predictions/{files_model}/{task}/fold_{fold}.parquet",
+    log:
+        "logs/matbench/import/{files_model}/{task}/fold_{fold}.log",
+    shell:
+        "crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
+        "--card {input.card} --folds {input.folds} --predictions {input.predictions} --out {output} 2> {log}"
