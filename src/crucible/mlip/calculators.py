@@ -229,10 +229,10 @@ def get_calculator(name: str, device: str | None = None):
     spec = REGISTRY.get(name)
     if spec is None:
         raise ConfigError(f"unknown interatomic potential {name!r}; registered: {', '.join(registered_models())}")
-    dev = resolve_device(device)
+    dev = "cpu" if spec.kind == "builtin" else resolve_device(device)
     calc = spec.loader(dev)
     calc.crucible_model = name
-    calc.crucible_device = "cpu" if spec.kind == "builtin" else dev
+    calc.crucible_device = dev
     log.info("loaded potential %s on %s", name, calc.crucible_device)
     return calc
 

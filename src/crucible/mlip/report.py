@@ -1,0 +1,249 @@
+"""Tables (csv, Markdown, LaTeX) and figures for the interatomic-potential benchmarks.
+
+Everything is written through :func:`crucible.io.atomic_path`. Figures are made with the Agg
+backend and without the metadata that changes between runs (PNG ``Software``, PDF
+``CreationDate``), so two runs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from crucible.io import atomic_path
+
+PNG_METADATA = {"Software": None}
+PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
+
+EOS_TABLE_HEADERS = {
+    "model": "model",
+    "n_elements": "elements",
+    "n_failed": "failed",
+    "failed_elements": "failed elements",
+    "delta_mean_mev": "mean Δ (meV/atom)",
+    "delta_median_mev": "median Δ (meV/atom)",
+    "v0_mae_wien2k": "V0 MAE vs WIEN2k (Å³/atom)",
+    "b0_mae_wien2k": "B0 MAE vs WIEN2k (GPa)",
+    "b0_prime_mae_wien2k": "B0′ MAE vs WIEN2k",
+    "v0_mae_exp": "V0 MAE vs exp. (Å³/atom)",
+    "b0_mae_exp": "B0 MAE vs exp. (GPa)",
+    "n_v0_outside_sampled_range": "V0 outside sampled range",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+
+
+def _fmt(x, digits: int) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.{digits}f}"
+    return str(x)
+
+
+def _cells(df: pd.DataFrame, digits: int) -> list[list[str]]:
+    return [[_fmt(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
+
+
+def render_markdown(df: pd.DataFrame, headers: Mapping[str, str] | None = None, digits: int = 3) -> str:
+    heads = [(headers or {}).get(c, c) for c in df.columns]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _cells(df, digits)]
+    return "\n".join(lines) + "\n"
+
+
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "′": r"$'$", "–": "--"}
+
+
+def _tex(text: str) -> str:
+    out = "".join(_TEX_ESCAPES.get(ch, ch) for ch in text)
+    for k, v in _TEX_UNICODE.items():
+        out = out.replace(k, v)
+    return out
+
+
+def render_latex(df: pd.DataFrame, headers: Mapping[str, str] | None = None, digits: int = 3) -> str:
+    """A booktabs ``tabular`` (no float wrapper, so the document decides placement)."""
+    heads = [_tex((headers or {}).get(c, c)) for c in df.columns]
+    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
+    lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(heads) + r" \\", r"\midrule"]
+    lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _cells(df, digits)]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(
+    df: pd.DataFrame,
+    csv: str | Path | None = None,
+    md: str | Path | None = None,
+    tex: str | Path | None = None,
+    headers: Mapping[str, str] | None = None,
+    digits: int = 3,
+) -> None:
+    """Write ``df`` as csv (full precision, machine-readable) and/or rounded Markdown / LaTeX."""
+    if csv:
+        with atomic_path(csv, ".csv") as tmp:
+            df.to_csv(tmp, index=False, lineterminator="\n", float_format="%.10g")
+    if md:
+        with atomic_path(md, ".md") as tmp:
+            tmp.write_text(render_markdown(df, headers, digits), encoding="utf-8")
+    if tex:
+        with atomic_path(tex, ".tex") as tmp:
+            tmp.write_text(render_latex(df, headers, digits), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def periodic_position(symbol: str) -> tuple[int, int]:
+    """(period, group) in the 18-column table; the lanthanide row is folded away, so La–Lu sit
+    in group 3 (the Delta set has only Lu there)."""
+    from ase.data import atomic_numbers
+
+    z = atomic_numbers[symbol]
+    if z > 86:
+        raise ValueError(f"{symbol}: beyond the sixth period")
+    period, first = max((p, s) for s, p in ((1, 1), (3, 2), (11, 3), (19, 4), (37, 5), (55, 6)) if s <= z)
+    k = z - first  # 0-based position within the period
+    if period == 1:
+        return 1, 1 if z == 1 else 18
+    if period in (2, 3):
+        return period, k + 1 if k < 2 else k + 11
+    if period in (4, 5):
+        return period, k + 1
+    if z <= 56:
+        return 6, k + 1
+    if z <= 71:
+        return 6, 3
+    return 6, z - 68  # Hf (72) → group 4
+
+
+def _figure_save(fig, png: str | Path | None, pdf: str | Path | None, dpi: int = 150) -> None:
+    if png:
+        with atomic_path(png, ".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=dpi, metadata=PNG_METADATA)
+    if pdf:
+        with atomic_path(pdf, ".pdf") as tmp:
+            fig.savefig(tmp, format="pdf", metadata=PDF_METADATA)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "crucible"
+    plt.rcParams["pdf.compression"] = 6
+    return plt
+
+
+def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -> None:
+    """Δ per element laid out as a periodic table, one panel per model; failed elements
+    hatched with an ×, elements not run left blank. Colour on a log scale shared by panels."""
+    plt = _pyplot()
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Rectangle
+
+    models = sorted(frames_by_model)
+    if not models:
+        raise ValueError("no EOS results to plot")
+    deltas = np.concatenate([frames_by_model[m]["delta_mev"].to_numpy(dtype=float) for m in models])
+    finite = deltas[np.isfinite(deltas) & (deltas > 0)]
+    lo = max(float(finite.min()), 0.1) if finite.size else 0.1
+    hi = max(float(finite.max()), lo * 10) if finite.size else 100.0
+    norm = LogNorm(vmin=lo, vmax=hi)
+    cmap = plt.get_cmap("viridis")
+    fig, axes = plt.subplots(len(models), 1, figsize=(11, 3.9 * len(models)), squeeze=False)
+    for ax, model in zip(axes[:, 0], models):
+        df = frames_by_model[model]
+        for row in df.itertuples(index=False):
+            period, group = periodic_position(row.element)
+            x, y = group - 1, period - 1
+            if row.status == "ok" and math.isfinite(row.delta_mev):
+                colour = cmap(norm(max(row.delta_mev, lo)))
+                ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor=colour, edgecolor="black", lw=0.5))
+                text_colour = "white" if norm(max(row.delta_mev, lo)) < 0.55 else "black"
+                ax.text(x + 0.475, y + 0.33, row.element, ha="center", va="center", fontsize=9, weight="bold", color=text_colour)
+                label = f"{row.delta_mev:.1f}" if row.delta_mev < 100 else f"{row.delta_mev:.0f}"
+                ax.text(x + 0.475, y + 0.70, label, ha="center", va="center", fontsize=7, color=text_colour)
+            else:
+                ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor="lightgrey", edgecolor="black", lw=0.5, hatch="xx"))
+                ax.text(x + 0.475, y + 0.33, row.element, ha="center", va="center", fontsize=9, weight="bold")
+                ax.text(x + 0.475, y + 0.70, "failed", ha="center", va="center", fontsize=6, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
+        ok = df[df["status"] == "ok"]
+        n_failed = int((df["status"] != "ok").sum())
+        ax.set_title(
+            f"{model}: Δ vs WIEN2k (meV/atom), mean {ok['delta_mev'].mean():.1f}, median {ok['delta_mev'].median():.1f}, "
+            f"{n_failed} failed of {len(df)}",
+            fontsize=10,
+        )
+        ax.set_xlim(-0.1, 18)
+        ax.set_ylim(6.1, -0.1)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+        fig.colorbar(sm, ax=ax, fraction=0.025, pad=0.01, label="Δ (meV/atom)")
+    _figure_save(fig, png, pdf)
+    plt.close(fig)
+
+
+def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -> None:
+    """Model B0 against WIEN2k B0 (log–log), one panel per model; failed elements omitted
+    from the plot but counted in the panel title."""
+    plt = _pyplot()
+    models = sorted(frames_by_model)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.2), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        df = frames_by_model[model]
+        ok = df[(df["status"] == "ok") & np.isfinite(df["b0"]) & (df["b0"] > 0)]
+        ref = ok["wien2k_b0"].to_numpy(float)
+        pred = ok["b0"].to_numpy(float)
+        both = np.concatenate([ref, pred]) if len(ok) else np.array([1.0, 500.0])
+        lo, hi = max(both.min() / 1.5, 0.1), both.max() * 1.5
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, zorder=0)
+        ax.scatter(ref, pred, s=14, color="tab:blue")
+        for r, p, el in zip(ref, pred, ok["element"]):
+            ax.annotate(el, (r, p), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel("WIEN2k B0 (GPa)")
+        ax.set_ylabel(f"{model} B0 (GPa)")
+        mae = float(np.mean(np.abs(pred - ref))) if len(ok) else math.nan
+        ax.set_title(f"{model}: MAE {mae:.1f} GPa, {len(df) - len(ok)} failed", fontsize=9)
+    fig.tight_layout()
+    _figure_save(fig, png, pdf)
+    plt.close(fig)
+
+
+def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd.DataFrame]:
+    """Read per-model parquet files into {model: frame}; the model name comes from the ``model``
+    column (one value per file) or, failing that, the file stem."""
+    from crucible.errors import DataValidationError
+    from crucible.io import read_parquet
+
+    out: dict[str, pd.DataFrame] = {}
+    for path in paths:
+        df = read_parquet(path)
+        names = sorted(set(df[key])) if key in df.columns else [Path(path).stem]
+        if len(names) != 1:
+            raise DataValidationError(f"{path}: expected one {key} per file, found {names}")
+        if names[0] in out:
+            raise DataValidationError(f"{path}: {key} {names[0]!r} given twice")
+        out[names[0]] = df
+    return out
