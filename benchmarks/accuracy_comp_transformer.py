@@ -1,0 +1,125 @@
+"""Accuracy of ``comp-transformer`` on the official Matbench v0.1 folds, next to CrabNet.
+
+Data: the composition mirror (``crabnet/data/matbench/<name>.csv`` in the crabnet 2.0.8
+wheel, SHA-256 checked). Folds: ``KFold(5, shuffle=True, random_state=18012019)`` over the
+CSV's row order, which reproduces matbench's official test ids. Inner validation: 25% of each
+training fold, seed 7 (as in ``config/config.yaml``). Test rows are only used for scoring.
+
+    nice .venv/bin/python benchmarks/accuracy_comp_transformer.py --tasks steels jdft2d phonons
+    # a large task on a GPU node (see the report in the module's README section / profiles):
+    .venv/bin/python benchmarks/accuracy_comp_transformer.py --tasks mp_e_form --device cuda \
+        --params '{"batch_size": 256, "epochs": 200, "patience": 20, "d_model": 256}'
+
+Prints one line per fold and a table: mean ± std (ddof=0, as matbench) MAE vs CrabNet.
+Per-task results go to ``--out`` as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import KFold, train_test_split
+
+from crucible.models.comp_transformer import CompTransformer
+
+WHEEL_SHA256 = "4901565abaa5b4cd1a7841b9de647a3906df21676b226a7abf972d113f92054a"
+MAT2VEC_SHA256 = "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137"
+# task -> (file in the wheel, SHA-256 of that file, CrabNet mean MAE, matbench.md section 1)
+TASKS = {
+    "steels": ("steels_yield.csv", "a4232b4d83185f8c65c02dca6a013b85e220227d212e703d12586a4b5b9e9cf0", 107.3160),
+    "jdft2d": ("jdft2d.csv", "96e89a27ba23662de1fed19faaf577db45fd1a3b160d149b556e9d6a348a3056", 45.6104),
+    "phonons": ("phonons.csv", "09108e3cbfead13edc0c18e66ca015cef28f7431fcc822038bc7b5ecc5d6222b", 55.1114),
+    "expt_gap": ("expt_gap.csv", "3de82c37f1db3ab9bbd92366c96633f131913ded5db0969eb36216bdd11cef2f", 0.3463),
+    "dielectric": ("dielectric.csv", "6320d3da4c0f68e9248e26c058bf047b71f43ec687a6db6faf4f7bc4f4f21c9e", 0.3234),
+    "log_gvrh": ("elasticity_log10(G_VRH).csv", "6eda504f98a3b98308bb4f1353810f2703475daa85540b15aebe1fedf313304a", 0.1014),
+    "log_kvrh": ("elasticity_log10(K_VRH).csv", "b4e2620ca797b9eca83a6633d4b94dc3ae047bba3f0eacd5cdb446a75d07d087", 0.0758),
+    "perovskites": ("castelli.csv", "2aba6ff55450b269056de0e07362bd279d32abc8e4af04ca0100ecbb3e62bb97", 0.4065),
+    "mp_gap": ("mp_gap.csv", "4084e584467e6f81ec8bf12c438eeb2c049ae39e11401bae694ef6a9983b9d9f", 0.2655),
+    "mp_e_form": ("mp_e_form.csv", "90e895635c96447c5be4e9070d26f26e1b4d17925102a6597ae3c4d79c32555b", 0.0862),
+}
+DEFAULT_WHEEL = Path.home() / ".cache" / "crucible-tests" / "crabnet-2.0.8-py3-none-any.whl"
+
+
+def _member(wheel: Path, name: str, sha: str) -> bytes:
+    data = zipfile.ZipFile(wheel).read(name)
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha:
+        raise SystemExit(f"{wheel}:{name}: SHA-256 {got} != pinned {sha}")
+    return data
+
+
+def prepare(wheel: Path, workdir: Path) -> Path:
+    """Check the wheel and extract the mat2vec table; returns its path."""
+    if hashlib.sha256(wheel.read_bytes()).hexdigest() != WHEEL_SHA256:
+        raise SystemExit(f"{wheel}: SHA-256 differs from the pinned crabnet 2.0.8 wheel")
+    workdir.mkdir(parents=True, exist_ok=True)
+    table = workdir / "mat2vec.csv"
+    if not table.exists():
+        table.write_bytes(_member(wheel, "crabnet/data/element_properties/mat2vec.csv", MAT2VEC_SHA256))
+    return table
+
+
+def load_task(wheel: Path, task: str) -> pd.DataFrame:
+    name, sha, _ = TASKS[task]
+    return pd.read_csv(io.BytesIO(_member(wheel, f"crabnet/data/matbench/{name}", sha)))
+
+
+def run_task(task: str, df: pd.DataFrame, table: Path, params: dict, folds: list[int], device: str, threads: int):
+    splits = list(KFold(n_splits=5, shuffle=True, random_state=18012019).split(df))
+    out = []
+    for k in folds:
+        train, test = splits[k]
+        inner_tr, inner_val = train_test_split(train, test_size=0.25, random_state=7)
+        model = CompTransformer(element_table=str(table), device=device, num_threads=threads, random_state=k, **params)
+        t0 = time.perf_counter()
+        model.fit(df.formula.iloc[inner_tr], df.target.iloc[inner_tr], df.formula.iloc[inner_val], df.target.iloc[inner_val])
+        pred = model.predict(df.formula.iloc[test])
+        mae = float(np.mean(np.abs(pred - df.target.to_numpy()[test])))
+        info = {k2: v for k2, v in model.fit_info_.items() if k2 != "history"}
+        out.append({"fold": k, "mae": mae, "seconds": round(time.perf_counter() - t0, 1), **info})
+        print(f"{task} fold {k}: MAE {mae:.4f}  epochs {info['epochs_run']} (best {info['best_epoch']})  "
+              f"{out[-1]['seconds']} s on {info['device']}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", default=["steels", "jdft2d", "phonons"], choices=sorted(TASKS))
+    ap.add_argument("--folds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    ap.add_argument("--params", default="{}", help="JSON of CompTransformer parameters")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--wheel", type=Path, default=DEFAULT_WHEEL)
+    ap.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "crucible-tests")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/comp_transformer"))
+    args = ap.parse_args(argv)
+    params = json.loads(args.params)
+    table = prepare(args.wheel, args.workdir)
+    rows = []
+    for task in args.tasks:
+        res = run_task(task, load_task(args.wheel, task), table, params, args.folds, args.device, args.threads)
+        maes = np.array([r["mae"] for r in res])
+        summary = {"task": task, "params": params, "folds": res, "mean_mae": float(maes.mean()),
+                   "std_mae": float(maes.std()), "crabnet_mae": TASKS[task][2]}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{task}.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        rows.append(summary)
+    print("\n| task | folds | comp-transformer MAE (mean ± std) | CrabNet | better |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        better = "yes" if r["mean_mae"] < r["crabnet_mae"] else "no"
+        print(f"| {r['task']} | {len(r['folds'])} | {r['mean_mae']:.4f} ± {r['std_mae']:.4f} | {r['crabnet_mae']:.4f} | {better} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,592 @@
+"""``comp-transformer``: fraction-aware self-attention over the elements of a composition.
+
+Our own implementation of the idea behind CrabNet/Roost-style models (no peer code copied):
+
+* each element of a formula becomes a token: its row of a real element-embedding table
+  (mat2vec by default, Magpie optionally; columns standardised over the table) projected to
+  ``d_model``, plus a learned projection of a sinusoidal encoding of the element's molar
+  fraction on a linear and on a log scale, so the network can tell 0.001 Mo from 0.1 Mo;
+* a pre-norm transformer encoder lets the elements attend to each other (padding masked);
+* the tokens are pooled twice (fraction-weighted sum and plain mean), concatenated with the
+  fraction-weighted mean of the raw table rows (a Magpie-"mean"-like shortcut that helps the
+  smallest tasks), and an MLP head gives one output: a scaled regression target (L1 loss,
+  since Matbench scores MAE) or a logit (binary cross-entropy).
+
+Training follows the fold protocol: ``fit(X, y, X_val, y_val)`` trains on the fold's training
+rows, keeps the weights of the epoch with the best inner-validation score and stops after
+``patience`` epochs without improvement. With ``refit=True`` it then retrains from scratch on
+train+validation rows for the best epoch count (the validation rows only pick the length).
+Test rows are never seen before ``predict``.
+
+Device: ``device="auto"`` picks CUDA when available, else CPU; the choice is recorded in
+``device_`` and ``fit_info_``. On CUDA, autocast uses bfloat16 where the GPU supports it and
+float16 with a gradient scaler otherwise; on CPU everything is float32, seeded and
+deterministic (same seed, same thread count -> identical predictions).
+
+Persistence: ``save(directory)`` writes ``weights.pt`` (a tensor-only state dict, read back
+with ``weights_only=True``) and ``model.json`` (parameters, scaling, element list, fit info);
+``load(directory)`` rebuilds the estimator without the CSV or retraining.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator
+from torch import nn
+
+from crucible.errors import ConfigError, DataValidationError
+from crucible.models.registry import ModelSpec, register
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+# Where the fetch stage puts the tables extracted from the crabnet 2.0.8 wheel.
+TABLE_DIR = "resources/matbench/elements"
+NAMED_TABLES = ("mat2vec", "magpie")
+MAT2VEC_SHA256 = "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137"
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+@lru_cache(maxsize=None)
+def parse_formula(formula: str) -> tuple[tuple[str, float], ...]:
+    """(element, molar fraction) pairs of a formula, largest fraction first.
+
+    Cached: Matbench tasks repeat formulas (up to 98% of perovskites rows share one) and
+    pymatgen's parser dominates the cost of preparing a batch otherwise.
+    """
+    from pymatgen.core import Composition
+
+    comp = Composition(formula)
+    amounts = {str(el): float(amt) for el, amt in comp.get_el_amt_dict().items() if amt > 0}
+    total = sum(amounts.values())
+    if not amounts or total <= 0:
+        raise ValueError("no element with a positive amount")
+    # Sorted so that the token order (and the float summation order) is fixed per formula.
+    return tuple(sorted(((el, amt / total) for el, amt in amounts.items()), key=lambda t: (-t[1], t[0])))
+
+
+def _as_series(X: Any) -> pd.Series:
+    if isinstance(X, pd.DataFrame):
+        if "formula" in X.columns:
+            return X["formula"]
+        if X.shape[1] == 1:
+            return X.iloc[:, 0]
+        raise DataValidationError("comp-transformer: X must be formulas (a Series or a one-column frame)")
+    if isinstance(X, pd.Series):
+        return X
+    return pd.Series(list(X))
+
+
+def resolve_table_path(element_table: str | Path) -> Path:
+    """A path to an element CSV; the bare names 'mat2vec'/'magpie' mean the fetched tables."""
+    text = str(element_table)
+    if text in NAMED_TABLES:
+        return Path(TABLE_DIR) / f"{text}.csv"
+    return Path(text)
+
+
+def load_element_table(path: str | Path) -> tuple[list[str], np.ndarray, str]:
+    """Symbols, standardised float32 feature matrix and SHA-256 of an element table CSV.
+
+    Layout of the crabnet tables: header row, first column the element symbol (``element``),
+    the other columns the features. Columns are standardised over the elements so that the
+    Magpie table (melting points in K next to valence counts) and mat2vec share one scale.
+    """
+    path = resolve_table_path(path)
+    if not path.is_file():
+        raise ConfigError(f"comp-transformer: element table {str(path)!r} not found (run the fetch stage)")
+    raw = path.read_bytes()
+    table = pd.read_csv(path, index_col=0)
+    if table.shape[1] == 0 or table.index.has_duplicates:
+        raise DataValidationError(f"{path}: expected one row per element symbol and at least one feature column")
+    values = table.to_numpy(dtype=np.float64)
+    if not np.isfinite(values).all():
+        bad = table.index[~np.isfinite(values).all(axis=1)].tolist()
+        raise DataValidationError(f"{path}: non-finite features for elements {bad}")
+    std = values.std(axis=0)
+    std[std == 0] = 1.0
+    values = (values - values.mean(axis=0)) / std
+    return [str(s) for s in table.index], values.astype(np.float32), hashlib.sha256(raw).hexdigest()
+
+
+class _Encoded:
+    """Padded element indices and fractions for a set of formulas."""
+
+    def __init__(self, idx: torch.Tensor, frac: torch.Tensor):
+        self.idx = idx  # (n, L) int64, 0 = padding, table row + 1 otherwise
+        self.frac = frac  # (n, L) float32, 0 for padding
+        self.lengths = (idx > 0).sum(dim=1)
+
+    def __len__(self) -> int:
+        return self.idx.shape[0]
+
+    def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        width = int(self.lengths[rows].max())
+        return self.idx[rows, :width], self.frac[rows, :width]
+
+
+def encode_formulas(X: Any, symbols: Sequence[str]) -> _Encoded:
+    """Turn formulas into padded index/fraction tensors; unknown elements are refused."""
+    series = _as_series(X)
+    lookup = {s: i + 1 for i, s in enumerate(symbols)}
+    parsed: list[tuple[tuple[str, float], ...]] = []
+    for label, formula in zip(series.index.tolist(), series.to_numpy()):
+        if not isinstance(formula, str) or not formula.strip():
+            raise DataValidationError(f"comp-transformer: row {label!r}: formula is missing or not a string ({formula!r})")
+        try:
+            pairs = parse_formula(formula)
+        except Exception as exc:  # pymatgen raises several types for bad formulas
+            raise DataValidationError(f"comp-transformer: row {label!r}: cannot parse formula {formula!r}: {exc}") from None
+        for el, _ in pairs:
+            if el not in lookup:
+                raise DataValidationError(
+                    f"comp-transformer: row {label!r}: formula {formula!r} contains element {el!r}, "
+                    f"which is not in the element embedding table ({len(symbols)} elements)"
+                )
+        parsed.append(pairs)
+    width = max((len(p) for p in parsed), default=1)
+    idx = np.zeros((len(parsed), width), dtype=np.int64)
+    frac = np.zeros((len(parsed), width), dtype=np.float32)
+    for i, pairs in enumerate(parsed):
+        for j, (el, f) in enumerate(pairs):
+            idx[i, j] = lookup[el]
+            frac[i, j] = f
+    return _Encoded(torch.from_numpy(idx), torch.from_numpy(frac))
+
+
+# ----------------------------------------------------------------------------- network
+
+
+class FractionEncoder(nn.Module):
+    """Sinusoidal features of the fraction on a linear and a log scale, then a linear map.
+
+    Frequencies are geometric so that both coarse (0.5 vs 0.25) and fine (1e-4 vs 2e-4 on the
+    log scale) differences are resolved.
+    """
+
+    def __init__(self, d_model: int, n_freq: int = 16):
+        super().__init__()
+        self.register_buffer("freqs", (math.pi * torch.logspace(0, 3, n_freq)).float(), persistent=False)
+        self.proj = nn.Linear(4 * n_freq + 2, d_model)
+
+    def forward(self, frac: torch.Tensor) -> torch.Tensor:
+        f = frac.clamp_min(1e-6).unsqueeze(-1)
+        # log10(fraction) from -6 to 0 mapped onto [0, 1]
+        lg = 1.0 + torch.log10(f) / 6.0
+        a = f * self.freqs
+        b = lg * self.freqs / 10.0
+        feats = torch.cat([a.sin(), a.cos(), b.sin(), b.cos(), f, lg], dim=-1)
+        return self.proj(feats)
+
+
+class CompTransformerNet(nn.Module):
+    def __init__(
+        self,
+        table: torch.Tensor,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        d_ff: int,
+        dropout: float,
+    ):
+        super().__init__()
+        n_el, n_feat = table.shape
+        # Row 0 is the padding token; the table is a fixed (non-trained) buffer so that the
+        # saved state dict carries it and loading needs no CSV.
+        self.register_buffer("table", torch.cat([torch.zeros(1, n_feat), table.float()], dim=0))
+        self.embed = nn.Sequential(nn.Linear(n_feat, d_model), nn.GELU(), nn.Linear(d_model, d_model))
+        self.frac_enc = FractionEncoder(d_model)
+        layer = nn.TransformerEncoderLayer(
+            d_model, n_heads, d_ff, dropout, activation="gelu", batch_first=True, norm_first=True
+        )
+        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        d_pool = 2 * d_model + n_feat
+        self.head = nn.Sequential(
+            nn.Linear(d_pool, 2 * d_model),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(2 * d_model, d_model),
+            nn.GELU(),
+            nn.Linear(d_model, 1),
+        )
+
+    def forward(self, idx: torch.Tensor, frac: torch.Tensor) -> torch.Tensor:
+        pad = idx == 0
+        raw = self.table[idx]
+        h = self.embed(raw) + self.frac_enc(frac)
+        h = self.encoder(h, src_key_padding_mask=pad)
+        h = self.norm(h)
+        keep = (~pad).unsqueeze(-1).to(h.dtype)
+        w = frac.unsqueeze(-1).to(h.dtype)
+        weighted = (h * w).sum(1)
+        mean = (h * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+        raw_mean = (raw * frac.unsqueeze(-1)).sum(1).to(h.dtype)
+        return self.head(torch.cat([weighted, mean, raw_mean], dim=-1)).squeeze(-1)
+
+
+# ----------------------------------------------------------------------------- estimator
+
+
+def _pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("comp-transformer: device='cuda' requested but CUDA is not available")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ConfigError(f"comp-transformer: device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    return torch.device(device)
+
+
+class CompTransformer(BaseEstimator):
+    """Scikit-learn estimator over formula strings; see the module docstring."""
+
+    def __init__(
+        self,
+        task_type: str = "regression",
+        element_table: str = "mat2vec",
+        epochs: int = 300,
+        batch_size: int = 64,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-2,
+        d_model: int = 128,
+        n_heads: int = 4,
+        n_layers: int = 3,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        patience: int = 40,
+        warmup: float = 0.05,
+        target_scaling: str = "robust",
+        refit: bool = False,
+        amp: bool = True,
+        inference_batch_size: int = 4096,
+        num_threads: int | None = None,
+        random_state: int = 0,
+        device: str = "auto",
+    ):
+        self.task_type = task_type
+        self.element_table = element_table
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.patience = patience
+        self.warmup = warmup
+        self.target_scaling = target_scaling
+        self.refit = refit
+        self.amp = amp
+        self.inference_batch_size = inference_batch_size
+        self.num_threads = num_threads
+        self.random_state = random_state
+        self.device = device
+
+    # -- helpers ---------------------------------------------------------------------
+
+    @property
+    def _is_clf(self) -> bool:
+        return self.task_type == "classification"
+
+    def _check_params(self) -> None:
+        if self.task_type not in ("regression", "classification"):
+            raise ConfigError(f"comp-transformer: unknown task_type {self.task_type!r}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"comp-transformer: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.target_scaling not in ("robust", "standard", "none"):
+            raise ConfigError(f"comp-transformer: target_scaling must be robust, standard or none")
+
+    def _targets(self, y: Any, what: str) -> np.ndarray:
+        arr = np.asarray(y)
+        if self._is_clf:
+            if arr.dtype != bool and not np.isin(arr, [0, 1]).all():
+                raise DataValidationError(f"comp-transformer: {what} must be boolean for classification")
+            return arr.astype(np.float32)
+        arr = arr.astype(np.float64)
+        if not np.isfinite(arr).all():
+            raise DataValidationError(f"comp-transformer: {what} has non-finite values at rows {np.flatnonzero(~np.isfinite(arr))[:5].tolist()}")
+        return arr
+
+    def _amp_dtype(self, device: torch.device) -> torch.dtype | None:
+        if not self.amp or device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def _build(self, table: torch.Tensor) -> CompTransformerNet:
+        return CompTransformerNet(table, self.d_model, self.n_heads, self.n_layers, self.d_ff, self.dropout)
+
+    def _threads(self):
+        class _Ctx:
+            def __init__(self, n):
+                self.n, self.old = n, None
+
+            def __enter__(self):
+                if self.n:
+                    self.old = torch.get_num_threads()
+                    torch.set_num_threads(int(self.n))
+
+            def __exit__(self, *exc):
+                if self.old:
+                    torch.set_num_threads(self.old)
+
+        return _Ctx(self.num_threads)
+
+    # -- training --------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, X_val: Any = None, y_val: Any = None) -> "CompTransformer":
+        self._check_params()
+        symbols, table, sha = load_element_table(self.element_table)
+        self.elements_ = symbols
+        self.table_sha256_ = sha
+        table_t = torch.from_numpy(table)
+        enc = encode_formulas(X, symbols)
+        if len(enc) == 0:
+            raise DataValidationError("comp-transformer: no training rows")
+        y_arr = self._targets(y, "y")
+        if len(y_arr) != len(enc):
+            raise DataValidationError(f"comp-transformer: X has {len(enc)} rows but y has {len(y_arr)}")
+        if self._is_clf:
+            self.classes_ = np.array([False, True])
+            self.center_, self.scale_ = 0.0, 1.0
+        else:
+            if self.target_scaling == "robust":
+                q25, q50, q75 = np.percentile(y_arr, [25, 50, 75])
+                self.center_, self.scale_ = float(q50), float(q75 - q25) or float(y_arr.std()) or 1.0
+            elif self.target_scaling == "standard":
+                self.center_, self.scale_ = float(y_arr.mean()), float(y_arr.std()) or 1.0
+            else:
+                self.center_, self.scale_ = 0.0, 1.0
+        val = None
+        if X_val is not None and y_val is not None and len(y_val) > 0:
+            val = (encode_formulas(X_val, symbols), self._targets(y_val, "y_val"))
+        device = _pick_device(self.device)
+        self.device_ = device.type
+        amp_dtype = self._amp_dtype(device)
+        t0 = time.perf_counter()
+        with self._threads():
+            net, history, best_epoch, best_score = self._train(table_t, enc, y_arr, val, self.epochs, device, amp_dtype)
+            epochs_run = len(history)
+            if self.refit and val is not None:
+                # Retrain on train+validation rows for the length the validation rows chose.
+                X_all = pd.concat([_as_series(X), _as_series(X_val)], ignore_index=True)
+                y_all = np.concatenate([y_arr, val[1]])
+                net, _, _, _ = self._train(table_t, encode_formulas(X_all, symbols), y_all, None, best_epoch, device, amp_dtype)
+        self.net_ = net.eval()
+        self.fit_info_ = {
+            "device": device.type,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "amp": str(amp_dtype).replace("torch.", "") if amp_dtype else "float32",
+            "epochs_run": epochs_run,
+            "best_epoch": best_epoch,
+            "best_val_score": best_score,
+            "val_metric": ("log_loss" if self._is_clf else "mae") if val is not None else None,
+            "refit": bool(self.refit and val is not None),
+            "n_train": len(enc),
+            "n_val": 0 if val is None else len(val[1]),
+            "n_parameters": sum(p.numel() for p in net.parameters()),
+            "train_seconds": round(time.perf_counter() - t0, 3),
+            "torch": torch.__version__,
+            "element_table_sha256": sha,
+            "history": history,
+        }
+        return self
+
+    def _train(self, table_t, enc, y_arr, val, epochs, device, amp_dtype):
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(self.random_state)
+            if device.type == "cuda":
+                torch.cuda.manual_seed_all(self.random_state)
+            gen = torch.Generator().manual_seed(self.random_state)
+            net = self._build(table_t).to(device)
+            y_t = torch.as_tensor((y_arr - self.center_) / self.scale_, dtype=torch.float32)
+            n = len(enc)
+            bs = max(1, min(self.batch_size, n))
+            steps_per_epoch = math.ceil(n / bs)
+            total = max(1, epochs * steps_per_epoch)
+            opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+            warm = max(1, int(self.warmup * total))
+
+            def lr_at(step: int) -> float:
+                if step < warm:
+                    return (step + 1) / warm
+                return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total - warm)))) * 0.99 + 0.01
+
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+            scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+            loss_fn = nn.BCEWithLogitsLoss() if self._is_clf else nn.L1Loss()
+            best_state, best_score, best_epoch, stale = None, math.inf, epochs, 0
+            history: list[dict[str, float]] = []
+            for epoch in range(1, epochs + 1):
+                net.train()
+                perm = torch.randperm(n, generator=gen)
+                total_loss = 0.0
+                for s in range(0, n, bs):
+                    rows = perm[s : s + bs]
+                    if len(rows) < 2 and n >= 2:
+                        continue  # a batch of one gives LayerNorm/attention nothing to learn from
+                    idx, frac = enc.batch(rows)
+                    idx, frac, target = idx.to(device), frac.to(device), y_t[rows].to(device)
+                    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                        out = net(idx, frac)
+                    loss = loss_fn(out.float(), target)
+                    opt.zero_grad(set_to_none=True)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                        scaler.unscale_(opt)
+                        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        loss.backward()
+                        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                        opt.step()
+                    sched.step()
+                    total_loss += loss.detach().item() * len(rows)
+                record = {"epoch": epoch, "train_loss": total_loss / n}
+                if val is not None:
+                    raw = self._raw_outputs(net, val[0], device, amp_dtype)
+                    if self._is_clf:
+                        p = np.clip(1 / (1 + np.exp(-raw)), 1e-7, 1 - 1e-7)
+                        score = float(-np.mean(val[1] * np.log(p) + (1 - val[1]) * np.log(1 - p)))
+                    else:
+                        score = float(np.mean(np.abs(raw * self.scale_ + self.center_ - val[1])))
+                    record["val_score"] = score
+                    if score < best_score:
+                        best_score, best_epoch, stale = score, epoch, 0
+                        best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+                    else:
+                        stale += 1
+                history.append(record)
+                if val is not None and self.patience and stale >= self.patience:
+                    break
+            if best_state is not None:
+                net.load_state_dict(best_state)
+            if val is None:
+                best_epoch, best_score = epochs, math.nan
+        return net.eval(), history, best_epoch, best_score
+
+    # -- inference -------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _raw_outputs(self, net, enc: _Encoded, device, amp_dtype) -> np.ndarray:
+        net.eval()
+        out = []
+        # Batches by length so that short formulas are not padded to the longest one.
+        order = torch.argsort(enc.lengths, stable=True)
+        for s in range(0, len(enc), max(1, self.inference_batch_size)):
+            rows = order[s : s + self.inference_batch_size]
+            idx, frac = enc.batch(rows)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                out.append(net(idx.to(device), frac.to(device)).float().cpu())
+        res = torch.empty(len(enc), dtype=torch.float32)
+        if out:
+            res[order] = torch.cat(out)
+        return res.numpy().astype(np.float64)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "net_"):
+            raise RuntimeError("comp-transformer: call fit() or load() before predicting")
+
+    def _predict_raw(self, X: Any) -> np.ndarray:
+        self._check_fitted()
+        device = next(self.net_.parameters()).device
+        with self._threads():
+            return self._raw_outputs(self.net_, encode_formulas(X, self.elements_), device, self._amp_dtype(device))
+
+    def predict(self, X: Any) -> np.ndarray:
+        raw = self._predict_raw(X)
+        if self._is_clf:
+            return raw > 0.0
+        return raw * self.scale_ + self.center_
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        if not self._is_clf:
+            raise AttributeError("predict_proba is only available for classification")
+        p = 1.0 / (1.0 + np.exp(-self._predict_raw(X)))
+        return np.column_stack([1.0 - p, p])
+
+    # -- persistence -----------------------------------------------------------------
+
+    def save(self, directory: str | Path) -> None:
+        from crucible.io import atomic_path, write_json
+
+        self._check_fitted()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu() for k, v in self.net_.state_dict().items()}
+        with atomic_path(directory / "weights.pt", ".pt") as tmp:
+            torch.save(state, tmp)
+        info = {k: v for k, v in self.fit_info_.items() if k != "history"}
+        write_json(
+            {
+                "format_version": FORMAT_VERSION,
+                "model": "comp-transformer",
+                "params": self.get_params(),
+                "elements": self.elements_,
+                "element_table_sha256": self.table_sha256_,
+                "center": self.center_,
+                "scale": self.scale_,
+                "fit_info": info,
+                "history": self.fit_info_.get("history", []),
+            },
+            directory / "model.json",
+        )
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str = "cpu") -> "CompTransformer":
+        directory = Path(directory)
+        meta = json.loads((directory / "model.json").read_text(encoding="utf-8"))
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise DataValidationError(f"{directory / 'model.json'}: unsupported format_version {meta.get('format_version')!r}")
+        params = dict(meta["params"])
+        params["device"] = device
+        est = cls(**params)
+        state = torch.load(directory / "weights.pt", map_location="cpu", weights_only=True)
+        table = state["table"][1:]
+        net = est._build(table)
+        net.load_state_dict(state)
+        est.net_ = net.to(_pick_device(device)).eval()
+        est.device_ = est.net_.table.device.type
+        est.elements_ = list(meta["elements"])
+        est.table_sha256_ = meta["element_table_sha256"]
+        est.center_, est.scale_ = float(meta["center"]), float(meta["scale"])
+        est.fit_info_ = dict(meta["fit_info"], history=meta.get("history", []))
+        if est._is_clf:
+            est.classes_ = np.array([False, True])
+        return est
+
+
+def _factory(task_type: str, random_state: int, **params: Any) -> CompTransformer:
+    return CompTransformer(task_type=task_type, random_state=random_state, **params)
+
+
+register(
+    ModelSpec(
+        name="comp-transformer",
+        factory=_factory,
+        input_kind="composition",
+        description=(
+            "fraction-aware transformer over the elements of a formula (mat2vec embeddings), "
+            "trained per fold with early stopping on the inner validation rows"
+        ),
+        defaults={"element_table": f"{TABLE_DIR}/mat2vec.csv"},
+        uses_validation=True,
+        device="gpu",
+    )
+)
