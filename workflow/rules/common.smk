@@ -16,7 +16,7 @@ from crucible.sources import load_sources
 
 validate(config, schema="../schemas/config.schema.yaml")
 
-REPO = Path(workflow.basedir)
+REPO = Path(workflow.current_basedir).parents[1]  # workflow/rules -> repository root
 SOURCES_FILE = str(REPO / "config" / "sources.yaml")
 SOURCES = load_sources(SOURCES_FILE)
 MATBENCH = config["matbench"]
@@ -50,6 +50,7 @@ wildcard_constraints:
     cpu_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "cpu"]),
     gpu_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "gpu"]),
     files_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "files"]),
+    model=_alternation(MODELS),
 
 
 def artifact_file(name):

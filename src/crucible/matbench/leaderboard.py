@@ -1,0 +1,134 @@
+"""The paper's leaderboard tables, built from the scores records and a cited table of
+published numbers (``config/published_matbench.yaml``).
+
+- ``matbench_leaderboard``: tasks (ordered by size) x models: mean ± std of the leaderboard
+  metric (MAE, or matbench's label-based ROC AUC), the scaled error, and the published Dummy,
+  RF-SCM/Magpie, CrabNet and best entry side by side, with which of them are composition-only.
+- ``matbench_folds``: every fold's every metric, for every model and task.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from crucible.errors import ConfigError
+from crucible.matbench.tasks import TASKS
+
+PUBLISHED_COLUMNS = ("Dummy", "RF-SCM/Magpie", "CrabNet", "best")
+
+
+def load_published(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(open(path, encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read published scores {path}: {exc}") from exc
+    for key in ("citation", "models", "scores"):
+        if key not in doc:
+            raise ConfigError(f"{path}: missing key {key!r}")
+    unknown = sorted(set(doc["scores"]) - set(TASKS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown task(s) {', '.join(unknown)}")
+    return doc
+
+
+def published_scaled_error(value: float | None, record: dict[str, Any]) -> float | None:
+    if value is None:
+        return None
+    if record["task_type"] == "regression":
+        return float(value) / float(record["mad"])
+    return (1.0 - float(value)) / 0.5
+
+
+def _order(records: list[dict[str, Any]]) -> list[str]:
+    tasks = {r["task"] for r in records}
+    return [t for t in TASKS if t in tasks]
+
+
+def leaderboard(records: list[dict[str, Any]], published: dict[str, Any]) -> pd.DataFrame:
+    """One row per task; numeric columns for tools (CSV)."""
+    by_key = {(r["model"], r["task"]): r for r in records}
+    models = sorted({r["model"] for r in records})
+    rows = []
+    for task in _order(records):
+        any_record = next(r for r in records if r["task"] == task)
+        row: dict[str, Any] = {
+            "task": task,
+            "n": any_record["n_test"],
+            "metric": any_record["leaderboard_metric"],
+        }
+        for model in models:
+            rec = by_key.get((model, task))
+            row[f"{model}_mean"] = rec["leaderboard_value"] if rec else np.nan
+            row[f"{model}_std"] = rec["leaderboard_std"] if rec else np.nan
+            row[f"{model}_scaled_error"] = rec["scaled_error"]["mean"] if rec else np.nan
+            row[f"{model}_inputs"] = (rec.get("input_kind") or "–") if rec else "–"
+        pub = published["scores"].get(task, {})
+        for name in PUBLISHED_COLUMNS:
+            value = pub.get(name)
+            row[f"published_{name}"] = np.nan if value is None else float(value)
+            row[f"published_{name}_scaled_error"] = published_scaled_error(value, any_record) if value is not None else np.nan
+        row["published_best_name"] = pub.get("best_name", "–")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pm(mean: float, std: float, digits: int) -> str:
+    if np.isnan(mean):
+        return "–"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def leaderboard_display(table: pd.DataFrame, published: dict[str, Any]) -> pd.DataFrame:
+    """The human-readable table (Markdown/LaTeX): mean ± std, scaled error, published numbers."""
+    models = [c[: -len("_mean")] for c in table.columns if c.endswith("_mean")]
+    comp_only = {name: published["models"].get(name, {}).get("composition_only", False) for name in PUBLISHED_COLUMNS}
+    out = []
+    for row in table.to_dict("records"):
+        digits = 4 if row["metric"] == "rocauc" or row["published_Dummy"] < 10 else 2
+        line: dict[str, Any] = {"task": row["task"].removeprefix("matbench_"), "n": row["n"], "metric": row["metric"]}
+        for model in models:
+            label = f"{model} [{row[f'{model}_inputs']}]"
+            line[label] = _pm(row[f"{model}_mean"], row[f"{model}_std"], digits)
+            line[f"{model} scaled"] = f"{row[f'{model}_scaled_error']:.3f}"
+        for name in PUBLISHED_COLUMNS:
+            value = row[f"published_{name}"]
+            mark = "*" if comp_only[name] else ""
+            label = f"{name}{mark}"
+            line[label] = "–" if np.isnan(value) else f"{value:.{digits}f}"
+        line["best entry"] = row["published_best_name"]
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def leaderboard_preamble(published: dict[str, Any]) -> str:
+    return (
+        "# Matbench v0.1 leaderboard (official 5-fold splits)\n\n"
+        "Mean ± std (ddof 0) over the 5 folds of MAE (regression) or matbench's label-based ROC AUC "
+        "(classification); *scaled* is MAE/MAD or (1 − AUC)/0.5. The bracket says what our model saw "
+        "(composition-only when the data came from the formula mirror). Published columns marked * are "
+        "composition-only; RF-SCM/Magpie uses structure features on the structure tasks.\n\n"
+        f"Published numbers: {published['citation']}.\n\n"
+    )
+
+
+def folds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for rec in sorted(records, key=lambda r: (r["model"], TASKS.index(r["task"]))):
+        for fold in rec["folds"]:
+            rows.append({
+                "model": rec["model"],
+                "task": rec["task"],
+                "fold": fold["fold"],
+                "n_test": fold["n_test"],
+                **fold["scores"],
+                "scaled_error": fold["scaled_error"],
+            })
+    columns = ["model", "task", "fold", "n_test", "mae", "rmse", "mape", "max_error",
+               "accuracy", "balanced_accuracy", "f1", "rocauc", "rocauc_proba", "scaled_error"]
+    df = pd.DataFrame(rows)
+    return df.reindex(columns=columns)

@@ -1,0 +1,84 @@
+"""Matplotlib figures, written atomically with deterministic bytes (no timestamps)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from crucible.io import atomic_path  # noqa: E402
+
+_METADATA = {
+    ".png": {"Software": None},
+    ".pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+}
+
+
+def save_figure(fig: "plt.Figure", *paths: str | os.PathLike) -> None:
+    for path in paths:
+        suffix = Path(path).suffix
+        with atomic_path(path, suffix) as tmp:
+            fig.savefig(tmp, format=suffix.lstrip("."), metadata=_METADATA.get(suffix), dpi=150,
+                        bbox_inches="tight")
+    plt.close(fig)
+
+
+def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Figure":
+    """Scaled error per task ordered by dataset size: the paper's size-versus-error view."""
+    tasks = list(table["task"])
+    x = np.arange(len(tasks))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.7 * len(tasks) + 3), 4.5))
+    ref_styles = {"Dummy": ("_", "0.5"), "RF-SCM/Magpie": ("x", "tab:gray"), "CrabNet": ("+", "tab:brown"), "best": ("*", "gold")}
+    for name in published_names:
+        column = f"published_{name}_scaled_error"
+        if column in table:
+            marker, color = ref_styles.get(name, ("x", "k"))
+            ax.scatter(x, table[column], marker=marker, color=color, s=80, label=f"published {name}", zorder=2)
+    models = [c[: -len("_scaled_error")] for c in table.columns if c.endswith("_scaled_error") and not c.startswith("published_")]
+    markers = "osD^vP"
+    for i, model in enumerate(models):
+        ax.scatter(x, table[f"{model}_scaled_error"], marker=markers[i % len(markers)], s=45, label=model, zorder=3)
+    ax.set_xticks(x, [f"{t.removeprefix('matbench_')}\n(n={n})" for t, n in zip(tasks, table["n"])], rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("scaled error (MAE/MAD or (1-AUC)/0.5)")
+    ax.set_title("Matbench v0.1: scaled error by task (ordered by size)")
+    ax.axhline(1.0, color="0.8", lw=0.8, zorder=1)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def parity_figure(y_true: np.ndarray, y_pred: np.ndarray, title: str, unit: str) -> "plt.Figure":
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.scatter(y_true, y_pred, s=4, alpha=0.4, rasterized=True)
+    lo = float(np.nanmin([y_true.min(), y_pred.min()]))
+    hi = float(np.nanmax([y_true.max(), y_pred.max()]))
+    ax.plot([lo, hi], [lo, hi], color="k", lw=0.8)
+    mae = float(np.mean(np.abs(y_true - y_pred)))
+    ax.set_xlabel(f"true ({unit})")
+    ax.set_ylabel(f"predicted ({unit})")
+    ax.set_title(f"{title}\nMAE {mae:.4g} over all 5 test folds", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def roc_figure(y_true: np.ndarray, score: np.ndarray, title: str, from_labels: bool) -> "plt.Figure":
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    fpr, tpr, _ = roc_curve(y_true, score)
+    auc = roc_auc_score(y_true, score)
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot(fpr, tpr, lw=1.5)
+    ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls="--")
+    kind = "labels" if from_labels else "probabilities"
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title(f"{title}\nROC from {kind}, AUC {auc:.4f} (5 test folds pooled)", fontsize=9)
+    fig.tight_layout()
+    return fig
