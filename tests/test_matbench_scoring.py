@@ -16,7 +16,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -580,6 +579,9 @@ def test_write_predictions_schema_and_atomicity(tmp_path):
     reg = pd.DataFrame({"mbid": IDS, "prediction": np.arange(40)})
     with pytest.raises(PredictionFileError, match="int64"):
         write_predictions(reg, tmp_path / "r.parquet", "regression")
+    with pytest.raises(PredictionFileError, match="probability"):
+        write_predictions(reg.assign(prediction=1.0, probability=0.5), tmp_path / "r.parquet", "regression")
+    assert not (tmp_path / "r.parquet").exists()
 
 
 # --- CLI ----------------------------------------------------------------------------------------
@@ -613,7 +615,7 @@ def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):
     root = tmp_path / "results" / "matbench"
     for task in ("matbench_steels", "matbench_expt_is_metal"):
         ids = test_ids(splits, task)
-        # shuffle the rows so that the data file order is what has to drive the fold order
+        # prediction rows are written shuffled: reading must restore the official fold order
         _stage_outputs(root, task, frames[task], ids)
         target = frames[task].set_index("mbid")["target"]
         for k, test in enumerate(ids):

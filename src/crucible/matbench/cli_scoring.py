@@ -34,7 +34,7 @@ from crucible.io import read_parquet
 from crucible.matbench.predictions import read_predictions
 from crucible.matbench.resultsfile import MATBENCH_VERSION, task_type_of, write_info_json, write_results_file
 from crucible.matbench.scoring import CLASSIFICATION, REGRESSION, TASK_TYPES, score_fold, score_task, write_scores
-from crucible.matbench.tasks import N_FOLDS
+from crucible.matbench.tasks import N_FOLDS, check_task
 
 COMPOSITION_ONLY = "composition-only (formulas, no structures)"
 STRUCTURE = "structure"
@@ -52,7 +52,7 @@ class TaskData:
     """One task's truth and official test ids, read from the data and folds stage outputs."""
 
     def __init__(self, task: str, data_path: str | os.PathLike, folds_path: str | os.PathLike) -> None:
-        self.task = task
+        self.task = check_task(task)
         for p in (data_path, folds_path):
             if not Path(p).is_file():
                 raise DataValidationError(f"{p}: file not found (task {task})")

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from crucible.errors import PredictionFileError
 from crucible.io import write_parquet
-from crucible.matbench.scoring import CLASSIFICATION, CLF_THRESHOLD, REGRESSION, check_task_type
+from crucible.matbench.scoring import CLF_THRESHOLD, REGRESSION, check_task_type
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,8 @@ def write_predictions(df: pd.DataFrame, path: str | os.PathLike, task_type: str)
     a failed validation or write leaves any existing file untouched.
     """
     check_task_type(task_type)
-    with_proba = task_type == CLASSIFICATION and "probability" in df.columns
+    # A regression frame with 'probability' keeps it, so that validation refuses it as on reading.
+    with_proba = "probability" in df.columns
     cols = ["mbid", "prediction"] + (["probability"] if with_proba else [])
     missing = [c for c in cols[:2] if c not in df.columns]
     if missing:

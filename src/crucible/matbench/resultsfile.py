@@ -393,6 +393,8 @@ def read_results_file(
     Raises :class:`HashMismatchError` when the stored hash does not match the content and
     :class:`DataValidationError` for any other rule of matbench.md section 7.
     """
+    if not Path(path).is_file():
+        raise DataValidationError(f"{path}: results file not found")
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
