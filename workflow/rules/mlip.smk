@@ -8,35 +8,37 @@
 # (the command itself uses CUDA when torch sees one, else the CPU).
 
 
-wildcard_constraints:
-    model=r"[A-Za-z0-9][A-Za-z0-9._-]*",
-    dataset=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+# Own wildcard names (mlip_model, s2ef_dataset) with rule-level constraints: the global `model`
+# constraint in common.smk lists the Matbench models only.
+_MLIP_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 
 rule run_eos:
+    wildcard_constraints:
+        mlip_model=_MLIP_NAME,
     output:
-        "results/mlip/eos/{model}.parquet",
+        "results/mlip/eos/{mlip_model}.parquet",
     params:
         elements=lambda wc: mlip_eos_params()["elements"],
         points=lambda wc: mlip_eos_params()["points"],
         volume_range=lambda wc: mlip_eos_params()["volume_range"],
     log:
-        "logs/mlip/eos/{model}.log",
+        "logs/mlip/eos/{mlip_model}.log",
     benchmark:
-        "benchmarks/runs/mlip/eos_{model}.tsv"
+        "benchmarks/runs/mlip/eos_{mlip_model}.tsv"
     threads: 2
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     shell:
-        "crucible mlip eos --model {wildcards.model:q} --elements {params.elements:q} --points {params.points}"
+        "crucible mlip eos --model {wildcards.mlip_model:q} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
 
 
 rule eos_table:
     input:
-        lambda wc: expand("results/mlip/eos/{model}.parquet", model=mlip_models()),
+        lambda wc: expand("results/mlip/eos/{mlip_model}.parquet", mlip_model=mlip_models()),
     output:
         csv="results/tables/mlip_eos.csv",
         md="results/tables/mlip_eos.md",
@@ -49,7 +51,7 @@ rule eos_table:
 
 rule eos_figures:
     input:
-        lambda wc: expand("results/mlip/eos/{model}.parquet", model=mlip_models()),
+        lambda wc: expand("results/mlip/eos/{mlip_model}.parquet", mlip_model=mlip_models()),
     output:
         png="results/figures/mlip_eos_delta.png",
         pdf="results/figures/mlip_eos_delta.pdf",
@@ -63,39 +65,40 @@ rule eos_figures:
 
 
 rule s2ef_predict:
+    wildcard_constraints:
+        mlip_model=_MLIP_NAME,
+        s2ef_dataset=_MLIP_NAME,
     input:
         # the dataset file itself when it is one, so that editing it reruns the predictions
-        lambda wc: mlip_s2ef_input(wc.dataset),
+        lambda wc: mlip_s2ef_input(wc.s2ef_dataset),
     output:
-        "results/mlip/s2ef/{dataset}/{model}.parquet",
+        "results/mlip/s2ef/{s2ef_dataset}/{mlip_model}.parquet",
     params:
-        source=lambda wc: mlip_s2ef_datasets()[wc.dataset],
+        source=lambda wc: mlip_s2ef_datasets()[wc.s2ef_dataset],
     log:
-        "logs/mlip/s2ef/{dataset}/{model}.log",
+        "logs/mlip/s2ef/{s2ef_dataset}/{mlip_model}.log",
     benchmark:
-        "benchmarks/runs/mlip/s2ef_{dataset}_{model}.tsv"
+        "benchmarks/runs/mlip/s2ef_{s2ef_dataset}_{mlip_model}.tsv"
     threads: 2
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     shell:
-        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} --threads {threads}"
+        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.mlip_model:q} --threads {threads}"
         " --out {output:q} 2> {log:q}"
 
 
 rule s2ef_table:
+    wildcard_constraints:
+        s2ef_dataset=_MLIP_NAME,
     input:
-        lambda wc: expand(
-            "results/mlip/s2ef/{dataset}/{model}.parquet",
-            dataset=sorted(mlip_s2ef_datasets()),
-            model=mlip_models(),
-        ),
+        lambda wc: expand("results/mlip/s2ef/{s2ef_dataset}/{mlip_model}.parquet", s2ef_dataset=wc.s2ef_dataset, mlip_model=mlip_models()),
     output:
-        csv="results/tables/mlip_s2ef.csv",
-        md="results/tables/mlip_s2ef.md",
-        tex="results/tables/mlip_s2ef.tex",
+        csv="results/tables/mlip_s2ef_{s2ef_dataset}.csv",
+        md="results/tables/mlip_s2ef_{s2ef_dataset}.md",
+        tex="results/tables/mlip_s2ef_{s2ef_dataset}.tex",
     log:
-        "logs/mlip/s2ef_table.log",
+        "logs/mlip/s2ef_table_{s2ef_dataset}.log",
     shell:
         "crucible mlip s2ef-table --inputs {input:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"

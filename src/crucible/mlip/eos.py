@@ -83,7 +83,9 @@ def fit_birch_murnaghan(volumes: Sequence[float], energies: Sequence[float]) -> 
     """Least-squares Birch–Murnaghan fit (scipy ``curve_fit``, maxfev 5000).
 
     Raises :class:`FitError` with the reason when there are fewer than 4 finite points, the
-    optimiser does not converge, or the result is not physical (B0 ≤ 0, V0 ≤ 0, non-finite).
+    optimiser does not converge, the result is not physical (B0 ≤ 0, V0 ≤ 0, non-finite), or
+    the fitted V0 lies further outside the sampled volumes than their own spread (a deliberate
+    difference from CatBench, which keeps such fits). A V0 just outside is kept and flagged.
     """
     from scipy.optimize import OptimizeWarning, curve_fit
 
@@ -110,6 +112,13 @@ def fit_birch_murnaghan(volumes: Sequence[float], energies: Sequence[float]) -> 
         raise FitError("Birch–Murnaghan fit gave non-finite parameters")
     if v0 <= 0 or b0 <= 0:
         raise FitError(f"Birch–Murnaghan fit gave non-physical parameters (V0={v0:.4g} Å³, B0={b0:.4g} GPa)")
+    width = v.max() - v.min()
+    if not v.min() - width <= v0 <= v.max() + width:
+        # CatBench would keep this; a minimum this far outside the data is an extrapolation of
+        # a curve that has no minimum where it was sampled (e.g. a straight line fits this way).
+        raise FitError(
+            f"Birch–Murnaghan minimum far outside the sampled volumes (V0={v0:.4g} Å³, sampled {v.min():.4g}–{v.max():.4g})"
+        )
     resid = birch_murnaghan_energy(v, *params) - e
     return BMFit(
         e0=e0,
