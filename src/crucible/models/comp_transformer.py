@@ -259,7 +259,7 @@ class CompTransformer(BaseEstimator):
         task_type: str = "regression",
         element_table: str = "mat2vec",
         epochs: int = 300,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         lr: float = 1e-3,
         weight_decay: float = 1e-2,
         d_model: int = 128,
@@ -270,7 +270,7 @@ class CompTransformer(BaseEstimator):
         patience: int = 40,
         warmup: float = 0.05,
         target_scaling: str = "robust",
-        refit: bool = False,
+        refit: bool = True,
         amp: bool = True,
         inference_batch_size: int = 4096,
         num_threads: int | None = None,
@@ -327,6 +327,12 @@ class CompTransformer(BaseEstimator):
         if not self.amp or device.type != "cuda":
             return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def _batch_size(self, n_train: int) -> int:
+        # None: small batches (many updates) for the 300-row tasks, larger ones for 100k rows
+        if self.batch_size is None:
+            return int(np.clip(n_train // 64, 32, 256))
+        return int(self.batch_size)
 
     def _build(self, table: torch.Tensor) -> CompTransformerNet:
         return CompTransformerNet(table, self.d_model, self.n_heads, self.n_layers, self.d_ff, self.dropout)
@@ -397,6 +403,7 @@ class CompTransformer(BaseEstimator):
             "best_val_score": best_score,
             "val_metric": ("log_loss" if self._is_clf else "mae") if val is not None else None,
             "refit": bool(self.refit and val is not None),
+            "batch_size": self._batch_size(len(enc)),
             "n_train": len(enc),
             "n_val": 0 if val is None else len(val[1]),
             "n_parameters": sum(p.numel() for p in net.parameters()),
@@ -416,10 +423,11 @@ class CompTransformer(BaseEstimator):
             net = self._build(table_t).to(device)
             y_t = torch.as_tensor((y_arr - self.center_) / self.scale_, dtype=torch.float32)
             n = len(enc)
-            bs = max(1, min(self.batch_size, n))
+            bs = max(1, min(self._batch_size(n), n))
             steps_per_epoch = math.ceil(n / bs)
             total = max(1, epochs * steps_per_epoch)
-            opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+            # foreach: one kernel per step for all tensors instead of one per parameter (CPU too)
+            opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay, foreach=True)
             warm = max(1, int(self.warmup * total))
 
             def lr_at(step: int) -> float:
