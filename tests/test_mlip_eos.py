@@ -327,7 +327,7 @@ def test_tables_and_figures_are_deterministic(tmp_path, emt):
     assert b"emt,4,1,Si," in outs[0]["t.csv"]
 
 
-# The helpers mlip.smk expects from workflow/rules/common.smk (proposed there verbatim).
+# A mirror of the mlip helpers in workflow/rules/common.smk, so the rules run without the Matbench part.
 COMMON_HELPERS = '''
 MLIP = config.get("mlip", {})
 
