@@ -386,7 +386,7 @@ def parse_formulas(formulas: Sequence[object]) -> _Parsed:
             continue
         try:
             zz, aa = _parse_one(f)
-        except ValueError as exc:
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # whatever pymatgen raises
             errors.append((i, f, str(exc)))
             continue
         s_rows.extend([i] * len(zz))
