@@ -15,7 +15,9 @@ Our own implementation of the idea behind CrabNet/Roost-style models (no peer co
 Training follows the fold protocol: ``fit(X, y, X_val, y_val)`` trains on the fold's training
 rows, keeps the weights of the epoch with the best inner-validation score and stops after
 ``patience`` epochs without improvement. With ``refit=True`` it then retrains from scratch on
-train+validation rows for the best epoch count (the validation rows only pick the length).
+train+validation rows for the best epoch count (the validation rows only pick the length),
+averaging the weights over the last ``swa_frac`` of those epochs (stochastic weight averaging
+on the low-LR tail of the cosine schedule; no BatchNorm, so nothing to re-estimate).
 Test rows are never seen before ``predict``.
 
 Device: ``device="auto"`` picks CUDA when available, else CPU; the choice is recorded in
@@ -51,8 +53,8 @@ from crucible.models.registry import ModelSpec, register
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-# Where the fetch stage puts the tables extracted from the crabnet 2.0.8 wheel.
-TABLE_DIR = "resources/matbench/elements"
+# Where the fetch stage puts the tables extracted from the crabnet 2.0.8 wheel (fetch.smk).
+TABLE_DIR = "resources/extracted/crabnet-2.0.8"
 NAMED_TABLES = ("mat2vec", "magpie")
 MAT2VEC_SHA256 = "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137"
 
@@ -271,6 +273,7 @@ class CompTransformer(BaseEstimator):
         warmup: float = 0.05,
         target_scaling: str = "robust",
         refit: bool = True,
+        swa_frac: float = 0.2,
         amp: bool = True,
         inference_batch_size: int = 4096,
         num_threads: int | None = None,
@@ -292,6 +295,7 @@ class CompTransformer(BaseEstimator):
         self.warmup = warmup
         self.target_scaling = target_scaling
         self.refit = refit
+        self.swa_frac = swa_frac
         self.amp = amp
         self.inference_batch_size = inference_batch_size
         self.num_threads = num_threads
@@ -440,6 +444,10 @@ class CompTransformer(BaseEstimator):
             loss_fn = nn.BCEWithLogitsLoss() if self._is_clf else nn.L1Loss()
             best_state, best_score, best_epoch, stale = None, math.inf, epochs, 0
             history: list[dict[str, float]] = []
+            # Weight averaging only where no validation rows pick a checkpoint (final refit run).
+            n_swa = int(self.swa_frac * epochs)
+            swa_start = epochs - n_swa + 1 if n_swa >= 2 else None
+            swa_state, swa_n = None, 0
             for epoch in range(1, epochs + 1):
                 net.train()
                 perm = torch.randperm(n, generator=gen)
@@ -481,10 +489,22 @@ class CompTransformer(BaseEstimator):
                     else:
                         stale += 1
                 history.append(record)
+                if val is None and swa_start is not None and epoch >= swa_start:
+                    # running mean of the weights over the low-LR tail of the cosine schedule
+                    cur = net.state_dict()
+                    if swa_state is None:
+                        swa_state, swa_n = {k: v.detach().clone() for k, v in cur.items()}, 1
+                    else:
+                        swa_n += 1
+                        for k, v in cur.items():
+                            if v.is_floating_point():
+                                swa_state[k].add_(v.detach() - swa_state[k], alpha=1.0 / swa_n)
                 if val is not None and self.patience and stale >= self.patience:
                     break
             if best_state is not None:
                 net.load_state_dict(best_state)
+            elif swa_state is not None:
+                net.load_state_dict(swa_state)
             if val is None:
                 best_epoch, best_score = epochs, math.nan
         return net.eval(), history, best_epoch, best_score
