@@ -135,8 +135,11 @@ def get_predict_threads(wildcards):
 
 
 def get_element_table(wildcards):
-    params = MATBENCH["model_params"].get(get_model_name(wildcards), {})
-    return f"resources/extracted/crabnet-2.0.8/{params.get('embedding', 'mat2vec')}.csv"
+    """The element embedding table of a composition network, as a hash-checked input."""
+    table = MATBENCH["model_params"].get(get_model_name(wildcards), {}).get("element_table", "mat2vec")
+    if table in ("mat2vec", "magpie"):
+        return f"resources/extracted/crabnet-2.0.8/{table}.csv"
+    return table
 
 
 def get_prediction_file(wildcards):
@@ -185,15 +188,58 @@ def get_final_output():
     return get_matbench_outputs() + get_mlip_outputs()
 
 
+def mlip_models():
+    return list(MLIP.get("models", []))
+
+
+def _check_mlip_models():
+    from crucible.mlip.calculators import registered_models
+
+    known = registered_models()
+    unknown = [m for m in mlip_models() if m not in known]
+    if unknown:
+        raise WorkflowError(f"config mlip.models: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
+_check_mlip_models()
+
+
+def mlip_eos_params():
+    eos = MLIP.get("eos", {})
+    elements = eos.get("elements", "all")
+    return {
+        # Sorted, so that reordering the list in config does not rerun anything.
+        "elements": elements if isinstance(elements, str) else ",".join(sorted(elements)),
+        "points": eos.get("points", 7),
+        "volume_range": " ".join(str(v) for v in eos.get("volume_range", [0.94, 1.06])),
+    }
+
+
+def mlip_s2ef_datasets():
+    return dict(MLIP.get("s2ef", {}).get("datasets", {}))
+
+
+def mlip_s2ef_input(name):
+    """The dataset file, so that editing it reruns its predictions; built-in names have none."""
+    from crucible.mlip.s2ef_data import ASE_VASP_TESTDATA
+
+    source = mlip_s2ef_datasets()[name]
+    if source == ASE_VASP_TESTDATA:
+        return []
+    if not Path(source).is_file():
+        raise WorkflowError(f"config mlip.s2ef.datasets.{name}: no such file {source}")
+    return source
+
+
 def get_mlip_outputs():
-    models = MLIP.get("models", [])
+    models = mlip_models()
     if not models:
         return []
     out = expand("results/mlip/eos/{model}.parquet", model=models)
     out += expand("results/tables/mlip_eos.{ext}", ext=["csv", "md", "tex"])
-    out += expand("results/figures/mlip_eos_delta.{ext}", ext=["png", "pdf"])
-    datasets = MLIP.get("s2ef", {}).get("datasets", {})
+    out += expand("results/figures/mlip_eos_{kind}.{ext}", kind=["delta", "b0_parity"], ext=["png", "pdf"])
+    datasets = sorted(mlip_s2ef_datasets())
     if datasets:
-        out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=sorted(datasets), model=models)
-        out += expand("results/tables/mlip_s2ef_{dataset}.csv", dataset=sorted(datasets))
+        out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=datasets, model=models)
+        out += expand("results/tables/mlip_s2ef_{dataset}.{ext}", dataset=datasets, ext=["csv", "md", "tex"])
     return out

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from crucible.errors import ConfigError
 from crucible.io import read_json, read_parquet
+from crucible.matbench.cli_report import add_report_commands
+from crucible.matbench.cli_scoring import add_scoring_commands
 
 
 def _clean(args: argparse.Namespace) -> int:
@@ -76,6 +78,17 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_predictions(args: argparse.Namespace) -> int:
+    from crucible.matbench.predictions import read_predictions, write_predictions
+
+    card = read_json(args.card)
+    folds = read_parquet(args.folds, columns=["mbid", "fold"])
+    expected = folds.loc[folds["fold"] == args.fold, "mbid"].tolist()
+    table = read_predictions(args.predictions, card["task_type"], expected, args.fold)
+    write_predictions(table, args.out, card["task_type"])
+    return 0
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -125,18 +138,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True)
     p.set_defaults(func=_predict)
 
-    try:
-        from crucible.matbench.cli_scoring import add_scoring_commands
-    except ModuleNotFoundError as exc:
-        if exc.name != "crucible.matbench.cli_scoring":
-            raise
-    else:
-        add_scoring_commands(sub)
+    p = sub.add_parser("import-predictions", help="validate a user-supplied predictions file and take it in")
+    p.add_argument("--task", required=True)
+    p.add_argument("--fold", type=int, required=True, choices=range(5))
+    p.add_argument("--card", required=True)
+    p.add_argument("--folds", required=True)
+    p.add_argument("--predictions", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_import_predictions)
 
-    try:
-        from crucible.matbench.cli_report import add_report_commands
-    except ModuleNotFoundError as exc:
-        if exc.name != "crucible.matbench.cli_report":
-            raise
-    else:
-        add_report_commands(sub)
+    add_scoring_commands(sub)
+    add_report_commands(sub)

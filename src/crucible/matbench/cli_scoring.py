@@ -3,7 +3,7 @@
 ``add_scoring_commands(subparsers)`` adds both to the ``matbench`` group's subparsers; each sets
 ``func`` to a callable taking the parsed args and returning an exit status.
 
-    crucible matbench score --task T --task-type regression|classification --mad X \\
+    crucible matbench score --task T --card results/matbench/data/T.json \\
         --predictions P0 P1 P2 P3 P4 --folds results/matbench/folds/T.parquet \\
         --data results/matbench/data/T.parquet --model M --out results/matbench/scores/M/T.json
 
@@ -12,7 +12,8 @@
         --data-root results/matbench/data --out results/matbench/M/results.json.gz \\
         [--info-out results/matbench/M/info.json]
 
-``--mad`` is the task's official MAD for regression and its fraction of True for
+``--card`` is the task card of the clean stage; instead, ``--task-type`` and ``--mad`` may be
+given by hand. ``--mad`` is the task's official MAD for regression and its fraction of True for
 classification. The test ids of fold k are the rows of the data file (in its row order, the
 official order) whose ``fold`` is k in the folds file.
 """
@@ -95,7 +96,40 @@ def _fold_paths(paths: list[str]) -> list[str]:
     return paths
 
 
+def _card_values(args: argparse.Namespace) -> None:
+    """Fill --task-type and --mad from the task card written by the clean stage."""
+    if not args.card:
+        if args.task_type is None or args.mad is None:
+            raise DataValidationError("score needs --card, or both --task-type and --mad")
+        return
+    from crucible.io import read_json
+
+    card = read_json(args.card)
+    if card.get("task") != args.task:
+        raise DataValidationError(f"{args.card}: task card of {card.get('task')!r}, not {args.task!r}")
+    args.task_type = args.task_type or card["task_type"]
+    if args.mad is None:
+        args.mad = card["mad"] if card["task_type"] == REGRESSION else card["frac_true"]
+
+
+def _fold_parameters(path: Path) -> dict[str, Any]:
+    """What the inference job recorded about the fitted model (its sidecar JSON), if any."""
+    sidecar = path.with_suffix(".json")
+    if not sidecar.is_file():
+        return {}
+    from crucible.io import read_json
+
+    info = read_json(sidecar)
+    params: dict[str, Any] = {"model": info.get("model"), "hyperparameters": info.get("params", {}),
+                              "device": info.get("device")}
+    if "constant_" in info:
+        # The published Dummy stored its fitted constant the same way.
+        params["constant_"] = [[info["constant_"]]]
+    return params
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    _card_values(args)
     td = TaskData(args.task, args.data, args.folds)
     if args.task_type != td.task_type:
         raise DataValidationError(f"--task-type {args.task_type} disagrees with {args.data} ({td.task_type})")
@@ -147,7 +181,7 @@ def cmd_results_file(args: argparse.Namespace) -> int:
                 {
                     "data": dict(zip(df["mbid"].tolist(), values)),
                     "truth": dict(zip(truth.index.tolist(), truth.tolist())),
-                    "parameters": {},
+                    "parameters": _fold_parameters(path),
                 }
             )
         tasks[task] = folds
@@ -179,9 +213,10 @@ def add_scoring_commands(subparsers: Any) -> None:
     """Add ``score`` and ``results-file`` to the ``crucible matbench`` subparsers."""
     p = subparsers.add_parser("score", help="score one model on one task (5 folds) into a scores JSON")
     p.add_argument("--task", required=True)
-    p.add_argument("--task-type", required=True, choices=TASK_TYPES)
-    p.add_argument("--mad", required=True, type=float,
-                   help="official MAD (regression) or fraction of True (classification)")
+    p.add_argument("--card", help="task card (results/matbench/data/{task}.json): gives task type and MAD")
+    p.add_argument("--task-type", choices=TASK_TYPES, help="instead of --card")
+    p.add_argument("--mad", type=float,
+                   help="instead of --card: official MAD (regression) or fraction of True (classification)")
     p.add_argument("--predictions", required=True, nargs="+", metavar="FOLD_K_PARQUET",
                    help="fold_0.parquet .. fold_4.parquet, in fold order")
     p.add_argument("--folds", required=True, help="results/matbench/folds/{task}.parquet")

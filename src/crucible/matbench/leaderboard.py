@@ -67,6 +67,8 @@ def leaderboard(records: list[dict[str, Any]], published: dict[str, Any]) -> pd.
             row[f"{model}_std"] = rec["leaderboard_std"] if rec else np.nan
             row[f"{model}_scaled_error"] = rec["scaled_error"]["mean"] if rec else np.nan
             row[f"{model}_inputs"] = (rec.get("input_kind") or "–") if rec else "–"
+            proba = rec["stats"].get("rocauc_proba") if rec else None
+            row[f"{model}_rocauc_proba"] = proba["mean"] if proba else np.nan
         pub = published["scores"].get(task, {})
         for name in PUBLISHED_COLUMNS:
             value = pub.get(name)
@@ -92,8 +94,12 @@ def leaderboard_display(table: pd.DataFrame, published: dict[str, Any]) -> pd.Da
         digits = 4 if row["metric"] == "rocauc" or row["published_Dummy"] < 10 else 2
         line: dict[str, Any] = {"task": row["task"].removeprefix("matbench_"), "n": row["n"], "metric": row["metric"]}
         for model in models:
-            label = f"{model} [{row[f'{model}_inputs']}]"
-            line[label] = _pm(row[f"{model}_mean"], row[f"{model}_std"], digits)
+            inputs = str(row[f"{model}_inputs"])
+            label = f"{model} ({'comp.' if inputs.startswith('composition') else inputs})"
+            cell = _pm(row[f"{model}_mean"], row[f"{model}_std"], digits)
+            if not np.isnan(row[f"{model}_rocauc_proba"]):
+                cell += f" (AUC from proba {row[f'{model}_rocauc_proba']:.4f})"
+            line[label] = cell
             line[f"{model} scaled"] = f"{row[f'{model}_scaled_error']:.3f}"
         for name in PUBLISHED_COLUMNS:
             value = row[f"published_{name}"]
@@ -109,9 +115,10 @@ def leaderboard_preamble(published: dict[str, Any]) -> str:
     return (
         "# Matbench v0.1 leaderboard (official 5-fold splits)\n\n"
         "Mean ± std (ddof 0) over the 5 folds of MAE (regression) or matbench's label-based ROC AUC "
-        "(classification); *scaled* is MAE/MAD or (1 − AUC)/0.5. The bracket says what our model saw "
-        "(composition-only when the data came from the formula mirror). Published columns marked * are "
-        "composition-only; RF-SCM/Magpie uses structure features on the structure tasks.\n\n"
+        "(classification; the true AUC from probabilities beside it); *scaled* is MAE/MAD or (1 − AUC)/0.5. "
+        "The parenthesis says what our model saw: comp. = formulas only (the composition mirror has no "
+        "structures). Published columns marked * are composition-only; RF-SCM/Magpie uses structure "
+        "features on the structure tasks.\n\n"
         f"Published numbers: {published['citation']}.\n\n"
     )
 

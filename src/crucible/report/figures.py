@@ -49,7 +49,7 @@ def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Fi
     ax.set_title("Matbench v0.1: scaled error by task (ordered by size)")
     ax.axhline(1.0, color="0.8", lw=0.8, zorder=1)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 

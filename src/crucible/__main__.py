@@ -1,0 +1,5 @@
+import sys
+
+from crucible.cli import main
+
+sys.exit(main())
