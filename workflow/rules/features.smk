@@ -16,5 +16,7 @@ rule build_magpie_cache:
     resources:
         mem_mb=4000,
         runtime=20,
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible features build --data {input} --out {output} 2> {log}"

@@ -16,6 +16,8 @@ rule fetch_artifact:
     log:
         "logs/fetch/{filename}.log",
     retries: 2
+    conda:
+        "../../envs/fetch.yaml"
     shell:
         "crucible sources fetch --artifact {params.artifact} --sources {params.sources} --out {output} 2> {log}"
 
@@ -28,6 +30,8 @@ rule fetch_matminer_dataset:
     log:
         "logs/fetch/{task}.json.gz.log",
     retries: 2
+    conda:
+        "../../envs/fetch.yaml"
     shell:
         "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output} 2> {log}"
 
@@ -41,6 +45,8 @@ rule extract_matbench_splits:
         sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_matbench-0.6.log",
+    conda:
+        "../../envs/fetch.yaml"
     shell:
         "crucible sources extract --artifact matbench-0.6 --sources {params.sources} "
         "--archive {input} --out-dir resources/extracted/matbench-0.6 2> {log}"
@@ -55,6 +61,8 @@ rule extract_crabnet_mirror:
         sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_crabnet-2.0.8.log",
+    conda:
+        "../../envs/fetch.yaml"
     shell:
         "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources} "
         "--archive {input} --out-dir resources/extracted/crabnet-2.0.8 2> {log}"

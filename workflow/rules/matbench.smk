@@ -19,6 +19,8 @@ rule clean_matbench_task:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench clean --task {wildcards.task} --source {params.source} --raw '{input.raw}' "
         "--metadata {input.metadata} --artifact '{params.provenance}' "
@@ -43,6 +45,8 @@ rule make_matbench_folds:
     resources:
         mem_mb=2000,
         runtime=10,
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench folds --task {wildcards.task} --data {input.data} --card {input.card} "
         "--validation {input.validation} --inner-fraction {params.fraction} --inner-seed {params.seed} "
@@ -62,6 +66,8 @@ rule matbench_tasks_table:
         "logs/matbench/tasks_table.log",
     benchmark:
         "benchmarks/runs/matbench/tasks_table.tsv"
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench tasks-table --cards {input.cards} --data {input.data} "
         "--out-csv {output.csv} --out-md {output.md} "
@@ -90,6 +96,8 @@ rule predict_matbench:
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench predict --model {wildcards.cpu_model} --task {wildcards.task} "
         "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
@@ -123,6 +131,8 @@ rule predict_matbench_gpu:
         gpu=1,
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
+    conda:
+        "../../envs/torch.yaml"
     shell:
         "crucible matbench predict --model {wildcards.gpu_model} --task {wildcards.task} "
         "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
@@ -142,6 +152,8 @@ rule import_matbench_predictions:
         "results/matbench/predictions/{files_model}/{task}/fold_{fold}.parquet",
     log:
         "logs/matbench/import/{files_model}/{task}/fold_{fold}.log",
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
         "--card {input.card} --folds {input.folds} --predictions {input.predictions} --out {output} 2> {log}"

@@ -31,6 +31,8 @@ rule run_eos:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
+    conda:
+        "../../envs/mlip.yaml"
     shell:
         "crucible mlip eos --model {wildcards.mlip_model:q} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
@@ -45,6 +47,8 @@ rule eos_table:
         tex="results/tables/mlip_eos.tex",
     log:
         "logs/mlip/eos_table.log",
+    conda:
+        "../../envs/mlip.yaml"
     shell:
         "crucible mlip eos-table --inputs {input:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
 
@@ -59,6 +63,8 @@ rule eos_figures:
         parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
+    conda:
+        "../../envs/mlip.yaml"
     shell:
         "crucible mlip eos-figures --inputs {input:q} --out-png {output.png:q} --out-pdf {output.pdf:q}"
         " --parity-png {output.parity_png:q} --parity-pdf {output.parity_pdf:q} 2> {log:q}"
@@ -84,6 +90,8 @@ rule s2ef_predict:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
+    conda:
+        "../../envs/mlip.yaml"
     shell:
         "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.mlip_model:q} --threads {threads}"
         " --out {output:q} 2> {log:q}"
@@ -100,5 +108,7 @@ rule s2ef_table:
         tex="results/tables/mlip_s2ef_{s2ef_dataset}.tex",
     log:
         "logs/mlip/s2ef_table_{s2ef_dataset}.log",
+    conda:
+        "../../envs/mlip.yaml"
     shell:
         "crucible mlip s2ef-table --inputs {input:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"

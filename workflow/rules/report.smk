@@ -15,6 +15,8 @@ rule score_matbench:
         "logs/matbench/score/{model}/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/score/{model}/{task}.tsv"
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench score --task {wildcards.task} --card {input.card} --model {wildcards.model} "
         "--predictions {input.predictions} --folds {input.folds} --data {input.data} --out {output} 2> {log}"
@@ -33,6 +35,8 @@ rule matbench_results_file:
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/results_file/{model}.log",
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench results-file --model {wildcards.model} --tasks {params.tasks} "
         "--predictions-root results/matbench/predictions --folds-root results/matbench/folds "
@@ -52,6 +56,8 @@ rule matbench_leaderboard:
         pdf="results/figures/matbench_scaled_error.pdf",
     log:
         "logs/matbench/leaderboard.log",
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench leaderboard --scores {input.scores} --published {input.published} "
         "--csv {output.csv} --md {output.md} --tex {output.tex} --folds-csv {output.folds} "
@@ -74,6 +80,8 @@ rule matbench_model_figure:
         pdf="results/figures/matbench/{model}/{task}.pdf",
     log:
         "logs/matbench/figures/{model}/{task}.log",
+    conda:
+        "../../envs/matbench.yaml"
     shell:
         "crucible matbench figures --model {wildcards.model} --card {input.card} --data {input.data} "
         "--predictions {input.predictions} --png {output.png} --pdf {output.pdf} 2> {log}"
