@@ -135,6 +135,11 @@ def test_save_load_round_trip(data, fitted, tmp_path):
     np.testing.assert_array_equal(model.predict(te.formula), loaded.predict(te.formula))
     assert loaded.get_params()["d_model"] == TINY["d_model"]
     assert loaded.fit_info_["epochs_run"] == 2
+    # an ensemble of seeds round-trips too
+    ens = _fit(table, steels, n_models=2)
+    ens.save(tmp_path / "ens")
+    np.testing.assert_array_equal(ens.predict(te.formula), CompTransformer.load(tmp_path / "ens").predict(te.formula))
+    assert ens.fit_info_["n_models"] == 2
 
 
 def test_classification_head_gives_probabilities(data):

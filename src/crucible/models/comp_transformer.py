@@ -18,6 +18,7 @@ rows, keeps the weights of the epoch with the best inner-validation score and st
 train+validation rows for the best epoch count (the validation rows only pick the length),
 averaging the weights over the last ``swa_frac`` of those epochs (stochastic weight averaging
 on the low-LR tail of the cosine schedule; no BatchNorm, so nothing to re-estimate).
+``n_models > 1`` trains that many final networks with different seeds and averages them.
 Test rows are never seen before ``predict``.
 
 Device: ``device="auto"`` picks CUDA when available, else CPU; the choice is recorded in
@@ -240,6 +241,17 @@ class CompTransformerNet(nn.Module):
         return self.head(torch.cat([weighted, mean, raw_mean], dim=-1)).squeeze(-1)
 
 
+class Ensemble(nn.Module):
+    """Mean output of members trained with different seeds (variance of 300-row tasks)."""
+
+    def __init__(self, members: list[CompTransformerNet]):
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, idx: torch.Tensor, frac: torch.Tensor) -> torch.Tensor:
+        return torch.stack([m(idx, frac) for m in self.members]).mean(0)
+
+
 # ----------------------------------------------------------------------------- estimator
 
 
@@ -273,6 +285,7 @@ class CompTransformer(BaseEstimator):
         warmup: float = 0.05,
         target_scaling: str = "robust",
         refit: bool = True,
+        n_models: int = 1,
         swa_frac: float = 0.2,
         amp: bool = True,
         inference_batch_size: int = 4096,
@@ -295,6 +308,7 @@ class CompTransformer(BaseEstimator):
         self.warmup = warmup
         self.target_scaling = target_scaling
         self.refit = refit
+        self.n_models = n_models
         self.swa_frac = swa_frac
         self.amp = amp
         self.inference_batch_size = inference_batch_size
@@ -390,13 +404,18 @@ class CompTransformer(BaseEstimator):
         amp_dtype = self._amp_dtype(device)
         t0 = time.perf_counter()
         with self._threads():
-            net, history, best_epoch, best_score = self._train(table_t, enc, y_arr, val, self.epochs, device, amp_dtype)
+            seeds = [self.random_state + 1000 * i for i in range(max(1, int(self.n_models)))]
+            net, history, best_epoch, best_score = self._train(table_t, enc, y_arr, val, self.epochs, device, amp_dtype, seeds[0])
             epochs_run = len(history)
             if self.refit and val is not None:
                 # Retrain on train+validation rows for the length the validation rows chose.
                 X_all = pd.concat([_as_series(X), _as_series(X_val)], ignore_index=True)
                 y_all = np.concatenate([y_arr, val[1]])
-                net, _, _, _ = self._train(table_t, encode_formulas(X_all, symbols), y_all, None, best_epoch, device, amp_dtype)
+                enc_all = encode_formulas(X_all, symbols)
+                members = [self._train(table_t, enc_all, y_all, None, best_epoch, device, amp_dtype, s)[0] for s in seeds]
+            else:
+                members = [net] + [self._train(table_t, enc, y_arr, val, self.epochs, device, amp_dtype, s)[0] for s in seeds[1:]]
+        net = Ensemble(members)
         self.net_ = net.eval()
         self.fit_info_ = {
             "device": device.type,
@@ -407,6 +426,7 @@ class CompTransformer(BaseEstimator):
             "best_val_score": best_score,
             "val_metric": ("log_loss" if self._is_clf else "mae") if val is not None else None,
             "refit": bool(self.refit and val is not None),
+            "n_models": len(members),
             "batch_size": self._batch_size(len(enc)),
             "n_train": len(enc),
             "n_val": 0 if val is None else len(val[1]),
@@ -418,12 +438,12 @@ class CompTransformer(BaseEstimator):
         }
         return self
 
-    def _train(self, table_t, enc, y_arr, val, epochs, device, amp_dtype):
+    def _train(self, table_t, enc, y_arr, val, epochs, device, amp_dtype, seed):
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(self.random_state)
+            torch.manual_seed(seed)
             if device.type == "cuda":
-                torch.cuda.manual_seed_all(self.random_state)
-            gen = torch.Generator().manual_seed(self.random_state)
+                torch.cuda.manual_seed_all(seed)
+            gen = torch.Generator().manual_seed(seed)
             net = self._build(table_t).to(device)
             y_t = torch.as_tensor((y_arr - self.center_) / self.scale_, dtype=torch.float32)
             n = len(enc)
@@ -586,11 +606,14 @@ class CompTransformer(BaseEstimator):
         params["device"] = device
         est = cls(**params)
         state = torch.load(directory / "weights.pt", map_location="cpu", weights_only=True)
-        table = state["table"][1:]
-        net = est._build(table)
+        n_members = len({k.split(".")[1] for k in state if k.startswith("members.")})
+        if n_members == 0:
+            raise DataValidationError(f"{directory / 'weights.pt'}: no ensemble members in the state dict")
+        table = state["members.0.table"][1:]
+        net = Ensemble([est._build(table) for _ in range(n_members)])
         net.load_state_dict(state)
         est.net_ = net.to(_pick_device(device)).eval()
-        est.device_ = est.net_.table.device.type
+        est.device_ = next(est.net_.parameters()).device.type
         est.elements_ = list(meta["elements"])
         est.table_sha256_ = meta["element_table_sha256"]
         est.center_, est.scale_ = float(meta["center"]), float(meta["scale"])
