@@ -21,11 +21,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
 
 install: $(VENV)/.installed
 
+# Rules call the `crucible` command: the venv's scripts go first on PATH.
 run: install
-	$(BIN)/snakemake --cores $(CORES) --workflow-profile profiles/local
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --workflow-profile profiles/local
 
 test: install
-	$(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
 clean:
 	rm -rf results logs .snakemake

@@ -1,6 +1,8 @@
 # Helpers only: config access, validation, target lists. No rules here.
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -15,6 +17,10 @@ from crucible.sources import load_sources
 
 
 validate(config, schema="../schemas/config.schema.yaml")
+
+# Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
+# also when its virtual environment is not activated (conda envs, if used, still come first).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 REPO = Path(workflow.current_basedir).parents[1]  # workflow/rules -> repository root
 SOURCES_FILE = str(REPO / "config" / "sources.yaml")
@@ -79,9 +85,14 @@ def get_raw_task_file(wildcards):
 
 
 def get_raw_provenance(wildcards):
+    """``filename=sha256`` of the artifact the task's raw file came from, for its task card."""
     if MATBENCH["source"] == "matminer":
-        return f"matminer:{wildcards.task}.json.gz"
-    spec = SOURCES["artifacts"]["crabnet-2.0.8"]
+        from crucible.sources import matminer_artifact
+
+        mirror = MATBENCH.get("matminer", {})
+        spec = matminer_artifact(wildcards.task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(wildcards.task))
+    else:
+        spec = SOURCES["artifacts"]["crabnet-2.0.8"]
     return f"{spec['filename']}={spec['sha256']}"
 
 

@@ -18,6 +18,9 @@ def _clean(args: argparse.Namespace) -> int:
 
     metadata = tasks.load_metadata(args.metadata)
     df, card = clean.clean_task(args.task, args.source, args.raw, metadata)
+    bad = [kv for kv in args.artifact if "=" not in kv]
+    if bad:
+        raise ConfigError(f"--artifact takes name=sha256 pairs, got {bad}")
     card["provenance"] = {
         "metadata_file": {"path": Path(args.metadata).name, "sha256": _sha(args.metadata)},
         **({"artifact": dict(kv.split("=", 1) for kv in args.artifact)} if args.artifact else {}),

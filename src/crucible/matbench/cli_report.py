@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-import pandas as pd
-
 from crucible.io import read_json, read_parquet
 
 
@@ -28,6 +25,8 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _figures(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from crucible.report.figures import parity_figure, roc_figure, save_figure
 
     card = read_json(args.card)

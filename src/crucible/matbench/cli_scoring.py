@@ -27,15 +27,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from crucible import __version__ as CRUCIBLE_VERSION
 from crucible.errors import DataValidationError, PredictionFileError
-from crucible.io import read_parquet
-from crucible.matbench.predictions import read_predictions
-from crucible.matbench.resultsfile import MATBENCH_VERSION, task_type_of, write_info_json, write_results_file
-from crucible.matbench.scoring import CLASSIFICATION, REGRESSION, TASK_TYPES, score_fold, score_task, write_scores
 from crucible.matbench.tasks import N_FOLDS, check_task
+
+# Imported by the commands that need them: parsing arguments of any `crucible matbench`
+# command must not pay for pandas, scikit-learn and pyarrow (one process per DAG job).
+REGRESSION, CLASSIFICATION = "regression", "classification"
+TASK_TYPES = (REGRESSION, CLASSIFICATION)
 
 COMPOSITION_ONLY = "composition-only (formulas, no structures)"
 STRUCTURE = "structure"
@@ -53,6 +52,11 @@ class TaskData:
     """One task's truth and official test ids, read from the data and folds stage outputs."""
 
     def __init__(self, task: str, data_path: str | os.PathLike, folds_path: str | os.PathLike) -> None:
+        import pandas as pd
+
+        from crucible.io import read_parquet
+        from crucible.matbench.resultsfile import task_type_of
+
         self.task = check_task(task)
         for p in (data_path, folds_path):
             if not Path(p).is_file():
@@ -129,6 +133,9 @@ def _fold_parameters(path: Path) -> dict[str, Any]:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from crucible.matbench.predictions import read_predictions
+    from crucible.matbench.scoring import score_fold, score_task, write_scores
+
     _card_values(args)
     td = TaskData(args.task, args.data, args.folds)
     if args.task_type != td.task_type:
@@ -149,6 +156,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _requirements() -> dict[str, list[str]]:
+    from crucible.matbench.resultsfile import MATBENCH_VERSION
+
     pins = [f"crucible=={CRUCIBLE_VERSION}", f"matbench=={MATBENCH_VERSION}"]
     for dist in ("scikit-learn", "numpy", "pandas", "pyarrow"):
         try:
@@ -159,6 +168,9 @@ def _requirements() -> dict[str, list[str]]:
 
 
 def cmd_results_file(args: argparse.Namespace) -> int:
+    from crucible.matbench.predictions import read_predictions
+    from crucible.matbench.resultsfile import write_info_json, write_results_file
+
     tasks: dict[str, list[dict[str, Any]]] = {}
     kinds = set()
     for task in args.tasks:
