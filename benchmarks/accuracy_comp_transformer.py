@@ -6,9 +6,9 @@ CSV's row order, which reproduces matbench's official test ids. Inner validation
 training fold, seed 7 (as in ``config/config.yaml``). Test rows are only used for scoring.
 
     nice .venv/bin/python benchmarks/accuracy_comp_transformer.py --tasks steels jdft2d phonons
-    # a large task on a GPU node (see the report in the module's README section / profiles):
-    .venv/bin/python benchmarks/accuracy_comp_transformer.py --tasks mp_e_form --device cuda \
-        --params '{"batch_size": 256, "epochs": 200, "patience": 20, "d_model": 256}'
+    # the three large tasks, on a GPU node (expected time: profiles/slurm/README.md)
+    srun -p <gpu-partition> --gpus=1 --cpus-per-gpu=4 --time=04:00:00 .venv/bin/python \
+        benchmarks/accuracy_comp_transformer.py --tasks perovskites mp_gap mp_e_form --device cuda --threads 4
 
 Prints one line per fold and a table: mean ± std (ddof=0, as matbench) MAE vs CrabNet.
 Per-task results go to ``--out`` as JSON.
