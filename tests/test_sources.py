@@ -6,7 +6,6 @@ import hashlib
 import http.server
 import shutil
 import threading
-import zipfile
 from pathlib import Path
 
 import pytest
