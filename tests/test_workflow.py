@@ -156,3 +156,9 @@ def test_config_errors_stop_the_run_and_name_the_culprit(tmp_path, venv_env, mat
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_lint_is_clean(venv_env):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--lint"],
+                          cwd=REPO, env=venv_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

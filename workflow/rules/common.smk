@@ -18,6 +18,10 @@ from crucible.sources import load_sources
 
 validate(config, schema="../schemas/config.schema.yaml")
 
+envvars:
+    "PATH",
+
+
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -33,7 +37,7 @@ MLIP = config.get("mlip", {})
 
 
 def _model_kind(name):
-    """'files' for user-supplied predictions, else the registered model's device ('cpu'/'gpu')."""
+    """'files' for user-supplied predictions, else the registered model's device, cpu or gpu."""
     if name in MATBENCH["prediction_files"]:
         return "files"
     try:
