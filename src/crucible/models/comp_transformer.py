@@ -286,6 +286,7 @@ class CompTransformer(BaseEstimator):
         target_scaling: str = "robust",
         refit: bool = True,
         n_models: int = 1,
+        val_smoothing: int = 1,
         swa_frac: float = 0.2,
         amp: bool = True,
         inference_batch_size: int = 4096,
@@ -309,6 +310,7 @@ class CompTransformer(BaseEstimator):
         self.target_scaling = target_scaling
         self.refit = refit
         self.n_models = n_models
+        self.val_smoothing = val_smoothing
         self.swa_frac = swa_frac
         self.amp = amp
         self.inference_batch_size = inference_batch_size
@@ -464,6 +466,7 @@ class CompTransformer(BaseEstimator):
             loss_fn = nn.BCEWithLogitsLoss() if self._is_clf else nn.L1Loss()
             best_state, best_score, best_epoch, stale = None, math.inf, epochs, 0
             history: list[dict[str, float]] = []
+            recent: list[float] = []
             # Weight averaging only where no validation rows pick a checkpoint (final refit run).
             n_swa = int(self.swa_frac * epochs)
             swa_start = epochs - n_swa + 1 if n_swa >= 2 else None
@@ -503,6 +506,11 @@ class CompTransformer(BaseEstimator):
                     else:
                         score = float(np.mean(np.abs(raw * self.scale_ + self.center_ - val[1])))
                     record["val_score"] = score
+                    recent.append(score)
+                    # A trailing mean over a few epochs: on 60-row validation sets a single
+                    # lucky epoch would otherwise fix the refit length.
+                    score = float(np.mean(recent[-max(1, int(self.val_smoothing)):]))
+                    record["val_smoothed"] = score
                     if score < best_score:
                         best_score, best_epoch, stale = score, epoch, 0
                         best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
