@@ -29,7 +29,7 @@ MEMBERS = {
     "crabnet/data/element_properties/mat2vec.csv": "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137",
     "crabnet/data/matbench/steels_yield.csv": "a4232b4d83185f8c65c02dca6a013b85e220227d212e703d12586a4b5b9e9cf0",
 }
-TINY = dict(epochs=2, batch_size=64, d_model=32, n_heads=2, n_layers=1, d_ff=64, device="cpu", num_threads=1)
+TINY = dict(epochs=2, batch_size=64, n_models=1, d_model=32, n_heads=2, n_layers=1, d_ff=64, device="cpu", num_threads=1)
 
 
 def _wheel() -> Path:
