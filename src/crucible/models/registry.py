@@ -43,7 +43,14 @@ class ModelSpec:
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
-_BUILTIN_MODULES = ("crucible.models.baselines", "crucible.models.trees", "crucible.models.comp_transformer")
+# Where each built-in model registers itself. Only the module of the model asked for is
+# imported: a Dummy job must not pay for importing torch (every fold is its own process).
+_BUILTINS = {
+    "dummy": "crucible.models.baselines",
+    "rf-magpie": "crucible.models.trees",
+    "gbm-magpie": "crucible.models.trees",
+    "comp-transformer": "crucible.models.comp_transformer",
+}
 
 
 def register(spec: ModelSpec) -> ModelSpec:
@@ -55,19 +62,8 @@ def register(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-def _load_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            # Only a missing builtin module itself is tolerated (e.g. during development).
-            if exc.name != module:
-                raise
-
-
 def builtin_names() -> list[str]:
-    _load_builtins()
-    return sorted(_REGISTRY)
+    return sorted(_BUILTINS)
 
 
 def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
@@ -94,8 +90,8 @@ def get_spec(name: str, custom_models: dict[str, Any] | None = None) -> ModelSpe
     custom_models = custom_models or {}
     if name in custom_models:
         return custom_spec(name, custom_models[name])
-    _load_builtins()
-    if name not in _REGISTRY:
-        known = ", ".join(sorted(_REGISTRY) + sorted(custom_models))
+    if name not in _BUILTINS:
+        known = ", ".join(sorted(_BUILTINS) + sorted(custom_models))
         raise ConfigError(f"unknown model {name!r}; known models: {known}")
+    importlib.import_module(_BUILTINS[name])
     return _REGISTRY[name]
