@@ -1,4 +1,4 @@
-"""The ``crucible`` command: every pipeline stage runnable without Snakemake.
+"""crucible: every pipeline stage runnable without Snakemake.
 
 ``crucible <group> <command> [options]``. Each group lives in its own module exposing
 ``configure_parser(parser)``; only the group that is asked for is imported, so that a quick
@@ -20,7 +20,6 @@ GROUPS: dict[str, tuple[str, str]] = {
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.cli", "composition features and the shared feature cache"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
-    "report": ("crucible.report.cli", "tables and figures"),
 }
 
 
@@ -62,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except CrucibleError as exc:
         print(f"crucible {group}: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"crucible {group}: error: no such file: {exc.filename or exc}", file=sys.stderr)
         return 2
     return int(result or 0)
 

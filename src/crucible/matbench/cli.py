@@ -92,11 +92,20 @@ def _import_predictions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checked_task(name: str) -> str:
+    from crucible.matbench.tasks import check_task
+
+    try:
+        return check_task(name)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("clean", help="raw source file -> typed, id'd, checked task table + task card")
-    p.add_argument("--task", required=True)
+    p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--source", required=True, choices=["composition-mirror", "matminer"])
     p.add_argument("--raw", required=True, help="crabnet CSV (mirror) or matminer .json.gz")
     p.add_argument("--metadata", required=True, help="matbench_v0.1_dataset_metadata.json")
@@ -106,7 +115,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_clean)
 
     p = sub.add_parser("folds", help="official folds, checked against a regeneration, plus inner validation")
-    p.add_argument("--task", required=True)
+    p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
     p.add_argument("--validation", required=True, help="matbench_v0.1_validation.json")
@@ -126,7 +135,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
     p.add_argument("--model", required=True)
-    p.add_argument("--task", required=True)
+    p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--fold", type=int, required=True, choices=range(5))
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
@@ -142,7 +151,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_predict)
 
     p = sub.add_parser("import-predictions", help="validate a user-supplied predictions file and take it in")
-    p.add_argument("--task", required=True)
+    p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--fold", type=int, required=True, choices=range(5))
     p.add_argument("--card", required=True)
     p.add_argument("--folds", required=True)

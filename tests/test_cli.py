@@ -1,0 +1,34 @@
+"""The ``crucible`` command: every group answers --help, errors are one clean line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from crucible.cli import GROUPS
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_every_group_has_help(group, venv_env):
+    proc = subprocess.run([sys.executable, "-m", "crucible", group, "--help"], env=venv_env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: crucible" in proc.stdout
+
+
+def test_unknown_task_is_a_clean_error(tmp_path, venv_env):
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--model", "dummy",
+                           "--task", "matbench_steel", "--fold", "0", "--data", "d", "--card", "c", "--folds", "f",
+                           "--out", str(tmp_path / "o.parquet")], env=venv_env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "unknown Matbench task 'matbench_steel'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_input_file_is_named(tmp_path, venv_env):
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "folds", "--task", "matbench_steels",
+                           "--data", str(tmp_path / "missing.parquet"), "--card", "c", "--validation", "v",
+                           "--out", str(tmp_path / "o.parquet")], env=venv_env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "missing.parquet" in proc.stderr and "Traceback" not in proc.stderr
