@@ -273,7 +273,7 @@ class CompTransformer(BaseEstimator):
         self,
         task_type: str = "regression",
         element_table: str = "mat2vec",
-        epochs: int = 300,
+        epochs: int | None = None,
         batch_size: int | None = None,
         lr: float = 1e-3,
         weight_decay: float = 1e-2,
@@ -282,7 +282,7 @@ class CompTransformer(BaseEstimator):
         n_layers: int = 3,
         d_ff: int = 256,
         dropout: float = 0.1,
-        patience: int = 40,
+        patience: int | None = None,
         warmup: float = 0.05,
         target_scaling: str = "robust",
         refit: bool = True,
@@ -348,6 +348,14 @@ class CompTransformer(BaseEstimator):
         if not self.amp or device.type != "cuda":
             return None
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+    def _schedule(self, n_train: int) -> tuple[int, int]:
+        # None: long cosine schedules where an epoch is a handful of steps (< 1000 rows),
+        # 100 epochs / patience 20 from dielectric (~2.9k rows) upwards, where each epoch costs.
+        small = n_train < 1000
+        epochs = self.epochs if self.epochs is not None else (300 if small else 100)
+        patience = self.patience if self.patience is not None else (40 if small else 20)
+        return int(epochs), int(patience)
 
     def _n_models(self, n_train: int) -> int:
         # None: seed ensembles where variance dominates and training costs seconds
@@ -415,7 +423,8 @@ class CompTransformer(BaseEstimator):
         t0 = time.perf_counter()
         with self._threads():
             seeds = [self.random_state + 1000 * i for i in range(self._n_models(len(enc)))]
-            net, history, best_epoch, best_score = self._train(table_t, enc, y_arr, val, self.epochs, device, amp_dtype, seeds[0])
+            epochs, self.patience_ = self._schedule(len(enc))
+            net, history, best_epoch, best_score = self._train(table_t, enc, y_arr, val, epochs, device, amp_dtype, seeds[0])
             epochs_run = len(history)
             if self.refit and val is not None:
                 # Retrain on train+validation rows for the length the validation rows chose.
@@ -424,7 +433,7 @@ class CompTransformer(BaseEstimator):
                 enc_all = encode_formulas(X_all, symbols)
                 members = [self._train(table_t, enc_all, y_all, None, best_epoch, device, amp_dtype, s)[0] for s in seeds]
             else:
-                members = [net] + [self._train(table_t, enc, y_arr, val, self.epochs, device, amp_dtype, s)[0] for s in seeds[1:]]
+                members = [net] + [self._train(table_t, enc, y_arr, val, epochs, device, amp_dtype, s)[0] for s in seeds[1:]]
         net = Ensemble(members)
         self.net_ = net.eval()
         self.fit_info_ = {
@@ -437,6 +446,8 @@ class CompTransformer(BaseEstimator):
             "val_metric": ("log_loss" if self._is_clf else "mae") if val is not None else None,
             "refit": bool(self.refit and val is not None),
             "n_models": len(members),
+            "max_epochs": epochs,
+            "patience": self.patience_,
             "batch_size": self._batch_size(len(enc)),
             "n_train": len(enc),
             "n_val": 0 if val is None else len(val[1]),
@@ -535,7 +546,7 @@ class CompTransformer(BaseEstimator):
                         for k, v in cur.items():
                             if v.is_floating_point():
                                 swa_state[k].add_(v.detach() - swa_state[k], alpha=1.0 / swa_n)
-                if val is not None and self.patience and stale >= self.patience:
+                if val is not None and self.patience_ and stale >= self.patience_:
                     break
             if best_state is not None:
                 net.load_state_dict(best_state)
