@@ -15,7 +15,7 @@ Per-task results go to ``--out`` as JSON.
 
 Measured here (CPU, 1 thread per run, shared 2-core machine; composition-only on every task,
 since the mirror carries formulas only). Settings = the model's size-dependent defaults
-(refit on train+val, SWA over the last 20% of the refit, batch 32; 5 seeds for steels, 3 for
+(refit on train+val, SWA over the last 20% of the refit, batch 32, 44 for dielectric; 5 seeds for steels, 3 for
 jdft2d, 1 otherwise), except phonons, run before SWA existed (swa_frac=0 equivalent):
 
 | task | comp-transformer MAE (mean ± std, 5 folds) | CrabNet | per fold |
