@@ -144,11 +144,6 @@ def get_custom_models():
     return json.dumps(MATBENCH["custom_models"], sort_keys=True)
 
 
-def get_predict_threads(wildcards):
-    # The Dummy needs one core; ensembles use what the job is given.
-    return 1 if get_model_name(wildcards) == "dummy" else 2
-
-
 def get_element_table(wildcards):
     """The element embedding table of a composition network, as a hash-checked input."""
     table = MATBENCH["model_params"].get(get_model_name(wildcards), {}).get("element_table", "mat2vec")

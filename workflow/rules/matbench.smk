@@ -92,7 +92,10 @@ rule predict_matbench:
         "logs/matbench/predict/{cpu_model}/{task}/fold_{fold}.log",
     benchmark:
         "benchmarks/runs/matbench/predict/{cpu_model}/{task}/fold_{fold}.tsv"
-    threads: get_predict_threads
+    # One thread per fold job: folds run in parallel instead. OpenMP gradient boosting with 2
+    # threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
+    # --set-threads predict_matbench=8.
+    threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
