@@ -24,7 +24,7 @@ jdft2d, 1 otherwise), except phonons, run before SWA existed (swa_frac=0 equival
 | jdft2d | 46.0069 ± 10.2650 | 45.6104 | 34.32 43.06 61.83 37.34 53.49 |
 | phonons | 47.0309 ± 3.9386 | 55.1114 | 49.13 44.44 41.93 53.35 46.30 |
 | dielectric | 0.3192 ± 0.0815 | 0.3234 | 0.2051 0.2719 0.4505 0.3454 0.3231 |
-| expt_gap | 0.3320 ± 0.0193 | 0.3463 | 0.3451 0.3006 0.3447 0.3179 0.3517 |
+| expt_gap | 0.3320 ± 0.0195 | 0.3463 | 0.3451 0.3006 0.3447 0.3179 0.3517 |
 
 log_gvrh and log_kvrh were not run (about 2.5x dielectric's cost per fold; no time left).
 """
