@@ -18,9 +18,11 @@ from conftest import REPO
 pytestmark = pytest.mark.slow
 
 TASKS = ["matbench_steels", "matbench_expt_is_metal"]
-MODELS = ["dummy", "gbm-magpie"]
+MODELS = ["dummy", "gbm-magpie", "comp-transformer"]
+TINY_TRANSFORMER = {"epochs": 2, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "device": "cpu"}
 CONFIG = {
-    "matbench": {"tasks": TASKS, "models": MODELS, "model_params": {"gbm-magpie": {"max_iter": 50}}},
+    "matbench": {"tasks": TASKS, "models": MODELS,
+                 "model_params": {"gbm-magpie": {"max_iter": 50}, "comp-transformer": TINY_TRANSFORMER}},
     "mlip": {
         "models": ["emt", "chgnet-0.3.0"],
         "eos": {"elements": ["Cu", "Al", "Ni"], "points": 7},
@@ -58,8 +60,28 @@ def test_every_target_is_built(run):
         "results/figures/mlip_eos_delta.png", "results/tables/mlip_s2ef_vasp.csv",
     ]:
         assert (workdir / rel).stat().st_size > 0, rel
-    runtime = list((workdir / "benchmarks/runs/matbench/predict/gbm-magpie").rglob("*.tsv"))
-    assert len(runtime) == 10
+    for model in MODELS:
+        runtime = list((workdir / "benchmarks/runs/matbench/predict" / model).rglob("*.tsv"))
+        assert len(runtime) == 10, model
+
+
+def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
+    workdir, _ = run
+    for k in range(5):
+        info = json.loads((workdir / f"results/matbench/predictions/comp-transformer/matbench_steels/fold_{k}.json").read_text())
+        assert info["device"] == "cpu" and info["fit_info"]["device"] == "cpu"
+        assert info["n_val"] > 0, "early stopping must see the fold's inner validation rows"
+        weights = workdir / f"results/matbench/models/comp-transformer/matbench_steels/fold_{k}"
+        assert (weights / "weights.pt").is_file() and (weights / "model.json").is_file()
+    # Regenerate fold 0's predictions from the saved weights, without retraining.
+    from crucible.io import read_parquet
+    from crucible.models.comp_transformer import CompTransformer
+
+    model = CompTransformer.load(workdir / "results/matbench/models/comp-transformer/matbench_steels/fold_0")
+    preds = read_parquet(workdir / "results/matbench/predictions/comp-transformer/matbench_steels/fold_0.parquet")
+    data = read_parquet(workdir / "results/matbench/data/matbench_steels.parquet").set_index("mbid")
+    again = model.predict(data.loc[preds["mbid"], "formula"].reset_index(drop=True))
+    assert (again == preds["prediction"].to_numpy()).all()
 
 
 def test_leaderboard_reproduces_the_published_dummy(run):

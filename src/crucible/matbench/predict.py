@@ -94,6 +94,11 @@ def fit_predict(
         "predict_seconds": round(predict_seconds, 3),
         "crucible_version": __version__,
     }
+    fit_info = getattr(estimator, "fit_info_", None)
+    if isinstance(fit_info, dict):
+        # Device, precision, epochs run, ensemble size: what a reader needs to trust a number.
+        info["fit_info"] = {k: v for k, v in sorted(fit_info.items())
+                            if v is None or isinstance(v, (bool, int, float, str))}
     constant = getattr(estimator, "constant_", None)
     if constant is not None:
         info["constant_"] = constant
