@@ -147,3 +147,14 @@ def test_matminer_catalogue_has_every_task():
     assert sources.matminer_artifact("matbench_steels")["sha256"].startswith("473bc495")
     mirrored = sources.matminer_artifact("matbench_jdft2d", url_prefix="http://127.0.0.1:9/m/", sha256="a" * 64)
     assert mirrored["url"] == "http://127.0.0.1:9/m/matbench_jdft2d.json.gz" and mirrored["sha256"] == "a" * 64
+
+
+def test_outputs_get_ordinary_file_permissions(tmp_path):
+    import os
+
+    from crucible.io import write_json
+
+    write_json({"a": 1}, tmp_path / "x.json")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~mask
