@@ -67,7 +67,7 @@ from crucible.matbench.scoring import (
     REGRESSION,
     score_fold,
 )
-from crucible.matbench.tasks import BENCHMARK_NAME, N_FOLDS, TASKS, mbid_prefix
+from crucible.matbench.tasks import BENCHMARK_NAME, CLASSIFICATION_TASKS, N_FOLDS, TASKS, mbid_prefix
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,6 @@ TOP_KEYS: tuple[str, ...] = (
 TASK_KEYS = frozenset({"@module", "@class", "dataset_name", "results", "benchmark_name"})
 FOLD_KEYS = frozenset({"scores", "data", "parameters", "uncertainty"})
 FOLD_NAMES: tuple[str, ...] = tuple(f"fold_{k}" for k in range(N_FOLDS))
-CLASSIFICATION_TASKS = frozenset({"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"})
 INFO_REQUIRED = ("authors", "algorithm", "algorithm_long", "bibtex_refs", "requirements")
 
 

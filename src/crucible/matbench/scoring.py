@@ -64,6 +64,7 @@ from sklearn.metrics import (
 )
 
 from crucible.errors import DataValidationError
+from crucible.matbench.tasks import COMPOSITION_TASKS
 
 REGRESSION = "regression"
 CLASSIFICATION = "classification"
@@ -80,9 +81,6 @@ SCHEMA = "crucible.matbench.scores/1"
 MATBENCH_SCORING_VERSION = "0.6"
 
 # The four composition tasks; the other nine take structures (official metadata).
-COMPOSITION_TASKS = frozenset(
-    {"matbench_steels", "matbench_expt_gap", "matbench_expt_is_metal", "matbench_glass"}
-)
 
 
 def check_task_type(task_type: str) -> str:

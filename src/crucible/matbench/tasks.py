@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 from crucible.errors import ConfigError, DataValidationError
@@ -26,6 +25,10 @@ TASKS: tuple[str, ...] = (
     "matbench_mp_is_metal",
     "matbench_mp_e_form",
 )
+
+# From the official metadata (matbench_v0.1_dataset_metadata.json), fixed for v0.1.
+CLASSIFICATION_TASKS = frozenset({"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"})
+COMPOSITION_TASKS = frozenset({"matbench_steels", "matbench_expt_gap", "matbench_expt_is_metal", "matbench_glass"})
 
 BENCHMARK_NAME = "matbench_v0.1"
 SPLIT_SEED = 18012019
@@ -60,11 +63,3 @@ def load_metadata(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
 
 def task_metadata(metadata: dict[str, dict[str, Any]], task: str) -> dict[str, Any]:
     return metadata[check_task(task)]
-
-
-def leaderboard_metric(task_type: str) -> str:
-    return "mae" if task_type == "regression" else "rocauc"
-
-
-def data_path(root: str | os.PathLike, task: str) -> Path:
-    return Path(root) / f"{check_task(task)}.parquet"

@@ -331,7 +331,7 @@ class CompTransformer(BaseEstimator):
         if self.d_model % self.n_heads:
             raise ConfigError(f"comp-transformer: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.target_scaling not in ("robust", "standard", "none"):
-            raise ConfigError(f"comp-transformer: target_scaling must be robust, standard or none")
+            raise ConfigError(f"comp-transformer: target_scaling must be robust, standard or none, not {self.target_scaling!r}")
 
     def _targets(self, y: Any, what: str) -> np.ndarray:
         arr = np.asarray(y)

@@ -62,10 +62,6 @@ def register(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-def builtin_names() -> list[str]:
-    return sorted(_BUILTINS)
-
-
 def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
     """A user's estimator given by class path ``"package.module:Class"`` in config."""
     module_name, _, class_name = entry["class"].partition(":")
