@@ -17,6 +17,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SOURCES_FILE = REPO / "config" / "sources.yaml"
 
+# matbench.md section 3: the published Dummy per-fold MAE
+# (benchmarks/matbench_v0.1_dummy/results.json.gz) and the official test-fold sizes.
+PUBLISHED_DUMMY_MAE = {
+    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
+    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
+}
+TEST_FOLD_SIZES = {
+    "matbench_steels": [63, 63, 62, 62, 62],
+    "matbench_jdft2d": [128, 127, 127, 127, 127],
+    "matbench_expt_gap": [921, 921, 921, 921, 920],
+    "matbench_glass": [1136] * 5,
+    "matbench_mp_e_form": [26551, 26551, 26550, 26550, 26550],
+}
+
 
 def cache_root() -> Path:
     env = os.environ.get("CRUCIBLE_TEST_CACHE")

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, clean_task
+from conftest import PUBLISHED_DUMMY_MAE, REPO, TEST_FOLD_SIZES, clean_task
 from crucible.errors import ConfigError, DataValidationError
 from crucible.matbench import clean, folds, tasks
 from crucible.matbench.predict import fit_predict
@@ -15,18 +15,6 @@ from crucible.models.registry import get_spec
 
 REGRESSION = [t for t in tasks.TASKS if t not in ("matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal")]
 
-# matbench.md section 3: published Dummy per-fold MAE (benchmarks/matbench_v0.1_dummy/results.json.gz)
-DUMMY_FOLDS = {
-    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
-    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
-}
-TEST_FOLD_SIZES = {
-    "matbench_steels": [63, 63, 62, 62, 62],
-    "matbench_jdft2d": [128, 127, 127, 127, 127],
-    "matbench_expt_gap": [921, 921, 921, 921, 920],
-    "matbench_glass": [1136] * 5,
-    "matbench_mp_e_form": [26551, 26551, 26550, 26550, 26550],
-}
 
 
 def published_dummy() -> dict[str, float]:
@@ -89,8 +77,8 @@ def _dummy_fold_maes(task):
 @pytest.mark.parametrize("task", REGRESSION)
 def test_dummy_reproduces_published_scores(task):
     maes = _dummy_fold_maes(task)
-    if task in DUMMY_FOLDS:
-        np.testing.assert_allclose(maes, DUMMY_FOLDS[task], rtol=0, atol=1e-9)
+    if task in PUBLISHED_DUMMY_MAE:
+        np.testing.assert_allclose(maes, PUBLISHED_DUMMY_MAE[task], rtol=0, atol=1e-9)
     # The leaderboard rounds to 4 decimals.
     assert abs(np.mean(maes) - published_dummy()[task]) <= 5e-5 + 1e-12
 

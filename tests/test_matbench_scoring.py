@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from conftest import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES
 from crucible.errors import DataValidationError, HashMismatchError, PredictionFileError
 from crucible.io import write_parquet
 from crucible.matbench import resultsfile as rf
@@ -49,16 +50,10 @@ CSV_NAME = {
 }
 CLF = {"matbench_expt_is_metal", "matbench_glass"}
 
-# matbench.md section 3: published Dummy per-fold MAE (benchmarks/matbench_v0.1_dummy/results.json.gz).
-DUMMY_MAE = {
-    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
-    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
-}
 DUMMY_CONST = {
     "matbench_steels": [1415.3357, 1423.0169, 1425.4240, 1413.0432, 1428.1576],
     "matbench_expt_gap": [0.98812, 0.95455, 0.96455, 0.98104, 0.99150],
 }
-FOLD_SIZES = {"matbench_steels": [63, 63, 62, 62, 62], "matbench_expt_gap": [921, 921, 921, 921, 920]}
 
 
 # --- fixtures ---------------------------------------------------------------------------------
@@ -244,11 +239,11 @@ def test_dummy_reproduces_published_per_fold_mae(task, frames, splits):
     for k in range(5):
         train = list(splits[task][f"fold_{k}"]["train"])
         test = list(splits[task][f"fold_{k}"]["test"])
-        assert len(test) == FOLD_SIZES[task][k]
+        assert len(test) == TEST_FOLD_SIZES[task][k]
         constant = float(np.mean(target.loc[train].to_numpy()))  # DummyRegressor(strategy="mean")
         assert abs(constant - DUMMY_CONST[task][k]) < 1e-4 * max(1.0, abs(constant))
         folds.append(score_fold("regression", target.loc[test].to_numpy(), np.full(len(test), constant)))
-        assert abs(folds[k]["mae"] - DUMMY_MAE[task][k]) <= 1e-9, (k, folds[k]["mae"])
+        assert abs(folds[k]["mae"] - PUBLISHED_DUMMY_MAE[task][k]) <= 1e-9, (k, folds[k]["mae"])
     rec = score_task(task, "regression", folds, mbv01_metadata[task].mad)
     assert round(rec["leaderboard_value"], 4) == {"matbench_steels": 229.7445, "matbench_expt_gap": 1.1435}[task]
     assert round(rec["leaderboard_std"], 4) == {"matbench_steels": 9.6958, "matbench_expt_gap": 0.0310}[task]
@@ -621,7 +616,7 @@ def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):
         assert [f["n_test"] for f in rec["folds"]] == [len(i) for i in ids]
         if task == "matbench_steels":
             for k in range(5):
-                assert abs(rec["folds"][k]["scores"]["mae"] - DUMMY_MAE[task][k]) <= 1e-9
+                assert abs(rec["folds"][k]["scores"]["mae"] - PUBLISHED_DUMMY_MAE[task][k]) <= 1e-9
         else:
             assert "rocauc_proba" in rec["stats"] and rec["leaderboard_metric"] == "rocauc"
 
