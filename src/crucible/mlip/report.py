@@ -14,10 +14,6 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.io import atomic_path
-
-PNG_METADATA = {"Software": None}
-PDF_METADATA = {"CreationDate": None, "Creator": None, "Producer": None}
 
 EOS_TABLE_HEADERS = {
     "model": "model",
@@ -35,72 +31,12 @@ EOS_TABLE_HEADERS = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# tables
+def write_table(df: pd.DataFrame, csv=None, md=None, tex=None, headers: Mapping[str, str] | None = None,
+                digits: int = 3) -> None:
+    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
+    from crucible.report.tables import write_table as write
 
-
-def _fmt(x, digits: int) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, (bool, np.bool_)):
-        return str(bool(x))
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    if isinstance(x, (float, np.floating)):
-        return f"{float(x):.{digits}f}"
-    return str(x)
-
-
-def _cells(df: pd.DataFrame, digits: int) -> list[list[str]]:
-    return [[_fmt(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
-
-
-def render_markdown(df: pd.DataFrame, headers: Mapping[str, str] | None = None, digits: int = 3) -> str:
-    heads = [(headers or {}).get(c, c) for c in df.columns]
-    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _cells(df, digits)]
-    return "\n".join(lines) + "\n"
-
-
-_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "′": r"$'$", "–": "--"}
-
-
-def _tex(text: str) -> str:
-    out = "".join(_TEX_ESCAPES.get(ch, ch) for ch in text)
-    for k, v in _TEX_UNICODE.items():
-        out = out.replace(k, v)
-    return out
-
-
-def render_latex(df: pd.DataFrame, headers: Mapping[str, str] | None = None, digits: int = 3) -> str:
-    """A booktabs ``tabular`` (no float wrapper, so the document decides placement)."""
-    heads = [_tex((headers or {}).get(c, c)) for c in df.columns]
-    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
-    lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(heads) + r" \\", r"\midrule"]
-    lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _cells(df, digits)]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
-
-
-def write_table(
-    df: pd.DataFrame,
-    csv: str | Path | None = None,
-    md: str | Path | None = None,
-    tex: str | Path | None = None,
-    headers: Mapping[str, str] | None = None,
-    digits: int = 3,
-) -> None:
-    """Write ``df`` as csv (full precision, machine-readable) and/or rounded Markdown / LaTeX."""
-    if csv:
-        with atomic_path(csv, ".csv") as tmp:
-            df.to_csv(tmp, index=False, lineterminator="\n", float_format="%.10g")
-    if md:
-        with atomic_path(md, ".md") as tmp:
-            tmp.write_text(render_markdown(df, headers, digits), encoding="utf-8")
-    if tex:
-        with atomic_path(tex, ".tex") as tmp:
-            tmp.write_text(render_latex(df, headers, digits), encoding="utf-8")
+    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,13 +66,11 @@ def periodic_position(symbol: str) -> tuple[int, int]:
     return 6, z - 68  # Hf (72) → group 4
 
 
-def _figure_save(fig, png: str | Path | None, pdf: str | Path | None, dpi: int = 150) -> None:
-    if png:
-        with atomic_path(png, ".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=dpi, metadata=PNG_METADATA)
-    if pdf:
-        with atomic_path(pdf, ".pdf") as tmp:
-            fig.savefig(tmp, format="pdf", metadata=PDF_METADATA)
+def _figure_save(fig, png: str | Path | None, pdf: str | Path | None) -> None:
+    """The shared, byte-deterministic figure writer; it also closes the figure."""
+    from crucible.report.figures import save_figure
+
+    save_figure(fig, *[p for p in (png, pdf) if p])
 
 
 def _pyplot():
@@ -197,7 +131,6 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
         sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
         fig.colorbar(sm, ax=ax, fraction=0.025, pad=0.01, label="Δ (meV/atom)")
     _figure_save(fig, png, pdf)
-    plt.close(fig)
 
 
 def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -> None:
@@ -228,7 +161,6 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
         ax.set_title(f"{model}: MAE {mae:.1f} GPa, {len(df) - len(ok)} failed", fontsize=9)
     fig.tight_layout()
     _figure_save(fig, png, pdf)
-    plt.close(fig)
 
 
 def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd.DataFrame]:

@@ -1,9 +1,13 @@
-"""Writers for the paper's tables: CSV for tools, Markdown for the README, LaTeX for the paper."""
+"""Writers for the paper's tables: CSV for tools, Markdown for the README, LaTeX for the paper.
+
+One implementation for every benchmark (Matbench, interatomic potentials): CSV keeps full
+precision; Markdown and LaTeX round floats to ``digits`` and may rename columns (``headers``).
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -12,50 +16,64 @@ from crucible.io import write_text
 
 
 def _cell(value: Any, digits: int) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)):
+    if value is None or (isinstance(value, (float, np.floating)) and np.isnan(value)):
         return "–"
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
     if isinstance(value, (float, np.floating)):
-        return f"{value:.{digits}f}"
+        return f"{float(value):.{digits}f}"
     return str(value)
 
 
-def to_markdown(df: pd.DataFrame, digits: int = 4) -> str:
-    header = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(_cell(v, digits) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([header, rule, *body]) + "\n"
+def _rows(df: pd.DataFrame, digits: int) -> list[list[str]]:
+    return [[_cell(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
 
 
-_TEX_ESCAPES = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "±": r"$\pm$"}
+def _headers(df: pd.DataFrame, headers: Mapping[str, str] | None) -> list[str]:
+    return [str((headers or {}).get(c, c)) for c in df.columns]
+
+
+def to_markdown(df: pd.DataFrame, digits: int = 4, headers: Mapping[str, str] | None = None) -> str:
+    heads = _headers(df, headers)
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _rows(df, digits)]
+    return "\n".join(lines) + "\n"
+
+
+_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "′": r"$'$", "–": "--", "±": r"$\pm$", "−": "$-$"}
 
 
 def _tex(text: str) -> str:
-    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in text)
+    out = "".join(_TEX_ESCAPES.get(ch, ch) for ch in text)
+    for symbol, command in _TEX_UNICODE.items():
+        out = out.replace(symbol, command)
+    return out
 
 
-def to_latex(df: pd.DataFrame, digits: int = 4, caption: str | None = None) -> str:
-    spec = "l" * len(df.columns)
-    lines = [r"\begin{table}", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\hline"]
-    lines.append(" & ".join(_tex(str(c)) for c in df.columns) + r" \\")
-    lines.append(r"\hline")
-    for row in df.itertuples(index=False):
-        lines.append(" & ".join(_tex(_cell(v, digits)) for v in row) + r" \\")
-    lines += [r"\hline", r"\end{tabular}"]
+def to_latex(df: pd.DataFrame, digits: int = 4, caption: str | None = None,
+             headers: Mapping[str, str] | None = None) -> str:
+    """A booktabs ``tabular``; wrapped in a ``table`` float only when a caption is given."""
+    align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
+    lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(_tex(h) for h in _headers(df, headers)) + r" \\",
+             r"\midrule"]
+    lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _rows(df, digits)]
+    lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
-        lines.append(rf"\caption{{{_tex(caption)}}}")
-    lines.append(r"\end{table}")
+        lines = [r"\begin{table}", r"\centering", *lines, rf"\caption{{{_tex(caption)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
 def write_table(df: pd.DataFrame, csv: str | os.PathLike | None = None, md: str | os.PathLike | None = None,
                 tex: str | os.PathLike | None = None, digits: int = 4, caption: str | None = None,
-                md_preamble: str = "") -> None:
+                md_preamble: str = "", headers: Mapping[str, str] | None = None) -> None:
     """Write ``df`` in each requested format, atomically. CSV keeps full float precision."""
     if csv:
         write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
     if md:
-        write_text(md_preamble + to_markdown(df, digits), md)
+        write_text(md_preamble + to_markdown(df, digits, headers), md)
     if tex:
-        write_text(to_latex(df, digits, caption), tex)
+        write_text(to_latex(df, digits, caption, headers), tex)
