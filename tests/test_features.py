@@ -228,3 +228,26 @@ def test_cli(tmp_path, data_files, capsys):
     assert fcache.cache_version(out) == MAGPIE_VERSION
     assert main(["features", "build", "--data", str(data_files[0]), "--out", str(tmp_path / "magpie-x.parquet")]) == 2
     assert "file name" in capsys.readouterr().err
+
+
+def test_task_slices_hold_exactly_each_tasks_rows(tmp_path, data_files, task_formulas):
+    """Fold jobs read their task's slice instead of the whole cache: same numbers, fewer rows."""
+    from crucible.cli import main
+
+    out = tmp_path / f"magpie-{MAGPIE_VERSION}.parquet"
+    slices = [fcache.task_slice_path(out, p.stem) for p in data_files]
+    assert slices[0] == tmp_path / f"magpie-{MAGPIE_VERSION}" / "matbench_steels.parquet"
+    assert main(["features", "build", "--data", *map(str, data_files), "--out", str(out),
+                 "--out-slices", *map(str, slices)]) == 0
+    full = pd.read_parquet(out)
+    for path, task in zip(slices, ("matbench_steels", "matbench_expt_gap", "matbench_jdft2d")):
+        part = pd.read_parquet(path)
+        assert part["formula"].tolist() == sorted(set(task_formulas[task]))
+        assert fcache.cache_version(path) == MAGPIE_VERSION
+        expected = full.set_index("formula").loc[part["formula"]].reset_index()
+        pd.testing.assert_frame_equal(part, expected, check_exact=True)
+        wanted = task_formulas[task]
+        pd.testing.assert_frame_equal(fcache.load_features(path, wanted), fcache.load_features(out, wanted),
+                                      check_exact=True)
+    with pytest.raises(ValueError, match="slice paths"):
+        fcache.build_cache(data_files, out, slices[:1])

@@ -41,7 +41,8 @@ def _model_kind(name):
     if name in MATBENCH["prediction_files"]:
         return "files"
     try:
-        return get_spec(name, MATBENCH["custom_models"]).device
+        spec = get_spec(name, MATBENCH["custom_models"])
+        return "task" if spec.device == "cpu" and spec.granularity == "task" else spec.device
     except ConfigError as exc:
         raise WorkflowError(f"config matbench.models: {exc}")
 
@@ -60,6 +61,7 @@ wildcard_constraints:
     cpu_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "cpu"]),
     gpu_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "gpu"]),
     files_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "files"]),
+    task_model=_alternation([m for m in MODELS if MODEL_KIND[m] == "task"]),
     model=_alternation(MODELS),
 
 
@@ -125,15 +127,23 @@ def get_magpie_cache():
     return f"results/features/magpie-{MAGPIE_VERSION}.parquet"
 
 
+def get_magpie_slices():
+    """Each task's rows of the cache, written by the same job: fold jobs read only these."""
+    return [get_magpie_cache()[: -len(".parquet")] + f"/{task}.parquet" for task in TASKS]
+
+
 def get_model_features(wildcards):
-    model = getattr(wildcards, "cpu_model", None) or getattr(wildcards, "gpu_model", None)
+    model = get_model_name(wildcards)
     if get_spec(model, MATBENCH["custom_models"]).input_kind == "magpie":
-        return get_magpie_cache()
+        return get_magpie_cache()[: -len(".parquet")] + f"/{wildcards.task}.parquet"
     return []
 
 
 def get_model_name(wildcards):
-    return getattr(wildcards, "cpu_model", None) or getattr(wildcards, "gpu_model", None) or wildcards.model
+    for key in ("cpu_model", "gpu_model", "task_model"):
+        if hasattr(wildcards, key):
+            return getattr(wildcards, key)
+    return wildcards.model
 
 
 def get_model_params(wildcards):

@@ -7,7 +7,8 @@ rule build_magpie_cache:
     input:
         get_clean_data_files(),
     output:
-        get_magpie_cache(),
+        cache=get_magpie_cache(),
+        slices=get_magpie_slices(),
     log:
         "logs/features/build_magpie_cache.log",
     benchmark:
@@ -19,4 +20,4 @@ rule build_magpie_cache:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible features build --data {input} --out {output} 2> {log}"
+        "crucible features build --data {input} --out {output.cache} --out-slices {output.slices} 2> {log}"

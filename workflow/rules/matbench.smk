@@ -108,6 +108,40 @@ rule predict_matbench:
         "--threads {threads} --out {output.predictions} 2> {log}"
 
 
+# Models whose fit is cheaper than a job's start-up (granularity "task", e.g. dummy): one job
+# fits the five folds in turn and writes the same per-fold files as predict_matbench.
+rule predict_matbench_task:
+    input:
+        data="results/matbench/data/{task}.parquet",
+        card="results/matbench/data/{task}.json",
+        folds="results/matbench/folds/{task}.parquet",
+        features=get_model_features,
+    output:
+        predictions=expand("results/matbench/predictions/{{task_model}}/{{task}}/fold_{fold}.parquet", fold=FOLDS),
+        info=expand("results/matbench/predictions/{{task_model}}/{{task}}/fold_{fold}.json", fold=FOLDS),
+    params:
+        features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
+        model_params=get_model_params,
+        custom=get_custom_models(),
+        folds=" ".join(str(k) for k in FOLDS),
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/predict/{task_model}/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/predict/{task_model}/{task}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench predict --model {wildcards.task_model} --task {wildcards.task} "
+        "--fold {params.folds} --data {input.data} --card {input.card} --folds {input.folds} "
+        "{params.features} --params '{params.model_params}' --custom-models '{params.custom}' "
+        "--threads {threads} --out {output.predictions} 2> {log}"
+
+
 # Models that benefit from a GPU: same job, sent to a GPU partition by profiles/slurm.
 rule predict_matbench_gpu:
     input:

@@ -8,7 +8,7 @@ import argparse
 def _build(args: argparse.Namespace) -> int:
     from crucible.features.cache import build_cache
 
-    build_cache(args.data, args.out)
+    build_cache(args.data, args.out, args.out_slices)
     return 0
 
 
@@ -25,6 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("build", help="featurize every distinct formula of the task tables once")
     p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
     p.add_argument("--out", required=True, help="results/features/magpie-<version>.parquet")
+    p.add_argument("--out-slices", nargs="+", help="one file per --data file: that task's rows of the cache")
     p.set_defaults(func=_build)
 
     p = sub.add_parser("version", help="print the Magpie featurizer version (part of the cache file name)")

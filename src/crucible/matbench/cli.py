@@ -76,8 +76,14 @@ def _predict(args: argparse.Namespace) -> int:
     params = json.loads(args.params) if args.params else {}
     if args.element_table:
         params["element_table"] = args.element_table
-    run_predict(spec, args.task, args.fold, args.data, args.folds, read_json(args.card), args.out,
-                params=params, features_path=args.features, model_dir=args.model_dir, random_state=args.seed)
+    if len(args.fold) != len(args.out) or len(set(args.fold)) != len(args.fold):
+        raise SystemExit(f"--fold and --out: one distinct fold per output ({args.fold} vs {len(args.out)} outputs)")
+    if args.model_dir and len(args.fold) > 1:
+        raise SystemExit("--model-dir holds one fold's model: give one --fold")
+    card = read_json(args.card)
+    for fold, out in zip(args.fold, args.out):
+        run_predict(spec, args.task, fold, args.data, args.folds, card, out,
+                    params=params, features_path=args.features, model_dir=args.model_dir, random_state=args.seed)
     return 0
 
 
@@ -136,7 +142,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
     p.add_argument("--model", required=True)
     p.add_argument("--task", required=True, type=_checked_task)
-    p.add_argument("--fold", type=int, required=True, choices=range(5))
+    p.add_argument("--fold", type=int, required=True, nargs="+", choices=range(5),
+                   help="one fold, or several fitted in turn in this process (one --out each)")
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
     p.add_argument("--folds", required=True)
@@ -147,7 +154,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", help="where a model with save() writes its trained state")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, nargs="+", help="predictions file per --fold")
     p.set_defaults(func=_predict)
 
     p = sub.add_parser("import-predictions", help="validate a user-supplied predictions file and take it in")

@@ -57,5 +57,6 @@ register(ModelSpec(
     name="dummy",
     factory=_dummy,
     input_kind="composition",
+    granularity="task",
     description="training-fold mean (regression) / class prior (classification)",
 ))

@@ -34,6 +34,9 @@ class ModelSpec:
     uses_validation: bool = False
     # "gpu" models go to the GPU rule (and the GPU partition on SLURM); they still run on CPU.
     device: str = "cpu"
+    # Job granularity: "fold" (one job per fold) or "task" (one job fits the five folds in turn),
+    # for models whose fit costs less than the ~2 s of interpreter and import start-up of a job.
+    granularity: str = "fold"
 
     def build(self, task_type: str, random_state: int, params: dict[str, Any] | None = None) -> Any:
         if task_type not in TASK_TYPES:
