@@ -117,6 +117,8 @@ AccountingStoragePort=$dbd_port
 AccountingStoragePass=$dir/run/munge.sock
 JobCompType=jobcomp/none
 AccountingStoreFlags=job_comment
+# Record GPU allocations in sacct's AllocTRES (only cpu, mem, node, billing by default).
+AccountingStorageTRES=gres/gpu
 MinJobAge=3600
 MaxJobCount=10000
 KillWait=5
