@@ -42,11 +42,11 @@ EOS_ELEMENTS = 71
 SIZES = {
     "featurize": [1_000, 10_000, 100_000],
     "dummy": [1_000, 10_000, 100_000],
-    "gbm-magpie": [1_000, 4_000, 16_000],
+    "gbm-magpie": [4_000, 16_000, 64_000],  # below ~4k rows the 300 iterations cost a fixed ~3 s
     "rf-magpie": [500, 1_000, 2_000],
     "eos-emt": [1, 2, 4],
 }
-QUICK = {"gbm-magpie": [1_000, 2_000, 4_000], "rf-magpie": [250, 500, 1_000], "featurize": [1_000, 10_000, 30_000],
+QUICK = {"gbm-magpie": [4_000, 16_000, 32_000], "rf-magpie": [250, 500, 1_000], "featurize": [1_000, 10_000, 30_000],
          "dummy": [1_000, 10_000, 30_000], "eos-emt": [1, 2, 3]}
 
 
