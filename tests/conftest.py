@@ -211,6 +211,10 @@ def write_prompts(path: Path, contents: list[str], system: str | None = None) ->
 
 @pytest.fixture(scope="session")
 def tiny_causal_lm(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+def build_tiny_causal_lm(out: Path) -> Path:
     """A randomly initialised 2-layer GPT-2 with a word-level tokenizer and chat template,
     built here (nothing downloaded) and saved as an ordinary checkpoint directory."""
     import torch
@@ -228,7 +232,6 @@ def tiny_causal_lm(tmp_path_factory) -> Path:
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>")
     fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
                           "{% if add_generation_prompt %}<|assistant|> {% endif %}")
-    out = tmp_path_factory.mktemp("tiny-gpt2")
     fast.save_pretrained(out)
     torch.manual_seed(0)
     # A wide initialisation, so that greedy decoding does not collapse onto one token and the
