@@ -253,3 +253,35 @@ def get_mlip_outputs():
         out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=datasets, model=models)
         out += expand("results/tables/mlip_s2ef_{dataset}.{ext}", dataset=datasets, ext=["csv", "md", "tex"])
     return out
+
+
+# --- language models (rule family llm_generate, workflow/rules/llm.smk) ---
+from crucible.llm import workflow as llm_workflow
+
+try:
+    LLM_MODELS = llm_workflow.llm_models(config)
+except ConfigError as exc:
+    raise WorkflowError(str(exc))
+
+
+def llm_model_alternation(backends):
+    return _alternation(llm_workflow.models_by_backend(config, backends))
+
+
+def get_llm_model_entry(name):
+    return llm_workflow.model_entry_json(config, name)
+
+
+def get_llm_replay_input(wildcards):
+    return llm_workflow.replay_input(config, wildcards.llm_model, wildcards.llm_benchmark, wildcards.llm_dataset)
+
+
+def get_llm_replay_flag(replay):
+    import shlex
+
+    files = [replay] if isinstance(replay, str) else list(replay)
+    return f"--replay-file {shlex.quote(files[0])}" if files else ""
+
+
+def get_llm_cache_dir():
+    return llm_workflow.cache_dir(config)
