@@ -161,7 +161,7 @@ class ChatServer:
                                                       "type": "invalid_request_error"}})
                 if "#slow" in content:
                     time.sleep(server.slow_s)
-                answer = f"echo: {content}"
+                answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
                 self._send(200, {
                     "id": "chatcmpl-test", "object": "chat.completion", "created": 1767225600,
                     "model": f"served/{body['model']}",

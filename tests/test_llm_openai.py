@@ -79,6 +79,14 @@ def test_rerun_sends_no_cached_request_and_is_byte_identical(tmp_path, chat_serv
     assert out.read_bytes() == first and chat_server.count() == 11
 
 
+def test_repeated_prompts_are_separate_samples_in_the_cache(tmp_path, chat_server):
+    _, rows, out = stage(tmp_path, chat_server, ["one structure #count"] * 3 + ["other"], params={"temperature": 1.0})
+    first = out.read_bytes()
+    assert sorted(r["response"] for r in rows[:3]) == [f"echo: one structure #count #{k}" for k in range(3)]
+    info, _, out = stage(tmp_path, chat_server, ["one structure #count"] * 3 + ["other"], params={"temperature": 1.0})
+    assert info["n_cached"] == 4 and chat_server.count() == 4 and out.read_bytes() == first
+
+
 def test_429_is_retried_then_answered(tmp_path, chat_server):
     info, rows, _ = stage(tmp_path, chat_server, ["fine", "busy #429once"])
     assert rows[1]["response"] == "echo: busy #429once" and rows[1]["error"] is None

@@ -36,7 +36,7 @@ rule generate_llm_responses:
         "../../envs/llm.yaml"
     shell:
         "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} --model-spec {params.spec:q}"
-        " --cache-dir {params.cache_dir:q} {params.replay} --out {output.responses:q} --out-record {output.record:q}"
+        " --cache-dir {params.cache_dir:q} {params.replay} --threads {threads} --out {output.responses:q} --out-record {output.record:q}"
         " 2> {log:q}"
 
 

@@ -26,11 +26,18 @@ log = logging.getLogger(__name__)
 DEFAULT_CACHE_DIR = "results/llm/cache"
 
 
-def request_key(backend: str, model: str, messages: list[dict] | tuple[dict, ...], params: dict[str, Any]) -> str:
-    canon = json.dumps(
-        {"backend": backend, "model": model, "messages": list(messages), "params": params},
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-    )
+def request_key(backend: str, model: str, messages: list[dict] | tuple[dict, ...], params: dict[str, Any],
+                sample: int = 0) -> str:
+    """``sample`` numbers repeats of the same messages within one prompt set (0 for the first).
+
+    A benchmark that asks for several samples of one prompt (k structures for one composition)
+    must get k cached answers back, not one answer k times; the first occurrence keeps the plain
+    key, so a prompt's key does not depend on whether it is repeated.
+    """
+    request: dict[str, Any] = {"backend": backend, "model": model, "messages": list(messages), "params": params}
+    if sample:
+        request["sample"] = sample
+    canon = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
@@ -61,7 +68,7 @@ class ResponseCache:
         )
 
     def put(self, key: str, *, backend: str, model_name: str, model: str, messages, params: dict,
-            completion: Completion) -> None:
+            completion: Completion, sample: int = 0) -> None:
         if completion.response is None:
             return
         write_json(
@@ -73,6 +80,7 @@ class ResponseCache:
                 "model_id": completion.model_id,  # what the server reports it ran
                 "messages": list(messages),
                 "params": params,
+                "sample": sample,
                 "response": completion.response,
                 "finish_reason": completion.finish_reason,
                 "usage": completion.usage,

@@ -34,7 +34,12 @@ def _model_entry(args) -> dict:
 def _cmd_generate(args) -> int:
     from crucible.llm.generate import run_stage
 
-    run_stage(args.prompts, args.model, _model_entry(args), out=args.out, record=args.out_record,
+    entry = _model_entry(args)
+    if args.threads and entry.get("backend") == "transformers":
+        import torch  # a local checkpoint on CPU otherwise takes every core of a shared node
+
+        torch.set_num_threads(args.threads)
+    run_stage(args.prompts, args.model, entry, out=args.out, record=args.out_record,
               cache_dir=None if args.no_cache else args.cache_dir, replay_file=args.replay_file)
     return 0
 
@@ -50,6 +55,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default="results/llm/cache", help="response cache (default: %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
     p.add_argument("--replay-file", help="replay backend: the {id, response} JSONL (default: the entry's path)")
+    p.add_argument("--threads", type=int, help="CPU threads for a local checkpoint (transformers backend)")
     p.add_argument("--out", required=True, help="responses/{model}.jsonl")
     p.add_argument("--out-record", required=True, help="the sidecar JSON record")
     p.set_defaults(func=_cmd_generate)

@@ -8,7 +8,9 @@ response file itself is written once, at the end, in the prompt set's order.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import sys
 import os
 import threading
 import time
@@ -55,8 +57,10 @@ class _Progress:
     def __init__(self, total: int, done: int, desc: str):
         from tqdm import tqdm
 
+        # Always on: in a Snakemake job stderr is the rule's log, and the bar is how a user sees a
+        # long run move; less often when it is a file.
         self.bar = tqdm(total=total, initial=done, desc=desc, unit="item", dynamic_ncols=True,
-                        mininterval=0.5, disable=None)
+                        mininterval=0.5 if sys.stderr.isatty() else 10.0)
         self.t0 = time.perf_counter()
         self.tokens = 0
         self.errors = 0
@@ -77,7 +81,13 @@ class _Progress:
 def generate(prompts: list[Prompt], backend, params: dict[str, Any], cache: ResponseCache | None,
              model_name: str) -> tuple[list[Completion], dict[str, Any]]:
     """Completions for ``prompts`` in order, and counts; cached answers are not asked again."""
-    keys = [request_key(backend.kind, backend.model, p.messages, params) for p in prompts]
+    seen: dict[str, int] = {}
+    samples = []
+    for p in prompts:
+        canon = json.dumps(p.messages, sort_keys=True, ensure_ascii=False)
+        samples.append(seen.get(canon, 0))
+        seen[canon] = samples[-1] + 1
+    keys = [request_key(backend.kind, backend.model, p.messages, params, s) for p, s in zip(prompts, samples)]
     results: list[Completion | None] = [None] * len(prompts)
     if cache is not None:
         for i, (p, key) in enumerate(zip(prompts, keys)):
@@ -95,7 +105,7 @@ def generate(prompts: list[Prompt], backend, params: dict[str, Any], cache: Resp
         i = todo[j]
         if cache is not None and c.response is not None:
             cache.put(keys[i], backend=backend.kind, model_name=model_name, model=backend.model,
-                      messages=prompts[i].messages, params=params, completion=c)
+                      messages=prompts[i].messages, params=params, completion=c, sample=samples[i])
         progress.update(c)
 
     t0 = time.perf_counter()
