@@ -12,8 +12,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import write_prompts
+
 from crucible.errors import ConfigError
 from crucible.llm.files import read_responses
 from crucible.llm.generate import GenerationFailedError, run_stage

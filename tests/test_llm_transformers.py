@@ -8,8 +8,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import write_prompts
+
 from crucible.errors import ConfigError
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage

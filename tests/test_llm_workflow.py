@@ -12,8 +12,8 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import REPO, write_prompts
+
 from crucible.errors import ConfigError
 from crucible.llm import workflow
 

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ class ResponseCache:
                 "response": completion.response,
                 "finish_reason": completion.finish_reason,
                 "usage": completion.usage,
-                "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "time": datetime.now(UTC).isoformat(timespec="seconds"),
             },
             self.path(key),
         )

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sys
 import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from crucible import __version__
@@ -32,7 +33,21 @@ class GenerationFailedError(CrucibleError):
     """More items failed than the model's ``max_failed_fraction`` allows."""
 
 
-def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike | None = None):
+class Backend(Protocol):
+    """What every backend provides (openai_backend, transformers_backend, replay)."""
+
+    kind: str  # "openai" | "transformers" | "replay": part of every cache key
+    model: str  # what is asked for: the served model name, or the checkpoint's name@fingerprint
+
+    def prepare(self) -> None:
+        """Import the client or load the weights; called only when something is not cached."""
+
+    def generate(self, prompts: list[Prompt], params: dict[str, Any],
+                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes."""
+
+
+def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike | None = None) -> Backend:
     backend = spec["backend"]
     if backend == "openai":
         from crucible.llm.openai_backend import OpenAIBackend
@@ -78,7 +93,7 @@ class _Progress:
         self.bar.close()
 
 
-def generate(prompts: list[Prompt], backend, params: dict[str, Any], cache: ResponseCache | None,
+def generate(prompts: list[Prompt], backend: Backend, params: dict[str, Any], cache: ResponseCache | None,
              model_name: str) -> tuple[list[Completion], dict[str, Any]]:
     """Completions for ``prompts`` in order, and counts; cached answers are not asked again."""
     seen: dict[str, int] = {}
@@ -108,6 +123,13 @@ def generate(prompts: list[Prompt], backend, params: dict[str, Any], cache: Resp
                       messages=prompts[i].messages, params=params, completion=c, sample=samples[i])
         progress.update(c)
 
+    load_s = 0.0
+    if todo:
+        # Client import or model load before the clock starts: tokens/s measures generation only,
+        # and nothing is loaded at all when every answer is cached.
+        t_load = time.perf_counter()
+        backend.prepare()
+        load_s = time.perf_counter() - t_load
     t0 = time.perf_counter()
     try:
         if todo:
@@ -126,6 +148,7 @@ def generate(prompts: list[Prompt], backend, params: dict[str, Any], cache: Resp
         "n_new": sum(c.error is None for c in new_items),
         "n_failed": sum(c.error is not None for c in results),
         "failed_ids": sorted(c.id for c in results if c.error is not None),
+        "load_s": round(load_s, 3),
         "generation_wall_s": round(wall, 3),
         "new_usage": {
             "prompt_tokens": sum(int(c.usage.get("prompt_tokens", 0)) for c in new_items),

@@ -14,8 +14,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable
+from typing import Any
 
 from crucible.errors import ConfigError
 from crucible.llm.files import Completion, Prompt
@@ -66,6 +67,9 @@ class OpenAIBackend:
                 self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key,
                                              timeout=self.timeout_s, max_retries=0)
             return self._client
+
+    def prepare(self) -> None:
+        self._get_client()
 
     def redact(self, text: str) -> str:
         if self._key and self._key != NO_KEY:

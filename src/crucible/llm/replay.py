@@ -8,8 +8,9 @@ benchmark. Nothing is sent anywhere and nothing is cached: the file is the recor
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crucible.llm.files import Completion, Prompt, read_replay
 
@@ -25,6 +26,9 @@ class ReplayBackend:
         self.name = name
         self.path = Path(path)
         self.model = f"replay:{hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]}"
+
+    def prepare(self) -> None:
+        pass
 
     def generate(self, prompts: list[Prompt], params: dict[str, Any],
                  on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:

@@ -12,8 +12,9 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crucible.errors import ConfigError
 from crucible.llm.files import Completion, Prompt
@@ -66,6 +67,9 @@ class TransformersBackend:
         self.device = None
         self._model = None
         self._tokenizer = None
+
+    def prepare(self) -> None:
+        self.load()
 
     def load(self) -> None:
         if self._model is not None:

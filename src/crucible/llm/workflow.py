@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from crucible.errors import ConfigError
 from crucible.llm.cache import DEFAULT_CACHE_DIR
