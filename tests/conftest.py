@@ -141,7 +141,7 @@ class ChatServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                if not self.path.endswith("/chat/completions"):
+                if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
                 auth = self.headers.get("Authorization", "")

@@ -114,6 +114,12 @@ def test_slow_reply_past_the_timeout_is_retried_then_fails(tmp_path, chat_server
     assert chat_server.count("#slow") == 2
 
 
+def test_wrong_route_is_not_retried_and_says_what_to_check(tmp_path, chat_server):
+    info, rows, _ = stage(tmp_path, chat_server, ["a"], base_url=chat_server.base_url[:-3], max_failed_fraction=1.0)
+    assert "HTTP 404" in rows[0]["error"] and "usually ending in /v1" in rows[0]["error"]
+    assert info["n_failed"] == 1 and chat_server.count() == 0  # the 404 came before any answer
+
+
 def test_missing_key_variable_is_named(tmp_path, chat_server, monkeypatch):
     monkeypatch.delenv("CRUCIBLE_TEST_KEY")
     with pytest.raises(ConfigError, match="environment variable CRUCIBLE_TEST_KEY is not set"):

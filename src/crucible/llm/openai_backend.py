@@ -118,6 +118,9 @@ class OpenAIBackend:
                 continue
             except openai.APIStatusError as exc:  # 400, 401, 404, ...: asking again will not help
                 message = f"model {self.name}: item {prompt.id}: {self.redact(_describe(exc))}"
+                if getattr(exc, "status_code", None) == 404:
+                    message += (f" (is base_url {self.base_url} right, usually ending in /v1, and does the server "
+                                f"serve a model named {self.model!r}? GET {self.base_url.rstrip('/')}/models lists them)")
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
             return _completion(self.name, prompt.id, reply)
