@@ -9,6 +9,7 @@ greedy. The number measures crucible's batching and decoding overhead, not a rea
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -40,12 +41,14 @@ def main() -> None:
         for batch_size in (1, 8, 32):
             backend = TransformersBackend("tiny", str(ckpt), batch_size=batch_size, device="cpu")
             backend.load()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             out = backend.generate(prompts, {"max_tokens": args.max_tokens, "temperature": 0.0})
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             tokens = sum(c.usage["completion_tokens"] for c in out)
-            print(f"batch_size {batch_size:3d}: {len(out)} prompts, {tokens} tokens in {wall:.2f} s = "
-                  f"{tokens / wall:.0f} tokens/s ({len(out) / wall:.1f} prompts/s), {args.threads} threads")
+            # CPU seconds too: on a shared machine the wall time says as much about the neighbours.
+            print(f"batch_size {batch_size:3d}: {len(out)} prompts, {tokens} tokens in {wall:.2f} s wall = "
+                  f"{tokens / wall:.0f} tokens/s ({len(out) / wall:.1f} prompts/s); {cpu:.2f} CPU s = "
+                  f"{tokens / cpu:.0f} tokens per CPU second; {args.threads} threads; load {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
