@@ -159,6 +159,14 @@ class ChatServer:
                     key = auth.removeprefix("Bearer ")
                     return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}",
                                                       "type": "invalid_request_error"}})
+                if "#garbage" in content:  # a proxy's error page instead of JSON
+                    data = b"<html>bad gateway</html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
                 if "#slow" in content:
                     time.sleep(server.slow_s)
                 answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")

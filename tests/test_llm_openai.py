@@ -120,6 +120,13 @@ def test_wrong_route_is_not_retried_and_says_what_to_check(tmp_path, chat_server
     assert info["n_failed"] == 1 and chat_server.count() == 0  # the 404 came before any answer
 
 
+def test_a_reply_that_is_not_json_is_a_failure_row(tmp_path, chat_server):
+    info, rows, _ = stage(tmp_path, chat_server, ["a", "b #garbage"], max_failed_fraction=1.0)
+    assert rows[0]["response"] == "echo: a"
+    assert rows[1]["response"] is None and rows[1]["error"].startswith("model m1: item q001:")
+    assert info["n_failed"] == 1
+
+
 def test_missing_key_variable_is_named(tmp_path, chat_server, monkeypatch):
     monkeypatch.delenv("CRUCIBLE_TEST_KEY")
     with pytest.raises(ConfigError, match="environment variable CRUCIBLE_TEST_KEY is not set"):

@@ -43,17 +43,9 @@ class OpenAIBackend:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self._sleep = sleep
-        if api_key_env:
-            key = os.environ.get(api_key_env)
-            if not key:
-                raise ConfigError(
-                    f"config llm.models.{name}.api_key_env: environment variable {api_key_env} is not set "
-                    f"(export it in the shell that runs crucible or snakemake)"
-                )
-        else:
-            key = NO_KEY
-        self._key = key
-        self._client = None
+        self.api_key_env = api_key_env
+        self._key: str | None = None  # read when the first request is due: a run answered
+        self._client = None           # wholly from the cache needs no key
         self._lock = threading.Lock()
 
     def _get_client(self):
@@ -61,10 +53,20 @@ class OpenAIBackend:
             if self._client is None:
                 import openai
 
+                key = NO_KEY
+                if self.api_key_env:
+                    key = os.environ.get(self.api_key_env, "")
+                    if not key:
+                        raise ConfigError(
+                            f"config llm.models.{self.name}.api_key_env: environment variable {self.api_key_env} "
+                            f"is not set (export it in the shell that runs crucible or snakemake)"
+                        )
+                self._key = key
+
                 # The client and the HTTP library would log request details at DEBUG; keep them quiet.
                 for noisy in ("openai", "httpx", "httpx2", "httpcore", "httpcore2"):
                     logging.getLogger(noisy).setLevel(logging.WARNING)
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key,
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=key,
                                              timeout=self.timeout_s, max_retries=0)
             return self._client
 
@@ -121,6 +123,10 @@ class OpenAIBackend:
                 if getattr(exc, "status_code", None) == 404:
                     message += (f" (is base_url {self.base_url} right, usually ending in /v1, and does the server "
                                 f"serve a model named {self.model!r}? GET {self.base_url.rstrip('/')}/models lists them)")
+                log.error("%s", message)
+                return Completion(prompt.id, error=message)
+            except openai.APIError as exc:  # e.g. a reply that is not chat-completion JSON
+                message = f"model {self.name}: item {prompt.id}: {self.redact(_describe(exc))}"
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
             return _completion(self.name, prompt.id, reply)
