@@ -109,7 +109,5 @@ def test_config_errors_stop_the_run(tmp_path, venv_env):
     cfg["llm"]["models"]["echo"]["temperture"] = 0
     proc = snakemake(tmp_path, cfg, "-n", env=venv_env)
     assert proc.returncode != 0 and "temperture" in proc.stdout + proc.stderr
-    cfg["llm"]["models"]["echo"].pop("temperture")
-    cfg["llm"]["models"]["echo"]["backend"] = "vllm"
-    proc = snakemake(tmp_path, cfg, "-n", env=venv_env)
-    assert proc.returncode != 0 and "'vllm' is not one of" in proc.stdout + proc.stderr
+    with pytest.raises(ConfigError, match=r"llm.models.echo.backend: 'vllm' is not one of openai"):
+        workflow.llm_models({"llm": {"models": {"echo": {**cfg["llm"]["models"]["echo"], "backend": "vllm"}}}})
