@@ -195,7 +195,7 @@ def get_matbench_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs()
 
 
 def mlip_models():
@@ -253,3 +253,14 @@ def get_mlip_outputs():
         out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=datasets, model=models)
         out += expand("results/tables/mlip_s2ef_{dataset}.{ext}", dataset=datasets, ext=["csv", "md", "tex"])
     return out
+
+
+# Catalysis (CatBench semantics): all logic in crucible.catalysis.workflow.
+from crucible.catalysis import workflow as catalysis_workflow
+
+for _problem in catalysis_workflow.check(config):
+    raise WorkflowError(_problem)
+
+
+def get_catalysis_outputs():
+    return catalysis_workflow.final_outputs(config)
