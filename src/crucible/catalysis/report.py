@@ -191,7 +191,9 @@ def write_workbook(analyses: Sequence[dict[str, Any]], path: str | os.PathLike, 
 
 
 def _normalise_zip(path) -> None:
-    """Rewrite the xlsx zip with fixed member timestamps (openpyxl stamps the current time)."""
+    """Rewrite the xlsx zip with fixed member timestamps and document dates (openpyxl stamps the
+    current time on both when saving)."""
+    import re
     import zipfile
 
     from crucible.io import atomic_path
@@ -201,6 +203,8 @@ def _normalise_zip(path) -> None:
     with atomic_path(path, ".xlsx") as tmp:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
             for info, data in members:
+                if info.filename == "docProps/core.xml":
+                    data = re.sub(rb"(<dcterms:(?:created|modified)[^>]*>)[^<]*", rb"\g<1>2000-01-01T00:00:00Z", data)
                 zi = zipfile.ZipInfo(info.filename, date_time=(2000, 1, 1, 0, 0, 0))
                 zi.compress_type = zipfile.ZIP_DEFLATED
                 zout.writestr(zi, data)
