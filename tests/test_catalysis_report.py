@@ -27,7 +27,8 @@ def scored(catalysis_demo, tmp_path_factory):
         assert main(["catalysis", "relax", "--reactions", str(out / "r.parquet"), "--db", str(out / "s.db"),
                      "--model", "emt", "--params", '{"seeds": 2}', "--out", str(out / f"{model}_chunk.json")]) == 0
         assert main(["catalysis", "score", "--inputs", str(out / f"{model}_chunk.json"), "--model", model,
-                     "--out", str(out / f"{model}.json"), "--out-reactions", str(out / f"{model}.parquet")]) == 0
+                     "--out", str(out / f"{model}.json"), "--out-reactions", str(out / f"{model}.parquet"),
+                     "--out-anomaly", str(out / f"{model}_anomaly_detection.json")]) == 0
     assert main(["catalysis", "tables", "--inputs", str(out / "emt.json"), str(out / "emt-b.json"),
                  "--out-prefix", str(out / "tables" / "catalysis_demo"), "--out-xlsx", str(out / "demo.xlsx")]) == 0
     return out
@@ -62,6 +63,12 @@ def test_workbook_sheets_and_two_row_headers(scored):
     assert per.cell(10, 2).value is None and per.cell(10, 3).value == 3
 
 
+def test_anomaly_detection_file(scored):
+    doc = json.loads((scored / "emt_anomaly_detection.json").read_text())
+    assert doc["thresholds"]["disp_thrs"] == 0.5 and doc["thresholds"]["energy_thrs"] == 2.0
+    assert len(doc["normal"]) == 9 and doc["energy_anomaly"] == [] and doc["calculation_error"] == []
+
+
 def test_tables_have_catbench_columns(scored):
     import pandas as pd
 
@@ -88,10 +95,11 @@ def test_workbook_bytes_do_not_depend_on_the_clock(scored, tmp_path):
 
 
 def test_figures(scored, tmp_path):
-    out = [str(tmp_path / n) for n in ("p.png", "p.pdf", "s.png", "s.pdf", "m1.png", "m2.png")]
+    out = [str(tmp_path / n) for n in ("p.png", "p.pdf", "s.png", "s.pdf", "m1.png", "m2.png", "sh.png")]
     assert main(["catalysis", "figures", "--inputs", str(scored / "emt.json"), str(scored / "emt-b.json"),
                  "--reactions", str(scored / "emt.parquet"), str(scored / "emt-b.parquet"), "--dataset", "demo",
-                 "--out-parity", *out[:2], "--out-sensitivity", *out[2:4], "--out-model-parity", *out[4:]]) == 0
+                 "--out-parity", *out[:2], "--out-sensitivity", *out[2:4], "--out-model-parity", *out[4:6],
+                 "--out-parity-shifted", out[6]]) == 0
     for p in out:
         assert (tmp_path / p).stat().st_size > 5000
 

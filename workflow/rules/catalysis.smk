@@ -3,28 +3,8 @@
 # figures. All logic in crucible.catalysis; config read only through crucible.catalysis.workflow.
 # Relaxation settings and thresholds are params, so changing one reruns exactly what it affects.
 
-# Wildcards match only configured names, so that e.g. catalysis_{dataset}_anomaly.csv can never
-# be read as a dataset called "X_anomaly".
-_CAT_DATASETS = _alternation(catalysis_workflow.datasets(config))
-_REL_DATASETS = _alternation(catalysis_workflow.relative_datasets(config))
-_CAT_MODELS = _alternation(catalysis_workflow.models(config))
-
-
 localrules:
     fetch_catalysis_dataset,
-
-
-def _cat_spec(wc):
-    return catalysis_workflow.datasets(config)[wc.cat_dataset]
-
-
-def _cat_chunks(wc):
-    return expand("results/catalysis/{d}/calc/{m}/chunk_{k}.json", d=wc.cat_dataset, m=wc.cat_model,
-                  k=range(catalysis_workflow.n_chunks(config)))
-
-
-def _cat_models():
-    return catalysis_workflow.models(config)
 
 
 rule fetch_catalysis_dataset:
@@ -105,6 +85,7 @@ rule score_catalysis:
     output:
         analysis="results/catalysis/{cat_dataset}/analysis/{cat_model}.json",
         reactions="results/catalysis/{cat_dataset}/analysis/{cat_model}.parquet",
+        anomaly="results/catalysis/{cat_dataset}/analysis/{cat_model}_anomaly_detection.json",
     wildcard_constraints:
         cat_dataset=_CAT_DATASETS,
         cat_model=_CAT_MODELS,
@@ -116,7 +97,7 @@ rule score_catalysis:
         "../../envs/mlip.yaml"
     shell:
         "crucible catalysis score --inputs {input:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
-        " --out {output.analysis:q} --out-reactions {output.reactions:q} 2> {log:q}"
+        " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
 
 
 rule catalysis_tables:
@@ -154,6 +135,8 @@ rule catalysis_figures:
     output:
         parity=report("results/figures/catalysis_{cat_dataset}_parity.png", caption="../report/catalysis_parity.rst", category="Catalysis"),
         parity_pdf="results/figures/catalysis_{cat_dataset}_parity.pdf",
+        parity_shifted=report("results/figures/catalysis_{cat_dataset}_parity_shifted.png", caption="../report/catalysis_parity.rst", category="Catalysis"),
+        parity_shifted_pdf="results/figures/catalysis_{cat_dataset}_parity_shifted.pdf",
         sensitivity=report("results/figures/catalysis_{cat_dataset}_sensitivity.png", caption="../report/catalysis_sensitivity.rst", category="Catalysis"),
         sensitivity_pdf="results/figures/catalysis_{cat_dataset}_sensitivity.pdf",
         models=report(
@@ -169,6 +152,7 @@ rule catalysis_figures:
     shell:
         "crucible catalysis figures --inputs {input.analyses:q} --reactions {input.reactions:q}"
         " --dataset {wildcards.cat_dataset:q} --out-parity {output.parity:q} {output.parity_pdf:q}"
+        " --out-parity-shifted {output.parity_shifted:q} {output.parity_shifted_pdf:q}"
         " --out-sensitivity {output.sensitivity:q} {output.sensitivity_pdf:q} --out-model-parity {output.models:q} 2> {log:q}"
 
 

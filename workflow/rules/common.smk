@@ -264,3 +264,23 @@ for _problem in catalysis_workflow.check(config):
 
 def get_catalysis_outputs():
     return catalysis_workflow.final_outputs(config)
+
+
+# Wildcards match only configured names, so that e.g. catalysis_{dataset}_anomaly.csv can never
+# be read as a dataset called "X_anomaly".
+_CAT_DATASETS = _alternation(catalysis_workflow.datasets(config))
+_REL_DATASETS = _alternation(catalysis_workflow.relative_datasets(config))
+_CAT_MODELS = _alternation(catalysis_workflow.models(config))
+
+
+def _cat_spec(wc):
+    return catalysis_workflow.datasets(config)[wc.cat_dataset]
+
+
+def _cat_chunks(wc):
+    return expand("results/catalysis/{d}/calc/{m}/chunk_{k}.json", d=wc.cat_dataset, m=wc.cat_model,
+                  k=range(catalysis_workflow.n_chunks(config)))
+
+
+def _cat_models():
+    return catalysis_workflow.models(config)

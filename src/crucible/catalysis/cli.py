@@ -91,6 +91,10 @@ def _cmd_score(args) -> int:
                 "anomaly_detection": {**detection, "unphysical_issues": issues,
                                       "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"])}},
                args.out)
+    if args.out_anomaly:
+        write_json({"thresholds": thr.as_dict(), **detection, "unphysical_issues": issues,
+                    "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"])},
+                   args.out_anomaly)
     keep = ["reaction_id", "adsorbate", "dft_ads_eng", "mlip_ads_eng", "single_ads_eng", "class"]
     out = df[keep].copy()
     out["model"] = args.model
@@ -128,6 +132,8 @@ def _cmd_figures(args) -> int:
     order = [a["model"] for a in analyses]
     reactions = {m: reactions[m] for m in order if m in reactions}
     save_figure(parity_figure(reactions, args.dataset), *args.out_parity)
+    if args.out_parity_shifted:
+        save_figure(parity_figure(reactions, args.dataset, shifted=True), *args.out_parity_shifted)
     save_figure(sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, args.dataset),
                 *args.out_sensitivity)
     for model, path in zip(order, args.out_model_parity or []):
@@ -208,6 +214,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--thresholds", help="JSON of analysis thresholds")
     p.add_argument("--out", required=True)
     p.add_argument("--out-reactions", required=True)
+    p.add_argument("--out-anomaly", help="CatBench's {mlip}_anomaly_detection.json: thresholds + reaction ids per class")
     p.set_defaults(func=_cmd_score)
 
     p = sub.add_parser("tables", help="MLIP_Data / anomaly / per-adsorbate tables and the Excel workbook")
@@ -221,6 +228,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--reactions", nargs="+", required=True)
     p.add_argument("--dataset", required=True)
     p.add_argument("--out-parity", nargs="+", required=True)
+    p.add_argument("--out-parity-shifted", nargs="*", help="parity on gas-shift-corrected energies")
     p.add_argument("--out-sensitivity", nargs="+", required=True)
     p.add_argument("--out-model-parity", nargs="*")
     p.set_defaults(func=_cmd_figures)

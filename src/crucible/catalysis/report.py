@@ -263,13 +263,17 @@ def _parity_axes(ax, df: pd.DataFrame, title: str, by_adsorbate: bool) -> None:
     ax.set_aspect("equal")
 
 
-def parity_figure(reactions: dict[str, pd.DataFrame], dataset: str, by_adsorbate: bool = True):
+def parity_figure(reactions: dict[str, pd.DataFrame], dataset: str, by_adsorbate: bool = True, shifted: bool = False):
+    """One panel per potential; ``shifted`` plots the gas-shift-corrected energies instead."""
     import matplotlib.pyplot as plt
 
     names = list(reactions)
     fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 4.4), squeeze=False)
     for ax, name in zip(axes[0], names):
-        _parity_axes(ax, reactions[name], f"{dataset}: {name}", by_adsorbate)
+        df = reactions[name]
+        if shifted:
+            df = df.assign(mlip_ads_eng=df["mlip_ads_eng_shifted"], **{"class": df["class_shifted"]})
+        _parity_axes(ax, df, f"{dataset}: {name}" + (" (gas shift)" if shifted else ""), by_adsorbate)
     fig.tight_layout()
     return fig
 

@@ -105,7 +105,7 @@ def table_files(name: str) -> list[str]:
 
 
 def figure_files(name: str, model_names: list[str]) -> list[str]:
-    out = [f"results/figures/catalysis_{name}_parity.{e}" for e in ("png", "pdf")]
+    out = [f"results/figures/catalysis_{name}_parity{k}.{e}" for k in ("", "_shifted") for e in ("png", "pdf")]
     out += [f"results/figures/catalysis_{name}_sensitivity.{e}" for e in ("png", "pdf")]
     out += [f"results/figures/catalysis_{name}_parity_{m}.png" for m in model_names]
     return out
