@@ -66,7 +66,9 @@ rule relax_catalysis:
         "logs/catalysis/relax_{cat_dataset}_{cat_model}_{chunk}.log",
     benchmark:
         "benchmarks/runs/catalysis/relax_{cat_dataset}_{cat_model}_{chunk}.tsv"
-    threads: 2
+    # One thread: on a GPU node the model runs on CUDA anyway; on CPU, parallel chunks beat
+    # oversubscribed intra-op threads (CHGNet: 0.7 s/step with 1 thread, ~8 s with 2, loaded 2-core machine).
+    threads: 1
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
