@@ -248,3 +248,14 @@ def build_tiny_causal_lm(out: Path) -> Path:
                         initializer_range=0.5, bos_token_id=2, eos_token_id=2, pad_token_id=0)
     GPT2LMHeadModel(config).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def catalysis_demo(tmp_path_factory) -> Path:
+    """The EMT-labelled catalysis demo set in every format (CatBench JSON, Catalysis-Hub raw,
+    VASP trees for adsorption, surface and bulk-formation energies)."""
+    from crucible.catalysis import demo
+
+    out = tmp_path_factory.mktemp("catalysis_demo")
+    demo.main([str(out)])
+    return out
