@@ -129,13 +129,17 @@ def get_magpie_cache():
 
 def get_magpie_slices():
     """Each task's rows of the cache, written by the same job: fold jobs read only these."""
-    return [get_magpie_cache()[: -len(".parquet")] + f"/{task}.parquet" for task in TASKS]
+    from crucible.features.cache import task_slice_path
+
+    return [str(task_slice_path(get_magpie_cache(), task)) for task in TASKS]
 
 
 def get_model_features(wildcards):
     model = get_model_name(wildcards)
     if get_spec(model, MATBENCH["custom_models"]).input_kind == "magpie":
-        return get_magpie_cache()[: -len(".parquet")] + f"/{wildcards.task}.parquet"
+        from crucible.features.cache import task_slice_path
+
+        return str(task_slice_path(get_magpie_cache(), wildcards.task))
     return []
 
 
