@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 
 # Rules call the `crucible` command: the venv's scripts go first on PATH.
 run: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --workflow-profile profiles/local
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --workflow-profile profiles/default
 
 test: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q

@@ -1,5 +1,5 @@
 # crucible: every table and figure of a materials-ML benchmark paper, rebuilt from raw sources.
-#   snakemake --cores all --workflow-profile profiles/local
+#   snakemake --cores all        (profiles/default/ is loaded by itself; SLURM: --workflow-profile profiles/slurm)
 # Stages: fetch (SHA-256 checked) -> clean -> folds -> features -> predict -> score -> report.
 from snakemake.utils import min_version
 

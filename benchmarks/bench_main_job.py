@@ -96,7 +96,7 @@ def main() -> int:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", args.configfile, "--cores", args.cores, "--workflow-profile", str(REPO / "profiles/local"),
+           "--configfile", args.configfile, "--cores", args.cores, "--workflow-profile", str(REPO / "profiles/default"),
            args.target]
 
     wall, peak, rc = run_measured(cmd, env, workdir / "bench_main_job.log")

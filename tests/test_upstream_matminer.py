@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, matbench_members
+from helpers import REPO, matbench_members
 from crucible.io import read_json, read_parquet
 from crucible.sources import sha256_file
 from test_sources import _Server

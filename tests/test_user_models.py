@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, clean_task
+from helpers import REPO, clean_task
 from crucible.errors import ConfigError
 from crucible.models.registry import get_spec
 

@@ -5,9 +5,9 @@
 
 rule build_magpie_cache:
     input:
-        get_clean_data_files(),
+        matbench_wf.clean_data_files(config),
     output:
-        get_magpie_cache(),
+        matbench_wf.magpie_cache(),
     log:
         "logs/features/build_magpie_cache.log",
     benchmark:
@@ -19,4 +19,4 @@ rule build_magpie_cache:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible features build --data {input} --out {output} 2> {log}"
+        "crucible features build --data {input:q} --out {output:q} 2> {log:q}"

@@ -11,7 +11,7 @@ rule fetch_artifact:
     wildcard_constraints:
         filename=r"[^/]+\.whl",
     params:
-        artifact=get_artifact_name,
+        artifact=lambda wc: shared_wf.artifact_name(SOURCES, wc.filename, SOURCES_FILE),
         sources=SOURCES_FILE,
     log:
         "logs/fetch/{filename}.log",
@@ -19,28 +19,28 @@ rule fetch_artifact:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources fetch --artifact {params.artifact} --sources {params.sources} --out {output} 2> {log}"
+        "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} --out {output:q} 2> {log:q}"
 
 
 rule fetch_matminer_dataset:
     output:
         "resources/downloads/{task}.json.gz",
     params:
-        mirror=get_matminer_fetch_args,
+        mirror=lambda wc: matbench_wf.matminer_fetch_args(config, wc.task),
     log:
         "logs/fetch/{task}.json.gz.log",
     retries: 2
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output} 2> {log}"
+        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
 
 rule extract_matbench_splits:
     input:
-        artifact_file("matbench-0.6"),
+        shared_wf.artifact_file(SOURCES, "matbench-0.6"),
     output:
-        artifact_members("matbench-0.6"),
+        shared_wf.artifact_members(SOURCES, "matbench-0.6"),
     params:
         sources=SOURCES_FILE,
     log:
@@ -48,15 +48,15 @@ rule extract_matbench_splits:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources extract --artifact matbench-0.6 --sources {params.sources} "
-        "--archive {input} --out-dir resources/extracted/matbench-0.6 2> {log}"
+        "crucible sources extract --artifact matbench-0.6 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/matbench-0.6 2> {log:q}"
 
 
 rule extract_crabnet_mirror:
     input:
-        artifact_file("crabnet-2.0.8"),
+        shared_wf.artifact_file(SOURCES, "crabnet-2.0.8"),
     output:
-        artifact_members("crabnet-2.0.8"),
+        shared_wf.artifact_members(SOURCES, "crabnet-2.0.8"),
     params:
         sources=SOURCES_FILE,
     log:
@@ -64,5 +64,5 @@ rule extract_crabnet_mirror:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources} "
-        "--archive {input} --out-dir resources/extracted/crabnet-2.0.8 2> {log}"
+        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/crabnet-2.0.8 2> {log:q}"

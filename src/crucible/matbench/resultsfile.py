@@ -60,19 +60,27 @@ import pandas as pd
 from crucible import __version__ as CRUCIBLE_VERSION
 from crucible.errors import ConfigError, DataValidationError, HashMismatchError
 from crucible.io import write_bytes, write_json
-from crucible.matbench.scoring import (
+from crucible.matbench.scoring import CLF_METRICS, REG_METRICS, score_fold
+from crucible.matbench.tasks import (
+    BENCHMARK_NAME,
     CLASSIFICATION,
-    CLF_METRICS,
-    REG_METRICS,
+    MATBENCH_VERSION,
+    N_FOLDS,
     REGRESSION,
-    score_fold,
+    TASKS,
+    mbid_prefix,
+    task_type_of,
 )
-from crucible.matbench.tasks import BENCHMARK_NAME, CLASSIFICATION_TASKS, N_FOLDS, TASKS, mbid_prefix
 
 log = logging.getLogger(__name__)
 
-MATBENCH_VERSION = "0.6"
 DATESTAMP_FMT = "%Y.%m.%d %H:%M.%S"
+DEFAULT_BIBTEX = (
+    "@article{Dunn2020, author={Dunn, Alexander and Wang, Qi and Ganose, Alex and Dopp, Daniel and "
+    "Jain, Anubhav}, title={Benchmarking materials property prediction methods: the Matbench test set "
+    "and Automatminer reference algorithm}, journal={npj Computational Materials}, volume={6}, "
+    "pages={138}, year={2020}, doi={10.1038/s41524-020-00406-3}}"
+)
 TOP_KEYS: tuple[str, ...] = (
     "@module", "@class", "version", "tasks", "user_metadata", "benchmark_name", "datestamp", "hash",
 )
@@ -80,10 +88,6 @@ TASK_KEYS = frozenset({"@module", "@class", "dataset_name", "results", "benchmar
 FOLD_KEYS = frozenset({"scores", "data", "parameters", "uncertainty"})
 FOLD_NAMES: tuple[str, ...] = tuple(f"fold_{k}" for k in range(N_FOLDS))
 INFO_REQUIRED = ("authors", "algorithm", "algorithm_long", "bibtex_refs", "requirements")
-
-
-def task_type_of(task: str) -> str:
-    return CLASSIFICATION if task in CLASSIFICATION_TASKS else REGRESSION
 
 
 # --- matbench's canonical form and hash ------------------------------------------------------
@@ -410,7 +414,27 @@ def read_results_file(
     return d
 
 
-# --- info.json --------------------------------------------------------------------------------
+# --- provenance and info.json ----------------------------------------------------------------
+
+
+def user_metadata(model: str, input_text: str, store_probabilities: bool = False) -> dict[str, Any]:
+    """The results file's ``user_metadata``: what the model was given, and by which crucible."""
+    return {"input": input_text, "crucible_version": CRUCIBLE_VERSION, "crucible_model": model,
+            "classification_values": "probabilities" if store_probabilities else "labels (bool)"}
+
+
+def requirements() -> dict[str, list[str]]:
+    """info.json ``requirements``: crucible, the matbench release followed, and the installed
+    versions of the libraries that compute the numbers."""
+    import importlib.metadata
+
+    pins = [f"crucible=={CRUCIBLE_VERSION}", f"matbench=={MATBENCH_VERSION}"]
+    for dist in ("scikit-learn", "numpy", "pandas", "pyarrow"):
+        try:
+            pins.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {"python": pins}
 
 
 def write_info_json(

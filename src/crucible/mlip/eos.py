@@ -300,7 +300,7 @@ def eos_volumes(reference_v0: float, points: int, volume_range: tuple[float, flo
 
 
 def run_eos(
-    calculator,
+    calculator,  # a crucible.mlip.calculators.Potential, or a bare ASE calculator
     elements: str | Iterable[str] = "all",
     points: int = 7,
     volume_range: tuple[float, float] = (0.94, 1.06),
@@ -316,10 +316,11 @@ def run_eos(
     from ase.collections import dcdft
     from tqdm.auto import tqdm
 
-    from crucible.mlip.calculators import evaluate_energies
+    from crucible.mlip.calculators import as_potential, evaluate_energies
 
-    model = model or getattr(calculator, "crucible_model", type(calculator).__name__)
-    device = getattr(calculator, "crucible_device", "cpu")
+    calculator = as_potential(calculator)
+    model = model or calculator.name
+    device = calculator.device
     names = parse_elements(elements)
     rows = []
     bar = tqdm(names, desc=f"EOS {model}", unit="element", disable=not progress)

@@ -128,7 +128,7 @@ def run_predict(
     model_dir: str | os.PathLike | None = None,
     random_state: int = 0,
 ) -> dict[str, Any]:
-    from crucible.matbench.predictions import write_predictions
+    from crucible.matbench.prediction_files import write_predictions
 
     data = read_parquet(data_path)
     folds = read_parquet(folds_path)
