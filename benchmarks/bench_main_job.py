@@ -110,9 +110,10 @@ def main() -> int:
     by_rule = (jobs.groupby("rule_group").agg(jobs=("job", "count"), seconds=("seconds", "sum"),
                                                max_seconds=("seconds", "max"), max_rss_mb=("max_rss_mb", "max"))
                .sort_values("seconds", ascending=False).reset_index())
+    import matplotlib.pyplot as plt
+
     from crucible.report.figures import save_figure
     from crucible.report.tables import write_table
-    import matplotlib.pyplot as plt
 
     write_table(jobs, csv=workdir / "results/tables/runtime.csv")
     write_table(by_rule, csv=workdir / "results/tables/runtime_by_rule.csv")

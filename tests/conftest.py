@@ -22,6 +22,16 @@ from helpers import (  # noqa: F401  (re-exported)
 from helpers import official_validation as _validation
 from helpers import task_formulas as _task_formulas
 
+# Fixtures that fetch real wheels (matbench, crabnet, fairchem-core) from PyPI unless the test
+# cache has them: every test using one is marked `network`, so `pytest -m "not network"` runs offline.
+NETWORK_FIXTURES = frozenset({"members", "official_validation", "crabnet_wheel", "task_formulas", "peer"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if NETWORK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.network)
+
 
 @pytest.fixture(scope="session")
 def members() -> dict[str, Path]:

@@ -26,13 +26,14 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from helpers import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES, crabnet_member
 from crucible.errors import DataValidationError, HashMismatchError, PredictionFileError
 from crucible.io import write_parquet
 from crucible.matbench import resultsfile as rf
 from crucible.matbench.cli import configure_parser
 from crucible.matbench.prediction_files import read_predictions, write_predictions
 from crucible.matbench.scoring import score_fold, score_task
+
+from helpers import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES, crabnet_member
 
 matbench = pytest.importorskip("matbench")
 from matbench.bench import MatbenchBenchmark  # noqa: E402
@@ -128,7 +129,7 @@ def assert_close(ours: float, theirs: float, tol: float = 1e-12) -> None:
 @pytest.mark.parametrize("task", ["matbench_steels", "matbench_expt_gap"])
 def test_regression_metrics_match_peer(task, frames, splits):
     rng = np.random.default_rng(0)
-    for k, ids in enumerate(test_ids(splits, task)):
+    for ids in test_ids(splits, task):
         truth = truth_series(frames[task], ids)
         pred = random_predictions(task, truth, rng)
         theirs = score_array(truth, pred.tolist(), "regression")
@@ -150,7 +151,7 @@ def test_mape_all_masked_is_nan():
 @pytest.mark.parametrize("task", ["matbench_expt_is_metal", "matbench_glass"])
 def test_classification_metrics_match_peer_labels_and_probabilities(task, frames, splits):
     rng = np.random.default_rng(1)
-    for k, ids in enumerate(test_ids(splits, task)):
+    for ids in test_ids(splits, task):
         truth = truth_series(frames[task], ids)
         t = truth.to_numpy()
         # labels

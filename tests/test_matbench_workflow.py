@@ -24,6 +24,7 @@ def test_tasks_follow_matbench_order_not_config_order():
 
 
 def test_models_are_routed_to_cpu_gpu_and_files():
+    pytest.importorskip("torch", reason="comp-transformer's registry entry needs torch (absent on the 3.12 CI leg)")
     cfg = _config(models=["dummy", "comp-transformer", "mine", "theirs"],
                   custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
                   prediction_files={"theirs": {"dir": "/data/theirs"}})

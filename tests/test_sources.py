@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SOURCES_FILE
 from crucible import sources
 from crucible.errors import ConfigError, HashMismatchError
+
+from helpers import SOURCES_FILE
 
 
 class _Server:

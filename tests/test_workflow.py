@@ -43,6 +43,7 @@ def snakemake(workdir, *args, env, config=None, timeout=900):
 
 
 slow = pytest.mark.slow
+network = pytest.mark.network  # fetches the matbench and crabnet wheels from PyPI
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,7 @@ def run(tmp_path_factory, venv_env):
 
 
 @slow
+@network
 def test_every_target_is_built(run):
     workdir, _ = run
     for rel in [
@@ -73,6 +75,7 @@ def test_every_target_is_built(run):
 
 
 @slow
+@network
 def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
     workdir, _ = run
     for k in range(5):
@@ -93,6 +96,7 @@ def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
 
 
 @slow
+@network
 def test_leaderboard_reproduces_the_published_dummy(run):
     workdir, _ = run
     board = pd.read_csv(workdir / "results/tables/matbench_leaderboard.csv").set_index("task")
@@ -109,6 +113,7 @@ def test_leaderboard_reproduces_the_published_dummy(run):
 
 
 @slow
+@network
 def test_results_file_loads_in_matbench(run):
     from matbench.bench import MatbenchBenchmark
     from matbench.util import hash_dictionary
@@ -131,6 +136,7 @@ def test_results_file_loads_in_matbench(run):
 
 
 @slow
+@network
 def test_eos_and_s2ef_outputs(run):
     workdir, _ = run
     eos = pd.read_csv(workdir / "results/tables/mlip_eos.csv")
@@ -143,6 +149,7 @@ def test_eos_and_s2ef_outputs(run):
 
 
 @slow
+@network
 def test_nothing_to_do_on_a_second_run(run):
     workdir, env = run
     proc = snakemake(workdir, "--dry-run", env=env)
@@ -151,6 +158,7 @@ def test_nothing_to_do_on_a_second_run(run):
 
 
 @slow
+@network
 def test_remade_outputs_are_byte_identical(run):
     workdir, env = run
     paths = ["results/matbench/predictions/gbm-magpie/matbench_steels/fold_3.parquet",
@@ -168,6 +176,7 @@ def test_remade_outputs_are_byte_identical(run):
 
 
 @slow
+@network
 def test_report_collects_tables_and_figures(run):
     workdir, env = run
     proc = snakemake(workdir, "--report", str(workdir / "report.zip"), env=env)

@@ -63,7 +63,6 @@ from crucible.io import write_bytes, write_json
 from crucible.matbench.scoring import CLF_METRICS, REG_METRICS, score_fold
 from crucible.matbench.tasks import (
     BENCHMARK_NAME,
-    CLASSIFICATION,
     MATBENCH_VERSION,
     N_FOLDS,
     REGRESSION,

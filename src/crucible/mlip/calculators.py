@@ -187,7 +187,7 @@ def _load_matgl(device: str):
     matgl = _import_or_unavailable("matgl", "matgl")
     ext = _import_or_unavailable("matgl", "matgl.ext.ase")
     potential = matgl.load_model(str(path))
-    calc_cls = getattr(ext, "PESCalculator", None) or getattr(ext, "M3GNetCalculator")
+    calc_cls = getattr(ext, "PESCalculator", None) or ext.M3GNetCalculator
     return calc_cls(potential)
 
 
@@ -197,7 +197,7 @@ def _load_orb(device: str):
     pretrained = _import_or_unavailable("orb", "orb_models.forcefield.pretrained")
     calculator = _import_or_unavailable("orb", "orb_models.forcefield.calculator")
     # The architecture must match the checkpoint; orb-v3 conservative (OMat) is the default.
-    build = getattr(pretrained, "orb_v3_conservative_inf_omat", None) or getattr(pretrained, "orb_v2")
+    build = getattr(pretrained, "orb_v3_conservative_inf_omat", None) or pretrained.orb_v2
     model = build(weights_path=str(path), device=device)
     return calculator.ORBCalculator(model, device=device)
 

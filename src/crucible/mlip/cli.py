@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,6 @@ def _cmd_s2ef_predict(args) -> int:
 
 def _cmd_s2ef_table(args) -> int:
     from crucible.mlip.report import write_table
-
     from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(args.inputs)
