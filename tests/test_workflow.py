@@ -20,18 +20,11 @@ import yaml
 
 from helpers import REPO
 
-TASKS = ["matbench_steels", "matbench_expt_is_metal"]
-MODELS = ["dummy", "gbm-magpie", "comp-transformer"]
-TINY_TRANSFORMER = {"epochs": 2, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "device": "cpu"}
-CONFIG = {
-    "matbench": {"tasks": TASKS, "models": MODELS,
-                 "model_params": {"gbm-magpie": {"max_iter": 50}, "comp-transformer": TINY_TRANSFORMER}},
-    "mlip": {
-        "models": ["emt", "chgnet-0.3.0"],
-        "eos": {"elements": ["Cu", "Al", "Ni"], "points": 7},
-        "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}},
-    },
-}
+# The tiny configs under .test/ (runnable by hand, see their headers).
+CONFIG = yaml.safe_load((REPO / ".test" / "config.yaml").read_text())
+MLIP_ONLY = yaml.safe_load((REPO / ".test" / "mlip.yaml").read_text())
+TASKS = CONFIG["matbench"]["tasks"]
+MODELS = CONFIG["matbench"]["models"]
 
 
 def snakemake(workdir, *args, env, config=None, timeout=900):
@@ -209,14 +202,6 @@ def test_lint_is_clean(venv_env):
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--lint"],
                           cwd=REPO, env=venv_env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-
-MLIP_ONLY = {
-    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},  # not built: the target is `mlip`
-    "mlip": {"models": ["emt", "chgnet-0.3.0"], "eos": {"elements": ["Cu", "Si", "Al"], "points": 7,
-                                                        "volume_range": [0.94, 1.06]},
-             "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
-}
 
 
 def _job_counts(text: str) -> dict[str, int]:
