@@ -101,7 +101,9 @@ def fit_predict(
                             if v is None or isinstance(v, (bool, int, float, str))}
     constant = getattr(estimator, "constant_", None)
     if constant is not None:
-        info["constant_"] = constant
+        # scikit-learn's DummyRegressor keeps one constant per output; we have one output.
+        values = np.ravel(constant).tolist()
+        info["constant_"] = values[0] if len(values) == 1 else values
     return out, info
 
 
