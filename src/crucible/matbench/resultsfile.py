@@ -1,6 +1,6 @@
 """``results/matbench/{model}/results.json.gz`` in matbench's own format, plus ``info.json``.
 
-The file is what ``MatbenchBenchmark.to_file`` writes (matbench 0.6, see matbench.md section 6):
+The file is what ``MatbenchBenchmark.to_file`` writes (matbench 0.6 on PyPI, ``matbench/bench.py``):
 one gzip-compressed line of ``json.dumps`` text (default separators) of::
 
     {"@module": "matbench.bench", "@class": "MatbenchBenchmark", "version": "0.6",
@@ -288,7 +288,7 @@ def validate_results_dict(
     source: str = "results file",
     expected_test_ids: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> None:
-    """matbench's ``from_dict`` + ``validate`` rules (matbench.md section 7), not mutating ``d``.
+    """matbench's ``from_dict`` + ``validate`` rules (matbench 0.6, ``MatbenchBenchmark.from_dict`` and ``validate``), not mutating ``d``.
 
     Adds our own: fold test sets disjoint, mbids carry the task's prefix, and (when
     ``expected_test_ids[task]`` is given) each fold's ids equal the official test ids.
@@ -393,7 +393,7 @@ def read_results_file(
     """Load a matbench results file (gzip detected by its magic bytes) and validate it.
 
     Raises :class:`HashMismatchError` when the stored hash does not match the content and
-    :class:`DataValidationError` for any other rule of matbench.md section 7.
+    :class:`DataValidationError` for any other rule of matbench 0.6's ``validate``.
     """
     if not Path(path).is_file():
         raise DataValidationError(f"{path}: results file not found")
@@ -445,7 +445,7 @@ def write_info_json(
     notes: str | None,
     requirements: Mapping[str, Any] | str,
 ) -> None:
-    """Write the leaderboard's ``info.json`` (matbench.md section 9) atomically.
+    """Write the leaderboard's ``info.json`` (the matbench repository's leaderboard submission guide) atomically.
 
     ``authors``, ``algorithm``, ``algorithm_long``, ``bibtex_refs`` and ``requirements`` must be
     non-empty (the leaderboard CI refuses nulls); ``notes`` is always written, None allowed.
