@@ -7,7 +7,7 @@ import argparse
 from crucible import sources
 
 
-def _fetch(args: argparse.Namespace) -> int:
+def _cmd_fetch(args: argparse.Namespace) -> int:
     if args.matminer_task:
         spec = sources.matminer_artifact(args.matminer_task, args.url_prefix, args.sha256)
         name = args.matminer_task
@@ -18,7 +18,7 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _extract(args: argparse.Namespace) -> int:
+def _cmd_extract(args: argparse.Namespace) -> int:
     spec = sources.get_artifact(sources.load_sources(args.sources), args.artifact)
     sources.extract(args.artifact, spec, args.archive, args.out_dir, args.members or None)
     return 0
@@ -35,7 +35,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     fetch.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder")
     fetch.add_argument("--sha256", help="pinned hash of a mirror's own copy")
     fetch.add_argument("--out", required=True, help="destination file")
-    fetch.set_defaults(func=_fetch)
+    fetch.set_defaults(func=_cmd_fetch)
 
     extract = sub.add_parser("extract", help="take hash-checked members out of a downloaded archive")
     extract.add_argument("--artifact", required=True)
@@ -43,4 +43,4 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     extract.add_argument("--archive", required=True)
     extract.add_argument("--out-dir", required=True)
     extract.add_argument("--members", nargs="*", help="default: every pinned member")
-    extract.set_defaults(func=_extract)
+    extract.set_defaults(func=_cmd_extract)
