@@ -45,6 +45,61 @@ wildcard_constraints:
     fold="[0-4]",
 
 
+# Names that rule files written against the previous common.smk use (other branches); each only
+# delegates to the library. New rules call crucible.workflow / crucible.<family>.workflow directly.
+_alternation = shared_wf.alternation
+MATBENCH = config["matbench"]
+MLIP = config.get("mlip", {})
+TASKS = matbench_wf.tasks(config)
+MODELS = matbench_wf.models(config)
+FOLDS = matbench_wf.FOLDS
+MODEL_KIND = {m: matbench_wf.model_kind(config, m) for m in MODELS}
+
+
+def artifact_file(name):
+    return shared_wf.artifact_file(SOURCES, name)
+
+
+def artifact_members(name):
+    return shared_wf.artifact_members(SOURCES, name)
+
+
+def get_clean_data_files():
+    return matbench_wf.clean_data_files(config)
+
+
+def get_task_cards():
+    return matbench_wf.task_cards(config)
+
+
+def get_magpie_cache():
+    return matbench_wf.magpie_cache()
+
+
+def get_model_name(wildcards):
+    return getattr(wildcards, "cpu_model", None) or getattr(wildcards, "gpu_model", None) or wildcards.model
+
+
+def get_model_features(wildcards):
+    return matbench_wf.model_features(config, get_model_name(wildcards))
+
+
+def get_model_params(wildcards):
+    return matbench_wf.model_params(config, get_model_name(wildcards))
+
+
+def get_custom_models():
+    return matbench_wf.custom_models(config)
+
+
+def get_raw_provenance(wildcards):
+    return matbench_wf.raw_provenance(config, SOURCES, wildcards.task)
+
+
+def mlip_models():
+    return mlip_wf.models(config)
+
+
 def get_matbench_outputs():
     return matbench_wf.final_outputs(config)
 
