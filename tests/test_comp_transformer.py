@@ -115,6 +115,9 @@ def test_save_load_round_trip(data, fitted, tmp_path):
     np.testing.assert_array_equal(model.predict(te.formula), loaded.predict(te.formula))
     assert loaded.get_params()["d_model"] == TINY["d_model"]
     assert loaded.fit_info_["epochs_run"] == 2
+    # saving the same weights twice gives the same bytes (no temp-file name inside the archive)
+    model.save(tmp_path / "again")
+    assert (tmp_path / "again/weights.pt").read_bytes() == (tmp_path / "fold_0/weights.pt").read_bytes()
     # an ensemble of seeds round-trips too
     ens = _fit(table, steels, n_models=2)
     ens.save(tmp_path / "ens")

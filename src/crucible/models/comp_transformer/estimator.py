@@ -446,7 +446,10 @@ class CompTransformer(BaseEstimator):
         directory.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu() for k, v in self.net_.state_dict().items()}
         with atomic_path(directory / "weights.pt", ".pt") as tmp:
-            torch.save(state, tmp)
+            # Through a file object: torch.save names the zip's root folder after a path it is
+            # given (here the random temp name), which made two saves of equal weights differ.
+            with open(tmp, "wb") as fh:
+                torch.save(state, fh)
         info = {k: v for k, v in self.fit_info_.items() if k != "history"}
         write_json(
             {
