@@ -56,7 +56,7 @@ format-check: install
 $(VENV312)/.installed: pyproject.toml requirements.lock
 	$(PYTHON312) -m venv $(VENV312)
 	$(VENV312)/bin/pip install --quiet --upgrade pip
-	grep -v -E '^(torch|chgnet|sevenn|e3nn|opt-einsum-fx|torch-geometric|nvidia-|triton)([=+-]|$$)' requirements.lock \
+	grep -v -E '^(nvidia-|(torch|chgnet|sevenn|e3nn|opt-einsum-fx|torch-geometric|triton)([=+-]|$$))' requirements.lock \
 		> $(VENV312)/requirements-without-torch.txt
 	$(VENV312)/bin/pip install --quiet -r $(VENV312)/requirements-without-torch.txt
 	$(VENV312)/bin/pip install --quiet --no-deps -e . matbench==0.6
