@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import pytest

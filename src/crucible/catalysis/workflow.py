@@ -23,7 +23,6 @@ Config section (validated by the schema)::
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from crucible.catalysis.calculation import DEFAULTS
 
