@@ -74,7 +74,10 @@ def last_large_json(text: str, min_chars: int = MIN_JSON_CHARS):
     its end, so values nested in an already-decoded one are never candidates.
     """
     found = None
-    pos, n = 0, len(text)
+    # No object or array can start after the last closing bracket: stopping there gives the same
+    # answer and keeps texts like "[[[[…" (10^5 openers) linear instead of quadratic.
+    n = max(text.rfind("}"), text.rfind("]"))
+    pos = 0
     while pos < n:
         brace, bracket = text.find("{", pos), text.find("[", pos)
         starts = [i for i in (brace, bracket) if i >= 0]
