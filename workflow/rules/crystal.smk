@@ -6,7 +6,11 @@
 from crucible.crystal import workflow as crystal_workflow
 from crucible.crystal.generators import GENERATORS as CRYSTAL_GENERATORS
 
-CRYSTAL_DATASETS = crystal_workflow.datasets(config)
+try:
+    CRYSTAL_DATASETS = crystal_workflow.datasets(config)
+    crystal_workflow.responders(config)
+except ConfigError as exc:
+    raise WorkflowError(str(exc))
 CRYSTAL_BUILD = crystal_workflow.build_params(config)
 CRYSTAL_SEED = config.get("crystal", {}).get("seed", 0)
 CRYSTAL_TIMEOUT = config.get("crystal", {}).get("score_timeout_s", 10)
