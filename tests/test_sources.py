@@ -117,8 +117,8 @@ def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path
 
 def test_pinned_members_extract_with_their_hashes(members):
     spec = sources.load_sources(SOURCES_FILE)["artifacts"]
-    for name, artifact in spec.items():
-        for member, mspec in artifact["members"].items():
+    for name in ("matbench-0.6", "crabnet-2.0.8"):  # the wheels the `members` fixture extracts
+        for member, mspec in spec[name]["members"].items():
             assert sources.sha256_file(members[member]) == mspec["sha256"]
 
 
