@@ -81,6 +81,7 @@ def test_timeout_replaces_the_worker_and_scoring_goes_on(cscl_ground_truth):
         rms, reason, detail = worker.score(flat, cscl_ground_truth)
         assert (rms, reason) == (None, parsing.TIMEOUT) and "replaced" in detail
         assert worker.restarts == 1
+        worker.timeout = 300.0  # the next items must not depend on how loaded the machine is
         assert worker.score(V2, cscl_ground_truth) == (0.0, None, "")
         first_pid = worker._proc.pid
         assert worker.score(V3, cscl_ground_truth)[0] == pytest.approx(0.0125992, abs=1e-6)
@@ -117,8 +118,10 @@ def test_matches_equal_pymatgens_own_call_on_real_crystals(aflow_file):
     assert matched >= len(prompts)  # every self-answer matches, plus any template hits
 
 
+NESTED = '{"a": ' * 30_000 + "1" + "}" * 30_000
+
 FUZZ = [
-    "[" * 100_000, "{" * 100_000, '{"a": ' * 30_000 + "1" + "}" * 30_000, "<material>{'a': " + "[" * 3000 + "}</material>",
+    "[" * 100_000, "{" * 100_000, "<material>{'a': " + "[" * 3000 + "}</material>",
     '<material>{"lattice_parameters": {"a": 1e308, "b": 1e308, "c": 1e308}, "atomic_sites": [{"coordinate": [0,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": NaN, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [0,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [NaN,0,0]}, {"coordinate": [Infinity,0.5,0.5]}]}</material>',
@@ -133,11 +136,16 @@ FUZZ = [
 
 def test_fuzzed_answers_are_scored_never_raised(cscl_ground_truth):
     items = [{"id": f"{i:02d}", "ground_truth": cscl_ground_truth} for i in range(len(FUZZ))]
-    scores = scoring.score_items({it["id"]: text for it, text in zip(items, FUZZ)}, items, timeout=5.0)
+    # a limit no item reaches, even on a loaded machine: each must get its own verdict
+    scores = scoring.score_items({it["id"]: text for it, text in zip(items, FUZZ)}, items, timeout=300.0)
     assert len(scores) == len(FUZZ)
     # 1e300 is a whole number: as a fractional coordinate it is the origin, a periodic image
-    assert [s.id for s in scores if s.matched] == ["10"]
-    # 30,000 nested objects: the JSON scan runs past the limit, the worker is replaced
-    assert scores[2].reason == parsing.TIMEOUT
+    assert [s.id for s in scores if s.matched] == ["09"]
     assert all(s.matched or s.reason in parsing.REASONS for s in scores)
-    assert scores[11].reason == parsing.WRONG_SITE_COUNT  # the 10^5 sites
+    assert scores[10].reason == parsing.WRONG_SITE_COUNT  # the 10^5 sites
+
+
+def test_a_pathological_json_scan_times_out(cscl_ground_truth):
+    # 30,000 nested objects, no tag: the JSON scan is quadratic; the limit cuts it off
+    scores = scoring.score_items({"x": NESTED}, [{"id": "x", "ground_truth": cscl_ground_truth}], timeout=1.0)
+    assert scores[0].reason == parsing.TIMEOUT
