@@ -60,7 +60,10 @@ def generators(config: dict[str, Any]) -> list[str]:
 
 
 def llm_models(config: dict[str, Any]) -> list[str]:
-    return list(section(config).get("llm_models", []))
+    """``crystal.llm_models``, each checked to be defined under ``llm.models`` (issue 12)."""
+    from crucible.llm.workflow import benchmark_models
+
+    return benchmark_models(config, "crystal")
 
 
 def responders(config: dict[str, Any]) -> list[str]:
