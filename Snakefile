@@ -20,6 +20,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/mlip.smk"
 include: "workflow/rules/llm.smk"
 include: "workflow/rules/catalysis.smk"
+include: "workflow/rules/crystal.smk"
 
 
 rule all:

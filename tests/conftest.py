@@ -225,3 +225,38 @@ def catalysis_demo(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("catalysis_demo")
     demo.main([str(out)])
     return out
+
+
+# ---- crystal benchmark -------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def aflow_prototypes_file() -> Path:
+    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
+    root = cache_root() / "resources"
+    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
+    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
+    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
+        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
+    return out
+
+
+@pytest.fixture(scope="session")
+def aflow_file() -> Path:
+    return aflow_prototypes_file()
+
+
+CSCL = {  # peers.md §2.6: cubic 4.12 Å, Cs at the origin, Cl at the body centre
+    "lattice": [[4.12, 0.0, 0.0], [0.0, 4.12, 0.0], [0.0, 0.0, 4.12]],
+    "sites": [{"element": "Cs", "fractional_coordinates": [0.0, 0.0, 0.0]},
+              {"element": "Cl", "fractional_coordinates": [0.5, 0.5, 0.5]}],
+}
+
+
+@pytest.fixture
+def cscl_ground_truth() -> dict:
+    import copy
+
+    return copy.deepcopy(CSCL)

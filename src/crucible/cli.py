@@ -22,6 +22,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
+    "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
 }
 
 

@@ -12,9 +12,12 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
         spec = sources.matminer_artifact(args.matminer_task, args.url_prefix, args.sha256)
         name = args.matminer_task
     else:
-        spec = sources.get_artifact(sources.load_sources(args.sources), args.artifact)
+        spec = dict(sources.get_artifact(sources.load_sources(args.sources), args.artifact))
         name = args.artifact
-    sources.fetch(name, spec, args.out)
+        if args.url_prefix and spec["kind"] == "http":
+            # a mirror keeps the upstream layout below the prefix (mirror_path), else the file name
+            spec["url"] = args.url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
+    sources.fetch(name, spec, args.out, lock=args.lock, sources_file=args.sources)
     return 0
 
 
@@ -34,6 +37,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     fetch.add_argument("--sources", default="config/sources.yaml")
     fetch.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder")
     fetch.add_argument("--sha256", help="pinned hash of a mirror's own copy")
+    fetch.add_argument("--lock", help="lock file recording the SHA-256 of artifacts pinned by git blob id")
     fetch.add_argument("--out", required=True, help="destination file")
     fetch.set_defaults(func=_cmd_fetch)
 

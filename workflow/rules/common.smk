@@ -109,7 +109,13 @@ def get_mlip_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs() + get_crystal_outputs()
+
+
+def get_crystal_outputs():
+    from crucible.crystal.workflow import get_crystal_outputs as crystal_targets
+
+    return crystal_targets(config)
 
 
 # --- language models (rule family llm_generate, workflow/rules/llm.smk) ---

@@ -3,6 +3,7 @@
 localrules:
     fetch_artifact,
     fetch_matminer_dataset,
+    fetch_cdvae_csv,
 
 
 rule fetch_artifact:
@@ -66,3 +67,41 @@ rule extract_crabnet_mirror:
     shell:
         "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/crabnet-2.0.8 2> {log:q}"
+
+
+rule extract_pymatgen_prototypes:
+    input:
+        shared_wf.artifact_file(SOURCES, "pymatgen-2026.10.24"),
+    output:
+        shared_wf.artifact_members(SOURCES, "pymatgen-2026.10.24"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_pymatgen-2026.10.24.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact pymatgen-2026.10.24 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/pymatgen-2026.10.24 2> {log:q}"
+
+
+# CDVAE CSVs, pinned by git blob id: the SHA-256 goes into the lock file on the first verified
+# download. crystal: cdvae_url_prefix points at a mirror with the same layout.
+rule fetch_cdvae_csv:
+    output:
+        "resources/downloads/cdvae-{cdvae_set}-{cdvae_split}.csv",
+    wildcard_constraints:
+        cdvae_set="mp_20|perov_5|carbon_24",
+        cdvae_split="train|val|test",
+    params:
+        sources=SOURCES_FILE,
+        mirror=lambda wc: ("--url-prefix " + config["crystal"]["cdvae_url_prefix"])
+        if config.get("crystal", {}).get("cdvae_url_prefix") else "",
+    log:
+        "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
+    retries: 2
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources fetch --artifact cdvae-{wildcards.cdvae_set}-{wildcards.cdvae_split}"
+        " --sources {params.sources:q} {params.mirror} --lock resources/sources.lock.json --out {output:q} 2> {log:q}"
