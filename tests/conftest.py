@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (  # noqa: F401  (re-exported)
+from helpers import (  # noqa: F401  (re-exported)  # noqa: F401  (used by fixtures below)
     PUBLISHED_DUMMY_MAE,
     REPO,
     SOURCES_FILE,
     TEST_FOLD_SIZES,
+    aflow_prototypes_file,
     cache_root,
     clean_task,
     matbench_members,
+    write_prompts,
 )
 from helpers import official_validation as _validation
 from helpers import task_formulas as _task_formulas
@@ -172,16 +174,6 @@ def chat_server():
     server.close()
 
 
-def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
-    """A prompts.jsonl (the llm stage's input contract) with one user message per item."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for k, text in enumerate(contents):
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
-        lines.append(json.dumps({"id": f"q{k:03d}", "messages": messages, "meta": {"template_hash": "t1"}}))
-    path.write_text("".join(line + "\n" for line in lines))
-    return path
-
 
 @pytest.fixture(scope="session")
 def tiny_causal_lm(tmp_path_factory) -> Path:
@@ -228,19 +220,6 @@ def catalysis_demo(tmp_path_factory) -> Path:
 
 
 # ---- crystal benchmark -------------------------------------------------------------------
-
-@lru_cache(maxsize=None)
-def aflow_prototypes_file() -> Path:
-    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
-    from crucible import sources
-
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
-    root = cache_root() / "resources"
-    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
-    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
-    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
-        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
-    return out
 
 
 @pytest.fixture(scope="session")

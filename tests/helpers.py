@@ -10,6 +10,7 @@ downloaded again.
 from __future__ import annotations
 
 import io
+import json
 import os
 import zipfile
 from functools import lru_cache
@@ -108,4 +109,29 @@ def task_formulas() -> dict[str, list[str]]:
             with zf.open(path) as fh:
                 df = pd.read_csv(io.TextIOWrapper(fh, encoding="utf-8"), keep_default_na=False, dtype=str)
             out[task] = df["formula"].tolist()
+    return out
+
+
+def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
+    """A prompts.jsonl (the llm stage's input contract) with one user message per item."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for k, text in enumerate(contents):
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        lines.append(json.dumps({"id": f"q{k:03d}", "messages": messages, "meta": {"template_hash": "t1"}}))
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+@lru_cache(maxsize=None)
+def aflow_prototypes_file() -> Path:
+    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
+    root = cache_root() / "resources"
+    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
+    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
+    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
+        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
     return out

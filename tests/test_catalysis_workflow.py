@@ -13,10 +13,11 @@ import sys
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
 
 from crucible.catalysis import demo
 from crucible.catalysis.workflow import final_outputs
+
+from helpers import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
 from crucible import sources
 from crucible.crystal import data, items
 from crucible.errors import DataValidationError, HashMismatchError
+
+from helpers import REPO
 
 PEROV = REPO / "tests" / "data" / "cdvae" / "perov_5"
 TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
@@ -217,7 +218,7 @@ def test_user_csv_jsonl_and_ase_db_load_the_same(tmp_path):
         for i, s in rows:
             fh.write(json.dumps({"id": i, "cif": s.to(fmt="cif"), "split": "test" if i in ("u0", "u3") else "train"}) + "\n")
     with connect(str(tmp_path / "u.db")) as db:
-        for i, s in rows:
+        for _id, s in rows:
             db.write(AseAtomsAdaptor.get_atoms(s))
     for name in ("u.csv", "u.db"):
         train, test = data.load_dataset("user", [str(tmp_path / name)], 0.5, 0)

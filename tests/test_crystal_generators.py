@@ -7,7 +7,7 @@ import pytest
 from crucible.crystal import data, generators, items, parsing, scoring
 from crucible.errors import ConfigError
 
-from conftest import REPO
+from helpers import REPO
 
 TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
 

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, aflow_prototypes_file
 from crucible.crystal import workflow
+
+from helpers import REPO, aflow_prototypes_file
 
 pytestmark = pytest.mark.slow
 

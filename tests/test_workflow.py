@@ -320,13 +320,19 @@ def test_local_profile_runs_gpu_rules_without_gpu(tmp_path):
 @pytest.mark.slow  # plans the whole real DAG: ~15 s idle, more on a loaded machine
 @pytest.mark.skipif(not any((REPO / p).exists() for p in ("Snakefile", "workflow/Snakefile")),
                     reason="no Snakefile yet")
-def test_real_workflow_dry_run_with_slurm_profile():
+@pytest.mark.parametrize("configfile", [None, "config/paper.yaml"])
+def test_real_workflow_dry_run_with_slurm_profile(configfile):
+    """The default and the paper configuration plan on the SLURM profile, and every rule that
+    asks for a GPU (whatever its family) is sent to the GPU partition, and only those."""
     exe = _snakemake()
-    proc = subprocess.run([exe, "--dry-run", "--profile", "profiles/slurm"], cwd=REPO,
+    extra = ["--configfile", configfile] if configfile else []
+    proc = subprocess.run([exe, "--dry-run", "--profile", "profiles/slurm", *extra], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     parts = _partitions(proc.stdout)
     assert parts and "predict_matbench" in parts
     for rule, (partition, gpu) in parts.items():
-        assert (partition == "gpu") == (rule in GPU_RULES), rule
-        assert (gpu > 0) == (rule in GPU_RULES), rule
+        assert (partition == "gpu") == (gpu > 0), rule
+    if configfile:  # the paper configuration runs every family's GPU rules
+        gpu_rules = {rule for rule, (_, gpu) in parts.items() if gpu}
+        assert GPU_RULES | {"generate_crystals_gpu", "relax_catalysis"} <= gpu_rules

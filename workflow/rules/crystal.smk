@@ -110,7 +110,7 @@ rule score_crystals:
         " --out {output.scores:q} --out-summary {output.summary:q} 2> {log:q}"
 
 
-rule crystal_table:
+rule tabulate_crystals:
     wildcard_constraints:
         crystal_dataset=_alternation(CRYSTAL_DATASETS),
     input:
@@ -130,7 +130,7 @@ rule crystal_table:
         " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
 
 
-rule crystal_figure:
+rule plot_crystals:
     wildcard_constraints:
         crystal_dataset=_alternation(CRYSTAL_DATASETS),
     input:
