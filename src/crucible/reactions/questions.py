@@ -62,13 +62,16 @@ class Table:
         self.constants = dict(card.get("constant_conditions") or {})
         self.kinds = dict(card.get("condition_kinds") or {})
         self.df["effective"] = [effective_score(y, e, d) for y, e, d in zip(df["yield"], df["ee"], df["dr"])]
+        # Plain lists: scalar lookups in the inner loops are much faster than DataFrame.at.
+        self.col = {c: self.df[c].tolist() for c in self.df.columns}
+        self.effective = self.df["effective"].to_numpy()
         self.substrates = sorted(self.df["substrate"].unique())
         self.rows = {s: np.flatnonzero((self.df["substrate"] == s).to_numpy()) for s in self.substrates}
 
     def item(self, key: str, row: int) -> dict[str, str]:
-        value = self.df.at[row, key]
+        value = self.col[key][row]
         is_smiles = value != NONE_VALUE and self.kinds.get(key, "smiles") == "smiles"
-        return {"content": str(self.df.at[row, f"{key}_name"]), "SMILES": value if is_smiles else ""}
+        return {"content": str(self.col[f"{key}_name"][row]), "SMILES": value if is_smiles else ""}
 
     def conditions(self, row: int, keys: list[str]) -> dict[str, list[dict[str, str]]]:
         return {k: [self.item(k, row)] for k in keys}
@@ -78,11 +81,11 @@ class Table:
         return [{"content": s, "SMILES": s} for s in smiles.split(".") if s]
 
     def score(self, row: int) -> dict[str, Any]:
-        return {"yield": _none_if_nan(self.df.at[row, "yield"]), "ee": _none_if_nan(self.df.at[row, "ee"]),
-                "dr": _none_if_nan(self.df.at[row, "dr"])}
+        return {"yield": _none_if_nan(self.col["yield"][row]), "ee": _none_if_nan(self.col["ee"][row]),
+                "dr": _none_if_nan(self.col["dr"][row])}
 
     def eff(self, rows) -> np.ndarray:
-        return self.df["effective"].to_numpy()[np.asarray(rows, dtype=int)]
+        return self.effective[np.asarray(rows, dtype=int)]
 
 
 def sample_options(effective: np.ndarray, n_options: int, rng: np.random.Generator) -> np.ndarray:
@@ -106,7 +109,7 @@ def _mc_record(t: Table, qid: str, qtype: str, substrate: str, varying: list[str
         return None
     sub_rows = t.rows[substrate]
     sub_eff = t.eff(sub_rows)
-    yields = [_none_if_nan(t.df.at[r, "yield"]) for r in option_rows]
+    yields = [_none_if_nan(t.col["yield"][r]) for r in option_rows]
     known = [y for y in yields if y is not None]
     relative = [float(e / best) for e in eff]
     constant: dict[str, list[dict[str, str]]] = {k: [{"content": v, "SMILES": ""}] for k, v in sorted(t.constants.items())}
@@ -163,7 +166,7 @@ def _references(t: Table, substrate: str, exclude: set[int], below: float, rng: 
 def _reference_entry(t: Table, row: int, with_substrate: bool = False) -> dict[str, Any]:
     entry: dict[str, Any] = {"conditions": t.conditions(row, t.keys), **t.score(row), "row_index": int(row)}
     if with_substrate:
-        sub = t.df.at[row, "substrate"]
+        sub = t.col["substrate"][row]
         entry = {"substrate": sub, "reactants": t.reactants(sub), **entry}
     return entry
 
@@ -182,16 +185,16 @@ def _control(rec: dict[str, Any], qtype: str, qid: str, info: dict[str, Any]) ->
 def _single_group(t: Table, substrate: str, key: str, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
     rows = t.rows[substrate]
     others = [k for k in t.keys if k != key]
-    sub = t.df.iloc[rows]
     if not others:
-        return rows, {"fixed_conditions": {}, "n_groups": 1, "max_coverage": int(sub[key].nunique())}
-    groups = {g: np.asarray(idx) for g, idx in sub.groupby(others, sort=True).groups.items()}
-    coverage = {g: int(t.df.loc[idx, key].nunique()) for g, idx in groups.items()}
+        return rows, {"fixed_conditions": {}, "n_groups": 1, "max_coverage": len({t.col[key][r] for r in rows})}
+    groups: dict[tuple, list[int]] = {}
+    for r in rows:
+        groups.setdefault(tuple(t.col[k][r] for k in others), []).append(int(r))
+    coverage = {g: len({t.col[key][r] for r in idx}) for g, idx in groups.items()}
     top = max(coverage.values())
     best_groups = sorted(g for g, c in coverage.items() if c == top)
     chosen = best_groups[int(rng.integers(len(best_groups)))]
-    chosen_t = chosen if isinstance(chosen, tuple) else (chosen,)
-    info = {"fixed_conditions": dict(zip(others, chosen_t)), "n_groups": len(groups), "max_coverage": top,
+    info = {"fixed_conditions": dict(zip(others, chosen)), "n_groups": len(groups), "max_coverage": top,
             "n_groups_with_max_coverage": len(best_groups)}
     return np.asarray(sorted(groups[chosen]), dtype=int), info
 
@@ -269,7 +272,7 @@ def build_fill_in_blank(t: Table, params: dict[str, Any]) -> dict[str, list[dict
             for r, e in zip(rows, eff):
                 if int(r) in exclude:
                     continue
-                out_rows.append({"combination": {k: index[k][t.df.at[r, k]] for k in t.keys}, **t.score(int(r)),
+                out_rows.append({"combination": {k: index[k][t.col[k][r]] for k in t.keys}, **t.score(int(r)),
                                  "effective_score": float(e), "relative_score": float(e / best), "row_index": int(r)})
             return out_rows
 
