@@ -92,15 +92,15 @@ rule predict_reactions:
         "--data {input.data:q} --card {input.card:q} --questions {input.questions:q} --out {output:q} 2> {log:q}"
 
 
-# Language models: the LLM stage (llm_generate) writes responses/{model}.jsonl beside prompts.jsonl.
+# Language models: the LLM stage (llm_generate) writes responses/{model}.jsonl beside each prompts.jsonl.
 rule parse_reaction_responses:
     input:
-        questions="results/reactions/{rxn_dataset}/{rxn_qtype}/questions.json",
-        responses="results/reactions/{rxn_dataset}/{rxn_qtype}/responses/{rxn_llm}.jsonl",
+        questions=lambda wc: rxn.questions_files(config, wc.rxn_dataset),
+        responses=lambda wc: rxn.response_files(config, wc.rxn_dataset, wc.rxn_llm),
     output:
-        "results/reactions/{rxn_dataset}/{rxn_qtype}/predictions/{rxn_llm}.json",
+        [f"results/reactions/{{rxn_dataset}}/{q}/predictions/{{rxn_llm}}.json" for q in rxn.question_types(config)],
     log:
-        "logs/reactions/parse_{rxn_dataset}_{rxn_qtype}_{rxn_llm}.log",
+        "logs/reactions/parse_{rxn_dataset}_{rxn_llm}.log",
     conda:
         "../../envs/reactions.yaml"
     shell:

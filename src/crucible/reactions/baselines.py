@@ -261,11 +261,20 @@ class YieldModel(_Base):
             y = np.concatenate([g["relative"].to_numpy() for _, g in train.groupby("substrate", sort=True)])
             model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
                                                   early_stopping=False, random_state=self.random_state)
-            self.models_[substrate] = model.fit(X, y)
+            # One OpenMP thread: the DAG runs one job per core, and oversubscribed OpenMP on a busy
+            # machine is many times slower (results do not depend on the thread count).
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(limits=1, user_api="openmp"):
+                self.models_[substrate] = model.fit(X, y)
         return self.models_[substrate]
 
     def score_conditions(self, substrate, conds):
-        pred = self._model_without(substrate).predict(self._features(substrate, conds))
+        model = self._model_without(substrate)
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="openmp"):
+            pred = model.predict(self._features(substrate, conds))
         return [float(p) for p in pred]
 
 

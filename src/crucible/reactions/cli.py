@@ -62,10 +62,12 @@ def _wrap(model: str, questions_path: str, predictions: dict) -> dict:
 def _cmd_parse(args: argparse.Namespace) -> int:
     from crucible.reactions import prompts, scoring
 
-    qs = scoring.load_questions(args.questions)
-    lines = [json.loads(line) for line in Path(args.responses).read_text(encoding="utf-8").splitlines() if line.strip()]
-    preds = prompts.parse_responses(lines, qs, source=args.responses)
-    write_json(_wrap(args.model, args.questions, preds), args.out)
+    _same_length(args, "questions", "responses")
+    _same_length(args, "questions", "out")
+    for q_path, r_path, out in zip(args.questions, args.responses, args.out):
+        qs = scoring.load_questions(q_path)
+        lines = [json.loads(line) for line in Path(r_path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        write_json(_wrap(args.model, q_path, prompts.parse_responses(lines, qs, source=r_path)), out)
     return 0
 
 
@@ -146,11 +148,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", nargs="+", required=True)
     p.set_defaults(func=_cmd_predict)
 
-    p = sub.add_parser("parse", help="an LLM's responses.jsonl -> predictions")
+    p = sub.add_parser("parse", help="an LLM's responses/{model}.jsonl files -> predictions")
     p.add_argument("--model", required=True)
-    p.add_argument("--questions", required=True)
-    p.add_argument("--responses", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--questions", nargs="+", required=True)
+    p.add_argument("--responses", nargs="+", required=True, help="one per questions file, same order")
+    p.add_argument("--out", nargs="+", required=True)
     p.set_defaults(func=_cmd_parse)
 
     p = sub.add_parser("score", help="RxnOptBench metrics of prediction files (RxnOptBench's own files too)")

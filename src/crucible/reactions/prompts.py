@@ -117,7 +117,7 @@ def parse_response(text: str | None, fill_in_blank: bool) -> Any:
         if isinstance(obj, dict) and "answer" in obj:
             return obj["answer"]
     if not fill_in_blank:
-        hits = re.findall(r"answer\W{0,5}(\d+)", text, flags=re.IGNORECASE)
+        hits = re.findall(r"answer(?:\s+is)?\W{0,5}(\d+)", text, flags=re.IGNORECASE)
         if hits:
             return int(hits[-1])
     return None

@@ -97,6 +97,10 @@ def prediction_files(config: dict[str, Any], dataset: str, model: str) -> list[s
     return [f"results/reactions/{dataset}/{q}/predictions/{model}.json" for q in question_types(config)]
 
 
+def response_files(config: dict[str, Any], dataset: str, model: str) -> list[str]:
+    return [f"results/reactions/{dataset}/{q}/responses/{model}.jsonl" for q in question_types(config)]
+
+
 def score_files(config: dict[str, Any], dataset: str) -> list[str]:
     return [f"results/reactions/{dataset}/scores/{m}.json" for m in models(config, dataset)]
 
