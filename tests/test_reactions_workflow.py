@@ -27,7 +27,7 @@ def _snakemake(workdir, env, config, *targets, extra=()):
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(cfg), "--cores", "2", *extra, *targets]
+           "--configfile", str(cfg), "--cores", "2", *targets, *extra]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -94,3 +94,23 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     proc = _snakemake(work, env, CONFIG, *targets, extra=("--rerun-triggers", "params"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert {p: _sha(work / p) for p in watched} == before
+
+
+def test_bad_reactions_config_stops_the_run(tmp_path, venv_env):
+    bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "models": ["gpt-9"]}}
+    proc = _snakemake(tmp_path, venv_env, bad, extra=("-n",))
+    assert proc.returncode != 0 and "gpt-9" in proc.stdout + proc.stderr
+    bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "datasets": ["buchwald"]}}
+    proc = _snakemake(tmp_path, venv_env, bad, extra=("-n",))
+    assert proc.returncode != 0 and "unknown reaction dataset" in proc.stdout + proc.stderr
+
+
+def test_target_lists():
+    cfg = {"reactions": {"datasets": ["direct-arylation", "cernak"], "models": ["random", "yield-model"],
+                         "llm_models": ["m1"]}}
+    assert rxn.models(cfg, "direct-arylation") == ["random", "m1"]  # one substrate: nothing to leave out
+    assert rxn.models(cfg, "cernak") == ["random", "yield-model", "m1"]
+    assert "results/tables/reactions_cernak.tex" in rxn.outputs(cfg)
+    with pytest.raises(ConfigError, match="also a baseline"):
+        rxn.llm_models({"reactions": {"llm_models": ["random"]}})
+    assert rxn.outputs({}) == []
