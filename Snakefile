@@ -19,6 +19,8 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/mlip.smk"
 include: "workflow/rules/reactions.smk"
+include: "workflow/rules/llm.smk"
+include: "workflow/rules/catalysis.smk"
 
 
 rule all:

@@ -195,7 +195,7 @@ def get_matbench_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs() + get_reactions_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs() + get_reactions_outputs()
 
 
 def get_reactions_outputs():
@@ -262,3 +262,66 @@ def get_mlip_outputs():
         out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=datasets, model=models)
         out += expand("results/tables/mlip_s2ef_{dataset}.{ext}", dataset=datasets, ext=["csv", "md", "tex"])
     return out
+
+
+# --- language models (rule family llm_generate, workflow/rules/llm.smk) ---
+from crucible.llm import workflow as llm_workflow
+
+try:
+    LLM_MODELS = llm_workflow.llm_models(config)
+except ConfigError as exc:
+    raise WorkflowError(str(exc))
+
+
+def llm_model_alternation(backends):
+    return _alternation(llm_workflow.models_by_backend(config, backends))
+
+
+def get_llm_model_entry(name):
+    return llm_workflow.model_entry_json(config, name)
+
+
+def get_llm_replay_input(wildcards):
+    return llm_workflow.replay_input(config, wildcards.llm_model, wildcards.llm_benchmark, wildcards.llm_dataset)
+
+
+def get_llm_replay_flag(replay):
+    import shlex
+
+    files = [replay] if isinstance(replay, str) else list(replay)
+    return f"--replay-file {shlex.quote(files[0])}" if files else ""
+
+
+def get_llm_cache_dir():
+    return llm_workflow.cache_dir(config)
+
+
+# Catalysis (CatBench semantics): all logic in crucible.catalysis.workflow.
+from crucible.catalysis import workflow as catalysis_workflow
+
+for _problem in catalysis_workflow.check(config):
+    raise WorkflowError(_problem)
+
+
+def get_catalysis_outputs():
+    return catalysis_workflow.final_outputs(config)
+
+
+# Wildcards match only configured names, so that e.g. catalysis_{dataset}_anomaly.csv can never
+# be read as a dataset called "X_anomaly".
+_CAT_DATASETS = _alternation(catalysis_workflow.datasets(config))
+_REL_DATASETS = _alternation(catalysis_workflow.relative_datasets(config))
+_CAT_MODELS = _alternation(catalysis_workflow.models(config))
+
+
+def _cat_spec(wc):
+    return catalysis_workflow.datasets(config)[wc.cat_dataset]
+
+
+def _cat_chunks(wc):
+    return expand("results/catalysis/{d}/calc/{m}/chunk_{k}.json", d=wc.cat_dataset, m=wc.cat_model,
+                  k=range(catalysis_workflow.n_chunks(config)))
+
+
+def _cat_models():
+    return catalysis_workflow.models(config)
