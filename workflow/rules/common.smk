@@ -325,3 +325,17 @@ def _cat_chunks(wc):
 
 def _cat_models():
     return catalysis_workflow.models(config)
+
+
+# Reactions (RxnOptBench semantics): input functions of reactions.smk; logic in crucible.reactions.workflow.
+def _rxn_raw(wildcards):
+    from crucible.reactions.workflow import raw_file
+
+    return raw_file(config, wildcards.rxn_dataset)
+
+
+def _rxn_artifact_sha(wildcards):
+    from crucible.reactions.data import DATASETS
+
+    spec = DATASETS.get(wildcards.rxn_dataset)
+    return f"--artifact-sha256 {SOURCES['artifacts'][spec.artifact]['sha256']}" if spec else ""

@@ -9,17 +9,6 @@ _RXN_BASELINES = sorted({m for d in _RXN_DATASETS for m in rxn.baselines(config,
 _RXN_LLMS = rxn.llm_models(config)
 
 
-def _rxn_raw(wildcards):
-    return rxn.raw_file(config, wildcards.rxn_dataset)
-
-
-def _rxn_artifact_sha(wildcards):
-    from crucible.reactions.data import DATASETS
-
-    spec = DATASETS.get(wildcards.rxn_dataset)
-    return f"--artifact-sha256 {SOURCES['artifacts'][spec.artifact]['sha256']}" if spec else ""
-
-
 wildcard_constraints:
     rxn_dataset=_alternation(_RXN_DATASETS),
     rxn_baseline=_alternation(_RXN_BASELINES),
