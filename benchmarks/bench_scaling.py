@@ -66,16 +66,16 @@ def measure(stage: str, size: int, resources: Path) -> dict[str, float]:
         return {"seconds": time.process_time() - t0}
     df = pd.read_csv(resources / "resources/extracted/crabnet-2.0.8/matbench_mp_e_form.csv")
     rng = np.random.default_rng(0)
-    from crucible.features import magpie
+    from crucible.features import magpie_features
 
     if stage == "featurize":
         formulas = df["formula"].drop_duplicates().sample(n=size, random_state=0).tolist()
         t0 = time.process_time()
-        magpie(formulas)
+        magpie_features(formulas)
         return {"seconds": time.process_time() - t0}
     n_test = size // 4
     take = rng.choice(len(df), size=size + n_test, replace=False)
-    X = magpie(df["formula"].iloc[take].tolist()).to_numpy()
+    X = magpie_features(df["formula"].iloc[take].tolist()).to_numpy()
     y = df["target"].to_numpy()[take]
     from crucible.models.registry import get_spec
 

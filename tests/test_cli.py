@@ -32,3 +32,18 @@ def test_missing_input_file_is_named(tmp_path, venv_env):
                            "--out", str(tmp_path / "o.parquet")], env=venv_env, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "missing.parquet" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("folds, outs, message", [
+    (["0", "1"], ["a.parquet"], "one distinct fold per output file"),
+    (["0", "0"], ["a.parquet", "b.parquet"], "one distinct fold per output file"),
+])
+def test_predict_needs_one_output_per_distinct_fold(tmp_path, venv_env, folds, outs, message):
+    """A per-task job passes --fold 0 1 2 3 4 --out f0 .. f4: a mismatch is a clean error, nothing written."""
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--model", "dummy",
+                           "--task", "matbench_steels", "--fold", *folds, "--data", "d", "--card", "c",
+                           "--folds", "f", "--out", *(str(tmp_path / o) for o in outs)],
+                          env=venv_env, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.iterdir())

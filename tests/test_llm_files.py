@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import write_prompts
 
 from crucible.errors import DataValidationError
 from crucible.llm.files import Completion, prompt_set_hash, read_prompts, read_replay, read_responses, write_responses
 from crucible.llm.generate import GenerationFailedError, run_stage
+
+from helpers import write_prompts
 
 
 def lines(path, objs):

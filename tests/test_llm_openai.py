@@ -12,11 +12,12 @@ import sys
 import time
 
 import pytest
-from conftest import write_prompts
 
 from crucible.errors import ConfigError
 from crucible.llm.files import read_responses
 from crucible.llm.generate import GenerationFailedError, run_stage
+
+from helpers import write_prompts
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 

@@ -8,12 +8,13 @@ import json
 import shutil
 
 import pytest
-from conftest import write_prompts
 
 from crucible.errors import ConfigError
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage
 from crucible.llm.transformers_backend import TransformersBackend, checkpoint_fingerprint
+
+from helpers import write_prompts
 
 pytestmark = pytest.mark.slow  # imports transformers and builds a model: a few seconds
 

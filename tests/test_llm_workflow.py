@@ -12,10 +12,11 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO, write_prompts
 
 from crucible.errors import ConfigError
 from crucible.llm import workflow
+
+from helpers import REPO, write_prompts
 
 KEY = "sk-dag-SECRET-9876543210"
 

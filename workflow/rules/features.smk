@@ -5,10 +5,11 @@
 
 rule build_magpie_cache:
     input:
-        get_clean_data_files(),
+        matbench_wf.clean_data_files(config),
     output:
-        cache=get_magpie_cache(),
-        slices=get_magpie_slices(),
+        cache=matbench_wf.magpie_cache(),
+        # each task's rows of the cache (same --data order), so fold jobs read only their task's
+        slices=matbench_wf.magpie_slices(config),
     log:
         "logs/features/build_magpie_cache.log",
     benchmark:
@@ -20,4 +21,4 @@ rule build_magpie_cache:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible features build --data {input} --out {output.cache} --out-slices {output.slices} 2> {log}"
+        "crucible features build --data {input:q} --out {output.cache:q} --out-slices {output.slices:q} 2> {log:q}"

@@ -1,0 +1,122 @@
+"""crucible.matbench.workflow: the Matbench targets, model routing and params, straight from a
+config dict (no Snakemake)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crucible.errors import ConfigError
+from crucible.matbench import workflow as wf
+
+
+def _config(**matbench):
+    base = {"source": "composition-mirror", "tasks": ["matbench_expt_is_metal", "matbench_steels"],
+            "models": ["dummy", "gbm-magpie", "comp-transformer"], "model_params": {}, "custom_models": {},
+            "prediction_files": {}, "published": "config/published_matbench.yaml",
+            "inner_validation": {"fraction": 0.25, "seed": 7}}
+    return {"matbench": {**base, **matbench}}
+
+
+def test_tasks_follow_matbench_order_not_config_order():
+    assert wf.tasks(_config()) == ["matbench_steels", "matbench_expt_is_metal"]
+
+
+def test_models_are_routed_to_cpu_gpu_and_files():
+    pytest.importorskip("torch", reason="comp-transformer's registry entry needs torch (absent on the 3.12 CI leg)")
+    cfg = _config(models=["dummy", "comp-transformer", "mine", "theirs"],
+                  custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
+                  prediction_files={"theirs": {"dir": "/data/theirs"}})
+    assert wf.models_of_kind(cfg, "cpu") == ["mine"]
+    # dummy fits faster than a job starts: one job per task (predict_matbench_task), not per fold
+    assert wf.models_of_kind(cfg, "task") == ["dummy"]
+    assert wf.models_of_kind(cfg, "gpu") == ["comp-transformer"]
+    assert wf.models_of_kind(cfg, "files") == ["theirs"]
+    assert wf.user_prediction_file(cfg, "theirs", "matbench_steels", 3) == "/data/theirs/matbench_steels/fold_3.parquet"
+    assert wf.model_features(cfg, "mine", "matbench_steels") == wf.magpie_slice("matbench_steels")
+    assert wf.model_features(cfg, "dummy", "matbench_steels") == []
+
+
+def test_a_custom_model_is_fitted_per_fold_and_every_model_has_one_rule():
+    cfg = _config(models=["dummy", "gbm-magpie", "mine"],
+                  custom_models={"mine": {"class": "sklearn.dummy:DummyRegressor", "input": "composition"}})
+    assert wf.models_of_kind(cfg, "task") == ["dummy"]
+    assert wf.models_of_kind(cfg, "cpu") == ["gbm-magpie", "mine"]
+    kinds = [k for m in wf.models(cfg) for k in wf.MODEL_KINDS if m in wf.models_of_kind(cfg, k)]
+    assert len(kinds) == len(wf.models(cfg))  # the rules' model constraints never overlap
+    with pytest.raises(ValueError, match="kind must be one of"):
+        wf.models_of_kind(cfg, "fold")
+
+
+def test_feature_slices_sit_beside_the_cache_one_per_task_in_task_order():
+    from crucible.features.magpie import MAGPIE_VERSION
+
+    cache = wf.magpie_cache()
+    assert wf.magpie_slice("matbench_steels") == f"results/features/magpie-{MAGPIE_VERSION}/matbench_steels.parquet"
+    assert cache == f"results/features/magpie-{MAGPIE_VERSION}.parquet"
+    # the cache job pairs --data and --out-slices by position: same order as clean_data_files
+    slices = wf.magpie_slices(_config())
+    assert [Path(p).stem for p in slices] == [Path(p).stem for p in wf.clean_data_files(_config())]
+    assert slices == [wf.magpie_slice("matbench_steels"), wf.magpie_slice("matbench_expt_is_metal")]
+
+
+def test_a_per_task_job_writes_every_fold_file():
+    assert wf.fold_numbers() == "0 1 2 3 4"
+    preds, infos = wf.fold_predictions("dummy", "{task}"), wf.fold_prediction_infos("dummy", "{task}")
+    assert len(preds) == len(infos) == len(wf.FOLDS)
+    assert [Path(p).with_suffix(".json") for p in preds] == [Path(i) for i in infos]
+    assert infos[2] == "results/matbench/predictions/dummy/{task}/fold_2.json"
+
+
+def test_unknown_model_names_the_config_key():
+    with pytest.raises(ConfigError, match=r"config matbench.models: unknown model 'gbm-magpi'"):
+        wf.check_models(_config(models=["gbm-magpi"]))
+
+
+def test_params_are_sorted_json_and_element_tables_resolve():
+    cfg = _config(model_params={"comp-transformer": {"epochs": 2, "d_model": 16},
+                                "other": {"element_table": "/tables/mine.csv"}})
+    assert wf.model_params(cfg, "comp-transformer") == json.dumps({"d_model": 16, "epochs": 2})
+    assert wf.model_params(cfg, "dummy") == "{}"
+    assert wf.element_table(cfg, "comp-transformer") == "resources/extracted/crabnet-2.0.8/mat2vec.csv"
+    assert wf.element_table(cfg, "other") == "/tables/mine.csv"
+
+
+def test_raw_files_and_provenance_by_source():
+    sources = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet.whl", "sha256": "ab" * 32}}}
+    cfg = _config()
+    assert wf.raw_task_file(cfg, "matbench_steels") == "resources/extracted/crabnet-2.0.8/matbench_steels.csv"
+    assert wf.raw_provenance(cfg, sources, "matbench_steels") == f"crabnet.whl={'ab' * 32}"
+    mirror = _config(source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x",
+                                                  "sha256": {"matbench_steels": "cd" * 32}})
+    assert wf.raw_task_file(mirror, "matbench_steels") == "resources/downloads/matbench_steels.json.gz"
+    assert wf.matminer_fetch_args(mirror, "matbench_steels") == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
+    assert wf.matminer_fetch_args(mirror, "matbench_glass") == "--url-prefix http://127.0.0.1:9/x"
+    assert wf.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
+
+
+def test_predictions_are_listed_in_task_then_fold_order():
+    files = wf.model_predictions(_config(), "dummy")
+    assert len(files) == 10
+    assert files[0] == "results/matbench/predictions/dummy/matbench_steels/fold_0.parquet"
+    assert files[-1] == "results/matbench/predictions/dummy/matbench_expt_is_metal/fold_4.parquet"
+    assert wf.fold_predictions("dummy", "matbench_steels") == files[:5]
+
+
+def test_final_outputs():
+    out = wf.final_outputs(_config())
+    assert "results/matbench/comp-transformer/results.json.gz" in out
+    assert "results/figures/matbench/gbm-magpie/matbench_expt_is_metal.png" in out
+    assert len(out) == len(set(out))
+    # no models: data, folds and the task table only
+    assert not [p for p in wf.final_outputs(_config(models=[])) if "leaderboard" in p or "scores" in p]
+    assert wf.data_outputs(_config()) == ["results/matbench/folds/matbench_steels.parquet",
+                                          "results/matbench/folds/matbench_expt_is_metal.parquet",
+                                          "results/tables/matbench_tasks.csv"]
+
+
+def test_published_table_is_relative_to_the_repository(tmp_path):
+    assert wf.published_table(_config(), tmp_path) == str(tmp_path / "config/published_matbench.yaml")
+    assert wf.published_table(_config(published="/abs/p.yaml"), tmp_path) == "/abs/p.yaml"
