@@ -95,3 +95,57 @@ def venv_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+# --- issue 16: real crystal structures -------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def li_o_json() -> Path:
+    """The 47 Materials Project Li-O entries of the m3gnet 0.2.4 wheel (hash-checked)."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["m3gnet-0.2.4"]
+    root = cache_root() / "resources"
+    archive = sources.fetch("m3gnet-0.2.4", spec, root / "downloads" / spec["filename"])
+    out_dir = root / "extracted" / "m3gnet-0.2.4"
+    member = out_dir / "Li-O.json"
+    if not member.exists() or sources.sha256_file(member) != spec["members"]["Li-O.json"]["sha256"]:
+        sources.extract("m3gnet-0.2.4", spec, archive, out_dir, ["Li-O.json"])
+    return member
+
+
+@lru_cache(maxsize=None)
+def li_o_structures():
+    """[(mp-id, pymatgen Structure, total energy eV, band gap eV)] in the file's order."""
+    import json
+
+    from pymatgen.core import Structure
+
+    entries = json.loads(li_o_json().read_text())
+    return [(mp_id, Structure.from_dict(e["structure"]), float(e["energy"]), float(e["band_gap"]))
+            for mp_id, e in entries.items()]
+
+
+def write_li_o_dataset(path: Path) -> Path:
+    """The Li-O entries as a matminer-style ``.json.gz`` (written by matminer's own writer)."""
+    import pandas as pd
+    from matminer.utils.io import store_dataframe_as_json
+
+    rows = li_o_structures()
+    frame = pd.DataFrame({
+        "mp_id": [r[0] for r in rows],
+        "structure": [r[1] for r in rows],
+        "energy_per_atom": [r[2] / len(r[1]) for r in rows],
+        "band_gap": [r[3] for r in rows],
+    })
+    store_dataframe_as_json(frame, str(path), compression="gz", pbar=False)
+    return path
+
+
+@lru_cache(maxsize=None)
+def delta_structures():
+    """The 71 Delta-test elemental crystals of ase.collections.dcdft as pymatgen Structures."""
+    from ase.collections import dcdft
+    from pymatgen.io.ase import AseAtomsAdaptor
+
+    return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]

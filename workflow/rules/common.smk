@@ -49,6 +49,16 @@ def _model_kind(name):
 MODEL_KIND = {m: _model_kind(m) for m in MODELS}
 
 
+# Structure models and user datasets (issue 16): stop now if a model cannot get its inputs.
+from crucible.matbench import structure_workflow as SW
+
+try:
+    USER_DATASETS = SW.user_datasets(MATBENCH)
+    SW.check_structure_inputs(MATBENCH, lambda m: get_spec(m, MATBENCH["custom_models"]))
+except ConfigError as exc:
+    raise WorkflowError(f"config matbench: {exc}")
+
+
 def _alternation(names):
     # A regex matching exactly these names; a never-matching one when the list is empty.
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!x)x"
@@ -126,10 +136,35 @@ def get_magpie_cache():
 
 
 def get_model_features(wildcards):
-    model = getattr(wildcards, "cpu_model", None) or getattr(wildcards, "gpu_model", None)
-    if get_spec(model, MATBENCH["custom_models"]).input_kind == "magpie":
+    model = get_model_name(wildcards)
+    if get_spec(model, MATBENCH["custom_models"]).input_kind in ("magpie", "scm-magpie"):
         return get_magpie_cache()
     return []
+
+
+def get_scm_cache():
+    from crucible.features.structure_cache import scm_cache_filename
+
+    return f"results/features/{scm_cache_filename()}"
+
+
+def get_embedding_cache():
+    from crucible.features.mlip_embed import embed_cache_filename
+
+    return f"results/features/{embed_cache_filename()}"
+
+
+def get_structure_data_files():
+    return [SW.user_data_file(t) if t in USER_DATASETS else f"results/matbench/data/{t}.parquet"
+            for t in SW.structure_tasks(MATBENCH)]
+
+
+def get_model_structure_features(wildcards):
+    """The per-structure cache a structure model reads on this task (none for other models)."""
+    model = get_model_name(wildcards)
+    task = getattr(wildcards, "task", None) or wildcards.dataset
+    kind = SW.structure_feature_kind(MATBENCH, get_spec(model, MATBENCH["custom_models"]), task)
+    return {SW.SCM_KIND: get_scm_cache(), SW.EMBED_KIND: get_embedding_cache()}.get(kind, [])
 
 
 def get_model_name(wildcards):
@@ -195,7 +230,7 @@ def get_matbench_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + SW.user_outputs(MATBENCH)
 
 
 def mlip_models():

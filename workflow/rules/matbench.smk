@@ -80,11 +80,14 @@ rule predict_matbench:
         card="results/matbench/data/{task}.json",
         folds="results/matbench/folds/{task}.parquet",
         features=get_model_features,
+        structure_features=get_model_structure_features,
     output:
         predictions="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.parquet",
         info="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.json",
     params:
         features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
+        structure_features=lambda wildcards, input: (
+            f"--structure-features {input.structure_features}" if input.structure_features else ""),
         model_params=get_model_params,
         custom=get_custom_models(),
         version=CRUCIBLE_VERSION,
@@ -104,8 +107,8 @@ rule predict_matbench:
     shell:
         "crucible matbench predict --model {wildcards.cpu_model} --task {wildcards.task} "
         "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
-        "{params.features} --params '{params.model_params}' --custom-models '{params.custom}' "
-        "--threads {threads} --out {output.predictions} 2> {log}"
+        "{params.features} {params.structure_features} --params '{params.model_params}' "
+        "--custom-models '{params.custom}' --threads {threads} --out {output.predictions} 2> {log}"
 
 
 # Models that benefit from a GPU: same job, sent to a GPU partition by profiles/slurm.

@@ -19,6 +19,24 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_structures(args: argparse.Namespace) -> int:
+    from crucible.features.structure_cache import build_scm_cache
+
+    build_scm_cache(args.data, args.out)
+    return 0
+
+
+def _build_embeddings(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from crucible.features.mlip_embed import build_embedding_cache
+
+    build_embedding_cache(args.data, args.out, args.model, args.device)
+    return 0
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -29,3 +47,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("version", help="print the Magpie featurizer version (part of the cache file name)")
     p.set_defaults(func=_version)
+
+    # Structure features (issue 16): one row per distinct structure, keyed by its canonical hash.
+    p = sub.add_parser("build-structures", help="Sine Coulomb matrix eigenvalues of every distinct structure, once")
+    p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
+    p.add_argument("--out", required=True, help="results/features/scm-<version>.parquet")
+    p.set_defaults(func=_build_structures)
+
+    p = sub.add_parser("build-embeddings", help="pretrained-potential embedding of every distinct structure, once")
+    p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
+    p.add_argument("--model", default="chgnet-0.3.0", help="the potential (chgnet-0.3.0)")
+    p.add_argument("--device", help="cuda or cpu (default: cuda when torch sees a GPU)")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--out", required=True, help="results/features/mlip-embed-<version>.parquet")
+    p.set_defaults(func=_build_embeddings)

@@ -11,6 +11,7 @@ from crucible.errors import ConfigError
 from crucible.io import read_json, read_parquet
 from crucible.matbench.cli_report import add_report_commands
 from crucible.matbench.cli_scoring import add_scoring_commands
+from crucible.matbench.cli_user import add_user_commands
 
 
 def _clean(args: argparse.Namespace) -> int:
@@ -77,7 +78,8 @@ def _predict(args: argparse.Namespace) -> int:
     if args.element_table:
         params["element_table"] = args.element_table
     run_predict(spec, args.task, args.fold, args.data, args.folds, read_json(args.card), args.out,
-                params=params, features_path=args.features, model_dir=args.model_dir, random_state=args.seed)
+                params=params, features_path=args.features, model_dir=args.model_dir, random_state=args.seed,
+                structure_features_path=args.structure_features)
     return 0
 
 
@@ -141,6 +143,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--card", required=True)
     p.add_argument("--folds", required=True)
     p.add_argument("--features", help="Magpie feature cache (models with input_kind magpie)")
+    p.add_argument("--structure-features", help="per-structure feature cache (structure models)")
     p.add_argument("--params", help="JSON hyperparameter overrides")
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
     p.add_argument("--element-table", help="element embedding CSV for composition networks")
@@ -161,3 +164,4 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
     add_scoring_commands(sub)
     add_report_commands(sub)
+    add_user_commands(sub)

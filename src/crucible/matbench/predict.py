@@ -25,7 +25,12 @@ from crucible.models.registry import ModelSpec
 log = logging.getLogger(__name__)
 
 
-def model_inputs(spec: ModelSpec, rows: pd.DataFrame, features_path: str | os.PathLike | None) -> Any:
+def model_inputs(spec: ModelSpec, rows: pd.DataFrame, features_path: str | os.PathLike | None,
+                 structure_features_path: str | os.PathLike | None = None, uses_structure: bool = False) -> Any:
+    from crucible.matbench.structure_inputs import STRUCTURE_KINDS, structure_model_inputs
+
+    if spec.input_kind in STRUCTURE_KINDS:
+        return structure_model_inputs(spec, rows, features_path, structure_features_path, uses_structure)
     if spec.input_kind == "composition":
         return rows["formula"].reset_index(drop=True)
     if features_path is None:
@@ -45,6 +50,8 @@ def fit_predict(
     features_path: str | os.PathLike | None = None,
     random_state: int = 0,
     model_dir: str | os.PathLike | None = None,
+    structure_features_path: str | os.PathLike | None = None,
+    uses_structure: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     if not (data["mbid"].to_numpy() == folds["mbid"].to_numpy()).all():
         raise CrucibleError("data and folds tables list different mbids (rebuild the folds)")
@@ -54,17 +61,18 @@ def fit_predict(
     test = data.iloc[rows["test"]]
     estimator = spec.build(task_type, random_state, params)
 
-    X_train = model_inputs(spec, train, features_path)
+    extra = {"structure_features_path": structure_features_path, "uses_structure": uses_structure}
+    X_train = model_inputs(spec, train, features_path, **extra)
     y_train = train["target"].to_numpy()
     fit_kwargs: dict[str, Any] = {}
     if spec.uses_validation:
         val = data.iloc[rows["val"]]
-        fit_kwargs = {"X_val": model_inputs(spec, val, features_path), "y_val": val["target"].to_numpy()}
+        fit_kwargs = {"X_val": model_inputs(spec, val, features_path, **extra), "y_val": val["target"].to_numpy()}
     started = time.perf_counter()
     estimator.fit(X_train, y_train, **fit_kwargs)
     fit_seconds = time.perf_counter() - started
 
-    X_test = model_inputs(spec, test, features_path)
+    X_test = model_inputs(spec, test, features_path, **extra)
     started = time.perf_counter()
     out = pd.DataFrame({"mbid": test["mbid"].to_numpy()})
     if task_type == "regression":
@@ -92,6 +100,7 @@ def fit_predict(
         "device": str(getattr(estimator, "device_", "cpu")),
         "fit_seconds": round(fit_seconds, 3),
         "predict_seconds": round(predict_seconds, 3),
+        "structures_used": bool(uses_structure),
         "crucible_version": __version__,
     }
     fit_info = getattr(estimator, "fit_info_", None)
@@ -127,13 +136,17 @@ def run_predict(
     features_path: str | os.PathLike | None = None,
     model_dir: str | os.PathLike | None = None,
     random_state: int = 0,
+    structure_features_path: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     from crucible.matbench.predictions import write_predictions
+    from crucible.matbench.structure_inputs import check_card
 
+    uses_structure = check_card(spec, card)
     data = read_parquet(data_path)
     folds = read_parquet(folds_path)
     log.info("%s %s fold %d: fitting", spec.name, task, fold)
-    preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir)
+    preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir,
+                              structure_features_path=structure_features_path, uses_structure=uses_structure)
     info["task"] = task
     info["inputs"] = card.get("inputs_available", "composition")
     write_predictions(preds, out_path, card["task_type"])
