@@ -132,6 +132,24 @@ def _fold_parameters(path: Path) -> dict[str, Any]:
     return params
 
 
+def _structures_used(prediction_paths: list[str | Path]) -> bool | None:
+    """Whether the model read crystal structures, from the fold jobs' sidecars (None: unknown).
+
+    Structures in the data do not mean a model used them: gbm-magpie on the upstream files
+    still sees formulas only.
+    """
+    from crucible.io import read_json
+
+    flags = []
+    for path in prediction_paths:
+        sidecar = Path(path).with_suffix(".json")
+        info = read_json(sidecar) if sidecar.is_file() else {}
+        if "structures_used" not in info:
+            return None
+        flags.append(bool(info["structures_used"]))
+    return all(flags)
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from crucible.matbench.predictions import read_predictions
     from crucible.matbench.scoring import score_fold, score_task, write_scores
@@ -149,8 +167,12 @@ def cmd_score(args: argparse.Namespace) -> int:
             folds.append(score_fold(td.task_type, y_true, df["prediction"].to_numpy(), proba))
         except DataValidationError as exc:
             raise DataValidationError(f"{path} (fold {k}): {exc}") from None
+    used = _structures_used(args.predictions)
+    kind = td.input_kind if used is None else (STRUCTURE if used else COMPOSITION_ONLY)
     record = score_task(args.task, td.task_type, folds, args.mad, model=args.model,
-                        input_kind=args.input_kind or td.input_kind)
+                        input_kind=args.input_kind or kind)
+    if used is not None:
+        record["structures_used"] = used
     write_scores(record, args.out)
     return 0
 
@@ -175,7 +197,9 @@ def cmd_results_file(args: argparse.Namespace) -> int:
     kinds = set()
     for task in args.tasks:
         td = TaskData(task, Path(args.data_root) / f"{task}.parquet", Path(args.folds_root) / f"{task}.parquet")
-        kinds.add(td.input_kind)
+        used = _structures_used([Path(args.predictions_root) / args.model / task / f"fold_{k}.parquet"
+                                 for k in range(N_FOLDS)])
+        kinds.add(td.input_kind if used is None else (STRUCTURE if used else COMPOSITION_ONLY))
         folds = []
         for k in range(N_FOLDS):
             path = Path(args.predictions_root) / args.model / task / f"fold_{k}.parquet"
