@@ -146,3 +146,20 @@ def test_bad_structure_in_a_table_names_file_and_row(tmp_path):
     write_parquet(pd.DataFrame({"structure": [good, "{not json"]}), path)
     with pytest.raises(DataValidationError, match=r"t.parquet: row 1: field 'structure': not JSON"):
         build_scm_cache([path], tmp_path / scm_cache_filename())
+
+
+def test_embedding_cache_version_comes_from_its_name_and_must_match_the_file(tmp_path):
+    import pyarrow as pa
+
+    from crucible.features.mlip_embed import load_embeddings
+    from crucible.features.structure_cache import write_structure_cache
+
+    hashes = ["a" * 64, "b" * 64]
+    column = {"embedding": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float64(), 2))}
+    good = tmp_path / "mlip-embed-chgnet-0.3.0-0123456789abcdef.parquet"
+    write_structure_cache(hashes, column, "chgnet-0.3.0-0123456789abcdef", good)
+    assert load_embeddings(good, hashes[::-1]).tolist() == [[3.0, 4.0], [1.0, 2.0]]
+    renamed = tmp_path / "mlip-embed-chgnet-0.3.0-fedcba9876543210.parquet"
+    good.rename(renamed)
+    with pytest.raises(StaleCacheError, match="written by version 'chgnet-0.3.0-0123456789abcdef'"):
+        load_embeddings(renamed, hashes)

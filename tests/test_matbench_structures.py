@@ -181,3 +181,35 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
               for s in data["structure"][:2]]
     assert cached.shape == (2, 64)
     np.testing.assert_allclose(cached, [d["crystal_fea"] for d in direct], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("sidecar, expected", [
+    ({"structures_used": True}, ("structure", True)),
+    ({"structures_used": False}, ("composition-only (formulas, no structures)", False)),
+    (None, ("composition-only (formulas, no structures)", None)),  # no sidecar: from the data
+])
+def test_scores_record_whether_the_model_used_structures(tmp_path, sidecar, expected):
+    from crucible.cli import main
+    from crucible.io import write_json, write_parquet
+    from crucible.matbench.clean import data_schema
+    from crucible.matbench.folds import write_folds
+    from crucible.matbench.predictions import write_predictions
+
+    data, card, folds = clean_task("matbench_jdft2d")
+    write_parquet(data, tmp_path / "d.parquet", schema=data_schema("regression"))
+    write_folds(folds, tmp_path / "f.parquet")
+    write_json(card, tmp_path / "card.json")
+    paths = []
+    for k in range(5):
+        test = data[folds["fold"].to_numpy() == k]
+        path = tmp_path / "p" / f"fold_{k}.parquet"
+        write_predictions(pd.DataFrame({"mbid": test["mbid"], "prediction": 50.0}), path, "regression")
+        if sidecar is not None:
+            write_json(sidecar, path.with_suffix(".json"))
+        paths.append(str(path))
+    out = tmp_path / "s.json"
+    assert main(["matbench", "score", "--task", "matbench_jdft2d", "--card", str(tmp_path / "card.json"),
+                 "--predictions", *paths, "--folds", str(tmp_path / "f.parquet"), "--data", str(tmp_path / "d.parquet"),
+                 "--model", "m", "--out", str(out)]) == 0
+    record = read_json(out)
+    assert (record["input_kind"], record.get("structures_used")) == expected

@@ -104,7 +104,18 @@ def build_embedding_cache(data_paths: Sequence[str | os.PathLike], out_path: str
 
 
 def load_embeddings(path: str | os.PathLike, hashes: Sequence[str], model: str = "chgnet-0.3.0") -> np.ndarray:
+    from pathlib import Path
+
     from crucible.features.structure_cache import load_structure_cache
 
-    rows = load_structure_cache(path, hashes, EMBED_COLUMN, embed_version(model))
+    # The DAG names the cache after the version of the environment that built it; the job that
+    # reads it (a gradient-boosting head) may run where chgnet and torch are not installed, so
+    # the version expected is the one in the file name, checked against the file's own metadata.
+    name = Path(path).name
+    prefix = f"{embed_cache_prefix()}-{model}-"
+    if name.startswith(prefix) and name.endswith(".parquet"):
+        expected = name[len(embed_cache_prefix()) + 1:-len(".parquet")]
+    else:
+        expected = embed_version(model)
+    rows = load_structure_cache(path, hashes, EMBED_COLUMN, expected)
     return np.asarray(rows, dtype=np.float64).reshape(len(hashes), -1)
