@@ -154,6 +154,10 @@ def get_embedding_cache():
     return f"results/features/{embed_cache_filename()}"
 
 
+def get_user_dataset_spec(wildcards):
+    return json.dumps(USER_DATASETS[wildcards.dataset], sort_keys=True)
+
+
 def get_structure_data_files():
     return [SW.user_data_file(t) if t in USER_DATASETS else f"results/matbench/data/{t}.parquet"
             for t in SW.structure_tasks(MATBENCH)]

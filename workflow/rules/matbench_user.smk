@@ -2,14 +2,8 @@
 # SHA-256) -> clean -> 5 folds (KFold/StratifiedKFold, seed 18012019) -> predict -> score -> table.
 # Kept apart from the 13 official tasks: no official n/MAD or split file can check them, and they
 # never enter the Matbench results file or leaderboard.
-import json as _json
-
 localrules:
     fetch_user_dataset,
-
-
-def _user_spec(wildcards):
-    return _json.dumps(USER_DATASETS[wildcards.dataset], sort_keys=True)
 
 
 rule fetch_user_dataset:
@@ -18,7 +12,7 @@ rule fetch_user_dataset:
     output:
         "resources/downloads/user/{dataset}.json.gz",
     params:
-        spec=_user_spec,
+        spec=get_user_dataset_spec,
     log:
         "logs/fetch/user/{dataset}.log",
     retries: 2
@@ -37,7 +31,7 @@ rule clean_user_dataset:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
     params:
-        spec=_user_spec,
+        spec=get_user_dataset_spec,
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/user/{dataset}/clean.log",
