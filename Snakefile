@@ -19,6 +19,7 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/mlip.smk"
 include: "workflow/rules/matbench_user.smk"
+include: "workflow/rules/catalysis.smk"
 
 
 rule all:

@@ -149,3 +149,14 @@ def delta_structures():
     from pymatgen.io.ase import AseAtomsAdaptor
 
     return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]
+
+
+@pytest.fixture(scope="session")
+def catalysis_demo(tmp_path_factory) -> Path:
+    """The EMT-labelled catalysis demo set in every format (CatBench JSON, Catalysis-Hub raw,
+    VASP trees for adsorption, surface and bulk-formation energies)."""
+    from crucible.catalysis import demo
+
+    out = tmp_path_factory.mktemp("catalysis_demo")
+    demo.main([str(out)])
+    return out
