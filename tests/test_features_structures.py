@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import delta_structures, li_o_structures
 from crucible.errors import DataValidationError
 from crucible.features.cache import StaleCacheError
 from crucible.features.sine_coulomb import ANG_TO_BOHR, sine_coulomb_eigenvalues, sine_coulomb_matrices
@@ -23,6 +22,8 @@ from crucible.features.structure_cache import (
 )
 from crucible.features.structures import StructureError, parse_structure, structure_hash
 from crucible.io import write_parquet
+
+from helpers import delta_structures, li_o_structures
 
 
 def _real_structures():
@@ -133,7 +134,7 @@ def test_cache_refuses_other_versions_and_names_missing_structures(tmp_path):
         load_scm(out, [structure_hash(li_o[5].to_json())])
     from crucible.features.structure_cache import load_structure_cache
 
-    with pytest.raises(StaleCacheError, match=f"needs 'other'"):
+    with pytest.raises(StaleCacheError, match="needs 'other'"):
         load_structure_cache(out, [], "sine_coulomb_eigenvalues", "other")
     assert SCM_VERSION in out.name
 

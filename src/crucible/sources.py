@@ -68,7 +68,9 @@ def load_sources(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"{path}: no 'artifacts' mapping")
     for name, spec in artifacts.items():
         kind = spec.get("kind")
-        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename", "sha256")}.get(kind)
+        # an http artifact may carry a git blob id instead of a SHA-256, or no pin at all: fetching
+        # it then refuses and prints the pin to add (see fetch)
+        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename")}.get(kind)
         if required is None:
             raise ConfigError(f"{path}: artifact {name!r}: unknown kind {kind!r} (pip or http)")
         missing = [key for key in required if not spec.get(key)]
@@ -150,9 +152,91 @@ def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -
     return path
 
 
-def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike) -> Path:
-    """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed."""
+def git_blob_id(path: str | os.PathLike) -> str:
+    """What ``git hash-object`` prints: SHA-1 of ``b"blob <size>\\0" + content``."""
+    digest = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_lock(path: str | os.PathLike | None) -> dict[str, str]:
+    if not path or not Path(path).exists():
+        return {}
+    try:
+        return dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read lock file {path}: {exc}") from exc
+
+
+def _record_lock(path: str | os.PathLike, name: str, sha256: str) -> None:
+    """Add ``name: sha256`` to the lock file; several fetch jobs may do this at once."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".guard", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        entries = read_lock(path)
+        entries[name] = sha256
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(dict(sorted(entries.items())), indent=2) + "\n", encoding="utf-8")
+
+
+def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None, sources_file: str) -> str:
+    """Check ``path`` against every pin the artifact has; return its SHA-256.
+
+    SHA-256 (sources file, else lock file) when known; a git blob id is checked as well. An
+    artifact with no pin at all is refused, naming the hash received and the line that pins it.
+    """
+    actual = sha256_file(path)
+    expected = spec.get("sha256") or locked
+    if expected and actual != expected.lower():
+        where = "pinned" if spec.get("sha256") else "recorded in the lock file"
+        raise HashMismatchError(f"SHA-256 mismatch for artifact {name!r} ({spec.get('url', path)}): "
+                                f"{where} {expected.lower()}, got {actual}")
+    blob = spec.get("git_blob")
+    if blob:
+        got = git_blob_id(path)
+        if got != blob.lower():
+            raise HashMismatchError(f"git blob id mismatch for artifact {name!r} ({spec.get('url', path)}): "
+                                    f"pinned {blob.lower()}, got {got} (git hash-object)")
+    if not expected and not blob:
+        raise HashMismatchError(
+            f"artifact {name!r} ({spec.get('url', path)}) has no pin, refusing it. Received SHA-256 {actual} "
+            f"(git blob id {git_blob_id(path)}). If you trust this file, pin it in {sources_file} under "
+            f"artifacts: {name}: with the line\n    sha256: {actual}"
+        )
+    return actual
+
+
+def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike, lock: str | os.PathLike | None = None,
+          sources_file: str = "config/sources.yaml") -> Path:
+    """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed.
+
+    An artifact pinned by git blob id only has its SHA-256 recorded in ``lock`` on the first
+    verified download; from then on the SHA-256 is checked.
+    """
     dest = Path(dest)
+    if "sha256" not in spec or spec.get("git_blob"):
+        locked = read_lock(lock).get(name)
+        if dest.exists():
+            try:
+                _check_pins(name, spec, dest, locked, sources_file)
+                log.info("%s: already present and matching its pins, not downloading", name)
+                return dest
+            except HashMismatchError:
+                log.warning("%s: %s exists but does not match its pins; downloading again", name, dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
+            path = _http_download(spec, Path(tmp))
+            actual = _check_pins(name, spec, path, locked, sources_file)
+            if lock and not locked:
+                _record_lock(lock, name, actual)
+            os.replace(path, dest)
+        log.info("%s: %s (sha256 %s)", name, dest, actual)
+        return dest
     if dest.exists():
         if sha256_file(dest) == spec["sha256"].lower():
             log.info("%s: already present with the pinned SHA-256, not downloading", name)

@@ -5,9 +5,9 @@
 
 rule build_magpie_cache:
     input:
-        get_clean_data_files() + [SW.user_data_file(d) for d in USER_DATASETS],
+        matbench_wf.feature_data_files(config),
     output:
-        get_magpie_cache(),
+        matbench_wf.magpie_cache(),
     log:
         "logs/features/build_magpie_cache.log",
     benchmark:
@@ -19,16 +19,16 @@ rule build_magpie_cache:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible features build --data {input} --out {output} 2> {log}"
+        "crucible features build --data {input:q} --out {output:q} 2> {log:q}"
 
 
 # Structure features (issue 16): every distinct structure featurized once, keyed by its
 # canonical hash; the version in the name changes with the featurizer.
 rule build_structure_cache:
     input:
-        get_structure_data_files(),
+        matbench_wf.structure_data_files(config),
     output:
-        get_scm_cache(),
+        matbench_wf.scm_cache(),
     log:
         "logs/features/build_structure_cache.log",
     benchmark:
@@ -46,9 +46,9 @@ rule build_structure_cache:
 # Pretrained-potential embeddings: a GPU job on a cluster (runs on the CPU when there is none).
 rule build_mlip_embeddings:
     input:
-        get_structure_data_files(),
+        matbench_wf.structure_data_files(config),
     output:
-        get_embedding_cache(),
+        matbench_wf.embedding_cache(),
     log:
         "logs/features/build_mlip_embeddings.log",
     benchmark:

@@ -3,6 +3,7 @@
 localrules:
     fetch_artifact,
     fetch_matminer_dataset,
+    fetch_cdvae_csv,
 
 
 rule fetch_artifact:
@@ -11,7 +12,7 @@ rule fetch_artifact:
     wildcard_constraints:
         filename=r"[^/]+\.whl",
     params:
-        artifact=get_artifact_name,
+        artifact=lambda wc: shared_wf.artifact_name(SOURCES, wc.filename, SOURCES_FILE),
         sources=SOURCES_FILE,
     log:
         "logs/fetch/{filename}.log",
@@ -19,28 +20,28 @@ rule fetch_artifact:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources fetch --artifact {params.artifact} --sources {params.sources} --out {output} 2> {log}"
+        "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} --out {output:q} 2> {log:q}"
 
 
 rule fetch_matminer_dataset:
     output:
         "resources/downloads/{task}.json.gz",
     params:
-        mirror=get_matminer_fetch_args,
+        mirror=lambda wc: matbench_wf.matminer_fetch_args(config, wc.task),
     log:
         "logs/fetch/{task}.json.gz.log",
     retries: 2
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output} 2> {log}"
+        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
 
 rule extract_matbench_splits:
     input:
-        artifact_file("matbench-0.6"),
+        shared_wf.artifact_file(SOURCES, "matbench-0.6"),
     output:
-        artifact_members("matbench-0.6"),
+        shared_wf.artifact_members(SOURCES, "matbench-0.6"),
     params:
         sources=SOURCES_FILE,
     log:
@@ -48,15 +49,15 @@ rule extract_matbench_splits:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources extract --artifact matbench-0.6 --sources {params.sources} "
-        "--archive {input} --out-dir resources/extracted/matbench-0.6 2> {log}"
+        "crucible sources extract --artifact matbench-0.6 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/matbench-0.6 2> {log:q}"
 
 
 rule extract_crabnet_mirror:
     input:
-        artifact_file("crabnet-2.0.8"),
+        shared_wf.artifact_file(SOURCES, "crabnet-2.0.8"),
     output:
-        artifact_members("crabnet-2.0.8"),
+        shared_wf.artifact_members(SOURCES, "crabnet-2.0.8"),
     params:
         sources=SOURCES_FILE,
     log:
@@ -64,5 +65,43 @@ rule extract_crabnet_mirror:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources} "
-        "--archive {input} --out-dir resources/extracted/crabnet-2.0.8 2> {log}"
+        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/crabnet-2.0.8 2> {log:q}"
+
+
+rule extract_pymatgen_prototypes:
+    input:
+        shared_wf.artifact_file(SOURCES, "pymatgen-2026.10.24"),
+    output:
+        shared_wf.artifact_members(SOURCES, "pymatgen-2026.10.24"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_pymatgen-2026.10.24.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact pymatgen-2026.10.24 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/pymatgen-2026.10.24 2> {log:q}"
+
+
+# CDVAE CSVs, pinned by git blob id: the SHA-256 goes into the lock file on the first verified
+# download. crystal: cdvae_url_prefix points at a mirror with the same layout.
+rule fetch_cdvae_csv:
+    output:
+        "resources/downloads/cdvae-{cdvae_set}-{cdvae_split}.csv",
+    wildcard_constraints:
+        cdvae_set="mp_20|perov_5|carbon_24",
+        cdvae_split="train|val|test",
+    params:
+        sources=SOURCES_FILE,
+        mirror=lambda wc: ("--url-prefix " + config["crystal"]["cdvae_url_prefix"])
+        if config.get("crystal", {}).get("cdvae_url_prefix") else "",
+    log:
+        "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
+    retries: 2
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources fetch --artifact cdvae-{wildcards.cdvae_set}-{wildcards.cdvae_split}"
+        " --sources {params.sources:q} {params.mirror} --lock resources/sources.lock.json --out {output:q} 2> {log:q}"

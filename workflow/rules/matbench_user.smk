@@ -8,11 +8,11 @@ localrules:
 
 rule fetch_user_dataset:
     wildcard_constraints:
-        dataset=_alternation(USER_DATASETS),
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     output:
         "resources/downloads/user/{dataset}.json.gz",
     params:
-        spec=get_user_dataset_spec,
+        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
     log:
         "logs/fetch/user/{dataset}.log",
     retries: 2
@@ -24,14 +24,14 @@ rule fetch_user_dataset:
 
 rule clean_user_dataset:
     wildcard_constraints:
-        dataset=_alternation(USER_DATASETS),
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
         "resources/downloads/user/{dataset}.json.gz",
     output:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
     params:
-        spec=get_user_dataset_spec,
+        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/user/{dataset}/clean.log",
@@ -46,15 +46,15 @@ rule clean_user_dataset:
 
 rule make_user_folds:
     wildcard_constraints:
-        dataset=_alternation(USER_DATASETS),
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
     output:
         "results/matbench/user/{dataset}/folds.parquet",
     params:
-        fraction=MATBENCH["inner_validation"]["fraction"],
-        seed=MATBENCH["inner_validation"]["seed"],
+        fraction=config["matbench"]["inner_validation"]["fraction"],
+        seed=config["matbench"]["inner_validation"]["seed"],
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/user/{dataset}/folds.log",
@@ -65,24 +65,27 @@ rule make_user_folds:
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
+# CPU models; GPU models run the same job in predict_user_dataset_gpu below.
 rule predict_user_dataset:
     wildcard_constraints:
-        dataset=_alternation(USER_DATASETS),
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "cpu")),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
         folds="results/matbench/user/{dataset}/folds.parquet",
-        features=get_model_features,
-        structure_features=get_model_structure_features,
+        features=lambda wc: matbench_wf.model_features(config, wc.model),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
     output:
         predictions="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.parquet",
         info="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.json",
     params:
-        features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
-        structure_features=lambda wildcards, input: (
-            f"--structure-features {input.structure_features}" if input.structure_features else ""),
-        model_params=get_model_params,
-        custom=get_custom_models(),
+        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
+        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
+        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
+        custom=matbench_wf.custom_models(config),
+        # the GPU rule's extra argument (element table)
+        extra="",
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/user/{dataset}/predict/{model}/fold_{fold}.log",
@@ -90,7 +93,6 @@ rule predict_user_dataset:
         "benchmarks/runs/matbench/user/{dataset}/predict/{model}/fold_{fold}.tsv"
     threads: 1
     resources:
-        gpu=lambda wildcards: int(MODEL_KIND[wildcards.model] == "gpu"),
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
     conda:
@@ -99,17 +101,40 @@ rule predict_user_dataset:
         "crucible matbench user-predict --model {wildcards.model:q} --fold {wildcards.fold} "
         "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
         "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
-        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
+        "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
-rule score_user_dataset:
+# GPU models on a user dataset: the same job, sent to a GPU partition by profiles/slurm.
+use rule predict_user_dataset as predict_user_dataset_gpu with:
     wildcard_constraints:
-        dataset=_alternation(USER_DATASETS),
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
         folds="results/matbench/user/{dataset}/folds.parquet",
-        predictions=expand("results/matbench/user/{{dataset}}/predictions/{{model}}/fold_{fold}.parquet", fold=FOLDS),
+        features=lambda wc: matbench_wf.model_features(config, wc.model),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
+        element_table=lambda wc: matbench_wf.element_table(config, wc.model),
+    params:
+        extra=lambda wildcards, input: shared_wf.flag("--element-table", input.element_table),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
+    conda:
+        "../../envs/torch.yaml"
+
+
+rule score_user_dataset:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    input:
+        data="results/matbench/user/{dataset}/data.parquet",
+        card="results/matbench/user/{dataset}/card.json",
+        folds="results/matbench/user/{dataset}/folds.parquet",
+        predictions=expand("results/matbench/user/{{dataset}}/predictions/{{model}}/fold_{fold}.parquet", fold=matbench_wf.FOLDS),
     output:
         "results/matbench/user/{dataset}/scores/{model}.json",
     log:
@@ -121,12 +146,11 @@ rule score_user_dataset:
         "--folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
 
 
-rule user_dataset_table:
+rule tabulate_user_dataset:
     wildcard_constraints:
-        dataset=_alternation(USER_DATASETS),
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
-        lambda wildcards: expand("results/matbench/user/{dataset}/scores/{model}.json",
-                                 dataset=wildcards.dataset, model=SW.model_names(MATBENCH)),
+        lambda wc: matbench_wf.user_score_files(config, wc.dataset),
     output:
         csv=report("results/tables/matbench_user_{dataset}.csv", caption="../report/user_dataset.rst", category="Matbench"),
         md="results/tables/matbench_user_{dataset}.md",

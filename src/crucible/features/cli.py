@@ -1,32 +1,32 @@
-"""``crucible features ...``: build the shared Magpie feature cache, print the featurizer version."""
+"""``crucible features ...``: build the shared Magpie and structure feature caches, print the featurizer version."""
 
 from __future__ import annotations
 
 import argparse
 
 
-def _build(args: argparse.Namespace) -> int:
+def _cmd_build(args: argparse.Namespace) -> int:
     from crucible.features.cache import build_cache
 
     build_cache(args.data, args.out)
     return 0
 
 
-def _version(args: argparse.Namespace) -> int:
+def _cmd_version(args: argparse.Namespace) -> int:
     from crucible.features.magpie import MAGPIE_VERSION
 
     print(MAGPIE_VERSION)
     return 0
 
 
-def _build_structures(args: argparse.Namespace) -> int:
+def _cmd_build_structures(args: argparse.Namespace) -> int:
     from crucible.features.structure_cache import build_scm_cache
 
     build_scm_cache(args.data, args.out)
     return 0
 
 
-def _build_embeddings(args: argparse.Namespace) -> int:
+def _cmd_build_embeddings(args: argparse.Namespace) -> int:
     if args.threads:
         import torch
 
@@ -43,16 +43,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("build", help="featurize every distinct formula of the task tables once")
     p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
     p.add_argument("--out", required=True, help="results/features/magpie-<version>.parquet")
-    p.set_defaults(func=_build)
+    p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser("version", help="print the Magpie featurizer version (part of the cache file name)")
-    p.set_defaults(func=_version)
+    p.set_defaults(func=_cmd_version)
 
     # Structure features (issue 16): one row per distinct structure, keyed by its canonical hash.
     p = sub.add_parser("build-structures", help="Sine Coulomb matrix eigenvalues of every distinct structure, once")
     p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
     p.add_argument("--out", required=True, help="results/features/scm-<version>.parquet")
-    p.set_defaults(func=_build_structures)
+    p.set_defaults(func=_cmd_build_structures)
 
     p = sub.add_parser("build-embeddings", help="pretrained-potential embedding of every distinct structure, once")
     p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
@@ -60,4 +60,4 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cuda or cpu (default: cuda when torch sees a GPU)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", required=True, help="results/features/mlip-embed-<version>.parquet")
-    p.set_defaults(func=_build_embeddings)
+    p.set_defaults(func=_cmd_build_embeddings)

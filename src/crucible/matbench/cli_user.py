@@ -24,7 +24,7 @@ def _spec(text: str) -> dict:
         raise ConfigError(f"--spec is not JSON: {exc}") from None
 
 
-def _fetch(args: argparse.Namespace) -> int:
+def _cmd_user_fetch(args: argparse.Namespace) -> int:
     from crucible.matbench.user_datasets import fetch_spec
     from crucible.sources import fetch
 
@@ -32,7 +32,7 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clean(args: argparse.Namespace) -> int:
+def _cmd_user_clean(args: argparse.Namespace) -> int:
     from crucible.matbench.clean import write_clean
     from crucible.matbench.user_datasets import clean_user_dataset
 
@@ -41,7 +41,7 @@ def _clean(args: argparse.Namespace) -> int:
     return 0
 
 
-def _folds(args: argparse.Namespace) -> int:
+def _cmd_user_folds(args: argparse.Namespace) -> int:
     from crucible.io import read_json, read_parquet
     from crucible.matbench.folds import write_folds
     from crucible.matbench.user_datasets import build_user_folds
@@ -52,23 +52,26 @@ def _folds(args: argparse.Namespace) -> int:
     return 0
 
 
-def _predict(args: argparse.Namespace) -> int:
+def _cmd_user_predict(args: argparse.Namespace) -> int:
     if args.threads:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(args.threads)
     from crucible.io import read_json
-    from crucible.matbench.predict import run_predict
+    from crucible.matbench.inference import run_predict
     from crucible.models.registry import get_spec
 
     card = read_json(args.card)
     spec = get_spec(args.model, json.loads(args.custom_models) if args.custom_models else {})
+    params = json.loads(args.params) if args.params else {}
+    if args.element_table:
+        params["element_table"] = args.element_table
     run_predict(spec, card["task"], args.fold, args.data, args.folds, card, args.out,
-                params=json.loads(args.params) if args.params else {}, features_path=args.features,
+                params=params, features_path=args.features,
                 random_state=args.seed, structure_features_path=args.structure_features)
     return 0
 
 
-def _score(args: argparse.Namespace) -> int:
+def _cmd_user_score(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from crucible.io import read_json, read_parquet
@@ -84,7 +87,7 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(args: argparse.Namespace) -> int:
+def _cmd_user_table(args: argparse.Namespace) -> int:
     from crucible.io import read_json
     from crucible.matbench.user_datasets import user_table
     from crucible.report.tables import write_table
@@ -102,7 +105,7 @@ def add_user_commands(sub) -> None:
     p.add_argument("--dataset", required=True)
     p.add_argument("--spec", required=True, help="JSON of its matbench.user_datasets entry")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=_fetch)
+    p.set_defaults(func=_cmd_user_fetch)
 
     p = sub.add_parser("user-clean", help="user dataset .json.gz -> typed, id'd task table + card")
     p.add_argument("--dataset", required=True)
@@ -110,7 +113,7 @@ def add_user_commands(sub) -> None:
     p.add_argument("--raw", required=True)
     p.add_argument("--out-data", required=True)
     p.add_argument("--out-card", required=True)
-    p.set_defaults(func=_clean)
+    p.set_defaults(func=_cmd_user_clean)
 
     p = sub.add_parser("user-folds", help="Matbench's 5-fold recipe (seed 18012019) on a user dataset")
     p.add_argument("--data", required=True)
@@ -118,7 +121,7 @@ def add_user_commands(sub) -> None:
     p.add_argument("--inner-fraction", type=float, default=0.25)
     p.add_argument("--inner-seed", type=int, default=7)
     p.add_argument("--out", required=True)
-    p.set_defaults(func=_folds)
+    p.set_defaults(func=_cmd_user_folds)
 
     p = sub.add_parser("user-predict", help="fit a model on one fold of a user dataset, predict its test rows")
     p.add_argument("--model", required=True)
@@ -130,10 +133,11 @@ def add_user_commands(sub) -> None:
     p.add_argument("--structure-features", help="per-structure feature cache (structure models)")
     p.add_argument("--params", help="JSON hyperparameter overrides")
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
+    p.add_argument("--element-table", help="element embedding CSV for composition networks")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", required=True)
-    p.set_defaults(func=_predict)
+    p.set_defaults(func=_cmd_user_predict)
 
     p = sub.add_parser("user-score", help="score a model's five folds on a user dataset")
     p.add_argument("--model", required=True)
@@ -142,11 +146,11 @@ def add_user_commands(sub) -> None:
     p.add_argument("--folds", required=True)
     p.add_argument("--predictions", nargs=5, required=True, help="fold_0 .. fold_4 predictions")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=_score)
+    p.set_defaults(func=_cmd_user_score)
 
     p = sub.add_parser("user-table", help="one user dataset's scores, every model")
     p.add_argument("--scores", nargs="+", required=True)
     p.add_argument("--out-csv", required=True)
     p.add_argument("--out-md", required=True)
     p.add_argument("--out-tex", required=True)
-    p.set_defaults(func=_table)
+    p.set_defaults(func=_cmd_user_table)

@@ -110,7 +110,9 @@ def fit_predict(
                             if v is None or isinstance(v, (bool, int, float, str))}
     constant = getattr(estimator, "constant_", None)
     if constant is not None:
-        info["constant_"] = constant
+        # scikit-learn's DummyRegressor keeps one constant per output; we have one output.
+        values = np.ravel(constant).tolist()
+        info["constant_"] = values[0] if len(values) == 1 else values
     return out, info
 
 
@@ -138,7 +140,7 @@ def run_predict(
     random_state: int = 0,
     structure_features_path: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    from crucible.matbench.predictions import write_predictions
+    from crucible.matbench.prediction_files import write_predictions
     from crucible.matbench.structure_inputs import check_card
 
     uses_structure = check_card(spec, card)

@@ -1,0 +1,329 @@
+"""What the Matbench part of the DAG builds, as pure functions of the config dict.
+
+``workflow/rules/common.smk`` and ``workflow/rules/matbench.smk`` call these; they hold no
+logic of their own. Every function takes the whole validated config (``config["matbench"]`` is
+read here) and returns paths relative to the working directory, strings for ``params:``, or
+raises :class:`~crucible.errors.ConfigError` naming the config key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import ConfigError
+from crucible.matbench.tasks import N_FOLDS, TASKS
+
+MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"
+MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
+CRABNET_DIR = "resources/extracted/crabnet-2.0.8"
+FOLDS = tuple(range(N_FOLDS))
+MODEL_KINDS = ("cpu", "gpu", "files")
+
+
+def tasks(config: dict[str, Any]) -> list[str]:
+    """The configured tasks in Matbench's order (by dataset size), whatever the config's order."""
+    wanted = config["matbench"]["tasks"]
+    return [t for t in TASKS if t in wanted]
+
+
+def models(config: dict[str, Any]) -> list[str]:
+    return list(config["matbench"]["models"])
+
+
+def model_kind(config: dict[str, Any], name: str) -> str:
+    """'files' for user-supplied predictions, else the registered model's device, cpu or gpu."""
+    from crucible.models.registry import get_spec
+
+    mb = config["matbench"]
+    if name in mb["prediction_files"]:
+        return "files"
+    try:
+        return get_spec(name, mb["custom_models"]).device
+    except ConfigError as exc:
+        raise ConfigError(f"config matbench.models: {exc}") from None
+
+
+def models_of_kind(config: dict[str, Any], kind: str) -> list[str]:
+    """The configured models routed to the CPU rule, the GPU rule, or the import rule."""
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"kind must be one of {MODEL_KINDS}, not {kind!r}")
+    return [m for m in models(config) if model_kind(config, m) == kind]
+
+
+def check_models(config: dict[str, Any]) -> None:
+    """Fail at start-up, not in a job, on a model name that is neither built in nor configured,
+    on a bad user dataset, or on a model that cannot get its inputs on a task (structure models
+    on the composition mirror, mlip-embed on a composition task)."""
+    for m in models(config):
+        model_kind(config, m)
+    try:
+        check_structure_inputs(config)
+    except ConfigError as exc:
+        raise ConfigError(f"config matbench: {exc}") from None
+
+
+def raw_task_file(config: dict[str, Any], task: str) -> str:
+    if config["matbench"]["source"] == "matminer":
+        return f"resources/downloads/{task}.json.gz"
+    return f"{CRABNET_DIR}/{task}.csv"
+
+
+def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
+    """``filename=sha256`` of the artifact the task's raw file came from, for its task card."""
+    mb = config["matbench"]
+    if mb["source"] == "matminer":
+        from crucible.sources import matminer_artifact
+
+        mirror = mb.get("matminer", {})
+        spec = matminer_artifact(task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(task))
+    else:
+        spec = sources["artifacts"]["crabnet-2.0.8"]
+    return f"{spec['filename']}={spec['sha256']}"
+
+
+def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
+    mirror = config["matbench"].get("matminer", {})
+    args = []
+    if mirror.get("url_prefix"):
+        args += ["--url-prefix", mirror["url_prefix"]]
+    pinned = mirror.get("sha256", {}).get(task)
+    if pinned:
+        args += ["--sha256", pinned]
+    return " ".join(args)
+
+
+def data_file(task: str) -> str:
+    return f"results/matbench/data/{task}.parquet"
+
+
+def card_file(task: str) -> str:
+    return f"results/matbench/data/{task}.json"
+
+
+def folds_file(task: str) -> str:
+    return f"results/matbench/folds/{task}.parquet"
+
+
+def prediction_file(model: str, task: str, fold: int | str) -> str:
+    return f"results/matbench/predictions/{model}/{task}/fold_{fold}.parquet"
+
+
+def clean_data_files(config: dict[str, Any]) -> list[str]:
+    return [data_file(t) for t in tasks(config)]
+
+
+def task_cards(config: dict[str, Any]) -> list[str]:
+    return [card_file(t) for t in tasks(config)]
+
+
+def fold_files(config: dict[str, Any]) -> list[str]:
+    return [folds_file(t) for t in tasks(config)]
+
+
+def magpie_cache() -> str:
+    from crucible.features.magpie import MAGPIE_VERSION
+
+    return f"results/features/magpie-{MAGPIE_VERSION}.parquet"
+
+
+def model_features(config: dict[str, Any], model: str) -> str | list[str]:
+    """The shared feature cache for models that take Magpie features (rf-scm-magpie too), else nothing."""
+    if _spec(config, model).input_kind in ("magpie", SCM_KIND):
+        return magpie_cache()
+    return []
+
+
+def model_params(config: dict[str, Any], model: str) -> str:
+    """The model's hyperparameter overrides as sorted JSON (a ``params:`` value: editing it reruns)."""
+    return json.dumps(config["matbench"]["model_params"].get(model, {}), sort_keys=True)
+
+
+def custom_models(config: dict[str, Any]) -> str:
+    return json.dumps(config["matbench"]["custom_models"], sort_keys=True)
+
+
+def element_table(config: dict[str, Any], model: str) -> str:
+    """The element embedding table of a composition network, as a hash-checked input."""
+    table = config["matbench"]["model_params"].get(model, {}).get("element_table", "mat2vec")
+    if table in ("mat2vec", "magpie"):
+        return f"{CRABNET_DIR}/{table}.csv"
+    return table
+
+
+def user_prediction_file(config: dict[str, Any], model: str, task: str, fold: int | str) -> str:
+    """A prediction file made outside crucible (``matbench.prediction_files``)."""
+    root = config["matbench"]["prediction_files"][model]["dir"]
+    return str(Path(root) / task / f"fold_{fold}.parquet")
+
+
+def fold_predictions(model: str, task: str) -> list[str]:
+    """The five fold prediction files of one model on one task, in fold order."""
+    return [prediction_file(model, task, k) for k in FOLDS]
+
+
+def model_predictions(config: dict[str, Any], model: str) -> list[str]:
+    """Every fold prediction file of one model, task by task in Matbench order."""
+    return [p for t in tasks(config) for p in fold_predictions(model, t)]
+
+
+def published_table(config: dict[str, Any], repo: str | Path) -> str:
+    path = Path(config["matbench"]["published"])
+    return str(path if path.is_absolute() else Path(repo) / path)
+
+
+def score_files(config: dict[str, Any]) -> list[str]:
+    return [f"results/matbench/scores/{m}/{t}.json" for m in models(config) for t in tasks(config)]
+
+
+def data_outputs(config: dict[str, Any]) -> list[str]:
+    """What ``snakemake matbench_data`` builds: folds of every task and the task table."""
+    return fold_files(config) + ["results/tables/matbench_tasks.csv"]
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
+    """Every Matbench target of ``rule all``: the official tasks' (none when ``tasks: []``, a
+    config of user datasets only), then the user datasets'."""
+    return official_outputs(config) + user_outputs(config)
+
+
+def official_outputs(config: dict[str, Any]) -> list[str]:
+    ts, ms = tasks(config), models(config)
+    if not ts:
+        return []
+    out = [
+        "results/tables/matbench_tasks.csv",
+        "results/tables/matbench_tasks.md",
+        "results/tables/matbench_task_overlap.csv",
+    ]
+    out += fold_files(config)
+    if ms:
+        out += score_files(config)
+        out += [f"results/matbench/{m}/results.json.gz" for m in ms]
+        out += [f"results/matbench/{m}/info.json" for m in ms]
+        out += [f"results/tables/matbench_leaderboard.{ext}" for ext in ("csv", "md", "tex")]
+        out += ["results/tables/matbench_folds.csv"]
+        out += [f"results/figures/matbench_scaled_error.{ext}" for ext in ("png", "pdf")]
+        out += [f"results/figures/matbench/{m}/{t}.png" for m in ms for t in ts]
+    return out
+
+
+# --- structure features, structure models and user datasets (issue 16) ------------------------
+
+SCM_KIND, EMBED_KIND = "scm-magpie", "mlip-embedding"
+
+
+def _spec(config: dict[str, Any], model: str):
+    from crucible.models.registry import get_spec
+
+    return get_spec(model, config["matbench"]["custom_models"])
+
+
+def user_datasets(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``matbench.user_datasets``, each entry checked (name, keys), in name order."""
+    from crucible.matbench.user_datasets import check_spec
+
+    return {name: check_spec(name, spec) for name, spec in sorted(config["matbench"].get("user_datasets", {}).items())}
+
+
+def user_dataset_spec(config: dict[str, Any], name: str) -> str:
+    """One user dataset's entry as sorted JSON (a ``params:`` value: editing it reruns)."""
+    return json.dumps(user_datasets(config)[name], sort_keys=True)
+
+
+def user_data_file(name: str) -> str:
+    return f"results/matbench/user/{name}/data.parquet"
+
+
+def task_input_type(config: dict[str, Any], task: str) -> str:
+    """'composition' or 'structure': what the task (or user dataset) is defined on."""
+    from crucible.matbench.tasks import COMPOSITION_TASKS
+
+    if task in TASKS:
+        return "composition" if task in COMPOSITION_TASKS else "structure"
+    return user_datasets(config)[task]["input"]
+
+
+def structures_available(config: dict[str, Any], task: str) -> bool:
+    """Whether the clean table will hold structures (the composition mirror has formulas only)."""
+    from crucible.matbench.tasks import COMPOSITION_TASKS
+
+    if task in TASKS:
+        return task not in COMPOSITION_TASKS and config["matbench"].get("source") == "matminer"
+    return user_datasets(config)[task]["input"] == "structure"
+
+
+def fitted_models(config: dict[str, Any]) -> list[str]:
+    """Configured models that crucible runs itself (not imported prediction files)."""
+    mb = config["matbench"]
+    return [m for m in mb.get("models", []) if m not in mb.get("prediction_files", {})]
+
+
+def check_structure_inputs(config: dict[str, Any]) -> None:
+    """Stop before anything runs if a model cannot get the inputs it needs on a task or dataset."""
+    from crucible.matbench.structure_inputs import check_inputs
+
+    names = tasks(config) + list(user_datasets(config))
+    for model in fitted_models(config):
+        spec = _spec(config, model)
+        for task in names:
+            check_inputs(spec, task, task_input_type(config, task), structures_available(config, task))
+
+
+def structure_feature_kind(config: dict[str, Any], model: str, task: str) -> str | None:
+    """Which per-structure cache the model reads on this task: SCM_KIND, EMBED_KIND or None."""
+    kind = _spec(config, model).input_kind
+    if kind == EMBED_KIND:
+        return EMBED_KIND
+    if kind == SCM_KIND and task_input_type(config, task) == "structure" and structures_available(config, task):
+        return SCM_KIND
+    return None
+
+
+def scm_cache() -> str:
+    from crucible.features.structure_cache import scm_cache_filename
+
+    return f"results/features/{scm_cache_filename()}"
+
+
+def embedding_cache() -> str:
+    from crucible.features.mlip_embed import embed_cache_filename
+
+    return f"results/features/{embed_cache_filename()}"
+
+
+def model_structure_features(config: dict[str, Any], model: str, task: str) -> str | list[str]:
+    """The per-structure cache a structure model reads on this task or user dataset, else nothing."""
+    kind = structure_feature_kind(config, model, task)
+    return {SCM_KIND: scm_cache(), EMBED_KIND: embedding_cache()}.get(kind, [])
+
+
+def structure_tasks(config: dict[str, Any]) -> list[str]:
+    """Tasks and user datasets whose clean tables carry structures."""
+    return [t for t in tasks(config) + list(user_datasets(config)) if structures_available(config, t)]
+
+
+def structure_data_files(config: dict[str, Any]) -> list[str]:
+    """The clean tables the structure caches are built from."""
+    users = user_datasets(config)
+    return [user_data_file(t) if t in users else data_file(t) for t in structure_tasks(config)]
+
+
+def feature_data_files(config: dict[str, Any]) -> list[str]:
+    """The clean tables the Magpie cache is built from: the official tasks' and the user datasets'."""
+    return clean_data_files(config) + [user_data_file(d) for d in user_datasets(config)]
+
+
+def user_score_files(config: dict[str, Any], name: str) -> list[str]:
+    return [f"results/matbench/user/{name}/scores/{m}.json" for m in fitted_models(config)]
+
+
+def user_outputs(config: dict[str, Any]) -> list[str]:
+    out = []
+    for name in user_datasets(config):
+        out += [f"results/matbench/user/{name}/folds.parquet"]
+        if fitted_models(config):
+            out += user_score_files(config, name)
+            out += [f"results/tables/matbench_user_{name}.{ext}" for ext in ("csv", "md", "tex")]
+    return out

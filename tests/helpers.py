@@ -1,0 +1,189 @@
+"""Helpers shared by the tests (plain functions and constants; fixtures wrapping them are in
+conftest.py). Imported as ``from helpers import ...``, never ``import conftest``.
+
+The real Matbench data: the two registry artifacts (matbench 0.6 and crabnet 2.0.8 wheels, 45 MB
+together) are fetched with ``crucible.sources.fetch`` into ``~/.cache/crucible-tests/`` (or
+``$CRUCIBLE_TEST_CACHE``) and reused across runs; a file whose SHA-256 already matches is not
+downloaded again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES_FILE = REPO / "config" / "sources.yaml"
+
+# matbench.md section 3: the published Dummy per-fold MAE
+# (benchmarks/matbench_v0.1_dummy/results.json.gz) and the official test-fold sizes.
+PUBLISHED_DUMMY_MAE = {
+    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
+    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
+}
+TEST_FOLD_SIZES = {
+    "matbench_steels": [63, 63, 62, 62, 62],
+    "matbench_jdft2d": [128, 127, 127, 127, 127],
+    "matbench_expt_gap": [921, 921, 921, 921, 920],
+    "matbench_glass": [1136] * 5,
+    "matbench_mp_e_form": [26551, 26551, 26550, 26550, 26550],
+}
+
+
+def cache_root() -> Path:
+    env = os.environ.get("CRUCIBLE_TEST_CACHE")
+    path = Path(env) if env else Path.home() / ".cache" / "crucible-tests"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@lru_cache(maxsize=None)
+def sources() -> dict:
+    from crucible.sources import load_sources
+
+    return load_sources(SOURCES_FILE)
+
+
+def crabnet_member(name: str) -> tuple[str, str]:
+    """(path inside the crabnet wheel, pinned SHA-256) of a member named in config/sources.yaml."""
+    member = sources()["artifacts"]["crabnet-2.0.8"]["members"][name]
+    return member["path"], member["sha256"]
+
+
+@lru_cache(maxsize=None)
+def matbench_members() -> dict[str, Path]:
+    """Every pinned member of both wheels, fetched and extracted (hash-checked) once."""
+    from crucible import sources as src
+
+    spec = sources()
+    root = cache_root() / "resources"
+    members: dict[str, Path] = {}
+    for name in ("matbench-0.6", "crabnet-2.0.8"):
+        artifact = spec["artifacts"][name]
+        archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
+        out_dir = root / "extracted" / name
+        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
+                  or src.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        if wanted:
+            src.extract(name, artifact, archive, out_dir, wanted)
+        members.update({m: out_dir / m for m in artifact["members"]})
+        members[name] = archive
+    return members
+
+
+@lru_cache(maxsize=None)
+def official_validation():
+    from crucible.matbench.folds import load_validation
+
+    return load_validation(matbench_members()["matbench_v0.1_validation.json"])
+
+
+@lru_cache(maxsize=None)
+def clean_task(task: str):
+    """(data, card, folds) of one task, built with the library exactly as the DAG builds them."""
+    from crucible.matbench import clean, folds, tasks
+
+    members = matbench_members()
+    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
+    data, card = clean.clean_task(task, "composition-mirror", members[f"{task}.csv"], metadata)
+    table = folds.build_folds(data, task, card["task_type"], official_validation())
+    return data, card, table
+
+
+@lru_cache(maxsize=1)
+def task_formulas() -> dict[str, list[str]]:
+    """{task: formulas in file order}, read straight from the crabnet wheel (independent of the
+    clean stage); which file holds which task is read from config/sources.yaml."""
+    import pandas as pd
+
+    from crucible.matbench.tasks import TASKS
+
+    out = {}
+    with zipfile.ZipFile(matbench_members()["crabnet-2.0.8"]) as zf:
+        for task in TASKS:
+            path, _ = crabnet_member(f"{task}.csv")
+            with zf.open(path) as fh:
+                df = pd.read_csv(io.TextIOWrapper(fh, encoding="utf-8"), keep_default_na=False, dtype=str)
+            out[task] = df["formula"].tolist()
+    return out
+
+
+def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
+    """A prompts.jsonl (the llm stage's input contract) with one user message per item."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for k, text in enumerate(contents):
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        lines.append(json.dumps({"id": f"q{k:03d}", "messages": messages, "meta": {"template_hash": "t1"}}))
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+@lru_cache(maxsize=None)
+def aflow_prototypes_file() -> Path:
+    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
+    root = cache_root() / "resources"
+    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
+    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
+    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
+        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
+    return out
+
+
+# --- issue 16: real crystal structures -------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def li_o_json() -> Path:
+    """The 47 Materials Project Li-O entries of the m3gnet 0.2.4 wheel (hash-checked)."""
+    from crucible import sources as src
+
+    spec = sources()["artifacts"]["m3gnet-0.2.4"]
+    root = cache_root() / "resources"
+    archive = src.fetch("m3gnet-0.2.4", spec, root / "downloads" / spec["filename"])
+    out_dir = root / "extracted" / "m3gnet-0.2.4"
+    member = out_dir / "Li-O.json"
+    if not member.exists() or src.sha256_file(member) != spec["members"]["Li-O.json"]["sha256"]:
+        src.extract("m3gnet-0.2.4", spec, archive, out_dir, ["Li-O.json"])
+    return member
+
+
+@lru_cache(maxsize=None)
+def li_o_structures():
+    """[(mp-id, pymatgen Structure, total energy eV, band gap eV)] in the file's order."""
+    from pymatgen.core import Structure
+
+    entries = json.loads(li_o_json().read_text())
+    return [(mp_id, Structure.from_dict(e["structure"]), float(e["energy"]), float(e["band_gap"]))
+            for mp_id, e in entries.items()]
+
+
+def write_li_o_dataset(path: Path) -> Path:
+    """The Li-O entries as a matminer-style ``.json.gz`` (written by matminer's own writer)."""
+    import pandas as pd
+    from matminer.utils.io import store_dataframe_as_json
+
+    rows = li_o_structures()
+    frame = pd.DataFrame({
+        "mp_id": [r[0] for r in rows],
+        "structure": [r[1] for r in rows],
+        "energy_per_atom": [r[2] / len(r[1]) for r in rows],
+        "band_gap": [r[3] for r in rows],
+    })
+    store_dataframe_as_json(frame, str(path), compression="gz", pbar=False)
+    return path
+
+
+@lru_cache(maxsize=None)
+def delta_structures():
+    """The 71 Delta-test elemental crystals of ase.collections.dcdft as pymatgen Structures."""
+    from ase.collections import dcdft
+    from pymatgen.io.ase import AseAtomsAdaptor
+
+    return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]
