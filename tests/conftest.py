@@ -4,19 +4,18 @@ them from there, not from this file); a few names are re-exported here for older
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from helpers import (  # noqa: F401  (re-exported)  # noqa: F401  (used by fixtures below)
+from helpers import (  # noqa: F401  (re-exported, and used by the fixtures below)
     PUBLISHED_DUMMY_MAE,
     REPO,
     SOURCES_FILE,
     TEST_FOLD_SIZES,
+    ChatServer,
     aflow_prototypes_file,
     cache_root,
     clean_task,
@@ -65,106 +64,6 @@ def venv_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
-
-
-# --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
-
-class ChatServer:
-    """A real HTTP server on 127.0.0.1 speaking the chat-completions protocol, for the llm tests.
-
-    The last user message chooses the behaviour: ``#429once`` (one 429, then an answer),
-    ``#500`` (always 500), ``#slow`` (answers after ``slow_s``), ``#401`` (refuses, echoing the
-    key the way hosted APIs do); anything else is answered ``echo: <content>``. Every request is
-    recorded (content, Authorization header); ``delay_s`` slows every answer down.
-    """
-
-    def __init__(self):
-        import http.server
-        import threading
-
-        self.requests: list[tuple[str, str]] = []
-        self.delay_s = 0.0
-        self.slow_s = 1.5
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _send(self, status, body, headers=()):
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                if self.path != "/v1/chat/completions":
-                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-                auth = self.headers.get("Authorization", "")
-                with server.lock:
-                    seen = sum(1 for c, _ in server.requests if c == content)
-                    server.requests.append((content, auth))
-                if server.delay_s:
-                    time.sleep(server.delay_s)
-                if "#500" in content:
-                    return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
-                if "#429once" in content and seen == 0:
-                    return self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                                      [("Retry-After", "0")])
-                if "#401" in content:
-                    key = auth.removeprefix("Bearer ")
-                    return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}",
-                                                      "type": "invalid_request_error"}})
-                if "#garbage" in content:  # a proxy's error page instead of JSON
-                    data = b"<html>bad gateway</html>"
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/html")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return None
-                if "#slow" in content:
-                    time.sleep(server.slow_s)
-                answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": 1767225600,
-                    "model": f"served/{body['model']}",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": len(content.split()), "completion_tokens": len(answer.split()),
-                              "total_tokens": len(content.split()) + len(answer.split())},
-                })
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def count(self, needle: str | None = None) -> int:
-        with self.lock:
-            return sum(1 for c, _ in self.requests if needle is None or needle in c)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.requests.clear()
-        self.delay_s = 0.0
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

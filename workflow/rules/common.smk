@@ -96,6 +96,15 @@ def get_raw_provenance(wildcards):
     return matbench_wf.raw_provenance(config, SOURCES, wildcards.task)
 
 
+def get_reactions_outputs():
+    from crucible.reactions.workflow import outputs
+
+    try:
+        return outputs(config)
+    except ConfigError as exc:
+        raise WorkflowError(f"config reactions: {exc}")
+
+
 def mlip_models():
     return mlip_wf.models(config)
 
@@ -109,7 +118,7 @@ def get_mlip_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs() + get_crystal_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs() + get_crystal_outputs() + get_reactions_outputs()
 
 
 def get_crystal_outputs():
@@ -179,3 +188,17 @@ def _cat_chunks(wc):
 
 def _cat_models():
     return catalysis_workflow.models(config)
+
+
+# Reactions (RxnOptBench semantics): input functions of reactions.smk; logic in crucible.reactions.workflow.
+def _rxn_raw(wildcards):
+    from crucible.reactions.workflow import raw_file
+
+    return raw_file(config, wildcards.rxn_dataset)
+
+
+def _rxn_artifact_sha(wildcards):
+    from crucible.reactions.data import DATASETS
+
+    spec = DATASETS.get(wildcards.rxn_dataset)
+    return f"--artifact-sha256 {SOURCES['artifacts'][spec.artifact]['sha256']}" if spec else ""

