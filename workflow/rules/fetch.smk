@@ -95,8 +95,7 @@ rule fetch_cdvae_csv:
         cdvae_split="train|val|test",
     params:
         sources=SOURCES_FILE,
-        mirror=lambda wc: ("--url-prefix " + config["crystal"]["cdvae_url_prefix"])
-        if config.get("crystal", {}).get("cdvae_url_prefix") else "",
+        mirror=lambda wc: crystal_workflow.cdvae_mirror_args(config),
     log:
         "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
     retries: 2
