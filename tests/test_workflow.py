@@ -321,7 +321,7 @@ def test_local_profile_runs_gpu_rules_without_gpu(tmp_path):
 @pytest.mark.slow  # plans the whole real DAG: ~15 s idle, more on a loaded machine
 @pytest.mark.skipif(not any((REPO / p).exists() for p in ("Snakefile", "workflow/Snakefile")),
                     reason="no Snakefile yet")
-@pytest.mark.parametrize("configfile", [None, "config/paper.yaml"])
+@pytest.mark.parametrize("configfile", [None, "config/paper.yaml", ".test/structures.yaml"])
 def test_real_workflow_dry_run_with_slurm_profile(configfile):
     """The default and the paper configuration plan on the SLURM profile, and every rule that
     asks for a GPU (whatever its family) is sent to the GPU partition, and only those."""
@@ -334,6 +334,9 @@ def test_real_workflow_dry_run_with_slurm_profile(configfile):
     assert parts and "predict_matbench" in parts
     for rule, (partition, gpu) in parts.items():
         assert (partition == "gpu") == (gpu > 0), rule
-    if configfile:  # the paper configuration runs every family's GPU rules
-        gpu_rules = {rule for rule, (_, gpu) in parts.items() if gpu}
+    gpu_rules = {rule for rule, (_, gpu) in parts.items() if gpu}
+    if configfile == "config/paper.yaml":  # the paper configuration runs every family's GPU rules
         assert GPU_RULES | {"generate_crystals_gpu", "relax_catalysis"} <= gpu_rules
+    if configfile == ".test/structures.yaml":  # structure caches and user datasets (issue 16)
+        assert {"build_mlip_embeddings", "predict_user_dataset_gpu", "predict_matbench_gpu"} <= gpu_rules
+        assert {"build_structure_cache", "predict_user_dataset", "tabulate_user_dataset"} <= set(parts)

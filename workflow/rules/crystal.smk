@@ -93,7 +93,7 @@ rule score_crystals:
     params:
         # the sidecar is optional (a language model's comes from the LLM stage), so it is a
         # param, not an input
-        info=lambda wildcards, input: Path(input.responses).with_suffix(".json").as_posix(),
+        info=lambda wc, input: f"{os.path.splitext(input.responses)[0]}.json",
         timeout=CRYSTAL_TIMEOUT,
     log:
         "logs/crystal/{crystal_dataset}/score_{responder}.log",

@@ -5,7 +5,7 @@
 
 rule build_magpie_cache:
     input:
-        matbench_wf.clean_data_files(config),
+        matbench_wf.feature_data_files(config),
     output:
         cache=matbench_wf.magpie_cache(),
         # each task's rows of the cache (same --data order), so fold jobs read only their task's
@@ -22,3 +22,46 @@ rule build_magpie_cache:
         "../../envs/matbench.yaml"
     shell:
         "crucible features build --data {input:q} --out {output.cache:q} --out-slices {output.slices:q} 2> {log:q}"
+
+
+# Structure features (issue 16): every distinct structure featurized once, keyed by its
+# canonical hash; the version in the name changes with the featurizer.
+rule build_structure_cache:
+    input:
+        matbench_wf.structure_data_files(config),
+    output:
+        matbench_wf.scm_cache(),
+    log:
+        "logs/features/build_structure_cache.log",
+    benchmark:
+        "benchmarks/runs/features/build_structure_cache.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible features build-structures --data {input:q} --out {output:q} 2> {log:q}"
+
+
+# Pretrained-potential embeddings: a GPU job on a cluster (runs on the CPU when there is none).
+rule build_mlip_embeddings:
+    input:
+        matbench_wf.structure_data_files(config),
+    output:
+        matbench_wf.embedding_cache(),
+    log:
+        "logs/features/build_mlip_embeddings.log",
+    benchmark:
+        "benchmarks/runs/features/build_mlip_embeddings.tsv"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        "crucible features build-embeddings --model chgnet-0.3.0 --data {input:q} --threads {threads} "
+        "--out {output:q} 2> {log:q}"

@@ -95,7 +95,7 @@ rule fetch_cdvae_csv:
         cdvae_split="train|val|test",
     params:
         sources=SOURCES_FILE,
-        mirror=lambda wc: shared_wf.flag("--url-prefix", config.get("crystal", {}).get("cdvae_url_prefix")),
+        mirror=lambda wc: crystal_workflow.cdvae_mirror_args(config),
     log:
         "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
     retries: 2

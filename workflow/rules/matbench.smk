@@ -87,11 +87,13 @@ rule predict_matbench:
         card=rules.clean_matbench_task.output.card,
         folds=rules.make_matbench_folds.output[0],
         features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
     output:
         predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
         info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
     params:
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
+        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
         model_params=lambda wc: matbench_wf.model_params(config, wc.model),
         custom=matbench_wf.custom_models(config),
         # the GPU rule's extra arguments (element table, weights directory)
@@ -110,7 +112,7 @@ rule predict_matbench:
     shell:
         "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
         "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} {params.extra} "
+        "{params.features} {params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} {params.extra} "
         "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
@@ -160,6 +162,7 @@ use rule predict_matbench as predict_matbench_gpu with:
         card=rules.clean_matbench_task.output.card,
         folds=rules.make_matbench_folds.output[0],
         features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),
     output:
         predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),

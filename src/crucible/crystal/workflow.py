@@ -103,3 +103,11 @@ def get_crystal_outputs(config: dict[str, Any]) -> list[str]:
             out += [f"results/tables/crystal_{ds}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/crystal_{ds}_match_by_nsites.{ext}" for ext in ("png", "pdf")]
     return out
+
+
+def cdvae_mirror_args(config: dict) -> str:
+    """The fetch command's --url-prefix for a CDVAE mirror (crystal.cdvae_url_prefix), or ''."""
+    import shlex
+
+    prefix = (config.get("crystal") or {}).get("cdvae_url_prefix")
+    return f"--url-prefix {shlex.quote(prefix)}" if prefix else ""

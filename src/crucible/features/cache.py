@@ -82,12 +82,20 @@ def build_cache(
 ) -> int:
     """Featurize the distinct formulas of ``data_paths`` and write the cache; returns its row count.
 
-    ``slice_paths`` (one per data file, same order): also write each task's own rows of the cache
-    (its distinct formulas, sorted, same schema and version), so that a fold job of a 300-row
-    task reads a few kilobytes instead of the whole 126k-formula cache.
+    ``slice_paths``: also write a task's own rows of the cache (its distinct formulas, sorted,
+    same schema and version) to ``<dir>/<task>.parquet``, taken from the ``--data`` file of the
+    same name (``.../<task>.parquet``), so that a fold job of a 300-row task reads a few kilobytes
+    instead of the whole 126k-formula cache. Data files without a slice (user datasets) only feed
+    the cache.
     """
-    if slice_paths is not None and len(slice_paths) != len(data_paths):
-        raise ValueError(f"{len(slice_paths)} slice paths for {len(data_paths)} data files")
+    sources: dict[str, str | os.PathLike] = {}
+    for slice_path in slice_paths or ():
+        name = Path(slice_path).stem
+        matches = [d for d in data_paths if Path(d).stem == name]
+        if len(matches) != 1:
+            raise ValueError(f"slice {slice_path}: needs exactly one --data file named {name}.parquet, "
+                             f"found {len(matches)}")
+        sources[str(slice_path)] = matches[0]
     out_path = Path(out_path)
     m = _CACHE_NAME_RE.fullmatch(out_path.name)
     if m and m.group(1) != MAGPIE_VERSION:
@@ -107,13 +115,13 @@ def build_cache(
     table = pd.concat([pd.DataFrame({"formula": formulas}), features], axis=1)
     write_parquet(table, out_path, schema=cache_schema())
     log.info("wrote %s (%d rows) in %.2f s", out_path, len(table), time.perf_counter() - t0)
-    if slice_paths is not None:
+    if sources:
         index = pd.Index(formulas)
-        for data_path, slice_path in zip(data_paths, slice_paths):
+        for slice_path, data_path in sources.items():
             own = sorted(set(read_formulas([data_path])))
             rows = table.iloc[index.get_indexer(own)].reset_index(drop=True)
             write_parquet(rows, slice_path, schema=cache_schema())
-        log.info("wrote %d per-task slices", len(slice_paths))
+        log.info("wrote %d per-task slices", len(sources))
     return len(table)
 
 

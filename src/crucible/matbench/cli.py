@@ -9,6 +9,8 @@
     crucible matbench results-file --model M --tasks T1 T2 --data D1 D2 --folds F1 F2 \\
         --predictions (five per task, in task then fold order) --out-results R.json.gz --out-info I.json
     crucible matbench leaderboard --scores S1 S2 .. --published P.yaml --out-csv .. --out-png ..
+    crucible matbench user-fetch|user-clean|user-folds|user-predict|user-score|user-table ...
+        (user datasets, see crucible.matbench.cli_user)
 
 Every input file is named on the command line (no root directories re-expanded here), every
 output flag is ``--out`` or ``--out-<what>``. The handlers only parse and call the library.
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from crucible.errors import ConfigError, DataValidationError
 from crucible.io import read_json, read_parquet
+from crucible.matbench.cli_user import add_user_commands
 from crucible.matbench.tasks import N_FOLDS, TASK_TYPES
 
 
@@ -87,7 +90,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     # Several folds in one process (per-task jobs of cheap models): fitted in turn, one --out each.
     for fold, out in zip(args.fold, args.out):
         run_predict(spec, args.task, fold, args.data, args.folds, card, out,
-                    params=params, features_path=args.features, model_dir=args.out_model_dir, random_state=args.seed)
+                    params=params, features_path=args.features, model_dir=args.out_model_dir, random_state=args.seed,
+                    structure_features_path=args.structure_features)
     return 0
 
 
@@ -242,6 +246,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--card", required=True)
     p.add_argument("--folds", required=True)
     p.add_argument("--features", help="Magpie feature cache (models whose input_kind is magpie)")
+    p.add_argument("--structure-features", help="per-structure feature cache (structure models)")
     p.add_argument("--params", help="JSON hyperparameter overrides")
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
     p.add_argument("--element-table", help="element embedding CSV for composition networks")
@@ -315,3 +320,5 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out-png", required=True)
     p.add_argument("--out-pdf", required=True)
     p.set_defaults(func=_cmd_figures)
+
+    add_user_commands(sub)

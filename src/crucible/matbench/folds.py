@@ -91,13 +91,17 @@ def build_folds(
     check_partition(official, list(mbids), task)
     regenerated = regenerate_test_ids(mbids, data["target"].to_numpy(), task_type)
     compare_splits(official, regenerated, task)
+    return folds_table(mbids, official, data["target"].to_numpy(), task_type, inner_fraction, inner_seed)
 
+
+def folds_table(mbids: np.ndarray, test_ids: list[list[str]], target: np.ndarray, task_type: str,
+                inner_fraction: float = 0.25, inner_seed: int = 7) -> pd.DataFrame:
+    """The folds table for given test folds: each row's fold plus inner-validation flags."""
     position = {m: i for i, m in enumerate(mbids)}
     fold = np.full(len(mbids), -1, dtype=np.int8)
-    for k, ids in enumerate(official):
+    for k, ids in enumerate(test_ids):
         fold[[position[m] for m in ids]] = k
     out = pd.DataFrame({"mbid": mbids, "fold": fold})
-    target = data["target"].to_numpy()
     for k in range(N_FOLDS):
         train_idx = np.flatnonzero(fold != k)
         stratify = target[train_idx] if task_type == "classification" else None

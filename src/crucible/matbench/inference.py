@@ -25,7 +25,12 @@ from crucible.models.registry import ModelSpec
 log = logging.getLogger(__name__)
 
 
-def model_inputs(spec: ModelSpec, rows: pd.DataFrame, features_path: str | os.PathLike | None) -> Any:
+def model_inputs(spec: ModelSpec, rows: pd.DataFrame, features_path: str | os.PathLike | None,
+                 structure_features_path: str | os.PathLike | None = None, uses_structure: bool = False) -> Any:
+    from crucible.matbench.structure_inputs import STRUCTURE_KINDS, structure_model_inputs
+
+    if spec.input_kind in STRUCTURE_KINDS:
+        return structure_model_inputs(spec, rows, features_path, structure_features_path, uses_structure)
     if spec.input_kind == "composition":
         return rows["formula"].reset_index(drop=True)
     if features_path is None:
@@ -45,6 +50,8 @@ def fit_predict(
     features_path: str | os.PathLike | None = None,
     random_state: int = 0,
     model_dir: str | os.PathLike | None = None,
+    structure_features_path: str | os.PathLike | None = None,
+    uses_structure: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     if not (data["mbid"].to_numpy() == folds["mbid"].to_numpy()).all():
         raise CrucibleError("data and folds tables list different mbids (rebuild the folds)")
@@ -56,7 +63,8 @@ def fit_predict(
 
     # One read of the features for every row of the task, then plain row selection: reading the
     # cache once per split (train, val, test) cost up to three reads per job.
-    inputs = model_inputs(spec, data, features_path)
+    extra = {"structure_features_path": structure_features_path, "uses_structure": uses_structure}
+    inputs = model_inputs(spec, data, features_path, **extra)
     X_train = inputs.iloc[train_idx].reset_index(drop=True)
     y_train = train["target"].to_numpy()
     fit_kwargs: dict[str, Any] = {}
@@ -95,6 +103,7 @@ def fit_predict(
         "device": str(getattr(estimator, "device_", "cpu")),
         "fit_seconds": round(fit_seconds, 3),
         "predict_seconds": round(predict_seconds, 3),
+        "structures_used": bool(uses_structure),
         "crucible_version": __version__,
     }
     fit_info = getattr(estimator, "fit_info_", None)
@@ -132,13 +141,17 @@ def run_predict(
     features_path: str | os.PathLike | None = None,
     model_dir: str | os.PathLike | None = None,
     random_state: int = 0,
+    structure_features_path: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     from crucible.matbench.prediction_files import write_predictions
+    from crucible.matbench.structure_inputs import check_card
 
+    uses_structure = check_card(spec, card)
     data = read_parquet(data_path)
     folds = read_parquet(folds_path)
     log.info("%s %s fold %d: fitting", spec.name, task, fold)
-    preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir)
+    preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir,
+                              structure_features_path=structure_features_path, uses_structure=uses_structure)
     info["task"] = task
     info["inputs"] = card.get("inputs_available", "composition")
     write_predictions(preds, out_path, card["task_type"])

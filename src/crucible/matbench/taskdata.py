@@ -97,6 +97,31 @@ def card_values(card: Mapping[str, Any], task: str, card_path: str | os.PathLike
     return card["task_type"], mad
 
 
+def structures_used(prediction_paths: Sequence[str | os.PathLike]) -> bool | None:
+    """Whether the model read crystal structures, from the fold jobs' sidecars (None: unknown).
+
+    Structures in the data do not mean a model used them: gbm-magpie on the upstream files
+    still sees formulas only.
+    """
+    from crucible.io import read_json
+
+    flags = []
+    for path in prediction_paths:
+        sidecar = Path(path).with_suffix(".json")
+        info = read_json(sidecar) if sidecar.is_file() else {}
+        if "structures_used" not in info:
+            return None
+        flags.append(bool(info["structures_used"]))
+    return all(flags)
+
+
+def _inputs_given(td: TaskData, used: bool | None) -> str:
+    """What the model was given: from its sidecars when they say, else from the data."""
+    if used is None:
+        return td.inputs_given
+    return STRUCTURE if used else COMPOSITION_ONLY
+
+
 def score_prediction_files(
     task: str,
     data_path: str | os.PathLike,
@@ -110,8 +135,9 @@ def score_prediction_files(
 ) -> dict[str, Any]:
     """Score one model's five fold prediction files on one task (matbench 0.6's scorer).
 
-    ``inputs_given`` is recorded under the record's ``input_kind`` key; by default it is read
-    from the data (structures present or not).
+    ``inputs_given`` is recorded under the record's ``input_kind`` key; by default it is what
+    the fold jobs' sidecars say (``structures_used``), else read from the data (structures
+    present or not). When the sidecars say, the record also carries ``structures_used``.
     """
     from crucible.matbench.prediction_files import read_predictions
     from crucible.matbench.scoring import score_fold, score_task
@@ -128,7 +154,11 @@ def score_prediction_files(
             folds.append(score_fold(td.task_type, y_true, df["prediction"].to_numpy(), proba))
         except DataValidationError as exc:
             raise DataValidationError(f"{path} (fold {k}): {exc}") from None
-    return score_task(task, td.task_type, folds, mad, model=model, input_kind=inputs_given or td.inputs_given)
+    used = structures_used(prediction_paths)
+    record = score_task(task, td.task_type, folds, mad, model=model, input_kind=inputs_given or _inputs_given(td, used))
+    if used is not None:
+        record["structures_used"] = used
+    return record
 
 
 def fold_parameters(path: str | os.PathLike) -> dict[str, Any]:
@@ -156,8 +186,8 @@ def results_file_tasks(
     """The fold dicts of every task for ``write_results_file``, and the ``input`` text.
 
     ``prediction_files[task]`` are the five fold files in fold order; ``data_files[task]`` and
-    ``fold_files[task]`` the task's clean data and folds. The input text is what the data says
-    the models were given (``mixed: ...`` when tasks differ).
+    ``fold_files[task]`` the task's clean data and folds. The input text is what the fold jobs'
+    sidecars say the model was given, else what the data holds (``mixed: ...`` when tasks differ).
     """
     from crucible.matbench.prediction_files import read_predictions
 
@@ -168,7 +198,7 @@ def results_file_tasks(
     kinds = set()
     for task, paths in prediction_files.items():
         td = TaskData(task, data_files[task], fold_files[task])
-        kinds.add(td.inputs_given)
+        kinds.add(_inputs_given(td, structures_used(paths)))
         folds = []
         for k, path in enumerate(check_fold_paths(paths)):
             df = read_predictions(path, td.task_type, td.test_ids[k], k)

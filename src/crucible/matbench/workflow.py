@@ -61,10 +61,22 @@ def models_of_kind(config: dict[str, Any], kind: str) -> list[str]:
     return [m for m in models(config) if model_kind(config, m) == kind]
 
 
+def cpu_models(config: dict[str, Any]) -> list[str]:
+    """Models fitted on the CPU, per fold ('cpu') or per task ('task'): a user dataset's fold
+    jobs (one per fold whatever the granularity) take both."""
+    return [m for m in models(config) if model_kind(config, m) in ("cpu", "task")]
+
+
 def check_models(config: dict[str, Any]) -> None:
-    """Fail at start-up, not in a job, on a model name that is neither built in nor configured."""
+    """Fail at start-up, not in a job, on a model name that is neither built in nor configured,
+    on a bad user dataset, or on a model that cannot get its inputs on a task (structure models
+    on the composition mirror, mlip-embed on a composition task)."""
     for m in models(config):
         model_kind(config, m)
+    try:
+        check_structure_inputs(config)
+    except ConfigError as exc:
+        raise ConfigError(f"config matbench: {exc}") from None
 
 
 def raw_task_file(config: dict[str, Any], task: str) -> str:
@@ -144,20 +156,19 @@ def magpie_slice(task: str) -> str:
 
 
 def magpie_slices(config: dict[str, Any]) -> list[str]:
-    """One cache slice per configured task, in task order (the order of the cache job's --data)."""
+    """One cache slice per configured Matbench task (user datasets read the whole cache)."""
     return [magpie_slice(t) for t in tasks(config)]
 
 
-def model_features(config: dict[str, Any], model: str, task: str) -> str | list[str]:
-    """The task's slice of the feature cache for models that take Magpie features, else nothing.
+def model_features(config: dict[str, Any], model: str, task: str | None = None) -> str | list[str]:
+    """The feature cache for models that take Magpie features (rf-scm-magpie too), else nothing.
 
-    A fold job reads only its task's rows: a few kilobytes for a small task instead of the whole
-    126k-formula cache.
+    With a Matbench ``task``: that task's slice of the cache, so that a fold job reads only its
+    task's rows (a few kilobytes for a small task instead of the whole 126k-formula cache).
+    Without (user datasets): the whole cache.
     """
-    from crucible.models.registry import get_spec
-
-    if get_spec(model, config["matbench"]["custom_models"]).input_kind == "magpie":
-        return magpie_slice(task)
+    if _spec(config, model).input_kind in ("magpie", SCM_KIND):
+        return magpie_slice(task) if task is not None else magpie_cache()
     return []
 
 
@@ -219,8 +230,15 @@ def data_outputs(config: dict[str, Any]) -> list[str]:
 
 
 def final_outputs(config: dict[str, Any]) -> list[str]:
-    """Every Matbench target of ``rule all``."""
+    """Every Matbench target of ``rule all``: the official tasks' (none when ``tasks: []``, a
+    config of user datasets only), then the user datasets'."""
+    return official_outputs(config) + user_outputs(config)
+
+
+def official_outputs(config: dict[str, Any]) -> list[str]:
     ts, ms = tasks(config), models(config)
+    if not ts:
+        return []
     out = [
         "results/tables/matbench_tasks.csv",
         "results/tables/matbench_tasks.md",
@@ -235,4 +253,124 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
         out += ["results/tables/matbench_folds.csv"]
         out += [f"results/figures/matbench_scaled_error.{ext}" for ext in ("png", "pdf")]
         out += [f"results/figures/matbench/{m}/{t}.png" for m in ms for t in ts]
+    return out
+
+
+# --- structure features, structure models and user datasets (issue 16) ------------------------
+
+SCM_KIND, EMBED_KIND = "scm-magpie", "mlip-embedding"
+
+
+def _spec(config: dict[str, Any], model: str):
+    from crucible.models.registry import get_spec
+
+    return get_spec(model, config["matbench"]["custom_models"])
+
+
+def user_datasets(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``matbench.user_datasets``, each entry checked (name, keys), in name order."""
+    from crucible.matbench.user_datasets import check_spec
+
+    return {name: check_spec(name, spec) for name, spec in sorted(config["matbench"].get("user_datasets", {}).items())}
+
+
+def user_dataset_spec(config: dict[str, Any], name: str) -> str:
+    """One user dataset's entry as sorted JSON (a ``params:`` value: editing it reruns)."""
+    return json.dumps(user_datasets(config)[name], sort_keys=True)
+
+
+def user_data_file(name: str) -> str:
+    return f"results/matbench/user/{name}/data.parquet"
+
+
+def task_input_type(config: dict[str, Any], task: str) -> str:
+    """'composition' or 'structure': what the task (or user dataset) is defined on."""
+    from crucible.matbench.tasks import COMPOSITION_TASKS
+
+    if task in TASKS:
+        return "composition" if task in COMPOSITION_TASKS else "structure"
+    return user_datasets(config)[task]["input"]
+
+
+def structures_available(config: dict[str, Any], task: str) -> bool:
+    """Whether the clean table will hold structures (the composition mirror has formulas only)."""
+    from crucible.matbench.tasks import COMPOSITION_TASKS
+
+    if task in TASKS:
+        return task not in COMPOSITION_TASKS and config["matbench"].get("source") == "matminer"
+    return user_datasets(config)[task]["input"] == "structure"
+
+
+def fitted_models(config: dict[str, Any]) -> list[str]:
+    """Configured models that crucible runs itself (not imported prediction files)."""
+    mb = config["matbench"]
+    return [m for m in mb.get("models", []) if m not in mb.get("prediction_files", {})]
+
+
+def check_structure_inputs(config: dict[str, Any]) -> None:
+    """Stop before anything runs if a model cannot get the inputs it needs on a task or dataset."""
+    from crucible.matbench.structure_inputs import check_inputs
+
+    names = tasks(config) + list(user_datasets(config))
+    for model in fitted_models(config):
+        spec = _spec(config, model)
+        for task in names:
+            check_inputs(spec, task, task_input_type(config, task), structures_available(config, task))
+
+
+def structure_feature_kind(config: dict[str, Any], model: str, task: str) -> str | None:
+    """Which per-structure cache the model reads on this task: SCM_KIND, EMBED_KIND or None."""
+    kind = _spec(config, model).input_kind
+    if kind == EMBED_KIND:
+        return EMBED_KIND
+    if kind == SCM_KIND and task_input_type(config, task) == "structure" and structures_available(config, task):
+        return SCM_KIND
+    return None
+
+
+def scm_cache() -> str:
+    from crucible.features.structure_cache import scm_cache_filename
+
+    return f"results/features/{scm_cache_filename()}"
+
+
+def embedding_cache() -> str:
+    from crucible.features.mlip_embed import embed_cache_filename
+
+    return f"results/features/{embed_cache_filename()}"
+
+
+def model_structure_features(config: dict[str, Any], model: str, task: str) -> str | list[str]:
+    """The per-structure cache a structure model reads on this task or user dataset, else nothing."""
+    kind = structure_feature_kind(config, model, task)
+    return {SCM_KIND: scm_cache(), EMBED_KIND: embedding_cache()}.get(kind, [])
+
+
+def structure_tasks(config: dict[str, Any]) -> list[str]:
+    """Tasks and user datasets whose clean tables carry structures."""
+    return [t for t in tasks(config) + list(user_datasets(config)) if structures_available(config, t)]
+
+
+def structure_data_files(config: dict[str, Any]) -> list[str]:
+    """The clean tables the structure caches are built from."""
+    users = user_datasets(config)
+    return [user_data_file(t) if t in users else data_file(t) for t in structure_tasks(config)]
+
+
+def feature_data_files(config: dict[str, Any]) -> list[str]:
+    """The clean tables the Magpie cache is built from: the official tasks' and the user datasets'."""
+    return clean_data_files(config) + [user_data_file(d) for d in user_datasets(config)]
+
+
+def user_score_files(config: dict[str, Any], name: str) -> list[str]:
+    return [f"results/matbench/user/{name}/scores/{m}.json" for m in fitted_models(config)]
+
+
+def user_outputs(config: dict[str, Any]) -> list[str]:
+    out = []
+    for name in user_datasets(config):
+        out += [f"results/matbench/user/{name}/folds.parquet"]
+        if fitted_models(config):
+            out += user_score_files(config, name)
+            out += [f"results/tables/matbench_user_{name}.{ext}" for ext in ("csv", "md", "tex")]
     return out

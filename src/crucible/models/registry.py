@@ -5,7 +5,14 @@ Every model follows scikit-learn's estimator protocol: ``fit(X, y)``, ``predict(
 ``input_kind``:
 
 - ``"magpie"``: a DataFrame of the 132 Magpie features (from the shared feature cache);
-- ``"composition"``: a pandas Series of formula strings.
+- ``"composition"``: a pandas Series of formula strings;
+- ``"scm-magpie"``: the Magpie features plus, on structure tasks, a column of each row's Sine
+  Coulomb matrix eigenvalues (from the per-structure cache);
+- ``"mlip-embedding"``: a pretrained potential's per-structure embedding (from its cache).
+
+``inputs`` says what a model reads: ``("formula",)`` formulas only; ``("formula", "structure")``
+the structure where the task gives one, the formula on composition tasks; ``("structure",)``
+structures only (see :mod:`crucible.matbench.structure_inputs`).
 
 A model that early-stops declares ``uses_validation=True`` and receives the fold's inner
 validation rows as ``fit(X, y, X_val=..., y_val=...)``. A model whose estimator has
@@ -34,6 +41,7 @@ class ModelSpec:
     uses_validation: bool = False
     # "gpu" models go to the GPU rule (and the GPU partition on SLURM); they still run on CPU.
     device: str = "cpu"
+    inputs: tuple[str, ...] = ("formula",)
     # Job granularity: "fold" (one job per fold) or "task" (one job fits the five folds in turn),
     # for models whose fit costs less than the ~2 s of interpreter and import start-up of a job.
     granularity: str = "fold"
@@ -53,12 +61,15 @@ _BUILTINS = {
     "rf-magpie": "crucible.models.trees",
     "gbm-magpie": "crucible.models.trees",
     "comp-transformer": "crucible.models.comp_transformer",
+    "rf-scm-magpie": "crucible.models.structure_models",
+    "mlip-embed": "crucible.models.structure_models",
 }
+INPUT_KINDS = ("magpie", "composition", "scm-magpie", "mlip-embedding")
 
 
 def register(spec: ModelSpec) -> ModelSpec:
-    if spec.input_kind not in ("magpie", "composition"):
-        raise ValueError(f"model {spec.name!r}: input_kind must be 'magpie' or 'composition'")
+    if spec.input_kind not in INPUT_KINDS:
+        raise ValueError(f"model {spec.name!r}: input_kind must be one of {', '.join(INPUT_KINDS)}")
     if spec.device not in ("cpu", "gpu"):
         raise ValueError(f"model {spec.name!r}: device must be 'cpu' or 'gpu'")
     _REGISTRY[spec.name] = spec

@@ -1,0 +1,121 @@
+"""Per-structure embeddings from a pretrained interatomic potential (no fine-tuning).
+
+``chgnet-0.3.0``: CHGNet 0.3.0's crystal feature vector (64 floats: the pooled atom features
+after the last interaction block, the input of its energy head), from
+``CHGNet.predict_structure(..., return_crystal_feas=True)`` with the weights shipped inside the
+chgnet wheel (the same model as ``crucible mlip``'s ``chgnet-0.3.0`` calculator).
+
+CHGNet batches graphs, and float32 sums change in the last bit with the batch composition, so
+structures are always embedded in hash order with a fixed batch size: a rebuild gives the same
+numbers on the same device. The version (file name and metadata of the cache) covers the
+chgnet and torch versions, the batch size and our code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+EMBED_MODELS = ("chgnet-0.3.0",)
+EMBED_COLUMN = "embedding"
+BATCH_SIZE = 16
+# Bump when our code changes in a way that can change output.
+_REVISION = "1"
+
+
+def embed_version(model: str = "chgnet-0.3.0") -> str:
+    _check_model(model)
+    key = (f"{_REVISION}|{model}|chgnet {importlib.metadata.version('chgnet')}|"
+           f"torch {importlib.metadata.version('torch')}|batch {BATCH_SIZE}")
+    return f"{model}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def embed_cache_prefix() -> str:
+    return "mlip-embed"
+
+
+def embed_cache_filename(model: str = "chgnet-0.3.0") -> str:
+    return f"{embed_cache_prefix()}-{embed_version(model)}.parquet"
+
+
+def _check_model(model: str) -> None:
+    from crucible.errors import ConfigError
+
+    if model not in EMBED_MODELS:
+        raise ConfigError(f"no embedding for potential {model!r}; known: {', '.join(EMBED_MODELS)}")
+
+
+def chgnet_embeddings(structure_jsons: Sequence[str], device: str | None = None,
+                      batch_size: int = BATCH_SIZE) -> np.ndarray:
+    """(n, 64) float64 crystal feature vectors of CHGNet 0.3.0, one row per structure."""
+    import torch
+    from chgnet.model import CHGNet
+    from pymatgen.core import Structure
+    from tqdm import tqdm
+
+    from crucible.features.structure_cache import _RowError
+    from crucible.mlip.calculators import resolve_device
+
+    device = resolve_device(device)
+    model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
+    model.eval()
+    out = []
+    for start in tqdm(range(0, len(structure_jsons), batch_size), desc="chgnet embeddings", mininterval=5, disable=None):
+        chunk = structure_jsons[start:start + batch_size]
+        structures = []
+        for i, text in enumerate(chunk):
+            try:
+                structures.append(Structure.from_str(text, fmt="json"))
+            except Exception as exc:  # pymatgen raises many types on bad input
+                raise _RowError(start + i, f"not a readable structure: {exc}") from None
+        try:
+            preds = model.predict_structure(structures, task="e", return_crystal_feas=True, batch_size=batch_size)
+        except Exception as exc:  # CHGNet's graph builder refuses e.g. isolated atoms
+            raise _RowError(start, f"CHGNet failed on the batch starting here: {exc}") from None
+        if isinstance(preds, dict):
+            preds = [preds]
+        out.extend(np.asarray(p["crystal_fea"], dtype=np.float64) for p in preds)
+        del preds
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return np.stack(out) if out else np.zeros((0, 64))
+
+
+def build_embedding_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike,
+                          model: str = "chgnet-0.3.0", device: str | None = None) -> int:
+    from crucible.features.structure_cache import build_feature_cache
+
+    _check_model(model)
+
+    def featurize(structure_jsons: list[str]) -> dict[str, pa.Array]:
+        values = chgnet_embeddings(structure_jsons, device)
+        width = values.shape[1]
+        return {EMBED_COLUMN: pa.array([row.tolist() for row in values], pa.list_(pa.float64(), width))}
+
+    return build_feature_cache(data_paths, out_path, embed_cache_prefix(), embed_version(model), featurize)
+
+
+def load_embeddings(path: str | os.PathLike, hashes: Sequence[str], model: str = "chgnet-0.3.0") -> np.ndarray:
+    from pathlib import Path
+
+    from crucible.features.structure_cache import load_structure_cache
+
+    # The DAG names the cache after the version of the environment that built it; the job that
+    # reads it (a gradient-boosting head) may run where chgnet and torch are not installed, so
+    # the version expected is the one in the file name, checked against the file's own metadata.
+    name = Path(path).name
+    prefix = f"{embed_cache_prefix()}-{model}-"
+    if name.startswith(prefix) and name.endswith(".parquet"):
+        expected = name[len(embed_cache_prefix()) + 1:-len(".parquet")]
+    else:
+        expected = embed_version(model)
+    rows = load_structure_cache(path, hashes, EMBED_COLUMN, expected)
+    return np.asarray(rows, dtype=np.float64).reshape(len(hashes), -1)

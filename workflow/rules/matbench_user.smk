@@ -1,0 +1,164 @@
+# Your own datasets (matbench.user_datasets) through the Matbench protocol: fetch (pinned
+# SHA-256) -> clean -> 5 folds (KFold/StratifiedKFold, seed 18012019) -> predict -> score -> table.
+# Kept apart from the 13 official tasks: no official n/MAD or split file can check them, and they
+# never enter the Matbench results file or leaderboard.
+localrules:
+    fetch_user_dataset,
+
+
+rule fetch_user_dataset:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    output:
+        "resources/downloads/user/{dataset}.json.gz",
+    params:
+        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
+    log:
+        "logs/fetch/user/{dataset}.log",
+    retries: 2
+    conda:
+        "../../envs/fetch.yaml"
+    shell:
+        "crucible matbench user-fetch --dataset {wildcards.dataset:q} --spec {params.spec:q} --out {output:q} 2> {log:q}"
+
+
+rule clean_user_dataset:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    input:
+        "resources/downloads/user/{dataset}.json.gz",
+    output:
+        data="results/matbench/user/{dataset}/data.parquet",
+        card="results/matbench/user/{dataset}/card.json",
+    params:
+        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/user/{dataset}/clean.log",
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench user-clean --dataset {wildcards.dataset:q} --spec {params.spec:q} --raw {input:q} "
+        "--out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
+
+
+rule make_user_folds:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    input:
+        data="results/matbench/user/{dataset}/data.parquet",
+        card="results/matbench/user/{dataset}/card.json",
+    output:
+        "results/matbench/user/{dataset}/folds.parquet",
+    params:
+        fraction=config["matbench"]["inner_validation"]["fraction"],
+        seed=config["matbench"]["inner_validation"]["seed"],
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/user/{dataset}/folds.log",
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench user-folds --data {input.data:q} --card {input.card:q} --inner-fraction {params.fraction} "
+        "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
+
+
+# CPU models; GPU models run the same job in predict_user_dataset_gpu below.
+rule predict_user_dataset:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        model=shared_wf.alternation(matbench_wf.cpu_models(config)),
+    input:
+        data="results/matbench/user/{dataset}/data.parquet",
+        card="results/matbench/user/{dataset}/card.json",
+        folds="results/matbench/user/{dataset}/folds.parquet",
+        features=lambda wc: matbench_wf.model_features(config, wc.model),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
+    output:
+        predictions="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.parquet",
+        info="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.json",
+    params:
+        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
+        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
+        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
+        custom=matbench_wf.custom_models(config),
+        # the GPU rule's extra argument (element table)
+        extra="",
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/user/{dataset}/predict/{model}/fold_{fold}.log",
+    benchmark:
+        "benchmarks/runs/matbench/user/{dataset}/predict/{model}/fold_{fold}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench user-predict --model {wildcards.model:q} --fold {wildcards.fold} "
+        "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
+        "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
+
+
+# GPU models on a user dataset: the same job, sent to a GPU partition by profiles/slurm.
+use rule predict_user_dataset as predict_user_dataset_gpu with:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
+    input:
+        data="results/matbench/user/{dataset}/data.parquet",
+        card="results/matbench/user/{dataset}/card.json",
+        folds="results/matbench/user/{dataset}/folds.parquet",
+        features=lambda wc: matbench_wf.model_features(config, wc.model),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
+        element_table=lambda wc: matbench_wf.element_table(config, wc.model),
+    params:
+        extra=lambda wildcards, input: shared_wf.flag("--element-table", input.element_table),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
+    conda:
+        "../../envs/torch.yaml"
+
+
+rule score_user_dataset:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    input:
+        data="results/matbench/user/{dataset}/data.parquet",
+        card="results/matbench/user/{dataset}/card.json",
+        folds="results/matbench/user/{dataset}/folds.parquet",
+        predictions=expand("results/matbench/user/{{dataset}}/predictions/{{model}}/fold_{fold}.parquet", fold=matbench_wf.FOLDS),
+    output:
+        "results/matbench/user/{dataset}/scores/{model}.json",
+    log:
+        "logs/matbench/user/{dataset}/score/{model}.log",
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench user-score --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
+        "--folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
+
+
+rule tabulate_user_dataset:
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    input:
+        lambda wc: matbench_wf.user_score_files(config, wc.dataset),
+    output:
+        csv=report("results/tables/matbench_user_{dataset}.csv", caption="../report/user_dataset.rst", category="Matbench"),
+        md="results/tables/matbench_user_{dataset}.md",
+        tex="results/tables/matbench_user_{dataset}.tex",
+    log:
+        "logs/matbench/user/{dataset}/table.log",
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench user-table --scores {input:q} --out-csv {output.csv:q} --out-md {output.md:q} "
+        "--out-tex {output.tex:q} 2> {log:q}"
