@@ -10,12 +10,20 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from crucible import __version__ as CRUCIBLE_VERSION
+from crucible.config import check_config, check_output_dirs
 from crucible.errors import ConfigError
 from crucible.matbench.tasks import TASKS as ALL_TASKS
 from crucible.models.registry import get_spec
 from crucible.sources import load_sources
 
 
+# Our own check first: it names the key path and the cause in one line (Snakemake's validate
+# prints the whole schema), and also checks what a schema cannot say. validate then fills defaults.
+try:
+    check_config(config, Path(workflow.current_basedir) / "../schemas/config.schema.yaml")
+    check_output_dirs(".")
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 validate(config, schema="../schemas/config.schema.yaml")
 
 envvars:

@@ -53,6 +53,10 @@ _BUILTINS = {
 }
 
 
+def builtin_models() -> list[str]:
+    return sorted(_BUILTINS)
+
+
 def register(spec: ModelSpec) -> ModelSpec:
     if spec.input_kind not in ("magpie", "composition"):
         raise ValueError(f"model {spec.name!r}: input_kind must be 'magpie' or 'composition'")
