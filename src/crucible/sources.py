@@ -150,22 +150,73 @@ def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -
     return path
 
 
+def move_aside(path: Path) -> Path:
+    """Keep a file that failed its hash check for inspection, named by its own hash."""
+    aside = path.with_name(f"{path.name}.bad-{sha256_file(path)[:12]}")
+    os.replace(path, aside)
+    return aside
+
+
+FETCH_ATTEMPTS = 2  # a truncated or tampered download is fetched again once, then it is an error
+
+
 def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike) -> Path:
-    """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed."""
+    """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed.
+
+    A file already at ``dest`` with another hash, and a download that does not match, are moved
+    aside as ``<name>.bad-<their sha256[:12]>`` (kept for inspection, never deleted); the
+    download is tried again once.
+    """
     dest = Path(dest)
     if dest.exists():
         if sha256_file(dest) == spec["sha256"].lower():
             log.info("%s: already present with the pinned SHA-256, not downloading", name)
             return dest
-        log.warning("%s: %s exists but its hash differs; downloading again", name, dest)
+        log.warning("%s: %s exists but its hash differs; kept as %s, downloading again", name, dest, move_aside(dest))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
-        download = _pip_download if spec["kind"] == "pip" else _http_download
-        path = download(spec, Path(tmp))
-        check_hash(path, spec["sha256"], name)
-        os.replace(path, dest)
-    log.info("%s: %s (sha256 %s)", name, dest, spec["sha256"])
-    return dest
+    kept: list[Path] = []
+    for attempt in range(1, FETCH_ATTEMPTS + 1):
+        with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
+            download = _pip_download if spec["kind"] == "pip" else _http_download
+            path = download(spec, Path(tmp))
+            try:
+                check_hash(path, spec["sha256"], name)
+            except HashMismatchError as exc:
+                aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
+                os.replace(path, aside)
+                kept.append(aside)
+                log.warning("%s (attempt %d of %d); kept as %s", exc, attempt, FETCH_ATTEMPTS, aside)
+                continue
+            os.replace(path, dest)
+        log.info("%s: %s (sha256 %s)", name, dest, spec["sha256"])
+        return dest
+    raise HashMismatchError(
+        f"artifact {name!r} fetched twice and its SHA-256 differs from the pin both times: expected "
+        f"{spec['sha256'].lower()}, got {', '.join(sha256_file(p) for p in kept)}; the downloads are kept as "
+        f"{', '.join(str(p) for p in kept)}"
+    )
+
+
+def verify_pinned(path: str | os.PathLike, expected: str, what: str = "file") -> str:
+    """Check a file where it is read: an extracted member edited after extraction is refused."""
+    actual = sha256_file(path)
+    if actual != expected.lower():
+        raise HashMismatchError(
+            f"{path}: SHA-256 {actual} differs from the pin {expected.lower()} of this {what} in "
+            "config/sources.yaml; it changed after it was fetched or extracted: delete it and rerun, "
+            "so that it is extracted (or fetched) again"
+        )
+    return actual
+
+
+def check_card_pin(card: dict[str, Any], card_path: str | os.PathLike, pinned: str) -> None:
+    """A task card's recorded raw-file hash must equal the pin the workflow expects."""
+    recorded = (card.get("raw_file") or {}).get("sha256")
+    if recorded != pinned.lower():
+        raise HashMismatchError(
+            f"{card_path}: the task card records raw-file SHA-256 {recorded}, but the pin is {pinned.lower()}; "
+            "rebuild the card (delete it and rerun)"
+        )
 
 
 def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir: str | os.PathLike,

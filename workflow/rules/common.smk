@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -33,6 +34,11 @@ envvars:
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+# Custom model modules beside the project (matbench.custom_models: {class: "mymodels:MyModel"})
+# are imported by the start-up check from the working directory; jobs see the same directory.
+os.environ["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+if os.getcwd() not in sys.path:
+    sys.path.insert(0, os.getcwd())
 
 REPO = Path(workflow.current_basedir).parents[1]  # workflow/rules -> repository root
 SOURCES_FILE = str(REPO / "config" / "sources.yaml")
@@ -108,6 +114,20 @@ def get_raw_provenance(wildcards):
     return f"{spec['filename']}={spec['sha256']}"
 
 
+def get_raw_pin(wildcards):
+    """The pinned SHA-256 of the task's raw file: checked where it is read, and the task card must record it."""
+    return get_raw_provenance(wildcards).rsplit("=", 1)[1] if MATBENCH["source"] == "matminer" else \
+        SOURCES["artifacts"]["crabnet-2.0.8"]["members"][f"{wildcards.task}.csv"]["sha256"]
+
+
+def member_pin(artifact, member):
+    return SOURCES["artifacts"][artifact]["members"][member]["sha256"]
+
+
+def features_flag(wildcards, input):
+    return f"--features {shlex.quote(str(input.features))}" if input.features else ""
+
+
 def get_matminer_fetch_args(wildcards):
     mirror = MATBENCH.get("matminer", {})
     args = []
@@ -116,7 +136,7 @@ def get_matminer_fetch_args(wildcards):
     pinned = mirror.get("sha256", {}).get(wildcards.task)
     if pinned:
         args += ["--sha256", pinned]
-    return " ".join(args)
+    return " ".join(shlex.quote(a) for a in args)
 
 
 def get_clean_data_files():
@@ -158,6 +178,13 @@ def get_element_table(wildcards):
     if table in ("mat2vec", "magpie"):
         return f"resources/extracted/crabnet-2.0.8/{table}.csv"
     return table
+
+
+def get_element_table_pin(wildcards):
+    table = MATBENCH["model_params"].get(get_model_name(wildcards), {}).get("element_table", "mat2vec")
+    if table in ("mat2vec", "magpie"):
+        return f"--element-table-sha256 {member_pin('crabnet-2.0.8', f'{table}.csv')}"
+    return ""
 
 
 def get_prediction_file(wildcards):

@@ -19,4 +19,4 @@ rule build_magpie_cache:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible features build --data {input} --out {output} 2> {log}"
+        "crucible features build --data {input:q} --out {output:q} 2> {log:q}"

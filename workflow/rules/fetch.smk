@@ -19,7 +19,7 @@ rule fetch_artifact:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources fetch --artifact {params.artifact} --sources {params.sources} --out {output} 2> {log}"
+        "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} --out {output:q} 2> {log:q}"
 
 
 rule fetch_matminer_dataset:
@@ -33,7 +33,7 @@ rule fetch_matminer_dataset:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output} 2> {log}"
+        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
 
 rule extract_matbench_splits:
@@ -48,8 +48,8 @@ rule extract_matbench_splits:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources extract --artifact matbench-0.6 --sources {params.sources} "
-        "--archive {input} --out-dir resources/extracted/matbench-0.6 2> {log}"
+        "crucible sources extract --artifact matbench-0.6 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/matbench-0.6 2> {log:q}"
 
 
 rule extract_crabnet_mirror:
@@ -64,5 +64,5 @@ rule extract_crabnet_mirror:
     conda:
         "../../envs/fetch.yaml"
     shell:
-        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources} "
-        "--archive {input} --out-dir resources/extracted/crabnet-2.0.8 2> {log}"
+        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources:q} "
+        "--archive {input:q} --out-dir resources/extracted/crabnet-2.0.8 2> {log:q}"

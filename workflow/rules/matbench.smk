@@ -11,6 +11,8 @@ rule clean_matbench_task:
     params:
         source=MATBENCH["source"],
         provenance=get_raw_provenance,
+        raw_sha256=get_raw_pin,
+        metadata_sha256=member_pin("matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/clean/{task}.log",
@@ -22,9 +24,9 @@ rule clean_matbench_task:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench clean --task {wildcards.task} --source {params.source} --raw '{input.raw}' "
-        "--metadata {input.metadata} --artifact '{params.provenance}' "
-        "--out-data {output.data} --out-card {output.card} 2> {log}"
+        "crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
+        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} --metadata-sha256 {params.metadata_sha256} "
+        "--artifact {params.provenance:q} --out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
 rule make_matbench_folds:
@@ -37,6 +39,8 @@ rule make_matbench_folds:
     params:
         fraction=MATBENCH["inner_validation"]["fraction"],
         seed=MATBENCH["inner_validation"]["seed"],
+        raw_sha256=get_raw_pin,
+        validation_sha256=member_pin("matbench-0.6", "matbench_v0.1_validation.json"),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/folds/{task}.log",
@@ -48,9 +52,10 @@ rule make_matbench_folds:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench folds --task {wildcards.task} --data {input.data} --card {input.card} "
-        "--validation {input.validation} --inner-fraction {params.fraction} --inner-seed {params.seed} "
-        "--out {output} 2> {log}"
+        "crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
+        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} "
+        "--validation-sha256 {params.validation_sha256} --inner-fraction {params.fraction} "
+        "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
 rule matbench_tasks_table:
@@ -58,9 +63,10 @@ rule matbench_tasks_table:
         cards=get_task_cards(),
         data=get_clean_data_files(),
     output:
-        csv="results/tables/matbench_tasks.csv",
+        csv=report("results/tables/matbench_tasks.csv", caption="../report/tasks.rst", category="Matbench"),
         md="results/tables/matbench_tasks.md",
-        overlap_csv="results/tables/matbench_task_overlap.csv",
+        overlap_csv=report("results/tables/matbench_task_overlap.csv", caption="../report/task_overlap.rst",
+                           category="Matbench"),
         overlap_md="results/tables/matbench_task_overlap.md",
     log:
         "logs/matbench/tasks_table.log",
@@ -69,9 +75,9 @@ rule matbench_tasks_table:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench tasks-table --cards {input.cards} --data {input.data} "
-        "--out-csv {output.csv} --out-md {output.md} "
-        "--out-overlap-csv {output.overlap_csv} --out-overlap-md {output.overlap_md} 2> {log}"
+        "crucible matbench tasks-table --cards {input.cards:q} --data {input.data:q} "
+        "--out-csv {output.csv:q} --out-md {output.md:q} "
+        "--out-overlap-csv {output.overlap_csv:q} --out-overlap-md {output.overlap_md:q} 2> {log:q}"
 
 
 rule predict_matbench:
@@ -84,7 +90,7 @@ rule predict_matbench:
         predictions="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.parquet",
         info="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.json",
     params:
-        features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
+        features=features_flag,
         model_params=get_model_params,
         custom=get_custom_models(),
         version=CRUCIBLE_VERSION,
@@ -102,10 +108,10 @@ rule predict_matbench:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench predict --model {wildcards.cpu_model} --task {wildcards.task} "
-        "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
-        "{params.features} --params '{params.model_params}' --custom-models '{params.custom}' "
-        "--threads {threads} --out {output.predictions} 2> {log}"
+        "crucible matbench predict --model {wildcards.cpu_model:q} --task {wildcards.task} "
+        "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
+        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Models that benefit from a GPU: same job, sent to a GPU partition by profiles/slurm.
@@ -121,9 +127,10 @@ rule predict_matbench_gpu:
         info="results/matbench/predictions/{gpu_model}/{task}/fold_{fold}.json",
         weights=directory("results/matbench/models/{gpu_model}/{task}/fold_{fold}"),
     params:
-        features=lambda wildcards, input: f"--features {input.features}" if input.features else "",
+        features=features_flag,
         model_params=get_model_params,
         custom=get_custom_models(),
+        element_table_pin=get_element_table_pin,
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/predict/{gpu_model}/{task}/fold_{fold}.log",
@@ -137,11 +144,11 @@ rule predict_matbench_gpu:
     conda:
         "../../envs/torch.yaml"
     shell:
-        "crucible matbench predict --model {wildcards.gpu_model} --task {wildcards.task} "
-        "--fold {wildcards.fold} --data {input.data} --card {input.card} --folds {input.folds} "
-        "{params.features} --params '{params.model_params}' --custom-models '{params.custom}' "
-        "--element-table {input.element_table} --model-dir {output.weights} "
-        "--threads {threads} --out {output.predictions} 2> {log}"
+        "crucible matbench predict --model {wildcards.gpu_model:q} --task {wildcards.task} "
+        "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
+        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "--element-table {input.element_table:q} {params.element_table_pin} --model-dir {output.weights:q} "
+        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Predictions made outside crucible: validated like our own, then scored the same way.
@@ -159,4 +166,4 @@ rule import_matbench_predictions:
         "../../envs/matbench.yaml"
     shell:
         "crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
-        "--card {input.card} --folds {input.folds} --predictions {input.predictions} --out {output} 2> {log}"
+        "--card {input.card:q} --folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"

@@ -42,7 +42,7 @@ rule eos_table:
     input:
         lambda wc: expand("results/mlip/eos/{mlip_model}.parquet", mlip_model=mlip_models()),
     output:
-        csv="results/tables/mlip_eos.csv",
+        csv=report("results/tables/mlip_eos.csv", caption="../report/mlip_eos.rst", category="MLIP"),
         md="results/tables/mlip_eos.md",
         tex="results/tables/mlip_eos.tex",
     log:
@@ -57,9 +57,10 @@ rule eos_figures:
     input:
         lambda wc: expand("results/mlip/eos/{mlip_model}.parquet", mlip_model=mlip_models()),
     output:
-        png="results/figures/mlip_eos_delta.png",
+        png=report("results/figures/mlip_eos_delta.png", caption="../report/mlip_eos_delta.rst", category="MLIP"),
         pdf="results/figures/mlip_eos_delta.pdf",
-        parity_png="results/figures/mlip_eos_b0_parity.png",
+        parity_png=report("results/figures/mlip_eos_b0_parity.png", caption="../report/mlip_b0_parity.rst",
+                          category="MLIP"),
         parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
@@ -103,7 +104,8 @@ rule s2ef_table:
     input:
         lambda wc: expand("results/mlip/s2ef/{s2ef_dataset}/{mlip_model}.parquet", s2ef_dataset=wc.s2ef_dataset, mlip_model=mlip_models()),
     output:
-        csv="results/tables/mlip_s2ef_{s2ef_dataset}.csv",
+        csv=report("results/tables/mlip_s2ef_{s2ef_dataset}.csv", caption="../report/mlip_s2ef.rst", category="MLIP",
+                   labels={"dataset": "{s2ef_dataset}"}),
         md="results/tables/mlip_s2ef_{s2ef_dataset}.md",
         tex="results/tables/mlip_s2ef_{s2ef_dataset}.tex",
     log:

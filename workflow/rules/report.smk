@@ -18,8 +18,8 @@ rule score_matbench:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench score --task {wildcards.task} --card {input.card} --model {wildcards.model} "
-        "--predictions {input.predictions} --folds {input.folds} --data {input.data} --out {output} 2> {log}"
+        "crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
+        "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
 
 
 rule matbench_results_file:
@@ -38,9 +38,9 @@ rule matbench_results_file:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench results-file --model {wildcards.model} --tasks {params.tasks} "
+        "crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
         "--predictions-root results/matbench/predictions --folds-root results/matbench/folds "
-        "--data-root results/matbench/data --out {output.results} --info-out {output.info} 2> {log}"
+        "--data-root results/matbench/data --out {output.results:q} --info-out {output.info:q} 2> {log:q}"
 
 
 rule matbench_leaderboard:
@@ -59,9 +59,9 @@ rule matbench_leaderboard:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench leaderboard --scores {input.scores} --published {input.published} "
-        "--csv {output.csv} --md {output.md} --tex {output.tex} --folds-csv {output.folds} "
-        "--figure-png {output.png} --figure-pdf {output.pdf} 2> {log}"
+        "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} "
+        "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --folds-csv {output.folds:q} "
+        "--figure-png {output.png:q} --figure-pdf {output.pdf:q} 2> {log:q}"
 
 
 rule matbench_model_figure:
@@ -83,8 +83,8 @@ rule matbench_model_figure:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench figures --model {wildcards.model} --card {input.card} --data {input.data} "
-        "--predictions {input.predictions} --png {output.png} --pdf {output.pdf} 2> {log}"
+        "crucible matbench figures --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
+        "--predictions {input.predictions:q} --png {output.png:q} --pdf {output.pdf:q} 2> {log:q}"
 
 
 rule matbench:

@@ -16,6 +16,12 @@ from crucible.matbench.cli_scoring import add_scoring_commands
 def _clean(args: argparse.Namespace) -> int:
     from crucible.matbench import clean, tasks
 
+    from crucible.sources import verify_pinned
+
+    if args.raw_sha256:
+        verify_pinned(args.raw, args.raw_sha256, "raw task file")
+    if args.metadata_sha256:
+        verify_pinned(args.metadata, args.metadata_sha256, "metadata file")
     metadata = tasks.load_metadata(args.metadata)
     df, card = clean.clean_task(args.task, args.source, args.raw, metadata)
     bad = [kv for kv in args.artifact if "=" not in kv]
@@ -38,8 +44,14 @@ def _sha(path: str) -> str:
 def _folds(args: argparse.Namespace) -> int:
     from crucible.matbench import folds
 
+    from crucible.sources import check_card_pin, verify_pinned
+
     data = read_parquet(args.data)
     card = read_json(args.card)
+    if args.raw_sha256:
+        check_card_pin(card, args.card, args.raw_sha256)
+    if args.validation_sha256:
+        verify_pinned(args.validation, args.validation_sha256, "validation file")
     validation = folds.load_validation(args.validation)
     table = folds.build_folds(data, args.task, card["task_type"], validation, args.inner_fraction,
                               args.inner_seed, validation_source=args.validation)
@@ -75,6 +87,10 @@ def _predict(args: argparse.Namespace) -> int:
     spec = get_spec(args.model, custom)
     params = json.loads(args.params) if args.params else {}
     if args.element_table:
+        if args.element_table_sha256:
+            from crucible.sources import verify_pinned
+
+            verify_pinned(args.element_table, args.element_table_sha256, "element table")
         params["element_table"] = args.element_table
     run_predict(spec, args.task, args.fold, args.data, args.folds, read_json(args.card), args.out,
                 params=params, features_path=args.features, model_dir=args.model_dir, random_state=args.seed)
@@ -109,6 +125,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, choices=["composition-mirror", "matminer"])
     p.add_argument("--raw", required=True, help="crabnet CSV (mirror) or matminer .json.gz")
     p.add_argument("--metadata", required=True, help="matbench_v0.1_dataset_metadata.json")
+    p.add_argument("--raw-sha256", help="pinned SHA-256 of --raw: refuse the file if it differs")
+    p.add_argument("--metadata-sha256", help="pinned SHA-256 of --metadata: refuse the file if it differs")
     p.add_argument("--artifact", nargs="*", default=[], help="provenance as name=sha256 pairs")
     p.add_argument("--out-data", required=True)
     p.add_argument("--out-card", required=True)
@@ -119,6 +137,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
     p.add_argument("--validation", required=True, help="matbench_v0.1_validation.json")
+    p.add_argument("--validation-sha256", help="pinned SHA-256 of --validation: refuse the file if it differs")
+    p.add_argument("--raw-sha256", help="pinned SHA-256 of the raw file: the card must record exactly this")
     p.add_argument("--inner-fraction", type=float, default=0.25)
     p.add_argument("--inner-seed", type=int, default=7)
     p.add_argument("--out", required=True)
@@ -144,6 +164,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--params", help="JSON hyperparameter overrides")
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
     p.add_argument("--element-table", help="element embedding CSV for composition networks")
+    p.add_argument("--element-table-sha256", help="pinned SHA-256 of --element-table: refuse the file if it differs")
     p.add_argument("--model-dir", help="where a model with save() writes its trained state")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
