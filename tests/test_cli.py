@@ -32,3 +32,14 @@ def test_missing_input_file_is_named(tmp_path, venv_env):
                            "--out", str(tmp_path / "o.parquet")], env=venv_env, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "missing.parquet" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_predict_help_lists_models_and_tasks(venv_env):
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--help"],
+                          env={**venv_env, "COLUMNS": "250"}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for name in ("dummy", "rf-magpie", "gbm-magpie", "comp-transformer", "matbench_steels", "matbench_mp_e_form",
+                 "custom-models"):
+        assert name in text, name
+    assert "--model MODEL built-in" in text

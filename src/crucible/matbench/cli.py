@@ -117,6 +117,19 @@ def _checked_task(name: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _model_help() -> str:
+    from crucible.models.registry import builtin_models
+
+    return (f"built-in: {', '.join(builtin_models())}; or a name in --custom-models "
+            "(config matbench.custom_models)")
+
+
+def _task_help() -> str:
+    from crucible.matbench.tasks import TASKS
+
+    return f"one of: {', '.join(TASKS)}"
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -154,8 +167,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_tasks_table)
 
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
-    p.add_argument("--model", required=True)
-    p.add_argument("--task", required=True, type=_checked_task)
+    p.add_argument("--model", required=True, help=_model_help())
+    p.add_argument("--task", required=True, type=_checked_task, help=_task_help())
     p.add_argument("--fold", type=int, required=True, choices=range(5))
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
@@ -166,7 +179,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--element-table", help="element embedding CSV for composition networks")
     p.add_argument("--element-table-sha256", help="pinned SHA-256 of --element-table: refuse the file if it differs")
     p.add_argument("--model-dir", help="where a model with save() writes its trained state")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="random_state for models that take one and do not set it in --params (recorded)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", required=True)
     p.set_defaults(func=_predict)
