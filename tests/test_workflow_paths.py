@@ -5,6 +5,7 @@ does on day one."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -51,20 +52,23 @@ CONFIG = {
         "models": ["dummy", "mine"],
         "custom_models": {"mine": {"class": "mymodels:MeanOrMajority", "input": "composition"}},
     },
-    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu", "Al"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
+    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
 }
 
 
 def _snakemake(workdir, *args, env):
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+    # The clone itself lives under a path with spaces: its Snakefile, config and sources file too.
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(workdir / "my config.yaml"), "--cores", "2", *args]
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, venv_env):
-    workdir = tmp_path_factory.mktemp("dag") / "with spaces" / "my project"
+    workdir = tmp_path_factory.mktemp("dag") / "with spaces" / "my clone"
     workdir.mkdir(parents=True)
+    for name in ("Snakefile", "workflow", "config", "envs"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
     (workdir / "my config.yaml").write_text(yaml.safe_dump(CONFIG))
     (workdir / "mymodels.py").write_text(MODULE)
     env = {k: v for k, v in venv_env.items() if k != "PYTHONPATH"}

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from crucible.errors import DataValidationError
 from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie
 from crucible.io import write_parquet
+from crucible.progress import heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,8 @@ def build_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.Path
     formulas = sorted(first)
     log.info("featurizing %d distinct formulas from %d files", len(formulas), len(data_paths))
     try:
-        features = magpie(formulas)
+        with heartbeat(log, f"featurizing {len(formulas)} formulas"):
+            features = magpie(formulas)
     except FormulaError as exc:
         path, row = first[exc.formula]
         raise DataValidationError(f"{path}: row {row}: field 'formula' {exc.formula!r}: {exc.reason}") from None

@@ -65,8 +65,11 @@ def fit_predict(
         val = data.iloc[rows["val"]]
         fit_kwargs = {"X_val": model_inputs(spec, val, features_path), "y_val": val["target"].to_numpy()}
     started = time.perf_counter()
+    from crucible.progress import heartbeat
+
     try:
-        estimator.fit(X_train, y_train, **fit_kwargs)
+        with heartbeat(log, context):
+            estimator.fit(X_train, y_train, **fit_kwargs)
     except Exception as exc:  # a user's estimator can raise anything: name where it happened
         log.debug("fit traceback", exc_info=True)
         raise validation.ModelFitError(f"{context}: fit raised {type(exc).__name__}: {exc}") from exc

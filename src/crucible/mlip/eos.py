@@ -340,7 +340,7 @@ def run_eos(
     names = parse_elements(elements)
     rows = []
     bar = tqdm(names, desc=f"EOS {model}", unit="element", disable=not progress)
-    for element in bar:
+    for i, element in enumerate(bar, start=1):
         bar.set_postfix_str(element)
         t0 = time.perf_counter()
         atoms = dcdft[element]
@@ -361,7 +361,8 @@ def run_eos(
         if reason:
             log.warning("%s %s: %s", model, element, reason)
         rows.append(_row(model, element, device, len(atoms), volumes, energies, ref, fit, reason))
-        log.debug("%s %s done in %.2f s", model, element, time.perf_counter() - t0)
+        log.info("%s %s (%d/%d): %s in %.2f s", model, element, i, len(names), "ok" if reason is None else "failed",
+                 time.perf_counter() - t0)
     return pd.DataFrame(rows, columns=EOS_SCHEMA.names)
 
 

@@ -51,6 +51,7 @@ from torch import nn
 
 from crucible.errors import ConfigError, DataValidationError
 from crucible.models.registry import ModelSpec, register
+from crucible.progress import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -490,6 +491,7 @@ class CompTransformer(BaseEstimator):
             n_swa = int(self.swa_frac * epochs)
             swa_start = epochs - n_swa + 1 if n_swa >= 2 else None
             swa_state, swa_n = None, 0
+            throttle = Throttle()
             for epoch in range(1, epochs + 1):
                 net.train()
                 perm = torch.randperm(n, generator=gen)
@@ -536,6 +538,8 @@ class CompTransformer(BaseEstimator):
                     else:
                         stale += 1
                 history.append(record)
+                if throttle.ready(last=epoch == epochs):
+                    log.info("epoch %d/%d: %s", epoch, epochs, ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "epoch"))
                 if val is None and swa_start is not None and epoch >= swa_start:
                     # running mean of the weights over the low-LR tail of the cosine schedule
                     cur = net.state_dict()
