@@ -60,7 +60,7 @@ def _folds(args: argparse.Namespace) -> int:
 
 
 def _tasks_table(args: argparse.Namespace) -> int:
-    from crucible.matbench.tasktable import build_tables
+    from crucible.matbench.tasktable import OVERLAP_TABLE_HEADERS, TASK_TABLE_HEADERS, build_tables
     from crucible.report.tables import write_table
 
     cards = {Path(p).stem: read_json(p) for p in args.cards}
@@ -68,10 +68,11 @@ def _tasks_table(args: argparse.Namespace) -> int:
     if set(cards) != set(datas):
         raise ConfigError("tasks-table: --cards and --data name different tasks")
     tasks_df, overlap_df = build_tables(cards, datas)
-    write_table(tasks_df, csv=args.out_csv, md=args.out_md, digits=4,
+    write_table(tasks_df, csv=args.out_csv, md=args.out_md, digits=4, headers=TASK_TABLE_HEADERS,
                 md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n")
-    write_table(overlap_df, csv=args.out_overlap_csv, md=args.out_overlap_md, digits=1,
-                md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n")
+    write_table(overlap_df, csv=args.out_overlap_csv, md=args.out_overlap_md, digits=1, headers=OVERLAP_TABLE_HEADERS,
+                md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
+                empty_note="No two of the configured tasks share a reduced formula.")
     return 0
 
 

@@ -33,7 +33,7 @@ def _figures(args: argparse.Namespace) -> int:
     data = read_parquet(args.data, columns=["mbid", "target"]).set_index("mbid")["target"]
     preds = pd.concat([read_parquet(p) for p in args.predictions], ignore_index=True)
     y_true = data.loc[preds["mbid"]].to_numpy()
-    title = f"{args.model} on {card['task']}"
+    title = f"{args.model} on {card['task'].removeprefix('matbench_')}: {card['target']}"
     if card["task_type"] == "regression":
         fig = parity_figure(y_true.astype(float), preds["prediction"].to_numpy(dtype=float), title, card.get("unit") or "")
     else:

@@ -118,10 +118,10 @@ def s2ef_table_from_files(paths):
 
 
 def _cmd_s2ef_table(args) -> int:
-    from crucible.mlip.report import write_table
+    from crucible.mlip.report import S2EF_TABLE_HEADERS, write_table
 
     table = s2ef_table_from_files(args.inputs)
-    write_table(table, csv=args.csv, md=args.md, tex=args.tex, digits=4)
+    write_table(table, csv=args.csv, md=args.md, tex=args.tex, digits=4, headers=S2EF_TABLE_HEADERS)
     return 0
 
 
