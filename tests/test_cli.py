@@ -43,3 +43,20 @@ def test_predict_help_lists_models_and_tasks(venv_env):
                  "custom-models"):
         assert name in text, name
     assert "--model MODEL built-in" in text
+
+
+def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
+    from conftest import clean_task
+    from crucible.io import write_json, write_parquet
+
+    data, card, _ = clean_task("matbench_steels")
+    write_json(card, tmp_path / "matbench_steels.json")
+    write_parquet(data, tmp_path / "matbench_steels.parquet")
+    (tmp_path / "tables").write_text("not a folder")
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "tasks-table",
+                           "--cards", str(tmp_path / "matbench_steels.json"), "--data", str(tmp_path / "matbench_steels.parquet"),
+                           "--out-csv", str(tmp_path / "tables" / "t.csv"), "--out-md", str(tmp_path / "t.md"),
+                           "--out-overlap-csv", str(tmp_path / "o.csv"), "--out-overlap-md", str(tmp_path / "o.md")],
+                          env=venv_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "tables" in proc.stderr

@@ -168,3 +168,40 @@ def test_b0_parity_log_axes_have_plain_labels(monkeypatch):
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_xticklabels(minor=True) if t.get_text()]
     assert labels and not any("times" in s or "$" in s for s in labels), labels
+
+
+def _full_disk(monkeypatch):
+    import contextlib
+    from pathlib import Path
+
+    @contextlib.contextmanager
+    def to_dev_full(path, suffix=""):
+        yield Path("/dev/full")
+
+    monkeypatch.setattr(figures, "atomic_path", to_dev_full)
+
+
+def test_a_full_disk_is_one_clear_error_naming_the_figure(monkeypatch, tmp_path):
+    from crucible.errors import CrucibleError
+
+    _full_disk(monkeypatch)
+    fig = figures.parity_figure(np.array([1.0, 2.0]), np.array([1.0, 2.5]), "t", "u")
+    with pytest.raises(CrucibleError, match=r"f\.png: cannot write the figure: \[Errno 28\] No space left on device"):
+        figures.save_figure(fig, tmp_path / "f.png")
+
+
+def test_an_error_matplotlib_raises_while_failing_to_write_names_the_os_error(monkeypatch, tmp_path):
+    from crucible.errors import CrucibleError
+
+    fig = figures.parity_figure(np.array([1.0, 2.0]), np.array([1.0, 2.5]), "t", "u")
+
+    def broken(*args, **kwargs):
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError:
+            raise AttributeError("'NoneType' object has no attribute 'write'")
+
+    monkeypatch.setattr(fig, "savefig", broken)
+    with pytest.raises(CrucibleError, match=r"f\.pdf: cannot write the figure: \[Errno 28\] No space left on device"):
+        figures.save_figure(fig, tmp_path / "f.pdf")
+    assert not list(tmp_path.iterdir())

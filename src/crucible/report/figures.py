@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from crucible.errors import CrucibleError  # noqa: E402
 from crucible.io import atomic_path  # noqa: E402
 
 _METADATA = {
@@ -20,13 +21,32 @@ _METADATA = {
 }
 
 
+def _os_error(exc: BaseException | None) -> OSError | None:
+    """The OSError behind ``exc``: matplotlib can fail on a full disk with an unrelated error."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def save_figure(fig: "plt.Figure", *paths: str | os.PathLike) -> None:
-    for path in paths:
-        suffix = Path(path).suffix
-        with atomic_path(path, suffix) as tmp:
-            fig.savefig(tmp, format=suffix.lstrip("."), metadata=_METADATA.get(suffix), dpi=150,
-                        bbox_inches="tight")
-    plt.close(fig)
+    try:
+        for path in paths:
+            suffix = Path(path).suffix
+            try:
+                with atomic_path(path, suffix) as tmp:
+                    fig.savefig(tmp, format=suffix.lstrip("."), metadata=_METADATA.get(suffix), dpi=150,
+                                bbox_inches="tight")
+            except Exception as exc:
+                cause = _os_error(exc)
+                if cause is None:
+                    raise
+                raise CrucibleError(f"{path}: cannot write the figure: {cause}") from exc
+    finally:
+        plt.close(fig)
 
 
 def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Figure":
