@@ -77,3 +77,10 @@ def test_a_file_where_an_output_folder_goes_is_named(tmp_path):
     (tmp_path / "results" / "tables").write_text("oops")
     with pytest.raises(ConfigError, match=r"results/tables is a file"):
         check_output_dirs(tmp_path)
+
+
+def test_readme_troubleshooting_names_unlock_and_the_configfile_trap():
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Troubleshooting"):]
+    assert "--unlock" in section and "--configfile" in section and "targets" in section
+    assert "--report-after-run" in readme

@@ -48,7 +48,7 @@ class MeanOrMajority:
 
 CONFIG = {
     "matbench": {
-        "tasks": ["matbench_steels", "matbench_expt_is_metal"],
+        "tasks": ["matbench_steels"],
         "models": ["dummy", "mine"],
         "custom_models": {"mine": {"class": "mymodels:MeanOrMajority", "input": "composition"}},
     },
@@ -81,7 +81,7 @@ def run(tmp_path_factory, venv_env):
 def test_every_output_is_built_from_a_path_with_spaces(run):
     workdir, _ = run
     for rel in ["results/tables/matbench_leaderboard.csv", "results/tables/mlip_eos.csv",
-                "results/tables/mlip_s2ef_vasp.csv", "results/figures/matbench/mine/matbench_expt_is_metal.png"]:
+                "results/tables/mlip_s2ef_vasp.csv", "results/figures/matbench/mine/matbench_steels.png"]:
         assert (workdir / rel).stat().st_size > 0, rel
 
 
