@@ -84,3 +84,16 @@ def test_readme_troubleshooting_names_unlock_and_the_configfile_trap():
     section = readme[readme.index("## Troubleshooting"):]
     assert "--unlock" in section and "--configfile" in section and "targets" in section
     assert "--report-after-run" in readme
+
+
+def test_the_project_directory_goes_on_the_jobs_python_path(tmp_path, monkeypatch):
+    import os
+
+    from crucible.config import put_on_python_path
+
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/src")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    put_on_python_path(tmp_path)
+    put_on_python_path(tmp_path)  # idempotent
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/somewhere/src"]
+    assert sys.path[0] == str(tmp_path)

@@ -7,6 +7,7 @@ Errors are one short :class:`~crucible.errors.ConfigError` with the key path and
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -88,3 +89,16 @@ def check_output_dirs(root: str | os.PathLike, names: Iterable[str] = ("results"
         path = Path(root) / name
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{path} is a file, but outputs go into a folder of that name: move it away")
+
+
+def put_on_python_path(directory: str | os.PathLike) -> None:
+    """Make ``directory`` importable here and in every job started from here (``PYTHONPATH``).
+
+    The workflow's start-up check imports custom models in Snakemake's own process; the jobs
+    are new processes, which only see the directory through the environment.
+    """
+    directory = str(directory)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != directory]
+    os.environ["PYTHONPATH"] = os.pathsep.join([directory, *parts])
+    if directory not in sys.path:
+        sys.path.insert(0, directory)

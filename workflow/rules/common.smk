@@ -11,7 +11,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from crucible import __version__ as CRUCIBLE_VERSION
-from crucible.config import check_config, check_output_dirs
+from crucible.config import check_config, check_output_dirs, put_on_python_path
 from crucible.errors import ConfigError
 from crucible.matbench.tasks import TASKS as ALL_TASKS
 from crucible.models.registry import get_spec
@@ -36,9 +36,7 @@ envvars:
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 # Custom model modules beside the project (matbench.custom_models: {class: "mymodels:MyModel"})
 # are imported by the start-up check from the working directory; jobs see the same directory.
-os.environ["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
-if os.getcwd() not in sys.path:
-    sys.path.insert(0, os.getcwd())
+put_on_python_path(os.getcwd())
 
 REPO = Path(workflow.current_basedir).parents[1]  # workflow/rules -> repository root
 SOURCES_FILE = str(REPO / "config" / "sources.yaml")
