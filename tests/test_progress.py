@@ -7,6 +7,7 @@ import logging
 import time
 
 import numpy as np
+import pytest
 
 from conftest import clean_task
 
@@ -38,6 +39,7 @@ def test_a_slow_fit_logs_a_heartbeat_with_model_task_and_fold(caplog, monkeypatc
     assert "model 'slow' on matbench_steels fold 4" in beats[0]
 
 
+@pytest.mark.slow
 def test_comp_transformer_logs_its_epochs(caplog, monkeypatch):
     from crucible.models.comp_transformer import CompTransformer
     from conftest import matbench_members
