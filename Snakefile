@@ -18,6 +18,7 @@ include: "workflow/rules/matbench.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/mlip.smk"
+include: "workflow/rules/catalysis.smk"
 
 
 rule all:

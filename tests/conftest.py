@@ -95,3 +95,14 @@ def venv_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+@pytest.fixture(scope="session")
+def catalysis_demo(tmp_path_factory) -> Path:
+    """The EMT-labelled catalysis demo set in every format (CatBench JSON, Catalysis-Hub raw,
+    VASP trees for adsorption, surface and bulk-formation energies)."""
+    from crucible.catalysis import demo
+
+    out = tmp_path_factory.mktemp("catalysis_demo")
+    demo.main([str(out)])
+    return out

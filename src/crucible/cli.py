@@ -20,6 +20,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.cli", "composition features and the shared feature cache"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
+    "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
 }
 
 

@@ -228,7 +228,7 @@ def get_matbench_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs()
+    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs()
 
 
 def mlip_models():
@@ -286,3 +286,34 @@ def get_mlip_outputs():
         out += expand("results/mlip/s2ef/{dataset}/{model}.parquet", dataset=datasets, model=models)
         out += expand("results/tables/mlip_s2ef_{dataset}.{ext}", dataset=datasets, ext=["csv", "md", "tex"])
     return out
+
+
+# Catalysis (CatBench semantics): all logic in crucible.catalysis.workflow.
+from crucible.catalysis import workflow as catalysis_workflow
+
+for _problem in catalysis_workflow.check(config):
+    raise WorkflowError(_problem)
+
+
+def get_catalysis_outputs():
+    return catalysis_workflow.final_outputs(config)
+
+
+# Wildcards match only configured names, so that e.g. catalysis_{dataset}_anomaly.csv can never
+# be read as a dataset called "X_anomaly".
+_CAT_DATASETS = _alternation(catalysis_workflow.datasets(config))
+_REL_DATASETS = _alternation(catalysis_workflow.relative_datasets(config))
+_CAT_MODELS = _alternation(catalysis_workflow.models(config))
+
+
+def _cat_spec(wc):
+    return catalysis_workflow.datasets(config)[wc.cat_dataset]
+
+
+def _cat_chunks(wc):
+    return expand("results/catalysis/{d}/calc/{m}/chunk_{k}.json", d=wc.cat_dataset, m=wc.cat_model,
+                  k=range(catalysis_workflow.n_chunks(config)))
+
+
+def _cat_models():
+    return catalysis_workflow.models(config)

@@ -1,0 +1,319 @@
+"""Tables, CatBench's Excel workbook and figures for the catalysis benchmark.
+
+Input: one analysis JSON per potential (``crucible catalysis score``), holding the MLIP_Data
+row, the anomaly row, per-adsorbate rows, the gas-shift block and the threshold sweep, plus the
+per-reaction parquet for parity plots.
+
+Gas-reference shift (CatBench ≥ 1.1.4, whose code we have not seen): our reading of its docs is
+in :func:`crucible.catalysis.analysis.gas_shift` — the **median** signed error per adsorbate over
+Normal + Energy-anomaly reactions (≥ ``gas_shift_min_n``), subtracted from all that adsorbate's
+reactions, energy-anomaly test re-run on the structure-valid ones only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+# (column, top header, second header) — CatBench 1.1.3's MLIP_Data sheet (peers.md §3.6).
+MLIP_DATA = [
+    ("MLIP_name", "MLIP_name", ""),
+    ("Normal_rate", "Normal rate (%)", ""),
+    ("Adsorbate_migration_rate", "Adsorbate migration rate (%)", ""),
+    ("Anomaly_rate_total", "Anomaly rate (%)", "total"),
+    ("Anomaly_rate_reproduction_failure", "Anomaly rate (%)", "reproduction failure"),
+    ("Anomaly_rate_unphysical_relaxation", "Anomaly rate (%)", "unphysical relaxation"),
+    ("Anomaly_rate_energy_anomaly", "Anomaly rate (%)", "energy anomaly"),
+    ("MAE_total", "MAE_total (eV)", ""),
+    ("MAE_normal", "MAE_normal (eV)", ""),
+    ("MAE_single", "MAE_single (eV)", ""),
+    ("ADwT", "ADwT (%)", ""),
+    ("AMDwT", "AMDwT (%)", ""),
+    ("Num_total", "Num_total", ""),
+    ("Time_total", "Time_total ({unit})", ""),
+    ("Time_per_step", "Time_per_step ({unit})", ""),
+    ("Steps_total", "Steps_total", ""),
+]
+ANOMALY = [
+    ("MLIP_name", "MLIP_name", ""),
+    ("Num_normal", "Num_normal", ""),
+    ("Num_adsorbate_migration", "Num_adsorbate_migration", ""),
+    ("Anomaly_total", "Anomaly count", "total"),
+    ("Anomaly_reproduction_failure", "Anomaly count", "reproduction failure"),
+    ("Anomaly_unphysical_relaxation", "Anomaly count", "unphysical relaxation"),
+    ("Anomaly_energy_anomaly", "Anomaly count", "energy anomaly"),
+    ("Reproduction_ads_eng_seed", "Reproduction failure", "ads_eng_seed"),
+    ("Reproduction_ads_seed", "Reproduction failure", "ads_seed"),
+    ("Reproduction_slab_seed", "Reproduction failure", "slab_seed"),
+    ("Unphysical_ads_conv", "Unphysical relaxation", "ads_conv"),
+    ("Unphysical_ads_move", "Unphysical relaxation", "ads_move"),
+    ("Unphysical_slab_conv", "Unphysical relaxation", "slab_conv"),
+    ("Unphysical_slab_move", "Unphysical relaxation", "slab_move"),
+]
+PER_MLIP = [
+    ("Adsorbate_name", "Adsorbate_name", ""),
+    ("MAE_total", "MAE_total (eV)", ""),
+    ("MAE_normal", "MAE_normal (eV)", ""),
+    ("MAE_single", "MAE_single (eV)", ""),
+    ("ADwT", "ADwT (%)", ""),
+    ("AMDwT", "AMDwT (%)", ""),
+    ("Num_total", "Num_total", ""),
+    ("Num_normal", "Num_normal", ""),
+    ("Num_adsorbate_migration", "Num_adsorbate_migration", ""),
+    ("Anomaly_total", "Anomaly count", "total"),
+    ("Anomaly_reproduction_failure", "Anomaly count", "reproduction failure"),
+    ("Anomaly_unphysical_relaxation", "Anomaly count", "unphysical relaxation"),
+    ("Anomaly_energy_anomaly", "Anomaly count", "energy anomaly"),
+]
+GAS_SHIFT = [
+    ("Adsorbate_name", "Gas shift correction", "Adsorbate_name"),
+    ("shift_eV", "Gas shift correction", "applied shift (eV)"),
+    ("N_fit", "Gas shift correction", "N_fit"),
+    ("MAE_total_shifted", "Gas shift correction", "MAE_total shifted (eV)"),
+    ("MAE_normal_shifted", "Gas shift correction", "MAE_normal shifted (eV)"),
+]
+_FORMATS = {"rate": "0.00", "mae": "0.000", "count": "#,##0"}
+
+
+def _kind(column: str) -> str:
+    if column.startswith(("Num_", "Anomaly_total", "Anomaly_rep", "Anomaly_unp", "Anomaly_ene", "Reproduction_",
+                          "Unphysical_", "Steps_", "N_fit")) and "rate" not in column:
+        return "count"
+    if "rate" in column:
+        return "rate"
+    return "mae"
+
+
+def flat_headers(spec, unit: str = "ms") -> dict[str, str]:
+    return {c: (f"{a.format(unit=unit)}: {b}" if b else a.format(unit=unit)) for c, a, b in spec}
+
+
+def frame(rows: Sequence[dict[str, Any]], spec) -> pd.DataFrame:
+    cols = [c for c, _, _ in spec]
+    return pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
+
+
+def _excel_value(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+def _write_block(ws, df: pd.DataFrame, spec, start_row: int, unit: str) -> int:
+    """Two header rows (top merged across its sub-columns, single headers merged vertically)."""
+    from openpyxl.styles import Alignment, Font
+
+    col = 1
+    i = 0
+    while i < len(spec):
+        _, top, sub = spec[i]
+        j = i
+        while j + 1 < len(spec) and spec[j + 1][1] == top and sub:
+            j += 1
+        cell = ws.cell(row=start_row, column=col, value=top.format(unit=unit))
+        cell.font = Font(bold=True)
+        cell.alignment = Alignment(horizontal="center", vertical="center", wrap_text=True)
+        if sub:
+            for k in range(i, j + 1):
+                c = ws.cell(row=start_row + 1, column=col + k - i, value=spec[k][2])
+                c.font = Font(bold=True)
+                c.alignment = Alignment(horizontal="center")
+            if j > i:
+                ws.merge_cells(start_row=start_row, start_column=col, end_row=start_row, end_column=col + j - i)
+        else:
+            ws.merge_cells(start_row=start_row, start_column=col, end_row=start_row + 1, end_column=col)
+        col += j - i + 1
+        i = j + 1
+    for r, row in enumerate(df.itertuples(index=False), start=start_row + 2):
+        for c, ((name, _, _), value) in enumerate(zip(spec, row), start=1):
+            cell = ws.cell(row=r, column=c, value=_excel_value(value))
+            if name not in ("MLIP_name", "Adsorbate_name"):
+                cell.number_format = _FORMATS[_kind(name)]
+    from openpyxl.utils import get_column_letter
+
+    for c in range(1, len(spec) + 1):
+        ws.column_dimensions[get_column_letter(c)].width = 16
+    return start_row + 2 + len(df)
+
+
+def _sheet_title(name: str, used: set[str]) -> str:
+    title = "".join(ch if ch not in "[]:*?/\\" else "_" for ch in name)[:31]
+    base, n = title, 1
+    while title in used or title in ("MLIP_Data", "anomaly", "MLIP_Data_shifted", "anomaly_shifted"):
+        title = f"{base[:28]}_{n}"
+        n += 1
+    used.add(title)
+    return title
+
+
+def write_workbook(analyses: Sequence[dict[str, Any]], path: str | os.PathLike, unit: str = "ms") -> None:
+    """CatBench's sheets: MLIP_Data, anomaly, one per MLIP (+ gas-shift block), and the shifted
+    twins MLIP_Data_shifted / anomaly_shifted. Written with fixed document properties so the
+    bytes do not depend on the clock."""
+    import datetime
+
+    from openpyxl import Workbook
+
+    from crucible.io import atomic_path
+
+    wb = Workbook()
+    fixed = datetime.datetime(2000, 1, 1)
+    wb.properties.created = fixed
+    wb.properties.modified = fixed
+    wb.properties.creator = "crucible"
+    ws = wb.active
+    ws.title = "MLIP_Data"
+    _write_block(ws, frame([a["mlip"] for a in analyses], MLIP_DATA), MLIP_DATA, 1, unit)
+    ws = wb.create_sheet("anomaly")
+    _write_block(ws, frame([a["anomaly"] for a in analyses], ANOMALY), ANOMALY, 1, unit)
+    used: set[str] = set()
+    for a in analyses:
+        ws = wb.create_sheet(_sheet_title(a["mlip"]["MLIP_name"], used))
+        end = _write_block(ws, frame(a["per_adsorbate"], PER_MLIP), PER_MLIP, 1, unit)
+        _write_block(ws, frame(a["gas_shift"], GAS_SHIFT), GAS_SHIFT, end + 2, unit)
+    ws = wb.create_sheet("MLIP_Data_shifted")
+    _write_block(ws, frame([a["mlip_shifted"] for a in analyses], MLIP_DATA), MLIP_DATA, 1, unit)
+    ws = wb.create_sheet("anomaly_shifted")
+    _write_block(ws, frame([a["anomaly_shifted"] for a in analyses], ANOMALY), ANOMALY, 1, unit)
+    with atomic_path(path, ".xlsx") as tmp:
+        wb.save(tmp)
+    _normalise_zip(path)
+
+
+def _normalise_zip(path) -> None:
+    """Rewrite the xlsx zip with fixed member timestamps and document dates (openpyxl stamps the
+    current time on both when saving)."""
+    import re
+    import zipfile
+
+    from crucible.io import atomic_path
+
+    with zipfile.ZipFile(path) as zin:
+        members = [(info, zin.read(info.filename)) for info in zin.infolist()]
+    with atomic_path(path, ".xlsx") as tmp:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
+            for info, data in members:
+                if info.filename == "docProps/core.xml":
+                    data = re.sub(rb"(<dcterms:(?:created|modified)[^>]*>)[^<]*", rb"\g<1>2000-01-01T00:00:00Z", data)
+                zi = zipfile.ZipInfo(info.filename, date_time=(2000, 1, 1, 0, 0, 0))
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                zout.writestr(zi, data)
+
+
+def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "ms") -> list[str]:
+    """``{prefix}.{csv,md,tex}`` (MLIP_Data), ``{prefix}_anomaly.*``, ``{prefix}_adsorbates.*``,
+    ``{prefix}_shifted.*`` (MLIP_Data on gas-shifted energies)."""
+    from crucible.report.tables import write_table
+
+    written = []
+    per_ads = [{"MLIP_name": a["mlip"]["MLIP_name"], **row} for a in analyses for row in a["per_adsorbate"]]
+    ads_spec = [("MLIP_name", "MLIP_name", "")] + PER_MLIP
+    for suffix, rows, spec in (("", [a["mlip"] for a in analyses], MLIP_DATA),
+                               ("_anomaly", [a["anomaly"] for a in analyses], ANOMALY),
+                               ("_adsorbates", per_ads, ads_spec),
+                               ("_shifted", [a["mlip_shifted"] for a in analyses], MLIP_DATA)):
+        df = frame(rows, spec)
+        if suffix in ("", "_shifted"):
+            df["Num_failed"] = [a["mlip"].get("Num_failed", 0) for a in analyses]
+        heads = {**flat_headers(spec, unit), "Num_failed": "failed (not classified)"}
+        base = f"{prefix}{suffix}"
+        write_table(df, csv=f"{base}.csv", md=f"{base}.md", tex=f"{base}.tex", digits=3, headers=heads)
+        written += [f"{base}.{e}" for e in ("csv", "md", "tex")]
+    return written
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def _parity_axes(ax, df: pd.DataFrame, title: str, by_adsorbate: bool) -> None:
+    ok = df[df["class"] != "calculation_error"]
+    x, y = ok["dft_ads_eng"].to_numpy(float), ok["mlip_ads_eng"].to_numpy(float)
+    if by_adsorbate:
+        for ads in sorted(ok["adsorbate"].unique()):
+            m = (ok["adsorbate"] == ads).to_numpy()
+            ax.scatter(x[m], y[m], s=18, label=ads, alpha=0.8)
+        ax.legend(fontsize=7, frameon=False)
+    else:
+        normal = (ok["class"] == "normal").to_numpy()
+        ax.scatter(x[normal], y[normal], s=18, label="normal", alpha=0.8)
+        ax.scatter(x[~normal], y[~normal], s=18, marker="x", label="anomaly / migration", alpha=0.8)
+        ax.legend(fontsize=7, frameon=False)
+    if len(x):
+        lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
+        pad = 0.1 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="k", lw=0.8)
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.set_ylim(lo - pad, hi + pad)
+        mae = float(np.mean(np.abs(x - y)))
+        title = f"{title}\nMAE_total {mae:.3f} eV, n = {len(x)}"
+    ax.set_xlabel("reference E_ads (eV)")
+    ax.set_ylabel("MLIP E_ads, median seed (eV)")
+    ax.set_title(title, fontsize=9)
+    ax.set_aspect("equal")
+
+
+def parity_figure(reactions: dict[str, pd.DataFrame], dataset: str, by_adsorbate: bool = True, shifted: bool = False):
+    """One panel per potential; ``shifted`` plots the gas-shift-corrected energies instead."""
+    import matplotlib.pyplot as plt
+
+    names = list(reactions)
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 4.4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        df = reactions[name]
+        if shifted:
+            df = df.assign(mlip_ads_eng=df["mlip_ads_eng_shifted"], **{"class": df["class_shifted"]})
+        _parity_axes(ax, df, f"{dataset}: {name}" + (" (gas shift)" if shifted else ""), by_adsorbate)
+    fig.tight_layout()
+    return fig
+
+
+def single_parity_figure(df: pd.DataFrame, dataset: str, name: str):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8.6, 4.4))
+    _parity_axes(axes[0], df, f"{dataset}: {name} (mono)", by_adsorbate=False)
+    _parity_axes(axes[1], df, f"{dataset}: {name} (by adsorbate)", by_adsorbate=True)
+    fig.tight_layout()
+    return fig
+
+
+_CLASS_COLORS = {"normal": "tab:green", "adsorbate_migration": "tab:blue", "energy_anomaly": "tab:orange",
+                 "unphysical_relaxation": "tab:red", "reproduction_failure": "tab:purple"}
+
+
+def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
+    """Stacked areas of class rates against each threshold, one row per potential."""
+    import matplotlib.pyplot as plt
+
+    from crucible.catalysis.analysis import CLASSES
+
+    names = list(sweeps)
+    fig, axes = plt.subplots(max(1, len(names)), 2, figsize=(9.0, 3.0 * max(1, len(names))), squeeze=False)
+    for row, name in zip(axes, names):
+        sweep = sweeps[name]
+        for ax, (thr, label) in zip(row, (("disp_thrs", "displacement threshold (Å)"),
+                                          ("bond_length_change_threshold", "bond-length change threshold"))):
+            s = sweep[sweep["threshold"] == thr].sort_values("value")
+            order = list(reversed(CLASSES))  # normal at the bottom
+            ax.stackplot(s["value"], *[s[c].fillna(0).to_numpy() for c in order],
+                         labels=[c.replace("_", " ") for c in order], colors=[_CLASS_COLORS[c] for c in order],
+                         alpha=0.85)
+            ax.set_xlim(float(s["value"].min()), float(s["value"].max()))
+            ax.set_ylim(0, 100)
+            ax.set_xlabel(label)
+            ax.set_ylabel("share of reactions (%)")
+            ax.set_title(f"{dataset}: {name}", fontsize=9)
+    axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,138 @@
+"""CLI path relax → score → tables/figures on the EMT demo; the Excel workbook's sheets and
+two-row headers read back with openpyxl; fetch's pin / no-pin behaviour on a local HTTP server."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import threading
+
+import pytest
+
+from crucible.catalysis import data, demo
+from crucible.catalysis.fetch import UnpinnedSourceError, fetch_dataset
+from crucible.cli import main
+from crucible.errors import HashMismatchError
+
+
+@pytest.fixture(scope="module")
+def scored(catalysis_demo, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cat_report")
+    reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
+    data.clean(reactions, out / "r.parquet", out / "s.db", out / "card.json", source={},
+               energy_source=demo.ENERGY_SOURCE)
+    for model in ("emt", "emt-b"):
+        assert main(["catalysis", "relax", "--reactions", str(out / "r.parquet"), "--db", str(out / "s.db"),
+                     "--model", "emt", "--params", '{"seeds": 2}', "--out", str(out / f"{model}_chunk.json")]) == 0
+        assert main(["catalysis", "score", "--inputs", str(out / f"{model}_chunk.json"), "--model", model,
+                     "--out", str(out / f"{model}.json"), "--out-reactions", str(out / f"{model}.parquet"),
+                     "--out-anomaly", str(out / f"{model}_anomaly_detection.json")]) == 0
+    assert main(["catalysis", "tables", "--inputs", str(out / "emt.json"), str(out / "emt-b.json"),
+                 "--out-prefix", str(out / "tables" / "catalysis_demo"), "--out-xlsx", str(out / "demo.xlsx")]) == 0
+    return out
+
+
+def test_workbook_sheets_and_two_row_headers(scored):
+    from openpyxl import load_workbook
+
+    wb = load_workbook(scored / "demo.xlsx")
+    assert wb.sheetnames == ["MLIP_Data", "anomaly", "emt", "emt-b", "MLIP_Data_shifted", "anomaly_shifted"]
+    ws = wb["MLIP_Data"]
+    top = [ws.cell(1, c).value for c in range(1, 17)]
+    sub = [ws.cell(2, c).value for c in range(1, 17)]
+    assert top[:4] == ["MLIP_name", "Normal rate (%)", "Adsorbate migration rate (%)", "Anomaly rate (%)"]
+    assert sub[3:7] == ["total", "reproduction failure", "unphysical relaxation", "energy anomaly"]
+    assert top[7:] == ["MAE_total (eV)", "MAE_normal (eV)", "MAE_single (eV)", "ADwT (%)", "AMDwT (%)", "Num_total",
+                       "Time_total (ms)", "Time_per_step (ms)", "Steps_total"]
+    merged = {str(r) for r in ws.merged_cells.ranges}
+    assert "D1:G1" in merged and "A1:A2" in merged
+    assert [ws.cell(r, 1).value for r in (3, 4)] == ["emt", "emt-b"]
+    assert ws.cell(3, 2).value == 100.0 and ws.cell(3, 2).number_format == "0.00"
+    assert ws.cell(3, 8).number_format == "0.000" and ws.cell(3, 13).number_format == "#,##0"
+    an = wb["anomaly"]
+    assert [an.cell(1, c).value for c in (4, 8, 11)] == ["Anomaly count", "Reproduction failure", "Unphysical relaxation"]
+    assert [an.cell(2, c).value for c in range(8, 15)] == ["ads_eng_seed", "ads_seed", "slab_seed", "ads_conv",
+                                                           "ads_move", "slab_conv", "slab_move"]
+    per = wb["emt"]
+    assert per.cell(1, 1).value == "Adsorbate_name"
+    assert [per.cell(r, 1).value for r in (3, 4, 5)] == ["CO", "H", "O"]
+    assert per.cell(8, 1).value == "Gas shift correction"  # block under the per-adsorbate rows
+    # 3 reactions per adsorbate < gas_shift_min_n (5): no shift, shown as a blank cell
+    assert per.cell(10, 2).value is None and per.cell(10, 3).value == 3
+
+
+def test_anomaly_detection_file(scored):
+    doc = json.loads((scored / "emt_anomaly_detection.json").read_text())
+    assert doc["thresholds"]["disp_thrs"] == 0.5 and doc["thresholds"]["energy_thrs"] == 2.0
+    assert len(doc["normal"]) == 9 and doc["energy_anomaly"] == [] and doc["calculation_error"] == []
+
+
+def test_tables_have_catbench_columns(scored):
+    import pandas as pd
+
+    t = pd.read_csv(scored / "tables" / "catalysis_demo.csv")
+    assert list(t["MLIP_name"]) == ["emt", "emt-b"]
+    assert (t["Normal_rate"] == 100).all() and (t["MAE_total"] < 0.02).all()
+    assert (t["MAE_single"] < 1e-6).all()  # EMT single points reproduce EMT references
+    md = (scored / "tables" / "catalysis_demo.md").read_text()
+    assert "Anomaly rate (%): energy anomaly" in md and "Time_per_step (ms)" in md
+    ads = pd.read_csv(scored / "tables" / "catalysis_demo_adsorbates.csv")
+    assert len(ads) == 6 and set(ads["Adsorbate_name"]) == {"CO", "H", "O"}
+    for suffix in ("_anomaly", "_shifted"):
+        assert (scored / "tables" / f"catalysis_demo{suffix}.tex").read_text().startswith(r"\begin{tabular}")
+
+
+def test_workbook_bytes_do_not_depend_on_the_clock(scored, tmp_path):
+    args = ["catalysis", "tables", "--inputs", str(scored / "emt.json"), "--out-prefix", str(tmp_path / "t")]
+    assert main(args + ["--out-xlsx", str(tmp_path / "a.xlsx")]) == 0
+    import time
+
+    time.sleep(1.1)
+    assert main(args + ["--out-xlsx", str(tmp_path / "b.xlsx")]) == 0
+    assert (tmp_path / "a.xlsx").read_bytes() == (tmp_path / "b.xlsx").read_bytes()
+
+
+def test_figures(scored, tmp_path):
+    out = [str(tmp_path / n) for n in ("p.png", "p.pdf", "s.png", "s.pdf", "m1.png", "m2.png", "sh.png")]
+    assert main(["catalysis", "figures", "--inputs", str(scored / "emt.json"), str(scored / "emt-b.json"),
+                 "--reactions", str(scored / "emt.parquet"), str(scored / "emt-b.parquet"), "--dataset", "demo",
+                 "--out-parity", *out[:2], "--out-sensitivity", *out[2:4], "--out-model-parity", *out[4:6],
+                 "--out-parity-shifted", out[6]]) == 0
+    for p in out:
+        assert (tmp_path / p).stat().st_size > 5000
+
+
+@pytest.fixture()
+def http_root(tmp_path):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_fetch_unpinned_refuses_and_prints_the_pin(http_root, catalysis_demo, tmp_path):
+    root, base = http_root
+    body = (catalysis_demo / "emt-demo_adsorption.json").read_bytes()
+    (root / "X_adsorption.json").write_bytes(body)
+    dest = tmp_path / "dl" / "X_adsorption.json"
+    with pytest.raises(UnpinnedSourceError) as err:
+        fetch_dataset("X", f"{base}/X_adsorption.json", None, dest)
+    digest = hashlib.sha256(body).hexdigest()
+    assert f"sha256: {digest}" in str(err.value) and "datasets:\n      X:" in str(err.value)
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
+    with pytest.raises(HashMismatchError):
+        fetch_dataset("X", f"{base}/X_adsorption.json", "0" * 64, dest)
+    assert not dest.exists()
+    fetch_dataset("X", f"{base}/X_adsorption.json", digest, dest)
+    assert dest.read_bytes() == body
+
+
+def test_cli_fetch_error_exit_code(http_root, tmp_path, capsys):
+    root, base = http_root
+    (root / "Y.json").write_text(json.dumps({}))
+    assert main(["catalysis", "fetch", "--dataset", "Y", "--url", f"{base}/Y.json", "--out", str(tmp_path / "y.json")]) == 2
+    assert "Received sha256" in capsys.readouterr().err

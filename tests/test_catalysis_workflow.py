@@ -1,0 +1,109 @@
+"""The real Snakefile on the EMT demo: adsorption (CatBench JSON and a read-only VASP tree, two
+chunks), surface and formation energies; then a no-op rerun, and the default config's dry run
+without this benchmark."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+from crucible.catalysis import demo
+from crucible.catalysis.workflow import final_outputs
+
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(workdir, config, *args, env):
+    cfg = workdir / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(cfg), "--cores", "2", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def dag(catalysis_demo, tmp_path_factory, venv_env):
+    workdir = tmp_path_factory.mktemp("catalysis_dag")
+    tree = workdir / "user_vasp"
+    shutil.copytree(catalysis_demo / "emt-demo_vasp", tree)
+    for root, dirs, files in os.walk(tree):
+        for f in files:
+            os.chmod(os.path.join(root, f), stat.S_IRUSR)
+        os.chmod(root, stat.S_IRUSR | stat.S_IXUSR)
+    config = {
+        "matbench": {"tasks": ["matbench_steels"], "models": []},
+        "catalysis": {
+            "models": ["emt"], "seeds": 1, "chunks": 2,
+            "datasets": {
+                "demo": {"format": "catbench-json", "path": str(catalysis_demo / "emt-demo_adsorption.json"),
+                         "energy_source": demo.ENERGY_SOURCE},
+                "mine": {"format": "vasp-tree", "path": str(tree), "coefficients": demo.COEFFICIENTS},
+            },
+            "relative": {
+                "surf": {"task": "surface", "path": str(catalysis_demo / "emt-demo_surface")},
+                "form": {"task": "bulk_formation", "path": str(catalysis_demo / "emt-demo_formation"),
+                         "coefficients": demo.FORMATION_COEFFICIENTS},
+            },
+        },
+    }
+    # Only this family's targets: the Matbench part of the DAG has its own end-to-end test.
+    proc = _snakemake(workdir, config, *final_outputs(config), env=venv_env)
+    yield workdir, config, proc
+    for root, dirs, files in os.walk(tree):
+        os.chmod(root, stat.S_IRWXU)
+
+
+def test_every_catalysis_target_is_built(dag):
+    workdir, _, proc = dag
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    for name in ("demo", "mine"):
+        for suffix in ("", "_anomaly", "_adsorbates", "_shifted"):
+            for ext in ("csv", "md", "tex"):
+                assert (workdir / f"results/tables/catalysis_{name}{suffix}.{ext}").is_file()
+        assert (workdir / f"results/tables/catalysis_{name}.xlsx").is_file()
+        for fig in ("parity.png", "parity.pdf", "sensitivity.png", "parity_emt.png"):
+            assert (workdir / f"results/figures/catalysis_{name}_{fig}").is_file()
+        assert sorted(p.name for p in (workdir / f"results/catalysis/{name}/calc/emt").iterdir()) == ["chunk_0.json", "chunk_1.json"]
+    for t in ("surface_surf", "bulk_formation_form"):
+        assert (workdir / f"results/tables/catalysis_{t}.md").is_file()
+
+
+def test_tables_agree_between_formats(dag):
+    workdir, _, _ = dag
+    a = pd.read_csv(workdir / "results/tables/catalysis_demo.csv")
+    b = pd.read_csv(workdir / "results/tables/catalysis_mine.csv")
+    assert a["Num_total"].iloc[0] == b["Num_total"].iloc[0] == 9
+    assert a["Normal_rate"].iloc[0] == 100.0
+    assert a["MAE_total"].iloc[0] == pytest.approx(b["MAE_total"].iloc[0], abs=1e-6)
+
+
+def test_nothing_to_do_on_a_second_run(dag, venv_env):
+    workdir, config, _ = dag
+    proc = _snakemake(workdir, config, "--dry-run", *final_outputs(config), env=venv_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_default_config_does_not_run_catalysis(venv_env):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--dry-run",
+                           "--cores", "1"], cwd=REPO, env=venv_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "catalysis" not in proc.stdout
+
+
+def test_config_errors_stop_the_run(tmp_path, venv_env):
+    config = {"matbench": {"tasks": ["matbench_steels"], "models": []},
+              "catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}}}
+    proc = _snakemake(tmp_path, config, "--dry-run", env=venv_env)
+    assert proc.returncode != 0 and "needs 'coefficients'" in proc.stdout + proc.stderr
+    config["catalysis"]["datasets"]["x"] = {"format": "catbench-json", "path": "/a", "sha": "0"}
+    proc = _snakemake(tmp_path, config, "--dry-run", env=venv_env)
+    assert proc.returncode != 0 and "sha" in proc.stdout + proc.stderr
