@@ -1,19 +1,25 @@
-# Two entry points for a fresh machine with Python 3.11 and make:
-#   make run   - install into .venv and run the main job (snakemake, all configured targets)
-#   make test  - install into .venv and run the test suite
+# Entry points for a fresh machine with Python 3.11 and make:
+#   make run            - install into .venv and run the main job (snakemake, all configured targets)
+#   make test           - install into .venv and run the whole test suite (what CI runs)
+#   make test-fast      - the unit tests only (no test marked slow)
+#   make lint           - ruff's lint rules over the Python code
+#   make format         - ruff format + snakefmt, rewriting files (format-check: report only)
+#   make test-py312     - the fast tests on Python 3.12, without torch (see below)
 PYTHON ?= python3.11
+PYTHON312 ?= python3.12
 VENV   := .venv
 BIN    := $(VENV)/bin
+VENV312 := .venv-py312
 CORES  ?= all
 
-.PHONY: run test install clean
+.PHONY: run test test-fast test-py312 lint format format-check install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
-	$(BIN)/pip install --quiet -c requirements.lock -e '.[test]'
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[test,lint]'
 	# matbench 0.6 pins scikit-learn 1.0.1 / scipy 1.7.3, which do not build on Python 3.11;
 	# its scorer and loader run on current versions, so the peer is installed without deps.
 	$(BIN)/pip install --quiet --no-deps matbench==0.6
@@ -21,12 +27,43 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
 
 install: $(VENV)/.installed
 
-# Rules call the `crucible` command: the venv's scripts go first on PATH.
+# Rules call the `crucible` command: the venv's scripts go first on PATH. profiles/default is
+# loaded by Snakemake itself.
 run: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --workflow-profile profiles/local
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
 
 test: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+test-fast: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not slow"
+
+# The formatter check joins `lint` once the tree has had its one-time `make format` pass.
+lint: install
+	$(BIN)/ruff check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/snakefmt Snakefile workflow/rules
+
+format-check: install
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+
+# Python 3.12: everything in requirements.lock except torch and the packages built on it (the
+# only torch wheel pinned here is the 3.11 CPU build; a 3.12 torch from PyPI is a multi-GB CUDA
+# download). Tests that need torch skip themselves there and say why.
+$(VENV312)/.installed: pyproject.toml requirements.lock
+	$(PYTHON312) -m venv $(VENV312)
+	$(VENV312)/bin/pip install --quiet --upgrade pip
+	grep -v -E '^(nvidia-|(torch|chgnet|sevenn|e3nn|opt-einsum-fx|torch-geometric|triton)([=+-]|$$))' requirements.lock \
+		> $(VENV312)/requirements-without-torch.txt
+	$(VENV312)/bin/pip install --quiet -r $(VENV312)/requirements-without-torch.txt
+	$(VENV312)/bin/pip install --quiet --no-deps -e . matbench==0.6
+	touch $@
+
+test-py312: $(VENV312)/.installed
+	PATH="$(CURDIR)/$(VENV312)/bin:$$PATH" $(VENV312)/bin/python -m pytest -q -m "not slow"
 
 clean:
 	rm -rf results logs .snakemake

@@ -1,5 +1,5 @@
 # crucible: every table and figure of a materials-ML benchmark paper, rebuilt from raw sources.
-#   snakemake --cores all --workflow-profile profiles/local
+#   snakemake --cores all        (profiles/default/ is loaded by itself; SLURM: --workflow-profile profiles/slurm)
 # Stages: fetch (SHA-256 checked) -> clean -> folds -> features -> predict -> score -> report.
 from snakemake.utils import min_version
 
@@ -18,7 +18,10 @@ include: "workflow/rules/matbench.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/mlip.smk"
+include: "workflow/rules/reactions.smk"
+include: "workflow/rules/llm.smk"
 include: "workflow/rules/catalysis.smk"
+include: "workflow/rules/crystal.smk"
 
 
 rule all:

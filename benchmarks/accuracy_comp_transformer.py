@@ -45,21 +45,20 @@ import pandas as pd
 from sklearn.model_selection import KFold, train_test_split
 
 from crucible.models.comp_transformer import CompTransformer
+from crucible.sources import load_sources
 
-WHEEL_SHA256 = "4901565abaa5b4cd1a7841b9de647a3906df21676b226a7abf972d113f92054a"
-MAT2VEC_SHA256 = "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137"
-# task -> (file in the wheel, SHA-256 of that file, CrabNet mean MAE, matbench.md section 1)
+# Every file name and hash comes from config/sources.yaml (the crabnet-2.0.8 artifact).
+CRABNET = load_sources(Path(__file__).resolve().parents[1] / "config" / "sources.yaml")["artifacts"]["crabnet-2.0.8"]
+WHEEL_SHA256 = CRABNET["sha256"]
+# task -> CrabNet's mean MAE on the Matbench v0.1 leaderboard (as in config/published_matbench.yaml)
+CRABNET_MAE = {
+    "steels": 107.3160, "jdft2d": 45.6104, "phonons": 55.1114, "expt_gap": 0.3463, "dielectric": 0.3234,
+    "log_gvrh": 0.1014, "log_kvrh": 0.0758, "perovskites": 0.4065, "mp_gap": 0.2655, "mp_e_form": 0.0862,
+}
+# task -> (file in the wheel, its SHA-256, CrabNet mean MAE)
 TASKS = {
-    "steels": ("steels_yield.csv", "a4232b4d83185f8c65c02dca6a013b85e220227d212e703d12586a4b5b9e9cf0", 107.3160),
-    "jdft2d": ("jdft2d.csv", "96e89a27ba23662de1fed19faaf577db45fd1a3b160d149b556e9d6a348a3056", 45.6104),
-    "phonons": ("phonons.csv", "09108e3cbfead13edc0c18e66ca015cef28f7431fcc822038bc7b5ecc5d6222b", 55.1114),
-    "expt_gap": ("expt_gap.csv", "3de82c37f1db3ab9bbd92366c96633f131913ded5db0969eb36216bdd11cef2f", 0.3463),
-    "dielectric": ("dielectric.csv", "6320d3da4c0f68e9248e26c058bf047b71f43ec687a6db6faf4f7bc4f4f21c9e", 0.3234),
-    "log_gvrh": ("elasticity_log10(G_VRH).csv", "6eda504f98a3b98308bb4f1353810f2703475daa85540b15aebe1fedf313304a", 0.1014),
-    "log_kvrh": ("elasticity_log10(K_VRH).csv", "b4e2620ca797b9eca83a6633d4b94dc3ae047bba3f0eacd5cdb446a75d07d087", 0.0758),
-    "perovskites": ("castelli.csv", "2aba6ff55450b269056de0e07362bd279d32abc8e4af04ca0100ecbb3e62bb97", 0.4065),
-    "mp_gap": ("mp_gap.csv", "4084e584467e6f81ec8bf12c438eeb2c049ae39e11401bae694ef6a9983b9d9f", 0.2655),
-    "mp_e_form": ("mp_e_form.csv", "90e895635c96447c5be4e9070d26f26e1b4d17925102a6597ae3c4d79c32555b", 0.0862),
+    task: (CRABNET["members"][f"matbench_{task}.csv"]["path"], CRABNET["members"][f"matbench_{task}.csv"]["sha256"], mae)
+    for task, mae in CRABNET_MAE.items()
 }
 DEFAULT_WHEEL = Path.home() / ".cache" / "crucible-tests" / "crabnet-2.0.8-py3-none-any.whl"
 
@@ -79,13 +78,14 @@ def prepare(wheel: Path, workdir: Path) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     table = workdir / "mat2vec.csv"
     if not table.exists():
-        table.write_bytes(_member(wheel, "crabnet/data/element_properties/mat2vec.csv", MAT2VEC_SHA256))
+        mat2vec = CRABNET["members"]["mat2vec.csv"]
+        table.write_bytes(_member(wheel, mat2vec["path"], mat2vec["sha256"]))
     return table
 
 
 def load_task(wheel: Path, task: str) -> pd.DataFrame:
     name, sha, _ = TASKS[task]
-    return pd.read_csv(io.BytesIO(_member(wheel, f"crabnet/data/matbench/{name}", sha)))
+    return pd.read_csv(io.BytesIO(_member(wheel, name, sha)))
 
 
 def run_task(task: str, df: pd.DataFrame, table: Path, params: dict, folds: list[int], device: str, threads: int):

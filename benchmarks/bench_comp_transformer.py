@@ -15,13 +15,12 @@ import os
 import time
 from pathlib import Path
 
+import accuracy_comp_transformer as acc  # same folder: wheel check and data loading
 import numpy as np
 import torch
 from sklearn.model_selection import KFold
 
 from crucible.models.comp_transformer import CompTransformer, encode_formulas, parse_formula
-
-import accuracy_comp_transformer as acc  # same folder: wheel check and data loading
 
 
 def main() -> None:

@@ -53,7 +53,7 @@ def matminer_features(formulas: list[str]) -> tuple[np.ndarray, float, float]:
 
 
 def ours_features(formulas: list[str], repeat: int) -> tuple[np.ndarray, float, float]:
-    from crucible.features import magpie
+    from crucible.features import magpie_features as magpie
 
     magpie(["NaCl"])  # warm-up: pymatgen's element list
     best, best_cpu = float("inf"), float("inf")

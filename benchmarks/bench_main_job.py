@@ -96,7 +96,7 @@ def main() -> int:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", args.configfile, "--cores", args.cores, "--workflow-profile", str(REPO / "profiles/local"),
+           "--configfile", args.configfile, "--cores", args.cores, "--workflow-profile", str(REPO / "profiles/default"),
            args.target]
 
     wall, peak, rc = run_measured(cmd, env, workdir / "bench_main_job.log")
@@ -110,9 +110,10 @@ def main() -> int:
     by_rule = (jobs.groupby("rule_group").agg(jobs=("job", "count"), seconds=("seconds", "sum"),
                                                max_seconds=("seconds", "max"), max_rss_mb=("max_rss_mb", "max"))
                .sort_values("seconds", ascending=False).reset_index())
+    import matplotlib.pyplot as plt
+
     from crucible.report.figures import save_figure
     from crucible.report.tables import write_table
-    import matplotlib.pyplot as plt
 
     write_table(jobs, csv=workdir / "results/tables/runtime.csv")
     write_table(by_rule, csv=workdir / "results/tables/runtime_by_rule.csv")

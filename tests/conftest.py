@@ -1,82 +1,39 @@
-"""Shared fixtures: the real Matbench data, fetched once through crucible's own fetch stage.
-
-The two registry artifacts (matbench 0.6 and crabnet 2.0.8 wheels, 45 MB together) are fetched
-with ``crucible.sources.fetch`` into ``~/.cache/crucible-tests/`` (or ``$CRUCIBLE_TEST_CACHE``)
-and reused across runs; a file whose SHA-256 already matches is not downloaded again.
+"""Shared fixtures. The plain helpers and constants they wrap live in tests/helpers.py (import
+them from there, not from this file); a few names are re-exported here for older imports.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SOURCES_FILE = REPO / "config" / "sources.yaml"
+from helpers import (  # noqa: F401  (re-exported, and used by the fixtures below)
+    PUBLISHED_DUMMY_MAE,
+    REPO,
+    SOURCES_FILE,
+    TEST_FOLD_SIZES,
+    ChatServer,
+    aflow_prototypes_file,
+    cache_root,
+    clean_task,
+    matbench_members,
+    write_prompts,
+)
+from helpers import official_validation as _validation
+from helpers import task_formulas as _task_formulas
 
-# matbench.md section 3: the published Dummy per-fold MAE
-# (benchmarks/matbench_v0.1_dummy/results.json.gz) and the official test-fold sizes.
-PUBLISHED_DUMMY_MAE = {
-    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
-    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
-}
-TEST_FOLD_SIZES = {
-    "matbench_steels": [63, 63, 62, 62, 62],
-    "matbench_jdft2d": [128, 127, 127, 127, 127],
-    "matbench_expt_gap": [921, 921, 921, 921, 920],
-    "matbench_glass": [1136] * 5,
-    "matbench_mp_e_form": [26551, 26551, 26550, 26550, 26550],
-}
-
-
-def cache_root() -> Path:
-    env = os.environ.get("CRUCIBLE_TEST_CACHE")
-    path = Path(env) if env else Path.home() / ".cache" / "crucible-tests"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+# Fixtures that fetch real wheels (matbench, crabnet, fairchem-core) from PyPI unless the test
+# cache has them: every test using one is marked `network`, so `pytest -m "not network"` runs offline.
+NETWORK_FIXTURES = frozenset({"members", "official_validation", "crabnet_wheel", "task_formulas", "peer"})
 
 
-@lru_cache(maxsize=None)
-def matbench_members() -> dict[str, Path]:
-    """Every pinned member of both wheels, fetched and extracted (hash-checked) once."""
-    from crucible import sources
-
-    spec = sources.load_sources(SOURCES_FILE)
-    root = cache_root() / "resources"
-    members: dict[str, Path] = {}
-    for name in ("matbench-0.6", "crabnet-2.0.8"):
-        artifact = spec["artifacts"][name]
-        archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
-        out_dir = root / "extracted" / name
-        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
-                  or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
-        if wanted:
-            sources.extract(name, artifact, archive, out_dir, wanted)
-        members.update({m: out_dir / m for m in artifact["members"]})
-        members[name] = archive
-    return members
-
-
-@lru_cache(maxsize=None)
-def clean_task(task: str):
-    """(data, card, folds) of one task, built with the library exactly as the DAG builds them."""
-    from crucible.matbench import clean, folds, tasks
-
-    members = matbench_members()
-    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
-    data, card = clean.clean_task(task, "composition-mirror", members[f"{task}.csv"], metadata)
-    table = folds.build_folds(data, task, card["task_type"], _validation())
-    return data, card, table
-
-
-@lru_cache(maxsize=None)
-def _validation():
-    from crucible.matbench.folds import load_validation
-
-    return load_validation(matbench_members()["matbench_v0.1_validation.json"])
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if NETWORK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.network)
 
 
 @pytest.fixture(scope="session")
@@ -90,11 +47,64 @@ def official_validation():
 
 
 @pytest.fixture(scope="session")
+def crabnet_wheel() -> Path:
+    """The crabnet 2.0.8 wheel, fetched and hash-checked by crucible's own fetch stage."""
+    return matbench_members()["crabnet-2.0.8"]
+
+
+@pytest.fixture(scope="session")
+def task_formulas() -> dict[str, list[str]]:
+    """{task: formulas in file order}, straight from the crabnet wheel."""
+    return _task_formulas()
+
+
+@pytest.fixture(scope="session")
 def venv_env() -> dict[str, str]:
     """Environment for subprocesses: this interpreter's scripts (crucible, snakemake) on PATH."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+@pytest.fixture
+def chat_server():
+    server = ChatServer()
+    yield server
+    server.close()
+
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_lm(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+def build_tiny_causal_lm(out: Path) -> Path:
+    """A randomly initialised 2-layer GPT-2 with a word-level tokenizer and chat template,
+    built here (nothing downloaded) and saved as an ordinary checkpoint directory."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    words = ("the a of crystal reaction yield catalyst base solvent ligand answer is and with to in "
+             "temperature high low best structure formula oxide metal cubic phase").split()
+    specials = ["<pad>", "<unk>", "<eos>"]
+    roles = ["<|system|>", "<|user|>", "<|assistant|>"]
+    vocab = {t: i for i, t in enumerate(specials + roles + words)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>")
+    fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+                          "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+    fast.save_pretrained(out)
+    torch.manual_seed(0)
+    # A wide initialisation, so that greedy decoding does not collapse onto one token and the
+    # batched-versus-single comparison in the tests has something to compare.
+    config = GPT2Config(vocab_size=len(vocab), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+                        initializer_range=0.5, bos_token_id=2, eos_token_id=2, pad_token_id=0)
+    GPT2LMHeadModel(config).save_pretrained(out)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -106,3 +116,25 @@ def catalysis_demo(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("catalysis_demo")
     demo.main([str(out)])
     return out
+
+
+# ---- crystal benchmark -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def aflow_file() -> Path:
+    return aflow_prototypes_file()
+
+
+CSCL = {  # peers.md §2.6: cubic 4.12 Å, Cs at the origin, Cl at the body centre
+    "lattice": [[4.12, 0.0, 0.0], [0.0, 4.12, 0.0], [0.0, 0.0, 4.12]],
+    "sites": [{"element": "Cs", "fractional_coordinates": [0.0, 0.0, 0.0]},
+              {"element": "Cl", "fractional_coordinates": [0.5, 0.5, 0.5]}],
+}
+
+
+@pytest.fixture
+def cscl_ground_truth() -> dict:
+    import copy
+
+    return copy.deepcopy(CSCL)

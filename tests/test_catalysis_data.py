@@ -53,7 +53,7 @@ def test_hand_vector_adsorption_energy():
 
 def _read_only_copy(src, dst):
     shutil.copytree(src, dst)
-    for root, dirs, files in os.walk(dst):
+    for root, _dirs, files in os.walk(dst):
         for f in files:
             os.chmod(os.path.join(root, f), stat.S_IRUSR | stat.S_IRGRP)
         os.chmod(root, stat.S_IRUSR | stat.S_IXUSR)
@@ -77,7 +77,7 @@ def test_vasp_tree_is_only_read(catalysis_demo, tmp_path):
         assert _snapshot(tree) == before
         assert sorted(os.listdir(tree)) == sorted(os.listdir(catalysis_demo / "emt-demo_vasp"))
     finally:
-        for root, dirs, files in os.walk(tree):
+        for root, _dirs, _files in os.walk(tree):
             os.chmod(root, stat.S_IRWXU)
 
 

@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO
 from crucible.catalysis import demo
 from crucible.catalysis.workflow import final_outputs
+
+from helpers import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def dag(catalysis_demo, tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("catalysis_dag")
     tree = workdir / "user_vasp"
     shutil.copytree(catalysis_demo / "emt-demo_vasp", tree)
-    for root, dirs, files in os.walk(tree):
+    for root, _dirs, files in os.walk(tree):
         for f in files:
             os.chmod(os.path.join(root, f), stat.S_IRUSR)
         os.chmod(root, stat.S_IRUSR | stat.S_IXUSR)
@@ -58,7 +59,7 @@ def dag(catalysis_demo, tmp_path_factory, venv_env):
     # Only this family's targets: the Matbench part of the DAG has its own end-to-end test.
     proc = _snakemake(workdir, config, *final_outputs(config), env=venv_env)
     yield workdir, config, proc
-    for root, dirs, files in os.walk(tree):
+    for root, _dirs, _files in os.walk(tree):
         os.chmod(root, stat.S_IRWXU)
 
 

@@ -1,22 +1,18 @@
 """comp-transformer: tiny CPU training, determinism, refusal of unknown elements, save/load,
-classification head, registry entry; and the SLURM/local profiles' CPU/GPU placement."""
+classification head, registry entry. (The profiles' CPU/GPU placement is tested in
+test_workflow.py, with every other Snakemake run.)"""
 
 from __future__ import annotations
 
 import hashlib
 import io
-import re
-import shutil
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import matbench_members
+from helpers import crabnet_member
 
 torch = pytest.importorskip("torch")
 
@@ -24,29 +20,22 @@ from crucible.errors import DataValidationError  # noqa: E402
 from crucible.models.comp_transformer import CompTransformer  # noqa: E402
 from crucible.models.registry import get_spec  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-MEMBERS = {
-    "crabnet/data/element_properties/mat2vec.csv": "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137",
-    "crabnet/data/matbench/steels_yield.csv": "a4232b4d83185f8c65c02dca6a013b85e220227d212e703d12586a4b5b9e9cf0",
-}
+# wheel path -> pinned SHA-256, from config/sources.yaml
+MEMBERS = dict(crabnet_member(name) for name in ("mat2vec.csv", "matbench_steels.csv"))
+MAT2VEC, STEELS = (crabnet_member(name)[0] for name in ("mat2vec.csv", "matbench_steels.csv"))
 TINY = dict(epochs=2, batch_size=64, n_models=1, d_model=32, n_heads=2, n_layers=1, d_ff=64, device="cpu", num_threads=1)
 
 
-def _wheel() -> Path:
-    """The crabnet wheel, fetched and hash-checked by crucible's own fetch stage (conftest)."""
-    return matbench_members()["crabnet-2.0.8"]
-
-
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(tmp_path_factory, crabnet_wheel):
     out = tmp_path_factory.mktemp("crabnet")
-    with zipfile.ZipFile(_wheel()) as zf:
+    with zipfile.ZipFile(crabnet_wheel) as zf:
         blobs = {name: zf.read(name) for name in MEMBERS}
     for name, sha in MEMBERS.items():
         assert hashlib.sha256(blobs[name]).hexdigest() == sha, name
     table = out / "mat2vec.csv"
-    table.write_bytes(blobs["crabnet/data/element_properties/mat2vec.csv"])
-    steels = pd.read_csv(io.BytesIO(blobs["crabnet/data/matbench/steels_yield.csv"]))
+    table.write_bytes(blobs[MAT2VEC])
+    steels = pd.read_csv(io.BytesIO(blobs[STEELS]))
     return table, steels
 
 
@@ -77,7 +66,7 @@ def test_tiny_steels_trains_and_predicts_on_cpu(data, fitted):
     info = model.fit_info_
     assert info["device"] == "cpu" and info["amp"] == "float32"
     assert info["epochs_run"] == 2 and 1 <= info["best_epoch"] <= 2
-    assert info["element_table_sha256"] == MEMBERS["crabnet/data/element_properties/mat2vec.csv"]
+    assert info["element_table_sha256"] == MEMBERS[MAT2VEC]
     # fractional amounts, parentheses and unreduced formulas all parse
     other = model.predict(pd.Series(["Fe0.620C0.000953", "Ag(AuS)2", "K4Mn4O8"]))
     assert np.isfinite(other).all()
@@ -126,6 +115,9 @@ def test_save_load_round_trip(data, fitted, tmp_path):
     np.testing.assert_array_equal(model.predict(te.formula), loaded.predict(te.formula))
     assert loaded.get_params()["d_model"] == TINY["d_model"]
     assert loaded.fit_info_["epochs_run"] == 2
+    # saving the same weights twice gives the same bytes (no temp-file name inside the archive)
+    model.save(tmp_path / "again")
+    assert (tmp_path / "again/weights.pt").read_bytes() == (tmp_path / "fold_0/weights.pt").read_bytes()
     # an ensemble of seeds round-trips too
     ens = _fit(table, steels, n_models=2)
     ens.save(tmp_path / "ens")
@@ -154,96 +146,3 @@ def test_registry_entry():
     assert isinstance(est, CompTransformer)
     assert est.get_params()["epochs"] == 7 and est.random_state == 5
     assert spec.build("classification", 0).task_type == "classification"
-
-
-# ----------------------------------------------------------------------------- profiles
-
-STUB = """
-rule all:
-    input: expand("out/{r}.txt", r=["pm", "pmg", "eos", "s2ef", "feat"])
-rule featurize:
-    output: "out/feat.txt"
-    shell: "touch {output}"
-rule predict_matbench:
-    output: "out/pm.txt"
-    threads: 2
-    resources: mem_mb=lambda wc, attempt: 4000 * attempt
-    shell: "touch {output}"
-rule predict_matbench_gpu:
-    output: "out/pmg.txt"
-    threads: 4
-    resources: gpu=1, mem_mb=lambda wc, attempt: 16000 * attempt, runtime=lambda wc, attempt: 120 * attempt
-    shell: "touch {output}"
-rule run_eos:
-    output: "out/eos.txt"
-    resources: gpu=1
-    shell: "touch {output}"
-rule s2ef_predict:
-    output: "out/s2ef.txt"
-    resources: gpu=1
-    shell: "touch {output}"
-"""
-GPU_RULES = {"predict_matbench_gpu", "run_eos", "s2ef_predict"}
-
-
-def _snakemake() -> str:
-    exe = Path(sys.executable).with_name("snakemake")
-    if not exe.exists():
-        pytest.skip("snakemake not installed next to this Python")
-    return str(exe)
-
-
-def _partitions(stdout: str) -> dict[str, str]:
-    found = {}
-    for block in re.split(r"\n(?=rule )", stdout):
-        m = re.match(r"rule (\w+):", block)
-        r = re.search(r"resources: .*", block)
-        if m and r:
-            part = re.search(r"slurm_partition=(\w+)", r.group(0))
-            gpu = re.search(r"\bgpu=(\d+)", r.group(0))
-            found[m.group(1)] = (part.group(1) if part else None, int(gpu.group(1)) if gpu else 0)
-    return found
-
-
-def test_slurm_profile_dry_run_puts_only_gpu_rules_on_gpu_partition(tmp_path):
-    exe = _snakemake()
-    (tmp_path / "Snakefile").write_text(STUB)
-    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
-    proc = subprocess.run([exe, "--dry-run", "--profile", "profiles/slurm"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not (tmp_path / "out").exists()
-    parts = _partitions(proc.stdout)
-    assert set(parts) == GPU_RULES | {"predict_matbench", "featurize", "all"}
-    for rule, (partition, gpu) in parts.items():
-        if rule in GPU_RULES:
-            assert (partition, gpu) == ("gpu", 1), rule
-        else:
-            assert partition == "cpu" and gpu == 0, rule
-    # memory of the GPU rule comes from the rule (attempt 1), not the profile's fallback
-    assert "mem_mb=16000" in proc.stdout
-
-
-def test_local_profile_runs_gpu_rules_without_gpu(tmp_path):
-    exe = _snakemake()
-    (tmp_path / "Snakefile").write_text(STUB)
-    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
-    proc = subprocess.run([exe, "--profile", "profiles/local", "--cores", "1"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(list((tmp_path / "out").iterdir())) == 5
-
-
-@pytest.mark.slow  # plans the whole real DAG: ~15 s idle, more on a loaded machine
-@pytest.mark.skipif(not any((ROOT / p).exists() for p in ("Snakefile", "workflow/Snakefile")),
-                    reason="no Snakefile yet")
-def test_real_workflow_dry_run_with_slurm_profile():
-    exe = _snakemake()
-    proc = subprocess.run([exe, "--dry-run", "--profile", "profiles/slurm"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parts = _partitions(proc.stdout)
-    assert parts and "predict_matbench" in parts
-    for rule, (partition, gpu) in parts.items():
-        assert (partition == "gpu") == (rule in GPU_RULES), rule
-        assert (gpu > 0) == (rule in GPU_RULES), rule

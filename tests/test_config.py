@@ -9,10 +9,11 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
 from crucible.config import check_config
 from crucible.errors import ConfigError
 from crucible.mlip.eos import eos_volumes
+
+from helpers import REPO
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 

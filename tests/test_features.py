@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import warnings
 
@@ -11,14 +10,11 @@ import pandas as pd
 import pytest
 
 from crucible.errors import DataValidationError
-from crucible.features import MAGPIE_COLUMNS, MAGPIE_VERSION, magpie
+from crucible.features import MAGPIE_COLUMNS, MAGPIE_VERSION
 from crucible.features import cache as fcache
+from crucible.features import magpie as fmagpie
+from crucible.features import magpie_features as magpie
 from crucible.io import write_parquet
-
-import _formulas
-
-# The package exports the function ``magpie``, which shadows the submodule's attribute name.
-fmagpie = importlib.import_module("crucible.features.magpie")
 
 # Formulas that exercise the parser beyond the Matbench data.
 EDGE_FORMULAS = [
@@ -27,14 +23,6 @@ EDGE_FORMULAS = [
     "Fe1e-3O", "Fe1Ni1.00001", "Fe1Ni1.000009", "Fe1.0000000001Ni1", "FeCoNiCrMnAlTiVCuZnMoWNb",
     "O", "(NaCl)0.5", "Fe\nO",
 ]
-
-
-@pytest.fixture(scope="session")
-def task_formulas() -> dict[str, list[str]]:
-    try:
-        return _formulas.task_formulas()
-    except Exception as exc:  # no network and no cached wheel
-        pytest.skip(f"Matbench formulas unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")

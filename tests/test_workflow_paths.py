@@ -13,7 +13,7 @@ import zipfile
 import pytest
 import yaml
 
-from conftest import REPO
+from helpers import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,10 @@ GROUPS: dict[str, tuple[str, str]] = {
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.cli", "composition features and the shared feature cache"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
+    "reactions": ("crucible.reactions.cli", "reaction-condition selection: clean, questions, baselines, score"),
+    "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
+    "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
 }
 
 

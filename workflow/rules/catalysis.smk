@@ -36,7 +36,7 @@ rule clean_catalysis:
         cat_dataset=_CAT_DATASETS,
     params:
         fmt=lambda wc: _cat_spec(wc).get("format", "catbench-json"),
-        coefficients=lambda wc: json.dumps(_cat_spec(wc).get("coefficients", {}), sort_keys=True),
+        coefficients=lambda wc: catalysis_workflow.coefficients_arg(_cat_spec(wc)),
         tolerance=lambda wc: _cat_spec(wc).get("tolerance", 1e-4),
         energy_source=lambda wc: _cat_spec(wc).get("energy_source", "DFT, as given by the source"),
     log:
@@ -102,7 +102,7 @@ rule score_catalysis:
         " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
 
 
-rule catalysis_tables:
+rule tabulate_catalysis:
     input:
         lambda wc: expand("results/catalysis/{d}/analysis/{m}.json", d=wc.cat_dataset, m=_cat_models()),
     output:
@@ -130,7 +130,7 @@ rule catalysis_tables:
         " --out-xlsx {output.xlsx:q} 2> {log:q}"
 
 
-rule catalysis_figures:
+rule plot_catalysis:
     input:
         analyses=lambda wc: expand("results/catalysis/{d}/analysis/{m}.json", d=wc.cat_dataset, m=_cat_models()),
         reactions=lambda wc: expand("results/catalysis/{d}/analysis/{m}.parquet", d=wc.cat_dataset, m=_cat_models()),
@@ -158,7 +158,7 @@ rule catalysis_figures:
         " --out-sensitivity {output.sensitivity:q} {output.sensitivity_pdf:q} --out-model-parity {output.models:q} 2> {log:q}"
 
 
-rule relative_catalysis:
+rule compute_relative_energies:
     input:
         lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["path"],
     output:
@@ -168,7 +168,7 @@ rule relative_catalysis:
         cat_model=_CAT_MODELS,
     params:
         task=lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["task"],
-        coefficients=lambda wc: json.dumps(catalysis_workflow.relative_datasets(config)[wc.rel_dataset].get("coefficients", {}), sort_keys=True),
+        coefficients=lambda wc: catalysis_workflow.coefficients_arg(catalysis_workflow.relative_datasets(config)[wc.rel_dataset]),
     log:
         "logs/catalysis/relative_{rel_dataset}_{cat_model}.log",
     resources:
@@ -182,7 +182,7 @@ rule relative_catalysis:
         " --model {wildcards.cat_model:q} --out {output:q} 2> {log:q}"
 
 
-rule relative_table:
+rule tabulate_relative_energies:
     input:
         lambda wc: expand("results/catalysis/relative/{d}/{m}.parquet", d=wc.rel_dataset, m=_cat_models()),
     output:
@@ -192,10 +192,12 @@ rule relative_table:
     wildcard_constraints:
         rel_task="surface|bulk_formation",
         rel_dataset=_REL_DATASETS,
+    params:
+        out_prefix=lambda wc: f"results/tables/catalysis_{wc.rel_task}_{wc.rel_dataset}",
     log:
         "logs/catalysis/relative_table_{rel_task}_{rel_dataset}.log",
     conda:
         "../../envs/mlip.yaml"
     shell:
         "crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
-        " --out-prefix results/tables/catalysis_{wildcards.rel_task}_{wildcards.rel_dataset} 2> {log:q}"
+        " --out-prefix {params.out_prefix:q} 2> {log:q}"

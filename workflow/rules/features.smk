@@ -5,9 +5,9 @@
 
 rule build_magpie_cache:
     input:
-        get_clean_data_files(),
+        matbench_wf.clean_data_files(config),
     output:
-        get_magpie_cache(),
+        matbench_wf.magpie_cache(),
     log:
         "logs/features/build_magpie_cache.log",
     benchmark:

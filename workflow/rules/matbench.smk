@@ -1,18 +1,19 @@
 # Matbench v0.1: clean -> folds -> predict (one job per model, task, fold) -> score -> results file.
+# Thin rules: paths, target lists and params come from crucible.matbench.workflow.
 
 
 rule clean_matbench_task:
     input:
-        raw=get_raw_task_file,
-        metadata=MATBENCH_METADATA,
+        raw=lambda wc: matbench_wf.raw_task_file(config, wc.task),
+        metadata=matbench_wf.MATBENCH_METADATA,
     output:
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
+        data=matbench_wf.data_file("{task}"),
+        card=matbench_wf.card_file("{task}"),
     params:
-        source=MATBENCH["source"],
-        provenance=get_raw_provenance,
-        raw_sha256=get_raw_pin,
-        metadata_sha256=member_pin("matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
+        source=config["matbench"]["source"],
+        provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
+        raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
+        metadata_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/clean/{task}.log",
@@ -31,16 +32,16 @@ rule clean_matbench_task:
 
 rule make_matbench_folds:
     input:
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
-        validation=MATBENCH_VALIDATION,
+        data=rules.clean_matbench_task.output.data,
+        card=rules.clean_matbench_task.output.card,
+        validation=matbench_wf.MATBENCH_VALIDATION,
     output:
-        "results/matbench/folds/{task}.parquet",
+        matbench_wf.folds_file("{task}"),
     params:
-        fraction=MATBENCH["inner_validation"]["fraction"],
-        seed=MATBENCH["inner_validation"]["seed"],
-        raw_sha256=get_raw_pin,
-        validation_sha256=member_pin("matbench-0.6", "matbench_v0.1_validation.json"),
+        fraction=config["matbench"]["inner_validation"]["fraction"],
+        seed=config["matbench"]["inner_validation"]["seed"],
+        raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
+        validation_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_validation.json"),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/folds/{task}.log",
@@ -58,10 +59,10 @@ rule make_matbench_folds:
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
-rule matbench_tasks_table:
+rule tabulate_matbench_tasks:
     input:
-        cards=get_task_cards(),
-        data=get_clean_data_files(),
+        cards=matbench_wf.task_cards(config),
+        data=matbench_wf.clean_data_files(config),
     output:
         csv=report("results/tables/matbench_tasks.csv", caption="../report/tasks.rst", category="Matbench"),
         md="results/tables/matbench_tasks.md",
@@ -80,27 +81,31 @@ rule matbench_tasks_table:
         "--out-overlap-csv {output.overlap_csv:q} --out-overlap-md {output.overlap_md:q} 2> {log:q}"
 
 
+# CPU models. One thread per fold job: folds run in parallel instead. OpenMP gradient boosting
+# with 2 threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
+# --set-threads predict_matbench=8.
 rule predict_matbench:
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "cpu")),
     input:
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
-        folds="results/matbench/folds/{task}.parquet",
-        features=get_model_features,
+        data=rules.clean_matbench_task.output.data,
+        card=rules.clean_matbench_task.output.card,
+        folds=rules.make_matbench_folds.output[0],
+        features=lambda wc: matbench_wf.model_features(config, wc.model),
     output:
-        predictions="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.parquet",
-        info="results/matbench/predictions/{cpu_model}/{task}/fold_{fold}.json",
+        predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
+        info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
     params:
-        features=features_flag,
-        model_params=get_model_params,
-        custom=get_custom_models(),
+        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
+        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
+        custom=matbench_wf.custom_models(config),
+        # the GPU rule's extra arguments (element table, weights directory)
+        extra="",
         version=CRUCIBLE_VERSION,
     log:
-        "logs/matbench/predict/{cpu_model}/{task}/fold_{fold}.log",
+        "logs/matbench/predict/{model}/{task}/fold_{fold}.log",
     benchmark:
-        "benchmarks/runs/matbench/predict/{cpu_model}/{task}/fold_{fold}.tsv"
-    # One thread per fold job: folds run in parallel instead. OpenMP gradient boosting with 2
-    # threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
-    # --set-threads predict_matbench=8.
+        "benchmarks/runs/matbench/predict/{model}/{task}/fold_{fold}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
@@ -108,34 +113,35 @@ rule predict_matbench:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench predict --model {wildcards.cpu_model:q} --task {wildcards.task} "
+        "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
         "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} {params.extra} "
         "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
-# Models that benefit from a GPU: same job, sent to a GPU partition by profiles/slurm.
-rule predict_matbench_gpu:
+# Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
+# also keeps the trained weights.
+use rule predict_matbench as predict_matbench_gpu with:
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
     input:
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
-        folds="results/matbench/folds/{task}.parquet",
-        features=get_model_features,
-        element_table=get_element_table,
+        data=rules.clean_matbench_task.output.data,
+        card=rules.clean_matbench_task.output.card,
+        folds=rules.make_matbench_folds.output[0],
+        features=lambda wc: matbench_wf.model_features(config, wc.model),
+        element_table=lambda wc: matbench_wf.element_table(config, wc.model),
     output:
-        predictions="results/matbench/predictions/{gpu_model}/{task}/fold_{fold}.parquet",
-        info="results/matbench/predictions/{gpu_model}/{task}/fold_{fold}.json",
-        weights=directory("results/matbench/models/{gpu_model}/{task}/fold_{fold}"),
+        predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
+        info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
+        weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
     params:
-        features=features_flag,
-        model_params=get_model_params,
-        custom=get_custom_models(),
-        element_table_pin=get_element_table_pin,
-        version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/predict/{gpu_model}/{task}/fold_{fold}.log",
-    benchmark:
-        "benchmarks/runs/matbench/predict/{gpu_model}/{task}/fold_{fold}.tsv"
+        extra=lambda wildcards, input, output: " ".join(
+            [
+                shared_wf.flag("--element-table", input.element_table),
+                matbench_wf.element_table_pin(config, SOURCES, wildcards.model),
+                shared_wf.flag("--out-model-dir", output.weights),
+            ]
+        ),
     threads: 2
     resources:
         gpu=1,
@@ -143,27 +149,70 @@ rule predict_matbench_gpu:
         runtime=lambda wildcards, attempt: 120 * attempt,
     conda:
         "../../envs/torch.yaml"
-    shell:
-        "crucible matbench predict --model {wildcards.gpu_model:q} --task {wildcards.task} "
-        "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} "
-        "--element-table {input.element_table:q} {params.element_table_pin} --model-dir {output.weights:q} "
-        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Predictions made outside crucible: validated like our own, then scored the same way.
 rule import_matbench_predictions:
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "files")),
     input:
-        predictions=get_prediction_file,
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
-        folds="results/matbench/folds/{task}.parquet",
+        predictions=lambda wc: matbench_wf.user_prediction_file(config, wc.model, wc.task, wc.fold),
+        data=rules.clean_matbench_task.output.data,
+        card=rules.clean_matbench_task.output.card,
+        folds=rules.make_matbench_folds.output[0],
     output:
-        "results/matbench/predictions/{files_model}/{task}/fold_{fold}.parquet",
+        matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
     log:
-        "logs/matbench/import/{files_model}/{task}/fold_{fold}.log",
+        "logs/matbench/import/{model}/{task}/fold_{fold}.log",
     conda:
         "../../envs/matbench.yaml"
     shell:
         "crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
         "--card {input.card:q} --folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
+
+
+rule score_matbench:
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models(config)),
+    input:
+        predictions=lambda wc: matbench_wf.fold_predictions(wc.model, wc.task),
+        data=rules.clean_matbench_task.output.data,
+        card=rules.clean_matbench_task.output.card,
+        folds=rules.make_matbench_folds.output[0],
+    output:
+        "results/matbench/scores/{model}/{task}.json",
+    params:
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/score/{model}/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/score/{model}/{task}.tsv"
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
+        "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
+
+
+# Every input named explicitly, so that Snakemake sees what the results file is made from.
+rule write_matbench_results:
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models(config)),
+    input:
+        predictions=lambda wc: matbench_wf.model_predictions(config, wc.model),
+        data=matbench_wf.clean_data_files(config),
+        folds=matbench_wf.fold_files(config),
+    output:
+        results="results/matbench/{model}/results.json.gz",
+        info="results/matbench/{model}/info.json",
+    params:
+        tasks=matbench_wf.tasks(config),
+        version=CRUCIBLE_VERSION,
+    log:
+        "logs/matbench/results_file/{model}.log",
+    conda:
+        "../../envs/matbench.yaml"
+    shell:
+        "crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
+        "--data {input.data:q} --folds {input.folds:q} --predictions {input.predictions:q} "
+        "--out-results {output.results:q} --out-info {output.info:q} 2> {log:q}"

@@ -1,31 +1,25 @@
 # Interatomic potentials: EOS benchmark on the Delta set and s2ef scoring.
-# Thin rules: every step is a `crucible mlip ...` command. Config comes only from config["mlip"]
-# through the helpers in common.smk (mlip_models, mlip_eos_params, mlip_s2ef_datasets,
-# mlip_s2ef_input, get_mlip_targets), and is passed as params so that Snakemake's params rerun
-# trigger reruns exactly the jobs a config change affects: a new element list or point count
-# reruns every run_eos (and so the tables), a new model adds one run_eos and reruns the tables.
+# Thin rules: every step is a `crucible mlip ...` command; config reaches them only through
+# crucible.mlip.workflow, as params, so that Snakemake's params trigger reruns exactly the jobs
+# a config change affects: a new element list or point count reruns every run_eos (and so the
+# tables), a new model adds one run_eos and reruns the tables.
 # Rules that run a potential declare gpu=1 so the SLURM profile can send them to a GPU partition
 # (the command itself uses CUDA when torch sees one, else the CPU).
 
 
-# Own wildcard names (mlip_model, s2ef_dataset) with rule-level constraints: the global `model`
-# constraint in common.smk lists the Matbench models only.
-_MLIP_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-
-
 rule run_eos:
     wildcard_constraints:
-        mlip_model=_MLIP_NAME,
+        model=mlip_wf.NAME_PATTERN,
     output:
-        "results/mlip/eos/{mlip_model}.parquet",
+        "results/mlip/eos/{model}.parquet",
     params:
-        elements=lambda wc: mlip_eos_params()["elements"],
-        points=lambda wc: mlip_eos_params()["points"],
-        volume_range=lambda wc: mlip_eos_params()["volume_range"],
+        elements=lambda wc: mlip_wf.eos_params(config)["elements"],
+        points=lambda wc: mlip_wf.eos_params(config)["points"],
+        volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
     log:
-        "logs/mlip/eos/{mlip_model}.log",
+        "logs/mlip/eos/{model}.log",
     benchmark:
-        "benchmarks/runs/mlip/eos_{mlip_model}.tsv"
+        "benchmarks/runs/mlip/eos_{model}.tsv"
     threads: 2
     resources:
         gpu=1,
@@ -34,13 +28,13 @@ rule run_eos:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip eos --model {wildcards.mlip_model:q} --elements {params.elements:q} --points {params.points}"
+        "crucible mlip eos --model {wildcards.model:q} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
 
 
-rule eos_table:
+rule tabulate_eos:
     input:
-        lambda wc: expand("results/mlip/eos/{mlip_model}.parquet", mlip_model=mlip_models()),
+        lambda wc: mlip_wf.eos_files(config),
     output:
         csv=report("results/tables/mlip_eos.csv", caption="../report/mlip_eos.rst", category="MLIP"),
         md="results/tables/mlip_eos.md",
@@ -50,12 +44,13 @@ rule eos_table:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip eos-table --inputs {input:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
+        "crucible mlip eos-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
+        " --out-tex {output.tex:q} 2> {log:q}"
 
 
-rule eos_figures:
+rule plot_eos:
     input:
-        lambda wc: expand("results/mlip/eos/{mlip_model}.parquet", mlip_model=mlip_models()),
+        lambda wc: mlip_wf.eos_files(config),
     output:
         png=report("results/figures/mlip_eos_delta.png", caption="../report/mlip_eos_delta.rst", category="MLIP"),
         pdf="results/figures/mlip_eos_delta.pdf",
@@ -68,24 +63,24 @@ rule eos_figures:
         "../../envs/mlip.yaml"
     shell:
         "crucible mlip eos-figures --inputs {input:q} --out-png {output.png:q} --out-pdf {output.pdf:q}"
-        " --parity-png {output.parity_png:q} --parity-pdf {output.parity_pdf:q} 2> {log:q}"
+        " --out-parity-png {output.parity_png:q} --out-parity-pdf {output.parity_pdf:q} 2> {log:q}"
 
 
-rule s2ef_predict:
+rule predict_s2ef:
     wildcard_constraints:
-        mlip_model=_MLIP_NAME,
-        s2ef_dataset=_MLIP_NAME,
+        model=mlip_wf.NAME_PATTERN,
+        dataset=mlip_wf.NAME_PATTERN,
     input:
         # the dataset file itself when it is one, so that editing it reruns the predictions
-        lambda wc: mlip_s2ef_input(wc.s2ef_dataset),
+        lambda wc: mlip_wf.s2ef_input(config, wc.dataset),
     output:
-        "results/mlip/s2ef/{s2ef_dataset}/{mlip_model}.parquet",
+        "results/mlip/s2ef/{dataset}/{model}.parquet",
     params:
-        source=lambda wc: mlip_s2ef_datasets()[wc.s2ef_dataset],
+        source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
     log:
-        "logs/mlip/s2ef/{s2ef_dataset}/{mlip_model}.log",
+        "logs/mlip/s2ef/{dataset}/{model}.log",
     benchmark:
-        "benchmarks/runs/mlip/s2ef_{s2ef_dataset}_{mlip_model}.tsv"
+        "benchmarks/runs/mlip/s2ef_{dataset}_{model}.tsv"
     threads: 2
     resources:
         gpu=1,
@@ -94,23 +89,30 @@ rule s2ef_predict:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.mlip_model:q} --threads {threads}"
+        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} --threads {threads}"
         " --out {output:q} 2> {log:q}"
 
 
-rule s2ef_table:
+rule score_s2ef:
     wildcard_constraints:
-        s2ef_dataset=_MLIP_NAME,
+        dataset=mlip_wf.NAME_PATTERN,
     input:
-        lambda wc: expand("results/mlip/s2ef/{s2ef_dataset}/{mlip_model}.parquet", s2ef_dataset=wc.s2ef_dataset, mlip_model=mlip_models()),
+        lambda wc: mlip_wf.s2ef_files(config, wc.dataset),
     output:
-        csv=report("results/tables/mlip_s2ef_{s2ef_dataset}.csv", caption="../report/mlip_s2ef.rst", category="MLIP",
-                   labels={"dataset": "{s2ef_dataset}"}),
-        md="results/tables/mlip_s2ef_{s2ef_dataset}.md",
-        tex="results/tables/mlip_s2ef_{s2ef_dataset}.tex",
+        csv=report("results/tables/mlip_s2ef_{dataset}.csv", caption="../report/mlip_s2ef.rst", category="MLIP",
+                   labels={"dataset": "{dataset}"}),
+        md="results/tables/mlip_s2ef_{dataset}.md",
+        tex="results/tables/mlip_s2ef_{dataset}.tex",
     log:
-        "logs/mlip/s2ef_table_{s2ef_dataset}.log",
+        "logs/mlip/s2ef_table_{dataset}.log",
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip s2ef-table --inputs {input:q} --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
+        "crucible mlip s2ef-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
+        " --out-tex {output.tex:q} 2> {log:q}"
+
+
+# Family target: `snakemake mlip` builds every MLIP table and figure.
+rule mlip:
+    input:
+        mlip_wf.final_outputs(config),

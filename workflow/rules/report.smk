@@ -1,52 +1,10 @@
-# Scores, matbench's results file, and the paper's tables and figures.
+# The paper's Matbench tables and figures, and the targets that build a whole family.
 
 
-rule score_matbench:
+rule build_matbench_leaderboard:
     input:
-        predictions=get_fold_predictions,
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
-        folds="results/matbench/folds/{task}.parquet",
-    output:
-        "results/matbench/scores/{model}/{task}.json",
-    params:
-        version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/score/{model}/{task}.log",
-    benchmark:
-        "benchmarks/runs/matbench/score/{model}/{task}.tsv"
-    conda:
-        "../../envs/matbench.yaml"
-    shell:
-        "crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
-        "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
-
-
-rule matbench_results_file:
-    input:
-        predictions=get_model_predictions,
-        data=get_clean_data_files(),
-        folds=expand("results/matbench/folds/{task}.parquet", task=TASKS),
-    output:
-        results="results/matbench/{model}/results.json.gz",
-        info="results/matbench/{model}/info.json",
-    params:
-        tasks=TASKS,
-        version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/results_file/{model}.log",
-    conda:
-        "../../envs/matbench.yaml"
-    shell:
-        "crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
-        "--predictions-root results/matbench/predictions --folds-root results/matbench/folds "
-        "--data-root results/matbench/data --out {output.results:q} --info-out {output.info:q} 2> {log:q}"
-
-
-rule matbench_leaderboard:
-    input:
-        scores=expand("results/matbench/scores/{model}/{task}.json", model=MODELS, task=TASKS),
-        published=get_published_table(),
+        scores=matbench_wf.score_files(config),
+        published=matbench_wf.published_table(config, REPO),
     output:
         csv=report("results/tables/matbench_leaderboard.csv", caption="../report/leaderboard.rst", category="Matbench"),
         md="results/tables/matbench_leaderboard.md",
@@ -60,15 +18,17 @@ rule matbench_leaderboard:
         "../../envs/matbench.yaml"
     shell:
         "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} "
-        "--csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} --folds-csv {output.folds:q} "
-        "--figure-png {output.png:q} --figure-pdf {output.pdf:q} 2> {log:q}"
+        "--out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} --out-folds-csv {output.folds:q} "
+        "--out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
 
 
-rule matbench_model_figure:
+rule plot_matbench_model:
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models(config)),
     input:
-        predictions=get_fold_predictions,
-        data="results/matbench/data/{task}.parquet",
-        card="results/matbench/data/{task}.json",
+        predictions=lambda wc: matbench_wf.fold_predictions(wc.model, wc.task),
+        data=rules.clean_matbench_task.output.data,
+        card=rules.clean_matbench_task.output.card,
     output:
         png=report(
             "results/figures/matbench/{model}/{task}.png",
@@ -84,15 +44,16 @@ rule matbench_model_figure:
         "../../envs/matbench.yaml"
     shell:
         "crucible matbench figures --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
-        "--predictions {input.predictions:q} --png {output.png:q} --pdf {output.pdf:q} 2> {log:q}"
+        "--predictions {input.predictions:q} --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
 
 
+# Family targets: `snakemake matbench` (everything Matbench) and `snakemake matbench_data`
+# (clean data, folds and the task table only).
 rule matbench:
     input:
-        get_matbench_outputs(),
+        matbench_wf.final_outputs(config),
 
 
 rule matbench_data:
     input:
-        expand("results/matbench/folds/{task}.parquet", task=TASKS),
-        "results/tables/matbench_tasks.csv",
+        matbench_wf.data_outputs(config),

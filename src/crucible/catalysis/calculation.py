@@ -256,7 +256,7 @@ def settings_key(params: dict[str, Any], model: str) -> str:
 
 
 def run_chunk(reactions: list[Reaction], calc, params: dict[str, Any], out: str | os.PathLike,
-              model: str, progress: bool = True) -> dict[str, Any]:
+              model: str, progress: bool = True, device: str | None = None) -> dict[str, Any]:
     """Relax ``reactions`` (one chunk), keeping each finished reaction in ``{out}.parts/`` so a
     killed run resumes; then write the chunk's JSON to ``out`` and remove the parts."""
     from tqdm import tqdm
@@ -285,7 +285,8 @@ def run_chunk(reactions: list[Reaction], calc, params: dict[str, Any], out: str 
         write_json({"settings_key": key, "record": record}, part)
         records.append(record)
         n_computed += 1
-    doc = {"model": model, "device": getattr(calc, "crucible_device", "cpu"), "settings": p,
+    # the device the potential was loaded on (crucible.mlip.calculators.Potential.device)
+    doc = {"model": model, "device": device or "cpu", "settings": p,
            "settings_key": key, "n_reactions": len(records), "n_resumed": n_resumed, "n_computed": n_computed,
            "reactions": records}
     write_json(doc, out)

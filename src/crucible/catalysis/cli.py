@@ -49,7 +49,7 @@ def _cmd_relax(args) -> int:
     from crucible.catalysis.calculation import chunk_ids, run_chunk
     from crucible.catalysis.data import load_reactions
     from crucible.io import read_parquet
-    from crucible.mlip.calculators import get_calculator
+    from crucible.mlip.calculators import load_potential
 
     if args.threads:
         import torch
@@ -57,8 +57,8 @@ def _cmd_relax(args) -> int:
         torch.set_num_threads(args.threads)
     ids = chunk_ids(list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks)
     reactions = load_reactions(args.reactions, args.db, ids)
-    calc = get_calculator(args.model, device=args.device)
-    run_chunk(reactions, calc, _json_arg(args.params), args.out, args.model)
+    potential = load_potential(args.model, device=args.device)
+    run_chunk(reactions, potential.calculator, _json_arg(args.params), args.out, args.model, device=potential.device)
     return 0
 
 

@@ -23,7 +23,6 @@ Config section (validated by the schema)::
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from crucible.catalysis.calculation import DEFAULTS
 
@@ -123,3 +122,8 @@ def final_outputs(config: dict) -> list[str]:
     for name, spec in relative_datasets(config).items():
         out += [f"results/tables/catalysis_{spec['task']}_{name}.{e}" for e in ("csv", "md", "tex")]
     return out
+
+
+def coefficients_arg(spec: dict) -> str:
+    """A dataset's stoichiometric coefficients as the one-line JSON the CLI's --coefficients takes."""
+    return json.dumps(spec.get("coefficients", {}), sort_keys=True)

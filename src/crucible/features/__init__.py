@@ -1,6 +1,9 @@
-"""Composition features and the shared, content-addressed feature cache."""
+"""Composition features and the shared, content-addressed feature cache.
+
+``crucible.features.magpie`` is the Magpie module; its featurizer is ``magpie_features``.
+"""
 
 from crucible.features.magpie import COLUMNS as MAGPIE_COLUMNS
-from crucible.features.magpie import MAGPIE_VERSION, FormulaError, magpie
+from crucible.features.magpie import MAGPIE_VERSION, FormulaError, magpie_features
 
-__all__ = ["MAGPIE_COLUMNS", "MAGPIE_VERSION", "FormulaError", "magpie"]
+__all__ = ["MAGPIE_COLUMNS", "MAGPIE_VERSION", "FormulaError", "magpie_features"]

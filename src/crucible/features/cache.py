@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crucible.errors import DataValidationError
-from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie
+from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie_features
 from crucible.io import write_parquet
 from crucible.progress import heartbeat
 
@@ -85,7 +85,7 @@ def build_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.Path
     log.info("featurizing %d distinct formulas from %d files", len(formulas), len(data_paths))
     try:
         with heartbeat(log, f"featurizing {len(formulas)} formulas"):
-            features = magpie(formulas)
+            features = magpie_features(formulas)
     except FormulaError as exc:
         path, row = first[exc.formula]
         raise DataValidationError(f"{path}: row {row}: field 'formula' {exc.formula!r}: {exc.reason}") from None

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 
 
-def _build(args: argparse.Namespace) -> int:
+def _cmd_build(args: argparse.Namespace) -> int:
     from crucible.features.cache import build_cache
 
     build_cache(args.data, args.out)
     return 0
 
 
-def _version(args: argparse.Namespace) -> int:
+def _cmd_version(args: argparse.Namespace) -> int:
     from crucible.features.magpie import MAGPIE_VERSION
 
     print(MAGPIE_VERSION)
@@ -25,7 +25,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("build", help="featurize every distinct formula of the task tables once")
     p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
     p.add_argument("--out", required=True, help="results/features/magpie-<version>.parquet")
-    p.set_defaults(func=_build)
+    p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser("version", help="print the Magpie featurizer version (part of the cache file name)")
-    p.set_defaults(func=_version)
+    p.set_defaults(func=_cmd_version)

@@ -493,7 +493,7 @@ def _featurize_parsed(parsed: _Parsed, chunk_rows: int = 16384) -> np.ndarray:
     return out.reshape(n, len(COLUMNS))
 
 
-def magpie(formulas: Sequence[object] | pd.Series) -> pd.DataFrame:
+def magpie_features(formulas: Sequence[object] | pd.Series) -> pd.DataFrame:
     """Magpie features (132 float64 columns, matminer's names and order), one row per formula.
 
     Each distinct formula is parsed and featurized once. Raises

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crucible import __version__
-from crucible.errors import DataValidationError
+from crucible.errors import ConfigError, DataValidationError
 from crucible.io import write_json, write_parquet
 from crucible.matbench.tasks import make_mbids, task_metadata
 from crucible.sources import sha256_file
@@ -153,6 +153,18 @@ def clean_task(task: str, source: str, raw_path: str | os.PathLike, metadata: di
         "crucible_version": __version__,
     }
     return df, card
+
+
+def provenance(metadata_path: str | os.PathLike, artifacts: list[str] | None = None) -> dict[str, Any]:
+    """The task card's ``provenance``: the metadata file's hash and, given as ``name=sha256``
+    pairs, the artifact the raw file came from."""
+    bad = [kv for kv in artifacts or [] if "=" not in kv]
+    if bad:
+        raise ConfigError(f"--artifact takes name=sha256 pairs, got {bad}")
+    return {
+        "metadata_file": {"path": Path(metadata_path).name, "sha256": sha256_file(metadata_path)},
+        **({"artifact": dict(kv.split("=", 1) for kv in artifacts)} if artifacts else {}),
+    }
 
 
 def write_clean(df: pd.DataFrame, card: dict[str, Any], out_data: str | os.PathLike, out_card: str | os.PathLike) -> None:

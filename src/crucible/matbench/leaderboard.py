@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from crucible.errors import ConfigError
+from crucible.matbench.scoring import scaled_error_of
 from crucible.matbench.tasks import TASKS
 
 PUBLISHED_COLUMNS = ("Dummy", "RF-SCM/Magpie", "CrabNet", "best")
@@ -39,9 +40,7 @@ def load_published(path: str | os.PathLike) -> dict[str, Any]:
 def published_scaled_error(value: float | None, record: dict[str, Any]) -> float | None:
     if value is None:
         return None
-    if record["task_type"] == "regression":
-        return float(value) / float(record["mad"])
-    return (1.0 - float(value)) / 0.5
+    return scaled_error_of(record["task_type"], value, record.get("mad"))
 
 
 def _order(records: list[dict[str, Any]]) -> list[str]:

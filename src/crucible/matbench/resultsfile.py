@@ -1,6 +1,6 @@
 """``results/matbench/{model}/results.json.gz`` in matbench's own format, plus ``info.json``.
 
-The file is what ``MatbenchBenchmark.to_file`` writes (matbench 0.6, see matbench.md section 6):
+The file is what ``MatbenchBenchmark.to_file`` writes (matbench 0.6 on PyPI, ``matbench/bench.py``):
 one gzip-compressed line of ``json.dumps`` text (default separators) of::
 
     {"@module": "matbench.bench", "@class": "MatbenchBenchmark", "version": "0.6",
@@ -60,19 +60,26 @@ import pandas as pd
 from crucible import __version__ as CRUCIBLE_VERSION
 from crucible.errors import ConfigError, DataValidationError, HashMismatchError
 from crucible.io import write_bytes, write_json
-from crucible.matbench.scoring import (
-    CLASSIFICATION,
-    CLF_METRICS,
-    REG_METRICS,
+from crucible.matbench.scoring import CLF_METRICS, REG_METRICS, score_fold
+from crucible.matbench.tasks import (
+    BENCHMARK_NAME,
+    MATBENCH_VERSION,
+    N_FOLDS,
     REGRESSION,
-    score_fold,
+    TASKS,
+    mbid_prefix,
+    task_type_of,
 )
-from crucible.matbench.tasks import BENCHMARK_NAME, CLASSIFICATION_TASKS, N_FOLDS, TASKS, mbid_prefix
 
 log = logging.getLogger(__name__)
 
-MATBENCH_VERSION = "0.6"
 DATESTAMP_FMT = "%Y.%m.%d %H:%M.%S"
+DEFAULT_BIBTEX = (
+    "@article{Dunn2020, author={Dunn, Alexander and Wang, Qi and Ganose, Alex and Dopp, Daniel and "
+    "Jain, Anubhav}, title={Benchmarking materials property prediction methods: the Matbench test set "
+    "and Automatminer reference algorithm}, journal={npj Computational Materials}, volume={6}, "
+    "pages={138}, year={2020}, doi={10.1038/s41524-020-00406-3}}"
+)
 TOP_KEYS: tuple[str, ...] = (
     "@module", "@class", "version", "tasks", "user_metadata", "benchmark_name", "datestamp", "hash",
 )
@@ -80,10 +87,6 @@ TASK_KEYS = frozenset({"@module", "@class", "dataset_name", "results", "benchmar
 FOLD_KEYS = frozenset({"scores", "data", "parameters", "uncertainty"})
 FOLD_NAMES: tuple[str, ...] = tuple(f"fold_{k}" for k in range(N_FOLDS))
 INFO_REQUIRED = ("authors", "algorithm", "algorithm_long", "bibtex_refs", "requirements")
-
-
-def task_type_of(task: str) -> str:
-    return CLASSIFICATION if task in CLASSIFICATION_TASKS else REGRESSION
 
 
 # --- matbench's canonical form and hash ------------------------------------------------------
@@ -285,7 +288,7 @@ def validate_results_dict(
     source: str = "results file",
     expected_test_ids: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> None:
-    """matbench's ``from_dict`` + ``validate`` rules (matbench.md section 7), not mutating ``d``.
+    """matbench's ``from_dict`` + ``validate`` rules (matbench 0.6, ``MatbenchBenchmark.from_dict`` and ``validate``), not mutating ``d``.
 
     Adds our own: fold test sets disjoint, mbids carry the task's prefix, and (when
     ``expected_test_ids[task]`` is given) each fold's ids equal the official test ids.
@@ -390,7 +393,7 @@ def read_results_file(
     """Load a matbench results file (gzip detected by its magic bytes) and validate it.
 
     Raises :class:`HashMismatchError` when the stored hash does not match the content and
-    :class:`DataValidationError` for any other rule of matbench.md section 7.
+    :class:`DataValidationError` for any other rule of matbench 0.6's ``validate``.
     """
     if not Path(path).is_file():
         raise DataValidationError(f"{path}: results file not found")
@@ -410,7 +413,27 @@ def read_results_file(
     return d
 
 
-# --- info.json --------------------------------------------------------------------------------
+# --- provenance and info.json ----------------------------------------------------------------
+
+
+def user_metadata(model: str, input_text: str, store_probabilities: bool = False) -> dict[str, Any]:
+    """The results file's ``user_metadata``: what the model was given, and by which crucible."""
+    return {"input": input_text, "crucible_version": CRUCIBLE_VERSION, "crucible_model": model,
+            "classification_values": "probabilities" if store_probabilities else "labels (bool)"}
+
+
+def requirements() -> dict[str, list[str]]:
+    """info.json ``requirements``: crucible, the matbench release followed, and the installed
+    versions of the libraries that compute the numbers."""
+    import importlib.metadata
+
+    pins = [f"crucible=={CRUCIBLE_VERSION}", f"matbench=={MATBENCH_VERSION}"]
+    for dist in ("scikit-learn", "numpy", "pandas", "pyarrow"):
+        try:
+            pins.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {"python": pins}
 
 
 def write_info_json(
@@ -422,7 +445,7 @@ def write_info_json(
     notes: str | None,
     requirements: Mapping[str, Any] | str,
 ) -> None:
-    """Write the leaderboard's ``info.json`` (matbench.md section 9) atomically.
+    """Write the leaderboard's ``info.json`` (the matbench repository's leaderboard submission guide) atomically.
 
     ``authors``, ``algorithm``, ``algorithm_long``, ``bibtex_refs`` and ``requirements`` must be
     non-empty (the leaderboard CI refuses nulls); ``notes`` is always written, None allowed.

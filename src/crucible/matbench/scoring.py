@@ -64,11 +64,15 @@ from sklearn.metrics import (
 )
 
 from crucible.errors import DataValidationError
-from crucible.matbench.tasks import COMPOSITION_TASKS
-
-REGRESSION = "regression"
-CLASSIFICATION = "classification"
-TASK_TYPES = (REGRESSION, CLASSIFICATION)
+from crucible.matbench.tasks import (
+    BENCHMARK_NAME,
+    CLASSIFICATION,
+    COMPOSITION_TASKS,
+    MATBENCH_VERSION,
+    N_FOLDS,
+    REGRESSION,
+    TASK_TYPES,
+)
 
 REG_METRICS: tuple[str, ...] = ("mae", "rmse", "mape", "max_error")
 CLF_METRICS: tuple[str, ...] = ("accuracy", "balanced_accuracy", "f1", "rocauc")
@@ -76,9 +80,7 @@ PROBA_METRIC = "rocauc_proba"
 CLF_THRESHOLD = 0.5
 MAPE_THRESHOLD = 1e-5
 FOLD_STATS: tuple[str, ...] = ("mean", "max", "min", "std")
-N_FOLDS = 5
 SCHEMA = "crucible.matbench.scores/1"
-MATBENCH_SCORING_VERSION = "0.6"
 
 # The four composition tasks; the other nine take structures (official metadata).
 
@@ -199,12 +201,18 @@ def fold_stats(values: Sequence[float]) -> dict[str, float]:
     return {op: float(getattr(np, op)(arr)) for op in FOLD_STATS}
 
 
-def scaled_error(task_type: str, fold_scores: Mapping[str, Any], mad: float | None) -> float:
+def scaled_error_of(task_type: str, value: float, mad: float | None) -> float:
+    """The leaderboard metric's value (MAE or ROC AUC) as matbench's scaled error: MAE/MAD for
+    regression, (1 - ROC AUC)/0.5 for classification; 0 is perfect, 1 is the Dummy's level."""
     if check_task_type(task_type) == REGRESSION:
         if mad is None or not mad > 0:
             raise DataValidationError(f"the scaled error needs a positive MAD, got {mad!r}")
-        return float(fold_scores["mae"]) / float(mad)
-    return (1.0 - float(fold_scores["rocauc"])) / 0.5
+        return float(value) / float(mad)
+    return (1.0 - float(value)) / 0.5
+
+
+def scaled_error(task_type: str, fold_scores: Mapping[str, Any], mad: float | None) -> float:
+    return scaled_error_of(task_type, fold_scores[leaderboard_metric(task_type)], mad)
 
 
 def score_task(
@@ -238,8 +246,8 @@ def score_task(
     stats = {m: fold_stats([f[m] for f in folds]) for m in names}
     record: dict[str, Any] = {
         "schema": SCHEMA,
-        "benchmark": "matbench_v0.1",
-        "matbench_scoring_version": MATBENCH_SCORING_VERSION,
+        "benchmark": BENCHMARK_NAME,
+        "matbench_scoring_version": MATBENCH_VERSION,
         "task": task_name,
         "model": model,
         "task_type": task_type,

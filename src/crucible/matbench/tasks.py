@@ -1,4 +1,8 @@
-"""The 13 Matbench v0.1 tasks: names, official metadata, and Matbench ids (mbids)."""
+"""The 13 Matbench v0.1 tasks: names, types, official metadata, and Matbench ids (mbids).
+
+The one home of Matbench's fixed facts: task names and types, the number of folds, the split
+seed and the matbench release whose scoring and file format crucible reproduces.
+"""
 
 from __future__ import annotations
 
@@ -30,15 +34,30 @@ TASKS: tuple[str, ...] = (
 CLASSIFICATION_TASKS = frozenset({"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"})
 COMPOSITION_TASKS = frozenset({"matbench_steels", "matbench_expt_gap", "matbench_expt_is_metal", "matbench_glass"})
 
+REGRESSION = "regression"
+CLASSIFICATION = "classification"
+TASK_TYPES: tuple[str, ...] = (REGRESSION, CLASSIFICATION)
+
 BENCHMARK_NAME = "matbench_v0.1"
 SPLIT_SEED = 18012019
 N_FOLDS = 5
+# The matbench release (PyPI matbench==0.6) whose scorer and results-file format we follow.
+MATBENCH_VERSION = "0.6"
+
+# What a model was given, as recorded in scores and results files: the composition mirror has
+# formulas only; the matminer source also has structures.
+COMPOSITION_ONLY = "composition-only (formulas, no structures)"
+STRUCTURE = "structure"
 
 
 def check_task(task: str) -> str:
     if task not in TASKS:
         raise ConfigError(f"unknown Matbench task {task!r}; known tasks: {', '.join(TASKS)}")
     return task
+
+
+def task_type_of(task: str) -> str:
+    return CLASSIFICATION if task in CLASSIFICATION_TASKS else REGRESSION
 
 
 def mbid_prefix(task: str) -> str:

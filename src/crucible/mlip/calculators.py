@@ -9,9 +9,10 @@
   or the upstream package's own cache folder) and otherwise raise
   :class:`WeightsUnavailableError` saying where the file was looked for.
 
-Every calculator returned carries ``crucible_model`` and ``crucible_device`` attributes so that a
-stage can record what actually ran. Models that offer a batched forward pass also carry
-``crucible_batch_energies(list_of_atoms) -> list[float]`` (total energies, eV); on CUDA this is
+``load_potential(name, device=None)`` wraps the calculator in a :class:`Potential`, a small
+record of what actually ran (name, device) beside the calculator; nothing is patched onto the
+third-party calculator object. Models that offer a batched forward pass also give
+``Potential.batch_energies(list_of_atoms) -> list[float]`` (total energies, eV); on CUDA this is
 what makes a GPU worth having. :func:`evaluate_energies` uses it and falls back to one structure
 at a time when a batch fails, so that one bad structure is pinned down instead of sinking the
 batch.
@@ -38,11 +39,32 @@ class WeightsUnavailableError(ConfigError):
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class PotentialSpec:
+    """A registered potential: how to load its calculator, and its batched path if it has one."""
+
     name: str
     kind: str  # "builtin" | "shipped" | "hub"
     description: str
     loader: Callable[[str], object]
+    # batch(calculator) -> (list of atoms -> total energies in eV)
+    batch: Callable[[object], Callable[[list], list[float]]] | None = None
+
+
+@dataclass(frozen=True)
+class Potential:
+    """A loaded potential: the ASE calculator and what ran it."""
+
+    name: str
+    device: str
+    calculator: object
+    batch_energies: Callable[[list], list[float]] | None = None
+
+
+def as_potential(calc: object) -> Potential:
+    """A :class:`Potential` as is; a bare ASE calculator wrapped (named after its class, CPU)."""
+    if isinstance(calc, Potential):
+        return calc
+    return Potential(name=type(calc).__name__, device="cpu", calculator=calc)
 
 
 def resolve_device(device: str | None = None) -> str:
@@ -107,7 +129,11 @@ def _load_chgnet_030(device: str):
 
     # CHGNet.load(model_name=...) reads chgnet/pretrained/0.3.0/*.pth.tar from the wheel.
     model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
-    calc = CHGNetCalculator(model=model, use_device=device)
+    return CHGNetCalculator(model=model, use_device=device)
+
+
+def _chgnet_batch(calc):
+    model = calc.model
 
     def batch_energies(atoms_list):
         from pymatgen.io.ase import AseAtomsAdaptor
@@ -119,8 +145,7 @@ def _load_chgnet_030(device: str):
         # CHGNet predicts energy per atom.
         return [float(p["e"]) * len(a) for p, a in zip(preds, atoms_list)]
 
-    calc.crucible_batch_energies = batch_energies
-    return calc
+    return batch_energies
 
 
 def _sevennet_checkpoint() -> Path:
@@ -162,7 +187,7 @@ def _load_matgl(device: str):
     matgl = _import_or_unavailable("matgl", "matgl")
     ext = _import_or_unavailable("matgl", "matgl.ext.ase")
     potential = matgl.load_model(str(path))
-    calc_cls = getattr(ext, "PESCalculator", None) or getattr(ext, "M3GNetCalculator")
+    calc_cls = getattr(ext, "PESCalculator", None) or ext.M3GNetCalculator
     return calc_cls(potential)
 
 
@@ -172,7 +197,7 @@ def _load_orb(device: str):
     pretrained = _import_or_unavailable("orb", "orb_models.forcefield.pretrained")
     calculator = _import_or_unavailable("orb", "orb_models.forcefield.calculator")
     # The architecture must match the checkpoint; orb-v3 conservative (OMat) is the default.
-    build = getattr(pretrained, "orb_v3_conservative_inf_omat", None) or getattr(pretrained, "orb_v2")
+    build = getattr(pretrained, "orb_v3_conservative_inf_omat", None) or pretrained.orb_v2
     model = build(weights_path=str(path), device=device)
     return calculator.ORBCalculator(model, device=device)
 
@@ -185,16 +210,17 @@ def _load_uma(device: str):
     return core.FAIRChemCalculator(predictor, task_name="omat")
 
 
-REGISTRY: dict[str, ModelSpec] = {
+REGISTRY: dict[str, PotentialSpec] = {
     spec.name: spec
     for spec in [
-        ModelSpec("emt", "builtin", "ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests", _load_emt),
-        ModelSpec("chgnet-0.3.0", "shipped", "CHGNet 0.3.0, weights inside the chgnet wheel", _load_chgnet_030),
-        ModelSpec("sevennet-0", "shipped", "SevenNet-0 (11Jul2024), weights inside the sevenn wheel", _load_sevennet_0),
-        ModelSpec("mace-mp", "hub", "MACE-MP foundation model (local *.model file only)", _load_mace_mp),
-        ModelSpec("matgl", "hub", "MatGL potential (local model folder only)", _load_matgl),
-        ModelSpec("orb", "hub", "ORB potential (local checkpoint only)", _load_orb),
-        ModelSpec("uma", "hub", "FAIRChem UMA, omat task (local checkpoint only)", _load_uma),
+        PotentialSpec("emt", "builtin", "ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests", _load_emt),
+        PotentialSpec("chgnet-0.3.0", "shipped", "CHGNet 0.3.0, weights inside the chgnet wheel", _load_chgnet_030,
+                      batch=_chgnet_batch),
+        PotentialSpec("sevennet-0", "shipped", "SevenNet-0 (11Jul2024), weights inside the sevenn wheel", _load_sevennet_0),
+        PotentialSpec("mace-mp", "hub", "MACE-MP foundation model (local *.model file only)", _load_mace_mp),
+        PotentialSpec("matgl", "hub", "MatGL potential (local model folder only)", _load_matgl),
+        PotentialSpec("orb", "hub", "ORB potential (local checkpoint only)", _load_orb),
+        PotentialSpec("uma", "hub", "FAIRChem UMA, omat task (local checkpoint only)", _load_uma),
     ]
 }
 
@@ -224,17 +250,21 @@ def available_models() -> list[str]:
     return names
 
 
-def get_calculator(name: str, device: str | None = None):
-    """The ASE calculator registered as ``name`` on ``device`` (default: CUDA if present)."""
+def load_potential(name: str, device: str | None = None) -> Potential:
+    """The potential registered as ``name`` on ``device`` (default: CUDA if present)."""
     spec = REGISTRY.get(name)
     if spec is None:
         raise ConfigError(f"unknown interatomic potential {name!r}; registered: {', '.join(registered_models())}")
     dev = "cpu" if spec.kind == "builtin" else resolve_device(device)
     calc = spec.loader(dev)
-    calc.crucible_model = name
-    calc.crucible_device = dev
-    log.info("loaded potential %s on %s", name, calc.crucible_device)
-    return calc
+    potential = Potential(name=name, device=dev, calculator=calc, batch_energies=spec.batch(calc) if spec.batch else None)
+    log.info("loaded potential %s on %s", name, dev)
+    return potential
+
+
+def get_calculator(name: str, device: str | None = None):
+    """The bare ASE calculator registered as ``name`` (see :func:`load_potential`)."""
+    return load_potential(name, device).calculator
 
 
 def _error_reason(exc: BaseException) -> str:
@@ -245,19 +275,21 @@ def _error_reason(exc: BaseException) -> str:
 
 
 def single_energy(calc, atoms) -> float:
-    """Total energy (eV) of ``atoms`` with ``calc``; raises whatever the calculator raises."""
+    """Total energy (eV) of ``atoms`` with ``calc`` (a ``Potential`` or a bare ASE calculator);
+    raises whatever the calculator raises."""
     atoms = atoms.copy()
-    atoms.calc = calc  # some calculators (SevenNet) reject unknown elements right here
+    atoms.calc = as_potential(calc).calculator  # some calculators (SevenNet) reject unknown elements right here
     return float(atoms.get_potential_energy())
 
 
-def evaluate_energies(calc, atoms_list: Sequence) -> list[tuple[float, str | None]]:
+def evaluate_energies(potential, atoms_list: Sequence) -> list[tuple[float, str | None]]:
     """``(energy_eV, None)`` or ``(nan, reason)`` for each structure, in order.
 
     Uses the calculator's batched path when it has one; if the batch raises or returns a
     non-finite value, every structure is redone alone so each failure gets its own reason.
     """
-    batch = getattr(calc, "crucible_batch_energies", None)
+    potential = as_potential(potential)
+    calc, batch = potential.calculator, potential.batch_energies
     if batch is not None and len(atoms_list) > 1:
         try:
             energies = batch(list(atoms_list))

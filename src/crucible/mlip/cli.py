@@ -2,10 +2,10 @@
 
     crucible mlip models
     crucible mlip eos --model chgnet-0.3.0 --elements all --points 7 --volume-range 0.94 1.06 --out results/mlip/eos/chgnet-0.3.0.parquet
-    crucible mlip eos-table --inputs results/mlip/eos/*.parquet --csv t.csv --md t.md --tex t.tex
-    crucible mlip eos-figures --inputs results/mlip/eos/*.parquet --out-png d.png --out-pdf d.pdf --parity-png p.png --parity-pdf p.pdf
+    crucible mlip eos-table --inputs results/mlip/eos/*.parquet --out-csv t.csv --out-md t.md --out-tex t.tex
+    crucible mlip eos-figures --inputs results/mlip/eos/*.parquet --out-png d.png --out-pdf d.pdf --out-parity-png p.png --out-parity-pdf p.pdf
     crucible mlip s2ef-predict --dataset ase-vasp-testdata --model emt --out results/mlip/s2ef/ase-vasp-testdata/emt.parquet
-    crucible mlip s2ef-table --inputs results/mlip/s2ef/*/*.parquet --csv t.csv --md t.md --tex t.tex
+    crucible mlip s2ef-table --inputs results/mlip/s2ef/*/*.parquet --out-csv t.csv --out-md t.md --out-tex t.tex
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +35,15 @@ def _cmd_models(args) -> int:
 
 def _cmd_eos(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import get_calculator
+    from crucible.mlip.calculators import load_potential
     from crucible.mlip.eos import EOS_SCHEMA, parse_elements, run_eos
 
     _set_threads(args.threads)
     elements = parse_elements(args.elements)  # fail on a typo before loading a model
     t0 = time.perf_counter()
-    calc = get_calculator(args.model, device=args.device)
+    potential = load_potential(args.model, device=args.device)
     t_load = time.perf_counter() - t0
-    df = run_eos(calc, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
+    df = run_eos(potential, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
     t_total = time.perf_counter() - t0
     write_parquet(df, args.out, schema=EOS_SCHEMA)
     n_failed = int((df["status"] != "ok").sum())
@@ -52,7 +51,7 @@ def _cmd_eos(args) -> int:
     log.info(
         "%s: %d elements, %d failed, mean Δ %.2f meV/atom, median %.2f; load %.1f s, total %.1f s on %s -> %s",
         args.model, len(df), n_failed, ok["delta_mev"].mean(), ok["delta_mev"].median(), t_load, t_total,
-        getattr(calc, "crucible_device", "?"), args.out,
+        potential.device, args.out,
     )
     return 0
 
@@ -62,7 +61,7 @@ def _cmd_eos_table(args) -> int:
     from crucible.mlip.report import EOS_TABLE_HEADERS, load_frames, write_table
 
     table = eos_summary_table(load_frames(args.inputs))
-    write_table(table, csv=args.csv, md=args.md, tex=args.tex, headers=EOS_TABLE_HEADERS)
+    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, headers=EOS_TABLE_HEADERS)
     return 0
 
 
@@ -72,56 +71,30 @@ def _cmd_eos_figures(args) -> int:
     frames = load_frames(args.inputs)
     if args.out_png or args.out_pdf:
         delta_periodic_table(frames, png=args.out_png, pdf=args.out_pdf)
-    if args.parity_png or args.parity_pdf:
-        b0_parity(frames, png=args.parity_png, pdf=args.parity_pdf)
+    if args.out_parity_png or args.out_parity_pdf:
+        b0_parity(frames, png=args.out_parity_png, pdf=args.out_parity_pdf)
     return 0
 
 
 def _cmd_s2ef_predict(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import get_calculator
-    from crucible.mlip.s2ef_data import predict_frames, prediction_schema, read_frames
+    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
 
     _set_threads(args.threads)
     frames = read_frames(args.dataset)
-    calc = get_calculator(args.model, device=args.device)
-    df = predict_frames(frames, calc)
+    df = predict_frames(frames, load_potential(args.model, device=args.device))
     write_parquet(df, args.out, schema=prediction_schema())
     log.info("%s on %s: %d frames, %d failed -> %s", args.model, args.dataset, len(df), int((df["status"] != "ok").sum()), args.out)
     return 0
 
 
-def s2ef_table_from_files(paths):
-    """The s2ef metric table from prediction files laid out as ``.../{dataset}/{model}.parquet``:
-    one block of rows per dataset (``s2ef_metric_table`` of its models), with a dataset column."""
-    import pandas as pd
-
-    from crucible.errors import DataValidationError
-    from crucible.io import read_parquet
-    from crucible.mlip.s2ef import s2ef_metric_table, score_s2ef
-
-    by_dataset: dict[str, dict[str, dict]] = {}
-    for path in sorted(Path(p) for p in paths):
-        models = by_dataset.setdefault(path.parent.name, {})
-        if path.stem in models:
-            raise DataValidationError(f"{path}: model {path.stem!r} given twice for dataset {path.parent.name!r}")
-        try:
-            models[path.stem] = score_s2ef(read_parquet(path))
-        except DataValidationError as exc:
-            raise DataValidationError(f"{path}: {exc}") from exc
-    blocks = []
-    for dataset in sorted(by_dataset):
-        table = s2ef_metric_table(by_dataset[dataset])
-        table.insert(0, "dataset", dataset)
-        blocks.append(table)
-    return pd.concat(blocks, ignore_index=True)
-
-
 def _cmd_s2ef_table(args) -> int:
     from crucible.mlip.report import S2EF_TABLE_HEADERS, write_table
+    from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(args.inputs)
-    write_table(table, csv=args.csv, md=args.md, tex=args.tex, digits=4, headers=S2EF_TABLE_HEADERS)
+    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4, headers=S2EF_TABLE_HEADERS)
     return 0
 
 
@@ -146,9 +119,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
     def table_args(p):
         p.add_argument("--inputs", nargs="+", required=True)
-        p.add_argument("--csv")
-        p.add_argument("--md")
-        p.add_argument("--tex")
+        p.add_argument("--out-csv")
+        p.add_argument("--out-md")
+        p.add_argument("--out-tex")
 
     p = sub.add_parser("eos-table", help="per-model EOS summary table")
     table_args(p)
@@ -158,8 +131,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", nargs="+", required=True)
     p.add_argument("--out-png")
     p.add_argument("--out-pdf")
-    p.add_argument("--parity-png")
-    p.add_argument("--parity-pdf")
+    p.add_argument("--out-parity-png")
+    p.add_argument("--out-parity-pdf")
     p.set_defaults(func=_cmd_eos_figures)
 
     p = sub.add_parser("s2ef-predict", help="a potential's energies and forces on a dataset's frames")

@@ -3,7 +3,7 @@
 For each element of ``ase.collections.dcdft`` the crystal is scaled isotropically (fractional
 positions fixed) to volumes spanning ``volume_range`` times the WIEN2k equilibrium volume, the
 potential's energies per atom are fitted with the third-order Birch–Murnaghan form used by
-CatBench (peers.md §3.7), and the fit is compared with the WIEN2k reference through the Delta
+CatBench (its ``eos`` utilities), and the fit is compared with the WIEN2k reference through the Delta
 gauge of Lejaeghere et al., Science 351, aad3000 (2016), and with WIEN2k and experiment through
 V0, B0 and B0′ errors.
 
@@ -28,7 +28,7 @@ from crucible.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-GPA_TO_EV_A3 = 0.00624151  # CatBench's rounding; peers.md §3.8 vector 9 depends on it
+GPA_TO_EV_A3 = 0.00624151  # CatBench's rounding of 1/160.2177; its reference values depend on it
 B0_START_CLAMP_GPA = (50.0, 500.0)
 B0_START_FALLBACK_GPA = 150.0
 B0P_START = 4.0
@@ -317,7 +317,7 @@ def eos_volumes(reference_v0: float, points: int, volume_range: tuple[float, flo
 
 
 def run_eos(
-    calculator,
+    calculator,  # a crucible.mlip.calculators.Potential, or a bare ASE calculator
     elements: str | Iterable[str] = "all",
     points: int = 7,
     volume_range: tuple[float, float] = (0.94, 1.06),
@@ -333,10 +333,11 @@ def run_eos(
     from ase.collections import dcdft
     from tqdm.auto import tqdm
 
-    from crucible.mlip.calculators import evaluate_energies
+    from crucible.mlip.calculators import as_potential, evaluate_energies
 
-    model = model or getattr(calculator, "crucible_model", type(calculator).__name__)
-    device = getattr(calculator, "crucible_device", "cpu")
+    calculator = as_potential(calculator)
+    model = model or calculator.name
+    device = calculator.device
     names = parse_elements(elements)
     rows = []
     bar = tqdm(names, desc=f"EOS {model}", unit="element", disable=not progress)

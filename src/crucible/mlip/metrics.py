@@ -1,7 +1,7 @@
 """Energy, force and position metrics with FAIRChem's ``Evaluator`` semantics.
 
-Re-implemented from ``/work/shared/specs/peers.md`` §1 and tested against
-``fairchem/core/modules/evaluator.py`` (fairchem-core 2.24.0) in ``tests/test_mlip_metrics.py``.
+Re-implemented from the behaviour of ``fairchem/core/modules/evaluator.py`` in fairchem-core
+2.24.0 (PyPI), and tested against that file in ``tests/test_mlip_metrics.py``.
 
 What is the same as the peer
 ----------------------------

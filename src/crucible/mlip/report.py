@@ -14,7 +14,6 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-
 EOS_TABLE_HEADERS = {
     "model": "model",
     "n_elements": "elements",

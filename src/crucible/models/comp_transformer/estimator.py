@@ -1,4 +1,7 @@
-"""``comp-transformer``: fraction-aware self-attention over the elements of a composition.
+"""``comp-transformer``: the estimator (fit protocol, training loop, inference, persistence).
+
+Inputs are built by :mod:`.encoding`, the network is in :mod:`.network`.
+The model: fraction-aware self-attention over the elements of a composition.
 
 Our own implementation of the idea behind CrabNet/Roost-style models (no peer code copied):
 
@@ -34,227 +37,51 @@ with ``weights_only=True``) and ``model.json`` (parameters, scaling, element lis
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import time
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from crucible.errors import ConfigError, DataValidationError
+from crucible.models.comp_transformer.encoding import _as_series, _Encoded, encode_formulas, load_element_table
+from crucible.models.comp_transformer.network import CompTransformerNet, Ensemble
 from crucible.models.registry import ModelSpec, register
 from crucible.progress import Throttle
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-# Where the fetch stage puts the tables extracted from the crabnet 2.0.8 wheel (fetch.smk).
-TABLE_DIR = "resources/extracted/crabnet-2.0.8"
-NAMED_TABLES = ("mat2vec", "magpie")
-MAT2VEC_SHA256 = "5dcde1a0fe13040af99dbcb7b3d73eb022ffd085e7f598dce70844d0af83b137"
 
 
-# ----------------------------------------------------------------------------- inputs
+class _WeightAverage:
+    """Running mean of a network's floating-point state over the epochs it is updated with.
 
-
-@lru_cache(maxsize=None)
-def parse_formula(formula: str) -> tuple[tuple[str, float], ...]:
-    """(element, molar fraction) pairs of a formula, largest fraction first.
-
-    Cached: Matbench tasks repeat formulas (up to 98% of perovskites rows share one) and
-    pymatgen's parser dominates the cost of preparing a batch otherwise.
-    """
-    from pymatgen.core import Composition
-
-    comp = Composition(formula)
-    amounts = {str(el): float(amt) for el, amt in comp.get_el_amt_dict().items() if amt > 0}
-    total = sum(amounts.values())
-    if not amounts or total <= 0:
-        raise ValueError("no element with a positive amount")
-    # Sorted so that the token order (and the float summation order) is fixed per formula.
-    return tuple(sorted(((el, amt / total) for el, amt in amounts.items()), key=lambda t: (-t[1], t[0])))
-
-
-def _as_series(X: Any) -> pd.Series:
-    if isinstance(X, pd.DataFrame):
-        if "formula" in X.columns:
-            return X["formula"]
-        if X.shape[1] == 1:
-            return X.iloc[:, 0]
-        raise DataValidationError("comp-transformer: X must be formulas (a Series or a one-column frame)")
-    if isinstance(X, pd.Series):
-        return X
-    return pd.Series(list(X))
-
-
-def resolve_table_path(element_table: str | Path) -> Path:
-    """A path to an element CSV; the bare names 'mat2vec'/'magpie' mean the fetched tables."""
-    text = str(element_table)
-    if text in NAMED_TABLES:
-        return Path(TABLE_DIR) / f"{text}.csv"
-    return Path(text)
-
-
-def load_element_table(path: str | Path) -> tuple[list[str], np.ndarray, str]:
-    """Symbols, standardised float32 feature matrix and SHA-256 of an element table CSV.
-
-    Layout of the crabnet tables: header row, first column the element symbol (``element``),
-    the other columns the features. Columns are standardised over the elements so that the
-    Magpie table (melting points in K next to valence counts) and mat2vec share one scale.
-    """
-    path = resolve_table_path(path)
-    if not path.is_file():
-        raise ConfigError(f"comp-transformer: element table {str(path)!r} not found (run the fetch stage)")
-    raw = path.read_bytes()
-    table = pd.read_csv(path, index_col=0)
-    if table.shape[1] == 0 or table.index.has_duplicates:
-        raise DataValidationError(f"{path}: expected one row per element symbol and at least one feature column")
-    values = table.to_numpy(dtype=np.float64)
-    if not np.isfinite(values).all():
-        bad = table.index[~np.isfinite(values).all(axis=1)].tolist()
-        raise DataValidationError(f"{path}: non-finite features for elements {bad}")
-    std = values.std(axis=0)
-    std[std == 0] = 1.0
-    values = (values - values.mean(axis=0)) / std
-    return [str(s) for s in table.index], values.astype(np.float32), hashlib.sha256(raw).hexdigest()
-
-
-class _Encoded:
-    """Padded element indices and fractions for a set of formulas."""
-
-    def __init__(self, idx: torch.Tensor, frac: torch.Tensor):
-        self.idx = idx  # (n, L) int64, 0 = padding, table row + 1 otherwise
-        self.frac = frac  # (n, L) float32, 0 for padding
-        self.lengths = (idx > 0).sum(dim=1)
-
-    def __len__(self) -> int:
-        return self.idx.shape[0]
-
-    def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        width = int(self.lengths[rows].max())
-        return self.idx[rows, :width], self.frac[rows, :width]
-
-
-def encode_formulas(X: Any, symbols: Sequence[str]) -> _Encoded:
-    """Turn formulas into padded index/fraction tensors; unknown elements are refused."""
-    series = _as_series(X)
-    lookup = {s: i + 1 for i, s in enumerate(symbols)}
-    parsed: list[tuple[tuple[str, float], ...]] = []
-    for label, formula in zip(series.index.tolist(), series.to_numpy()):
-        if not isinstance(formula, str) or not formula.strip():
-            raise DataValidationError(f"comp-transformer: row {label!r}: formula is missing or not a string ({formula!r})")
-        try:
-            pairs = parse_formula(formula)
-        except Exception as exc:  # pymatgen raises several types for bad formulas
-            raise DataValidationError(f"comp-transformer: row {label!r}: cannot parse formula {formula!r}: {exc}") from None
-        for el, _ in pairs:
-            if el not in lookup:
-                raise DataValidationError(
-                    f"comp-transformer: row {label!r}: formula {formula!r} contains element {el!r}, "
-                    f"which is not in the element embedding table ({len(symbols)} elements)"
-                )
-        parsed.append(pairs)
-    width = max((len(p) for p in parsed), default=1)
-    idx = np.zeros((len(parsed), width), dtype=np.int64)
-    frac = np.zeros((len(parsed), width), dtype=np.float32)
-    for i, pairs in enumerate(parsed):
-        for j, (el, f) in enumerate(pairs):
-            idx[i, j] = lookup[el]
-            frac[i, j] = f
-    return _Encoded(torch.from_numpy(idx), torch.from_numpy(frac))
-
-
-# ----------------------------------------------------------------------------- network
-
-
-class FractionEncoder(nn.Module):
-    """Sinusoidal features of the fraction on a linear and a log scale, then a linear map.
-
-    Frequencies are geometric so that both coarse (0.5 vs 0.25) and fine (1e-4 vs 2e-4 on the
-    log scale) differences are resolved.
+    Not ``torch.optim.swa_utils.AveragedModel``: its update (``lerp``) rounds differently in the
+    last bit of float32, which would move every published comp-transformer number.
     """
 
-    def __init__(self, d_model: int, n_freq: int = 16):
-        super().__init__()
-        self.register_buffer("freqs", (math.pi * torch.logspace(0, 3, n_freq)).float(), persistent=False)
-        self.proj = nn.Linear(4 * n_freq + 2, d_model)
+    def __init__(self):
+        self.state: dict[str, torch.Tensor] | None = None
+        self.n = 0
 
-    def forward(self, frac: torch.Tensor) -> torch.Tensor:
-        f = frac.clamp_min(1e-6).unsqueeze(-1)
-        # log10(fraction) from -6 to 0 mapped onto [0, 1]
-        lg = 1.0 + torch.log10(f) / 6.0
-        a = f * self.freqs
-        b = lg * self.freqs / 10.0
-        feats = torch.cat([a.sin(), a.cos(), b.sin(), b.cos(), f, lg], dim=-1)
-        return self.proj(feats)
-
-
-class CompTransformerNet(nn.Module):
-    def __init__(
-        self,
-        table: torch.Tensor,
-        d_model: int,
-        n_heads: int,
-        n_layers: int,
-        d_ff: int,
-        dropout: float,
-    ):
-        super().__init__()
-        n_el, n_feat = table.shape
-        # Row 0 is the padding token; the table is a fixed (non-trained) buffer so that the
-        # saved state dict carries it and loading needs no CSV.
-        self.register_buffer("table", torch.cat([torch.zeros(1, n_feat), table.float()], dim=0))
-        self.embed = nn.Sequential(nn.Linear(n_feat, d_model), nn.GELU(), nn.Linear(d_model, d_model))
-        self.frac_enc = FractionEncoder(d_model)
-        layer = nn.TransformerEncoderLayer(
-            d_model, n_heads, d_ff, dropout, activation="gelu", batch_first=True, norm_first=True
-        )
-        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(d_model)
-        d_pool = 2 * d_model + n_feat
-        self.head = nn.Sequential(
-            nn.Linear(d_pool, 2 * d_model),
-            nn.GELU(),
-            nn.Dropout(dropout),
-            nn.Linear(2 * d_model, d_model),
-            nn.GELU(),
-            nn.Linear(d_model, 1),
-        )
-
-    def forward(self, idx: torch.Tensor, frac: torch.Tensor) -> torch.Tensor:
-        pad = idx == 0
-        raw = self.table[idx]
-        h = self.embed(raw) + self.frac_enc(frac)
-        h = self.encoder(h, src_key_padding_mask=pad)
-        h = self.norm(h)
-        keep = (~pad).unsqueeze(-1).to(h.dtype)
-        w = frac.unsqueeze(-1).to(h.dtype)
-        weighted = (h * w).sum(1)
-        mean = (h * keep).sum(1) / keep.sum(1).clamp_min(1.0)
-        raw_mean = (raw * frac.unsqueeze(-1)).sum(1).to(h.dtype)
-        return self.head(torch.cat([weighted, mean, raw_mean], dim=-1)).squeeze(-1)
-
-
-class Ensemble(nn.Module):
-    """Mean output of members trained with different seeds (variance of 300-row tasks)."""
-
-    def __init__(self, members: list[CompTransformerNet]):
-        super().__init__()
-        self.members = nn.ModuleList(members)
-
-    def forward(self, idx: torch.Tensor, frac: torch.Tensor) -> torch.Tensor:
-        return torch.stack([m(idx, frac) for m in self.members]).mean(0)
-
-
-# ----------------------------------------------------------------------------- estimator
+    def update(self, net: nn.Module) -> None:
+        cur = net.state_dict()
+        if self.state is None:
+            self.state, self.n = {k: v.detach().clone() for k, v in cur.items()}, 1
+            return
+        self.n += 1
+        for k, v in cur.items():
+            if v.is_floating_point():
+                self.state[k].add_(v.detach() - self.state[k], alpha=1.0 / self.n)
 
 
 def _pick_device(device: str) -> torch.device:
@@ -461,6 +288,8 @@ class CompTransformer(BaseEstimator):
         return self
 
     def _train(self, table_t, enc, y_arr, val, epochs, device, amp_dtype, seed):
+        """One network trained from ``seed``: early stopping on ``val`` when given, else the
+        running weight average over the tail of the schedule (the final refit run)."""
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             if device.type == "cuda":
@@ -470,19 +299,7 @@ class CompTransformer(BaseEstimator):
             y_t = torch.as_tensor((y_arr - self.center_) / self.scale_, dtype=torch.float32)
             n = len(enc)
             bs = max(1, min(self._batch_size(n), n))
-            steps_per_epoch = math.ceil(n / bs)
-            total = max(1, epochs * steps_per_epoch)
-            # foreach: one kernel per step for all tensors instead of one per parameter (CPU too)
-            opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay, foreach=True)
-            warm = max(1, int(self.warmup * total))
-
-            def lr_at(step: int) -> float:
-                if step < warm:
-                    return (step + 1) / warm
-                return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total - warm)))) * 0.99 + 0.01
-
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-            scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+            opt, sched, scaler = self._optimizer(net, epochs * math.ceil(n / bs), amp_dtype)
             loss_fn = nn.BCEWithLogitsLoss() if self._is_clf else nn.L1Loss()
             best_state, best_score, best_epoch, stale = None, math.inf, epochs, 0
             history: list[dict[str, float]] = []
@@ -490,42 +307,14 @@ class CompTransformer(BaseEstimator):
             # Weight averaging only where no validation rows pick a checkpoint (final refit run).
             n_swa = int(self.swa_frac * epochs)
             swa_start = epochs - n_swa + 1 if n_swa >= 2 else None
-            swa_state, swa_n = None, 0
+            average = _WeightAverage()
             throttle = Throttle()
             for epoch in range(1, epochs + 1):
-                net.train()
                 perm = torch.randperm(n, generator=gen)
-                total_loss = 0.0
-                for s in range(0, n, bs):
-                    rows = perm[s : s + bs]
-                    if len(rows) < 2 and n >= 2:
-                        continue  # a batch of one gives LayerNorm/attention nothing to learn from
-                    idx, frac = enc.batch(rows)
-                    idx, frac, target = idx.to(device), frac.to(device), y_t[rows].to(device)
-                    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                        out = net(idx, frac)
-                    loss = loss_fn(out.float(), target)
-                    opt.zero_grad(set_to_none=True)
-                    if scaler is not None:
-                        scaler.scale(loss).backward()
-                        scaler.unscale_(opt)
-                        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-                        scaler.step(opt)
-                        scaler.update()
-                    else:
-                        loss.backward()
-                        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-                        opt.step()
-                    sched.step()
-                    total_loss += loss.detach().item() * len(rows)
+                total_loss = self._train_epoch(net, enc, y_t, perm, bs, opt, sched, scaler, loss_fn, device, amp_dtype)
                 record = {"epoch": epoch, "train_loss": total_loss / n}
                 if val is not None:
-                    raw = self._raw_outputs(net, val[0], device, amp_dtype)
-                    if self._is_clf:
-                        p = np.clip(1 / (1 + np.exp(-raw)), 1e-7, 1 - 1e-7)
-                        score = float(-np.mean(val[1] * np.log(p) + (1 - val[1]) * np.log(1 - p)))
-                    else:
-                        score = float(np.mean(np.abs(raw * self.scale_ + self.center_ - val[1])))
+                    score = self._val_score(net, val, device, amp_dtype)
                     record["val_score"] = score
                     recent.append(score)
                     # A trailing mean over a few epochs: on 60-row validation sets a single
@@ -538,27 +327,78 @@ class CompTransformer(BaseEstimator):
                     else:
                         stale += 1
                 history.append(record)
-                if throttle.ready(last=epoch == epochs):
-                    log.info("epoch %d/%d: %s", epoch, epochs, ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "epoch"))
+                # Every epoch goes to the debug log; INFO at most every CRUCIBLE_PROGRESS_S, and the last.
+                log.log(logging.INFO if throttle.ready(last=epoch == epochs) else logging.DEBUG,
+                        "comp-transformer seed %d: epoch %d/%d, train loss %.5g%s", seed, epoch, epochs,
+                        record["train_loss"], f", validation {record['val_score']:.5g}" if val is not None else "")
                 if val is None and swa_start is not None and epoch >= swa_start:
-                    # running mean of the weights over the low-LR tail of the cosine schedule
-                    cur = net.state_dict()
-                    if swa_state is None:
-                        swa_state, swa_n = {k: v.detach().clone() for k, v in cur.items()}, 1
-                    else:
-                        swa_n += 1
-                        for k, v in cur.items():
-                            if v.is_floating_point():
-                                swa_state[k].add_(v.detach() - swa_state[k], alpha=1.0 / swa_n)
+                    average.update(net)
                 if val is not None and self.patience_ and stale >= self.patience_:
+                    log.info("comp-transformer seed %d: no improvement for %d epochs, stopping at epoch %d "
+                             "(best %d)", seed, stale, epoch, best_epoch)
                     break
             if best_state is not None:
                 net.load_state_dict(best_state)
-            elif swa_state is not None:
-                net.load_state_dict(swa_state)
+            elif average.state is not None:
+                net.load_state_dict(average.state)
             if val is None:
                 best_epoch, best_score = epochs, math.nan
         return net.eval(), history, best_epoch, best_score
+
+    def _optimizer(self, net, total_steps: int, amp_dtype):
+        """AdamW with linear warm-up then cosine decay to 1 % of ``lr``; a gradient scaler for
+        float16 autocast."""
+        total = max(1, total_steps)
+        # foreach: one kernel per step for all tensors instead of one per parameter (CPU too)
+        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay, foreach=True)
+        warm = max(1, int(self.warmup * total))
+
+        def lr_at(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total - warm)))) * 0.99 + 0.01
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+        scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+        return opt, sched, scaler
+
+    @staticmethod
+    def _train_epoch(net, enc, y_t, perm, bs, opt, sched, scaler, loss_fn, device, amp_dtype) -> float:
+        """One pass over the rows in ``perm`` order; the summed (row-weighted) training loss."""
+        net.train()
+        n = len(enc)
+        total_loss = 0.0
+        for s in range(0, n, bs):
+            rows = perm[s : s + bs]
+            if len(rows) < 2 and n >= 2:
+                continue  # a batch of one gives LayerNorm/attention nothing to learn from
+            idx, frac = enc.batch(rows)
+            idx, frac, target = idx.to(device), frac.to(device), y_t[rows].to(device)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                out = net(idx, frac)
+            loss = loss_fn(out.float(), target)
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+            sched.step()
+            total_loss += loss.detach().item() * len(rows)
+        return total_loss
+
+    def _val_score(self, net, val, device, amp_dtype) -> float:
+        """Validation log loss (classification) or MAE in target units (regression)."""
+        raw = self._raw_outputs(net, val[0], device, amp_dtype)
+        if self._is_clf:
+            p = np.clip(1 / (1 + np.exp(-raw)), 1e-7, 1 - 1e-7)
+            return float(-np.mean(val[1] * np.log(p) + (1 - val[1]) * np.log(1 - p)))
+        return float(np.mean(np.abs(raw * self.scale_ + self.center_ - val[1])))
 
     # -- inference -------------------------------------------------------------------
 
@@ -579,8 +419,8 @@ class CompTransformer(BaseEstimator):
         return res.numpy().astype(np.float64)
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "net_"):
-            raise RuntimeError("comp-transformer: call fit() or load() before predicting")
+        # scikit-learn's NotFittedError (a ValueError and AttributeError), as its estimators raise
+        check_is_fitted(self, "net_", msg="comp-transformer: call fit() or load() before predicting")
 
     def _predict_raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
@@ -610,7 +450,10 @@ class CompTransformer(BaseEstimator):
         directory.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu() for k, v in self.net_.state_dict().items()}
         with atomic_path(directory / "weights.pt", ".pt") as tmp:
-            torch.save(state, tmp)
+            # Through a file object: torch.save names the zip's root folder after a path it is
+            # given (here the random temp name), which made two saves of equal weights differ.
+            with open(tmp, "wb") as fh:
+                torch.save(state, fh)
         info = {k: v for k, v in self.fit_info_.items() if k != "history"}
         write_json(
             {
@@ -667,7 +510,6 @@ register(
             "fraction-aware transformer over the elements of a formula (mat2vec embeddings), "
             "trained per fold with early stopping on the inner validation rows"
         ),
-        defaults={"element_table": f"{TABLE_DIR}/mat2vec.csv"},
         uses_validation=True,
         device="gpu",
     )

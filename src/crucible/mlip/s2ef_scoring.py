@@ -12,7 +12,9 @@ reason, so a model that fails on hard frames cannot look better by silently skip
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,7 @@ __all__ = [
     "S2EF_BATCH_FRAMES",
     "S2EF_PREDICTION_SCHEMA",
     "s2ef_metric_table",
+    "s2ef_table_from_files",
     "score_s2ef",
 ]
 
@@ -154,3 +157,25 @@ def s2ef_metric_table(scores_by_model: Mapping[str, Mapping[str, Any]]) -> pd.Da
     table = pd.DataFrame(rows, columns=columns)
     table = table.astype({"model": "string", **{k: "float64" for k in keys}, "n_frames": "int64", "n_failed": "int64"})
     return table
+
+
+def s2ef_table_from_files(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """The s2ef metric table from prediction files laid out as ``.../{dataset}/{model}.parquet``:
+    one block of rows per dataset (``s2ef_metric_table`` of its models), with a dataset column."""
+    from crucible.io import read_parquet
+
+    by_dataset: dict[str, dict[str, dict]] = {}
+    for path in sorted(Path(p) for p in paths):
+        models = by_dataset.setdefault(path.parent.name, {})
+        if path.stem in models:
+            raise DataValidationError(f"{path}: model {path.stem!r} given twice for dataset {path.parent.name!r}")
+        try:
+            models[path.stem] = score_s2ef(read_parquet(path))
+        except DataValidationError as exc:
+            raise DataValidationError(f"{path}: {exc}") from exc
+    blocks = []
+    for dataset in sorted(by_dataset):
+        table = s2ef_metric_table(by_dataset[dataset])
+        table.insert(0, "dataset", dataset)
+        blocks.append(table)
+    return pd.concat(blocks, ignore_index=True)

@@ -1,4 +1,4 @@
-"""Predictions files: ``results/matbench/predictions/{model}/{task}/fold_{k}.parquet``.
+"""Prediction files: ``results/matbench/predictions/{model}/{task}/fold_{k}.parquet``, their schema, validation and writing.
 
 Columns:
 

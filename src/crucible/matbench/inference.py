@@ -114,7 +114,9 @@ def fit_predict(
                             if v is None or isinstance(v, (bool, int, float, str))}
     constant = getattr(estimator, "constant_", None)
     if constant is not None:
-        info["constant_"] = constant
+        # scikit-learn's DummyRegressor keeps one constant per output; we have one output.
+        values = np.ravel(constant).tolist()
+        info["constant_"] = values[0] if len(values) == 1 else values
     return out, info
 
 
@@ -141,7 +143,7 @@ def run_predict(
     model_dir: str | os.PathLike | None = None,
     random_state: int = 0,
 ) -> dict[str, Any]:
-    from crucible.matbench.predictions import write_predictions
+    from crucible.matbench.prediction_files import write_predictions
 
     data = read_parquet(data_path)
     folds = read_parquet(folds_path)

@@ -7,7 +7,7 @@ frames shipped in ASE's own test data (an Ni18 OUTCAR, C2 and NaCl vasprun.xml f
 the stage has offline demonstration data.
 
 ``predict_frames`` runs a calculator on the frames and returns a table in the s2ef prediction
-schema (``crucible.mlip.s2ef.S2EF_PREDICTION_SCHEMA``): a frame the model cannot handle keeps
+schema (``crucible.mlip.s2ef_scoring.S2EF_PREDICTION_SCHEMA``): a frame the model cannot handle keeps
 its row, with NaN/null predictions and the reason in ``status``.
 """
 
@@ -30,25 +30,10 @@ log = logging.getLogger(__name__)
 ASE_VASP_TESTDATA = "ase-vasp-testdata"
 _ASE_VASP_FILES = ("OUTCAR_example_1", "vasprun_pstress.xml", "vasprun_dfpt.xml")
 
-# The contract of crucible.mlip.s2ef (owned there); kept here for writing when that module is absent.
-_FALLBACK_SCHEMA = pa.schema(
-    [
-        ("frame_id", pa.string()),
-        ("natoms", pa.int64()),
-        ("energy_ref", pa.float64()),
-        ("energy_pred", pa.float64()),
-        ("forces_ref", pa.list_(pa.list_(pa.float64()))),
-        ("forces_pred", pa.list_(pa.list_(pa.float64()))),
-        ("status", pa.string()),
-    ]
-)
-
-
 def prediction_schema() -> pa.Schema:
-    try:
-        from crucible.mlip.s2ef import S2EF_PREDICTION_SCHEMA
-    except ImportError:
-        return _FALLBACK_SCHEMA
+    """The s2ef prediction table's schema; owned by :mod:`crucible.mlip.s2ef_scoring`."""
+    from crucible.mlip.s2ef_scoring import S2EF_PREDICTION_SCHEMA
+
     return S2EF_PREDICTION_SCHEMA
 
 
@@ -120,15 +105,19 @@ def read_frames(path_or_name: str | Path) -> list[Frame]:
 
 
 def predict_frames(frames: Sequence[Frame], calc, progress: bool = True) -> pd.DataFrame:
-    """Energy and forces of each frame with ``calc``, in the s2ef prediction schema.
+    """Energy and forces of each frame with ``calc`` (a ``Potential`` or a bare ASE calculator),
+    in the s2ef prediction schema.
 
     A model error or a non-finite prediction becomes ``status`` = the reason, with NaN energy
     and null forces; forces of the wrong shape mean a broken calculator and raise.
     """
     from tqdm.auto import tqdm
 
+    from crucible.mlip.calculators import as_potential
+
+    potential = as_potential(calc)
+    calc, name = potential.calculator, potential.name
     rows = []
-    name = getattr(calc, "crucible_model", type(calc).__name__)
     for frame in tqdm(frames, desc=f"s2ef {name}", unit="frame", disable=not progress):
         natoms = len(frame.atoms)
         row = {

@@ -1,0 +1,291 @@
+"""Generators that need no language model, registered by name.
+
+Each reads only what the prompt tells a model (the item's ``meta``: elements in answer order,
+their counts, and the space group when the prompt template gives it), never the reference
+structure, and writes the answer as text in the format the prompt asks for, so that every
+generator goes through the same parser and scorer as a language model:
+
+* ``template``: the training crystal with the same anonymised formula and number of sites (or the
+  nearest by stoichiometry), species substituted in electronegativity order, volume rescaled by
+  the elements' atomic volumes;
+* ``random-symmetric``: a pyxtal random crystal of the right composition in a compatible space
+  group (the prompt's when given), seeded per item;
+* ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions) with an
+  interatomic potential from ``crucible.mlip.calculators``; the lowest energy per atom wins.
+
+A generator that cannot answer an item writes ``response: null`` with the reason in ``error``;
+nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from crucible.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def item_seed(seed: int, ident: str) -> int:
+    """A per-item seed that does not depend on which other items are generated."""
+    return int(hashlib.sha256(f"{seed}:{ident}".encode()).hexdigest()[:8], 16)
+
+
+def format_answer(abc, angles, elements: list[str], coords) -> str:
+    """The answer text a model is asked to write (``<material>{json}</material>``)."""
+    a, b, c = (round(float(x), 6) for x in abc)
+    al, be, ga = (round(float(x), 4) for x in angles)
+    doc = {
+        "lattice_parameters": {"a": a, "b": b, "c": c, "alpha": al, "beta": be, "gamma": ga},
+        "atomic_sites": [{"element": el, "coordinate": [round(float(x) % 1.0, 6) for x in xyz]}
+                         for el, xyz in zip(elements, coords)],
+    }
+    return "<material>" + json.dumps(doc) + "</material>"
+
+
+def answer_from_structure(structure, elements: list[str]) -> str:
+    """Sites grouped in the prompt's element order; a structure with other elements keeps its own."""
+    rank = {el: i for i, el in enumerate(elements)}
+    idx = sorted(range(len(structure)), key=lambda i: (rank.get(structure[i].specie.symbol, len(rank)), i))
+    lat = structure.lattice
+    return format_answer(lat.abc, lat.angles, [structure[i].specie.symbol for i in idx],
+                         [structure[i].frac_coords for i in idx])
+
+
+# ---------------------------------------------------------------- template
+
+def _atomic_volume(symbol: str) -> float:
+    from pymatgen.core import Element
+
+    el = Element(symbol)
+    r = el.atomic_radius or el.atomic_radius_calculated or 1.5
+    return 4.0 / 3.0 * math.pi * float(r) ** 3
+
+
+def _stoichiometry(counts: list[int]) -> np.ndarray:
+    v = np.sort(np.asarray(counts, dtype=float))[::-1]
+    return v / v.sum()
+
+
+def _by_count_then_en(elements: list[str], counts: list[int]) -> list[str]:
+    from pymatgen.core import Element
+
+    return [el for _, _, el in sorted((-n, Element(el).X if not math.isnan(Element(el).X) else 4.0, el)
+                                      for el, n in zip(elements, counts))]
+
+
+class TemplateGenerator:
+    name = "template"
+
+    def __init__(self, train: list[dict[str, Any]], seed: int = 0):
+        from crucible.crystal.scoring import reference_structure
+
+        self.train = []
+        for rec in sorted(train, key=lambda r: r["id"]):
+            structure = reference_structure(rec["ground_truth"])
+            els = [el.symbol for el in structure.composition.element_composition.elements]
+            counts = [sum(1 for s in structure if s.specie.symbol == el) for el in els]
+            self.train.append((rec["id"], rec["meta"], structure, els, counts))
+        if not self.train:
+            raise ConfigError("the template generator needs a non-empty training set")
+
+    def _pick(self, meta: dict[str, Any]):
+        n, k = meta["nsites"], len(meta["elements"])
+        want_sg = meta["spacegroup_number"] if meta.get("prompt_gives_spacegroup") else None
+        target = _stoichiometry(meta["element_counts"])
+
+        def rank(entry):
+            ident, tmeta, structure, els, counts = entry
+            same_anon = tmeta["anonymized_formula"] == meta["anonymized_formula"]
+            dist = float(np.abs(_stoichiometry(counts) - target).sum()) if len(counts) == k else 9.0
+            return (not same_anon, want_sg is not None and tmeta["spacegroup_number"] != want_sg, dist, ident)
+
+        # a template must have the prompt's number of sites, or divide it (then a supercell)
+        usable = [e for e in self.train if e[2].num_sites == n and len(e[3]) == k]
+        usable = usable or [e for e in self.train if n % e[2].num_sites == 0 and len(e[3]) == k]
+        usable = usable or [e for e in self.train if n % e[2].num_sites == 0]
+        return min(usable, key=rank) if usable else None
+
+    def answer(self, item: dict[str, Any]) -> str:
+        meta = item["meta"]
+        picked = self._pick(meta)
+        if picked is None:
+            raise ValueError(f"no training crystal with {meta['nsites']} sites or a divisor of it")
+        _, _, structure, els, counts = picked
+        structure = structure.copy()
+        if structure.num_sites != meta["nsites"]:
+            structure.make_supercell([meta["nsites"] // structure.num_sites, 1, 1])
+            counts = [c * (meta["nsites"] // picked[2].num_sites) for c in counts]
+        source = _by_count_then_en(els, counts)
+        target = _by_count_then_en(meta["elements"], meta["element_counts"])
+        # more template elements than target ones: the extra ones become the last target element
+        mapping = {src: target[min(i, len(target) - 1)] for i, src in enumerate(source)}
+        old_volume = sum(_atomic_volume(s.specie.symbol) for s in structure)
+        from pymatgen.core import Structure
+
+        structure = Structure(structure.lattice, [mapping[s.specie.symbol] for s in structure], structure.frac_coords)
+        new_volume = sum(_atomic_volume(s.specie.symbol) for s in structure)
+        structure.scale_lattice(structure.volume * new_volume / old_volume)
+        return answer_from_structure(structure, meta["elements"])
+
+
+# ---------------------------------------------------------------- random-symmetric
+
+_CENTERING = {"P": 1, "A": 2, "B": 2, "C": 2, "I": 2, "F": 4, "R": 3}
+
+
+def random_symmetric_structure(meta: dict[str, Any], seed: int, max_attempts: int = 40):
+    """A pyxtal random crystal with the item's composition and number of sites.
+
+    Space group: the prompt's when it gives one (then others if pyxtal cannot place the atoms
+    there), else drawn uniformly from the groups compatible with the composition. Centred groups
+    are generated in the conventional cell and reduced to the primitive one.
+    """
+    import warnings
+
+    from pyxtal import pyxtal
+    from pyxtal.symmetry import Group
+
+    rng = np.random.default_rng(seed)
+    elements, counts = list(meta["elements"]), list(meta["element_counts"])
+    wanted = meta["spacegroup_number"] if meta.get("prompt_gives_spacegroup") else None
+    tried = []
+    for attempt in range(max_attempts):
+        sg = wanted if (wanted and attempt < max_attempts // 2) else int(rng.integers(1, 231))
+        group = Group(sg)
+        factor = _CENTERING.get(group.symbol[0], 1)
+        num = [c * factor for c in counts]
+        if not group.check_compatible(num)[0]:
+            tried.append(sg)
+            continue
+        crystal = pyxtal()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                crystal.from_random(3, sg, elements, num, random_state=int(rng.integers(2**31)))
+        except Exception:  # noqa: BLE001 - pyxtal gives up on some draws; draw again
+            tried.append(sg)
+            continue
+        if not crystal.valid:
+            tried.append(sg)
+            continue
+        structure = crystal.to_pymatgen()
+        if factor > 1:
+            structure = structure.get_primitive_structure()
+        if len(structure) == meta["nsites"]:
+            return structure
+        tried.append(sg)
+    raise ValueError(f"pyxtal placed no crystal with {meta['nsites']} sites in {max_attempts} attempts (groups {tried[:8]}...)")
+
+
+class RandomSymmetricGenerator:
+    name = "random-symmetric"
+
+    def __init__(self, train=None, seed: int = 0):
+        self.seed = seed
+
+    def answer(self, item: dict[str, Any]) -> str:
+        structure = random_symmetric_structure(item["meta"], item_seed(self.seed, item["id"]))
+        return answer_from_structure(structure, item["meta"]["elements"])
+
+
+# ---------------------------------------------------------------- mlip-search
+
+class MlipSearchGenerator:
+    name = "mlip-search"
+
+    def __init__(self, train=None, seed: int = 0, model: str = "chgnet-0.3.0", n_candidates: int = 8,
+                 fmax: float = 0.1, steps: int = 100, device: str | None = None):
+        from crucible.mlip.calculators import get_calculator
+
+        self.seed, self.n_candidates, self.fmax, self.steps = seed, int(n_candidates), float(fmax), int(steps)
+        self.model = model
+        self.calc = get_calculator(model, device)
+
+    def _relax(self, structure):
+        import warnings
+
+        from ase.filters import FrechetCellFilter
+        from ase.optimize import FIRE
+        from pymatgen.io.ase import AseAtomsAdaptor
+
+        atoms = AseAtomsAdaptor.get_atoms(structure)
+        atoms.calc = self.calc
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            FIRE(FrechetCellFilter(atoms), logfile=None).run(fmax=self.fmax, steps=self.steps)
+            energy = float(atoms.get_potential_energy()) / len(atoms)
+        if not math.isfinite(energy):
+            raise ValueError("non-finite energy")
+        return energy, AseAtomsAdaptor.get_structure(atoms)
+
+    def answer(self, item: dict[str, Any]) -> str:
+        base = item_seed(self.seed, item["id"])
+        best, errors = None, []
+        for k in range(self.n_candidates):
+            try:
+                candidate = random_symmetric_structure(item["meta"], base + k)
+                energy, relaxed = self._relax(candidate)
+            except Exception as exc:  # noqa: BLE001 - one failed candidate must not sink the item
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                continue
+            if best is None or energy < best[0]:
+                best = (energy, relaxed)
+        if best is None:
+            raise ValueError(f"all {self.n_candidates} candidates failed; first: {errors[0] if errors else '?'}")
+        return answer_from_structure(best[1], item["meta"]["elements"])
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    name: str
+    factory: Callable[..., Any]
+    device: str  # "cpu" or "gpu"
+    needs_train: bool
+
+
+GENERATORS: dict[str, GeneratorSpec] = {
+    "template": GeneratorSpec("template", TemplateGenerator, "cpu", True),
+    "random-symmetric": GeneratorSpec("random-symmetric", RandomSymmetricGenerator, "cpu", False),
+    "mlip-search": GeneratorSpec("mlip-search", MlipSearchGenerator, "gpu", False),
+}
+
+
+def get_generator_spec(name: str) -> GeneratorSpec:
+    if name not in GENERATORS:
+        raise ConfigError(f"unknown crystal generator {name!r}; known: {', '.join(GENERATORS)}")
+    return GENERATORS[name]
+
+
+def generate(name: str, items: list[dict[str, Any]], train: list[dict[str, Any]] | None = None, seed: int = 0,
+             params: dict[str, Any] | None = None, progress: bool = False):
+    """(responses in the shared LLM contract, sidecar info with timings)."""
+    from tqdm import tqdm
+
+    spec = get_generator_spec(name)
+    t0 = time.perf_counter()
+    gen = spec.factory(train=train or [], seed=seed, **(params or {}))
+    setup_s = time.perf_counter() - t0
+    responses, seconds = [], []
+    for item in tqdm(items, desc=name, disable=not progress):
+        t1 = time.perf_counter()
+        try:
+            responses.append({"id": item["id"], "response": gen.answer(item), "error": None})
+        except Exception as exc:  # noqa: BLE001 - a failure is recorded per item, never dropped
+            responses.append({"id": item["id"], "response": None, "error": f"{type(exc).__name__}: {exc}"[:500]})
+        seconds.append(time.perf_counter() - t1)
+    info = {
+        "generator": name, "seed": seed, "params": params or {}, "n_items": len(items),
+        "n_errors": sum(r["response"] is None for r in responses),
+        "setup_s": round(setup_s, 3), "generate_s": round(float(sum(seconds)), 3),
+        "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
+    }
+    return responses, info

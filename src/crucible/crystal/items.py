@@ -1,0 +1,157 @@
+"""Benchmark items: OpenCompass's MP-20 record plus the shared LLM prompt contract.
+
+One JSON object per line of ``prompts.jsonl``, sorted by id::
+
+    {"id", "messages": [{"role": "system", ...}, {"role": "user", ...}], "meta": {...},
+     "id_ddm", "system_prompt", "user_input", "ground_truth": {"lattice": 3x3, "sites": [...]}}
+
+``meta`` holds what the report groups by (formula, nsites, space group, crystal system, whether
+the anonymised formula occurs in the training set) and what a generator may read from the
+prompt: the element order of the answer, the counts, and the space group only when the prompt
+template gives it. Sites are written grouped by element in the formula's order (pymatgen's
+electronegativity order), and the prompt tells the model that order, because the scorer takes
+species from the reference in reference order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from crucible.errors import ConfigError, DataValidationError
+from crucible.io import atomic_path
+
+SYMPREC = 0.1
+
+
+def load_templates(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    templates = doc.get("templates")
+    if not isinstance(templates, dict) or not templates:
+        raise ConfigError(f"{path}: no 'templates' mapping")
+    for name, t in templates.items():
+        if not all(isinstance(t.get(k), str) for k in ("system", "user")):
+            raise ConfigError(f"{path}: template {name!r} needs 'system' and 'user' text")
+    return templates
+
+
+def get_template(templates: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    if name not in templates:
+        raise ConfigError(f"unknown prompt template {name!r}; known: {', '.join(sorted(templates))}")
+    return templates[name]
+
+
+def canonical_order(structure):
+    """The structure with sites grouped by element, elements in formula order, stable within."""
+    from pymatgen.core import Structure
+
+    order = [el.symbol for el in structure.composition.element_composition.elements]
+    rank = {el: i for i, el in enumerate(order)}
+    idx = sorted(range(len(structure)), key=lambda i: (rank[structure[i].specie.symbol], i))
+    return Structure.from_sites([structure[i] for i in idx]), order
+
+
+def ground_truth(structure) -> dict[str, Any]:
+    return {
+        "lattice": [[float(x) for x in row] for row in structure.lattice.matrix],
+        "sites": [{"element": site.specie.symbol, "fractional_coordinates": [float(x) for x in site.frac_coords]}
+                  for site in structure],
+    }
+
+
+def describe(structure) -> dict[str, Any]:
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    comp = structure.composition
+    try:
+        sga = SpacegroupAnalyzer(structure, symprec=SYMPREC)
+        sg_number, sg_symbol, system = sga.get_space_group_number(), sga.get_space_group_symbol(), sga.get_crystal_system()
+    except Exception:  # noqa: BLE001 - spglib gives up on some cells; P1 is then the honest answer
+        sg_number, sg_symbol, system = 1, "P1", "triclinic"
+    return {
+        "formula": comp.formula.replace(" ", ""),
+        "reduced_formula": comp.reduced_formula,
+        "anonymized_formula": comp.anonymized_formula,
+        "nsites": len(structure),
+        "spacegroup_number": int(sg_number),
+        "spacegroup_symbol": sg_symbol,
+        "crystal_system": system,
+    }
+
+
+def _plural(n: int, el: str) -> str:
+    return f"the {n} {el} site" + ("s" if n != 1 else "")
+
+
+def make_item(dataset: str, ident: str, structure, template_name: str, template: dict[str, Any],
+              train_anonymized: set[str]) -> dict[str, Any]:
+    structure, order = canonical_order(structure)
+    meta = describe(structure)
+    counts = [sum(1 for s in structure if s.specie.symbol == el) for el in order]
+    fields = {
+        **meta,
+        "counts": ", ".join(f"{n} {el}" for el, n in zip(order, counts)),
+        "site_order": "first " + ", then ".join(_plural(n, el) for el, n in zip(order, counts)),
+    }
+    try:
+        system = template["system"].format(**fields)
+        user = template["user"].format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(f"prompt template {template_name!r}: bad placeholder ({exc})") from None
+    gives_sg = bool(template.get("gives_spacegroup", False))
+    meta.update({
+        "dataset": dataset,
+        "elements": order,
+        "element_counts": counts,
+        "formula_in_train": meta["anonymized_formula"] in train_anonymized,
+        "prompt_template": template_name,
+        "prompt_gives_spacegroup": gives_sg,
+    })
+    return {
+        "id": ident,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "meta": meta,
+        "id_ddm": ident,
+        "system_prompt": system,
+        "user_input": user,
+        "ground_truth": ground_truth(structure),
+    }
+
+
+def training_record(ident: str, structure) -> dict[str, Any]:
+    structure, _ = canonical_order(structure)
+    return {"id": ident, "meta": describe(structure), "ground_truth": ground_truth(structure)}
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True, allow_nan=False) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue  # OpenCompass skips blank lines too
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataValidationError(f"{path}: line {n}: not JSON ({exc})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+                raise DataValidationError(f"{path}: line {n}: needs an object with a string 'id'")
+            out.append(rec)
+    return out
+
+
+def build_items(dataset: str, train: list, test: list, template_name: str, template: dict[str, Any]):
+    """(prompt items for the test set, training records), both sorted by id."""
+    train_records = [training_record(i, s) for i, s in train]
+    anonymized = {r["meta"]["anonymized_formula"] for r in train_records}
+    items = [make_item(dataset, i, s, template_name, template, anonymized) for i, s in test]
+    return items, train_records

@@ -1,0 +1,184 @@
+"""Turn a model's response text into lattice parameters and fractional coordinates.
+
+Exactly OpenCompass's ``MP20Evaluator`` extraction (../shared/specs/peers.md §2.2-2.3):
+
+1. look for ``<material>…</material>`` (m1), ``output:\\n…\\n </think>`` (m2) and a
+   ````` ```json…``` ````` block (m3), first occurrence each, non-greedy;
+2. none found: the last JSON value in the text whose source is at least 50 characters long;
+3. otherwise the captured text, m3 before m2 before m1, goes through a forgiving parse
+   (strict JSON of the leading value, then a Python literal of the first-``{``-to-last-``}`` span,
+   then the span with quotes and keywords rewritten);
+4. lattice from a, b, c (default 0), alpha, beta, gamma (default 90), each through ``float``;
+   coordinates ``[float(x) for x in site["coordinate"]]``. Element labels are ignored: the
+   scorer takes species from the reference.
+
+Instead of raising, every failure returns a :class:`ParseFailure` with a reason, so that the
+benchmark can say *why* an item did not match (OpenCompass only counts it as unmatched).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_JSON_CHARS = 50  # OpenCompass passes 50 (the helper's own default is 100)
+
+_M1 = re.compile(r"<material>(.*?)</material>", re.DOTALL)
+_M2 = re.compile(r"output:\n(.*?)\n </think>", re.DOTALL)
+_M3 = re.compile(r"```json(.*?)```", re.DOTALL)
+_TAGS = ("<lattice>", "</lattice>", "<sites>", "</sites>", "<material>", "</material>", "</think>")
+_KEYWORDS = re.compile(r"\b(True|False|None)\b")
+_DECODER = json.JSONDecoder()
+
+# Failure reasons, in the order the report lists them.
+NO_JSON = "no_json"
+BAD_JSON = "bad_json"
+BAD_FIELDS = "bad_fields"
+WRONG_SITE_COUNT = "wrong_site_count"
+BAD_STRUCTURE = "bad_structure"
+TIMEOUT = "timeout"
+NO_MATCH = "no_match"
+NO_RESPONSE = "no_response"
+REASONS = (NO_RESPONSE, NO_JSON, BAD_JSON, BAD_FIELDS, WRONG_SITE_COUNT, BAD_STRUCTURE, TIMEOUT, NO_MATCH)
+
+
+@dataclass(frozen=True)
+class ParsedCrystal:
+    lattice_parameters: tuple[float, float, float, float, float, float]
+    coordinates: list[list[float]]
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    reason: str
+    detail: str
+
+
+def _decode_prefix(text: str, start: int):
+    """Strict JSON decode of the longest valid value starting at ``start``; None if none."""
+    try:
+        return _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+
+
+def last_large_json(text: str, min_chars: int = MIN_JSON_CHARS):
+    """The last JSON value (object or array) in ``text`` whose source spans ``min_chars`` or more.
+
+    Scans ``{``/``[`` positions left to right; a decoded value, large or not, moves the scan past
+    its end, so values nested in an already-decoded one are never candidates.
+    """
+    found = None
+    # No object or array can start after the last closing bracket: stopping there gives the same
+    # answer and keeps texts like "[[[[…" (10^5 openers) linear instead of quadratic.
+    n = max(text.rfind("}"), text.rfind("]"))
+    pos = 0
+    while pos < n:
+        brace, bracket = text.find("{", pos), text.find("[", pos)
+        starts = [i for i in (brace, bracket) if i >= 0]
+        if not starts:
+            break
+        start = min(starts)
+        decoded = _decode_prefix(text, start)
+        if decoded is None:
+            pos = start + 1
+            continue
+        value, end = decoded
+        if end - start >= min_chars:
+            found = value
+        pos = end
+    return found
+
+
+def robust_parse(text: str):
+    """OpenCompass's forgiving parse of captured text; raises ValueError when nothing works."""
+    for tag in _TAGS:
+        text = text.replace(tag, "")
+    first = text.find("{")
+    if first < 0:
+        raise ValueError("no '{' in the captured text")
+    text = text[first:]
+    decoded = _decode_prefix(text, 0)
+    if decoded is not None:
+        value = decoded[0]
+    else:
+        span = text[: text.rfind("}") + 1]
+        try:
+            value = ast.literal_eval(span)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, OverflowError):
+            rewritten = _KEYWORDS.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)],
+                                      span.replace("'", '"'))
+            try:
+                value = json.loads(rewritten)
+            except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+                raise ValueError(f"neither JSON nor a Python literal: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"top-level value is a {type(value).__name__}, not an object")
+    return value
+
+
+def extract(response: str):
+    """The decoded object the scorer reads, or a :class:`ParseFailure`."""
+    m1, m2, m3 = _M1.search(response), _M2.search(response), _M3.search(response)
+    if not (m1 or m2 or m3):
+        value = last_large_json(response)
+        if value is None:
+            return ParseFailure(NO_JSON, f"no tagged block and no JSON value of >= {MIN_JSON_CHARS} characters")
+        if not isinstance(value, dict):
+            return ParseFailure(BAD_JSON, f"the last large JSON value is a {type(value).__name__}, not an object")
+        return value
+    captured = (m3 or m2 or m1).group(1)
+    try:
+        return robust_parse(captured)
+    except ValueError as exc:
+        return ParseFailure(BAD_JSON, str(exc))
+
+
+def _as_float(value, field: str) -> float:
+    # float() exactly as OpenCompass calls it: "4.2" and True are numbers, "4.2 Å" is not
+    try:
+        return float(value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"{field}: {exc}") from None
+
+
+def parse_response(response: str | None):
+    """:class:`ParsedCrystal` or :class:`ParseFailure` for one response text (None: no response)."""
+    if response is None:
+        return ParseFailure(NO_RESPONSE, "the generator returned no response")
+    if not isinstance(response, str):
+        return ParseFailure(NO_RESPONSE, f"response is a {type(response).__name__}, not text")
+    data = extract(response)
+    if isinstance(data, ParseFailure):
+        return data
+    try:
+        lp = data.get("lattice_parameters", {})
+        if not isinstance(lp, dict):
+            raise ValueError(f"lattice_parameters is a {type(lp).__name__}")
+        params = tuple(_as_float(lp.get(k, 0), k) for k in ("a", "b", "c")) + tuple(
+            _as_float(lp.get(k, 90), k) for k in ("alpha", "beta", "gamma"))
+        coords = []
+        for i, site in enumerate(data["atomic_sites"]):
+            coords.append([_as_float(x, f"atomic_sites[{i}].coordinate") for x in site["coordinate"]])
+    except KeyError as exc:
+        return ParseFailure(BAD_FIELDS, f"missing field {exc}")
+    except (ValueError, TypeError, AttributeError) as exc:
+        return ParseFailure(BAD_FIELDS, str(exc))
+    return ParsedCrystal(params, coords)
+
+
+def lattice_matrix(a: float, b: float, c: float, alpha: float, beta: float, gamma: float) -> np.ndarray:
+    """Rows = lattice vectors; an impossible angle set gives a flat (zero-volume) cell, not NaN."""
+    al, be, ga = (math.radians(x) for x in (alpha, beta, gamma))
+    v = (math.cos(al) - math.cos(be) * math.cos(ga)) / math.sin(ga)
+    z2 = max(0.0, 1.0 - math.cos(be) ** 2 - v ** 2)
+    return np.array([
+        [a, 0.0, 0.0],
+        [b * math.cos(ga), b * math.sin(ga), 0.0],
+        [c * math.cos(be), c * v, c * math.sqrt(z2)],
+    ])

@@ -1,0 +1,61 @@
+"""``crucible llm ...``: language-model inference on a prompt set.
+
+    crucible llm generate --prompts results/crystal/mp-20/prompts.jsonl --model qwen-vllm \\
+        --config-file config/config.yaml --cache-dir results/llm/cache \\
+        --out results/crystal/mp-20/responses/qwen-vllm.jsonl --out-record results/crystal/mp-20/responses/qwen-vllm.json
+    crucible llm generate ... --model-spec '{"backend": "openai", "model": "m", "base_url": "http://node:8000/v1"}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from crucible.errors import ConfigError
+
+
+def _model_entry(args) -> dict:
+    if args.model_spec:
+        try:
+            entry = json.loads(args.model_spec)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
+        return entry
+    import yaml
+
+    with open(args.config_file, encoding="utf-8") as fh:
+        config = yaml.safe_load(fh) or {}
+    models = (config.get("llm") or {}).get("models") or {}
+    if args.model not in models:
+        raise ConfigError(f"{args.config_file}: llm.models has no {args.model!r} (has: {', '.join(sorted(models)) or 'none'})")
+    return models[args.model]
+
+
+def _cmd_generate(args) -> int:
+    from crucible.llm.generate import run_stage
+
+    entry = _model_entry(args)
+    if args.threads and entry.get("backend") == "transformers":
+        import torch  # a local checkpoint on CPU otherwise takes every core of a shared node
+
+        torch.set_num_threads(args.threads)
+    run_stage(args.prompts, args.model, entry, out=args.out, record=args.out_record,
+              cache_dir=None if args.no_cache else args.cache_dir, replay_file=args.replay_file)
+    return 0
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("generate", help="answer every prompt of a prompt set with one language model")
+    p.add_argument("--prompts", required=True, help="prompts.jsonl ({id, messages, meta} per line)")
+    p.add_argument("--model", required=True, help="the model's name under llm.models")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model-spec", help="the model's config entry as JSON")
+    src.add_argument("--config-file", help="a crucible config.yaml to read llm.models.<model> from")
+    p.add_argument("--cache-dir", default="results/llm/cache", help="response cache (default: %(default)s)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
+    p.add_argument("--replay-file", help="replay backend: the {id, response} JSONL (default: the entry's path)")
+    p.add_argument("--threads", type=int, help="CPU threads for a local checkpoint (transformers backend)")
+    p.add_argument("--out", required=True, help="responses/{model}.jsonl")
+    p.add_argument("--out-record", required=True, help="the sidecar JSON record")
+    p.set_defaults(func=_cmd_generate)

@@ -1,0 +1,160 @@
+"""Reading prompt sets and replay files, writing response files: the stage's file contract.
+
+Every line is checked as it is read, and a bad one raises an error naming the file, line and
+field, so that a benchmark's prompt builder and this stage cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import DataValidationError
+from crucible.io import atomic_path
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    messages: tuple[dict[str, str], ...]
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass
+class Completion:
+    """One item's outcome: ``response`` text, or ``error`` with the reason (never both)."""
+
+    id: str
+    response: str | None = None
+    error: str | None = None
+    model_id: str | None = None  # what the server says it ran
+    usage: dict[str, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+
+
+def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataValidationError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataValidationError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def _check_id(path: Path, lineno: int, obj: dict) -> str:
+    value = obj.get("id")
+    if not isinstance(value, str) or not value:
+        raise DataValidationError(f"{path}: line {lineno}: field 'id' must be a non-empty string, got {value!r}")
+    return value
+
+
+def _duplicates(ids: list[str]) -> list[str]:
+    seen: set[str] = set()
+    dup = {i for i in ids if i in seen or seen.add(i)}
+    return sorted(dup)
+
+
+def _name_ids(ids: Iterable[str], limit: int = 10) -> str:
+    ids = sorted(ids)
+    shown = ", ".join(ids[:limit])
+    return f"{shown} (and {len(ids) - limit} more)" if len(ids) > limit else shown
+
+
+def read_prompts(path: str | os.PathLike) -> list[Prompt]:
+    """The prompt set at ``path``, checked: ids unique, messages a non-empty list of role/content."""
+    path = Path(path)
+    prompts: list[Prompt] = []
+    for lineno, obj in _read_jsonl(path):
+        pid = _check_id(path, lineno, obj)
+        messages = obj.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise DataValidationError(f"{path}: line {lineno} (id {pid}): field 'messages' must be a non-empty list")
+        for k, msg in enumerate(messages):
+            if not isinstance(msg, dict) or msg.get("role") not in ROLES or not isinstance(msg.get("content"), str):
+                raise DataValidationError(
+                    f"{path}: line {lineno} (id {pid}): messages[{k}] must be {{'role': one of {list(ROLES)}, "
+                    f"'content': str}}, got {msg!r}"
+                )
+        clean = tuple({"role": m["role"], "content": m["content"]} for m in messages)
+        meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+        prompts.append(Prompt(pid, clean, meta))
+    dup = _duplicates([p.id for p in prompts])
+    if dup:
+        raise DataValidationError(f"{path}: duplicated id(s): {_name_ids(dup)}")
+    return prompts
+
+
+def prompt_set_hash(prompts: list[Prompt]) -> str:
+    """SHA-256 of the ids and messages: what the stage actually sends, independent of ``meta``."""
+    canon = json.dumps([[p.id, list(p.messages)] for p in prompts], sort_keys=True, ensure_ascii=False,
+                       separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, Completion]:
+    """Responses produced elsewhere, one ``{"id", "response"}`` per line (optionally ``"error"``).
+
+    The file must answer exactly the prompt set: missing, extra and duplicated ids are refused,
+    each named, because a silently shorter response file would score as a different benchmark.
+    """
+    path = Path(path)
+    rows: list[Completion] = []
+    for lineno, obj in _read_jsonl(path):
+        rid = _check_id(path, lineno, obj)
+        if "response" not in obj:
+            raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'response' is missing")
+        response, error = obj["response"], obj.get("error")
+        if response is not None and not isinstance(response, str):
+            raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'response' must be a string or null")
+        if error is not None and not isinstance(error, str):
+            raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'error' must be a string or null")
+        if response is None and not error:
+            error = "replay file has no response for this item"
+        rows.append(Completion(rid, response, None if response is not None else error,
+                               model_id=obj.get("model") if isinstance(obj.get("model"), str) else None))
+    ids = [r.id for r in rows]
+    problems = []
+    dup = _duplicates(ids)
+    if dup:
+        problems.append(f"duplicated id(s): {_name_ids(dup)}")
+    missing = set(expected_ids) - set(ids)
+    if missing:
+        problems.append(f"missing id(s) (in the prompt set, not in the replay file): {_name_ids(missing)}")
+    extra = set(ids) - set(expected_ids)
+    if extra:
+        problems.append(f"extra id(s) (not in the prompt set): {_name_ids(extra)}")
+    if problems:
+        raise DataValidationError(f"{path}: " + "; ".join(problems))
+    return {r.id: r for r in rows}
+
+
+def write_responses(completions: list[Completion], path: str | os.PathLike) -> None:
+    """One ``{"id", "response", "error"}`` line per item, in the given (prompt-set) order."""
+    lines = [
+        json.dumps({"id": c.id, "response": c.response, "error": c.error}, ensure_ascii=False, sort_keys=True)
+        for c in completions
+    ]
+    with atomic_path(path, ".jsonl") as tmp:
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def read_responses(path: str | os.PathLike) -> list[dict]:
+    """A response file as written by :func:`write_responses` (for scorers and tests)."""
+    path = Path(path)
+    out = []
+    for lineno, obj in _read_jsonl(path):
+        _check_id(path, lineno, obj)
+        out.append({"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")})
+    return out

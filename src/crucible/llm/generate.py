@@ -1,0 +1,224 @@
+"""The stage: a prompt set and a model's config entry become a response file and its record.
+
+Cached answers are taken first; only the rest go to the backend, and each answer is written to
+the cache the moment it arrives, so a killed run loses at most the requests in flight. The
+response file itself is written once, at the end, in the prompt set's order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from crucible import __version__
+from crucible.errors import CrucibleError
+from crucible.io import write_json
+from crucible.llm.cache import ResponseCache, request_key
+from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, write_responses
+from crucible.llm.spec import model_spec
+
+log = logging.getLogger(__name__)
+
+
+class GenerationFailedError(CrucibleError):
+    """More items failed than the model's ``max_failed_fraction`` allows."""
+
+
+class Backend(Protocol):
+    """What every backend provides (openai_backend, transformers_backend, replay)."""
+
+    kind: str  # "openai" | "transformers" | "replay": part of every cache key
+    model: str  # what is asked for: the served model name, or the checkpoint's name@fingerprint
+
+    def prepare(self) -> None:
+        """Import the client or load the weights; called only when something is not cached."""
+
+    def generate(self, prompts: list[Prompt], params: dict[str, Any],
+                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes."""
+
+
+def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike | None = None) -> Backend:
+    backend = spec["backend"]
+    if backend == "openai":
+        from crucible.llm.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(name, spec["model"], spec["base_url"], spec.get("api_key_env"),
+                             concurrency=spec["concurrency"], timeout_s=spec["timeout_s"],
+                             max_retries=spec["max_retries"], backoff_s=spec["backoff_s"],
+                             max_backoff_s=spec["max_backoff_s"])
+    if backend == "transformers":
+        from crucible.llm.transformers_backend import TransformersBackend
+
+        return TransformersBackend(name, spec["path"], batch_size=spec["batch_size"], device=spec["device"],
+                                   dtype=spec["dtype"], chat_template=spec.get("chat_template"))
+    from crucible.llm.replay import ReplayBackend, replay_path
+
+    return ReplayBackend(name, replay_file or replay_path(spec["path"]))
+
+
+class _Progress:
+    """tqdm bar over items, with tokens/s and errors; thread-safe (answers arrive from a pool)."""
+
+    def __init__(self, total: int, done: int, desc: str):
+        from tqdm import tqdm
+
+        # Always on: in a Snakemake job stderr is the rule's log, and the bar is how a user sees a
+        # long run move; less often when it is a file.
+        self.bar = tqdm(total=total, initial=done, desc=desc, unit="item", dynamic_ncols=True,
+                        mininterval=0.5 if sys.stderr.isatty() else 10.0)
+        self.t0 = time.perf_counter()
+        self.tokens = 0
+        self.errors = 0
+        self.lock = threading.Lock()
+
+    def update(self, c: Completion) -> None:
+        with self.lock:
+            self.tokens += int(c.usage.get("completion_tokens", 0))
+            self.errors += c.error is not None
+            rate = self.tokens / max(time.perf_counter() - self.t0, 1e-9)
+            self.bar.set_postfix(tok_s=f"{rate:.1f}", errors=self.errors, refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def generate(prompts: list[Prompt], backend: Backend, params: dict[str, Any], cache: ResponseCache | None,
+             model_name: str) -> tuple[list[Completion], dict[str, Any]]:
+    """Completions for ``prompts`` in order, and counts; cached answers are not asked again."""
+    seen: dict[str, int] = {}
+    samples = []
+    for p in prompts:
+        canon = json.dumps(p.messages, sort_keys=True, ensure_ascii=False)
+        samples.append(seen.get(canon, 0))
+        seen[canon] = samples[-1] + 1
+    keys = [request_key(backend.kind, backend.model, p.messages, params, s) for p, s in zip(prompts, samples)]
+    results: list[Completion | None] = [None] * len(prompts)
+    if cache is not None:
+        for i, (p, key) in enumerate(zip(prompts, keys)):
+            hit = cache.get(key)
+            if hit is not None:
+                hit.id = p.id
+                results[i] = hit
+    todo = [i for i, r in enumerate(results) if r is None]
+    n_cached = len(prompts) - len(todo)
+    log.info("model %s (%s %s): %d items, %d cached, %d to generate", model_name, backend.kind, backend.model,
+             len(prompts), n_cached, len(todo))
+    progress = _Progress(len(prompts), n_cached, model_name)
+
+    def on_done(j: int, c: Completion) -> None:
+        i = todo[j]
+        if cache is not None and c.response is not None:
+            cache.put(keys[i], backend=backend.kind, model_name=model_name, model=backend.model,
+                      messages=prompts[i].messages, params=params, completion=c, sample=samples[i])
+        progress.update(c)
+
+    load_s = 0.0
+    if todo:
+        # Client import or model load before the clock starts: tokens/s measures generation only,
+        # and nothing is loaded at all when every answer is cached.
+        t_load = time.perf_counter()
+        backend.prepare()
+        load_s = time.perf_counter() - t_load
+    t0 = time.perf_counter()
+    try:
+        if todo:
+            new = backend.generate([prompts[i] for i in todo], params, on_done=on_done)
+            for j, c in enumerate(new):
+                c.id = prompts[todo[j]].id
+                results[todo[j]] = c
+    finally:
+        progress.close()
+    wall = time.perf_counter() - t0
+    new_items = [results[i] for i in todo]
+    completion_tokens = sum(int(c.usage.get("completion_tokens", 0)) for c in new_items)
+    stats = {
+        "n_items": len(prompts),
+        "n_cached": n_cached,
+        "n_new": sum(c.error is None for c in new_items),
+        "n_failed": sum(c.error is not None for c in results),
+        "failed_ids": sorted(c.id for c in results if c.error is not None),
+        "load_s": round(load_s, 3),
+        "generation_wall_s": round(wall, 3),
+        "new_usage": {
+            "prompt_tokens": sum(int(c.usage.get("prompt_tokens", 0)) for c in new_items),
+            "completion_tokens": completion_tokens,
+        },
+        "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if todo and wall > 0 else None,
+        "model_ids": sorted({c.model_id for c in results if c.model_id}),
+    }
+    return results, stats  # type: ignore[return-value]
+
+
+def _public_url(url: str) -> str:
+    """The base URL without any user:password@ part."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def run_stage(prompts_path: str | os.PathLike, model_name: str, entry: dict[str, Any], *,
+              out: str | os.PathLike, record: str | os.PathLike, cache_dir: str | os.PathLike | None,
+              replay_file: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read the prompt set, generate, write ``out`` (responses) and ``record`` (sidecar JSON).
+
+    Both files are written even when items failed (failures as rows with their reason); then,
+    if more than ``max_failed_fraction`` of the items failed, GenerationFailedError is raised so
+    that the DAG stops instead of scoring a broken run. Successes stay cached for the rerun.
+    """
+    t0 = time.perf_counter()
+    spec = model_spec(model_name, entry)
+    prompts = read_prompts(prompts_path)
+    backend = make_backend(model_name, spec, replay_file)
+    cache = ResponseCache(cache_dir) if cache_dir and spec["backend"] != "replay" else None
+    params = spec["params"]
+    results, stats = generate(prompts, backend, params, cache, model_name)
+    write_responses(results, out)
+    template_hashes = sorted({str(p.meta["template_hash"]) for p in prompts if "template_hash" in p.meta})
+    info: dict[str, Any] = {
+        "model_name": model_name,
+        "backend": spec["backend"],
+        "model": backend.model,
+        "params": params,
+        "prompts_file": str(prompts_path),
+        "prompts_sha256": hashlib.sha256(Path(prompts_path).read_bytes()).hexdigest(),
+        "prompt_set_hash": prompt_set_hash(prompts),
+        "prompt_template_hashes": template_hashes,
+        "cache_dir": str(cache_dir) if cache is not None else None,
+        **stats,
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "crucible_version": __version__,
+    }
+    if spec["backend"] == "openai":
+        info["base_url"] = _public_url(spec["base_url"])
+        info["api_key_env"] = spec.get("api_key_env")
+    elif spec["backend"] == "transformers":
+        info["checkpoint"] = str(spec["path"])
+        info["device"], info["dtype"] = backend.device, getattr(backend, "dtype", None)
+        info["batch_size"] = backend.batch_size
+    else:
+        info["replay_file"] = str(backend.path)
+    write_json(info, record)
+    n, failed = stats["n_items"], stats["n_failed"]
+    log.info("model %s: %d items (%d cached, %d new, %d failed) in %.1f s -> %s", model_name, n,
+             stats["n_cached"], stats["n_new"], failed, info["wall_s"], out)
+    if n and failed / n > float(spec["max_failed_fraction"]):
+        shown = ", ".join(stats["failed_ids"][:10]) + (" ..." if failed > 10 else "")
+        raise GenerationFailedError(
+            f"model {model_name}: {failed} of {n} items failed ({shown}); their reasons are in {out} and the log. "
+            f"Successful answers are cached, so a rerun asks only for these; to accept failures as wrong "
+            f"answers, raise llm.models.{model_name}.max_failed_fraction (now {spec['max_failed_fraction']})"
+        )
+    return info

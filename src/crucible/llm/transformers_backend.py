@@ -1,0 +1,149 @@
+"""A local checkpoint run inside the job with ``transformers``: CUDA with bf16 when present, else CPU.
+
+Weights are never downloaded: the checkpoint is a directory, loaded with ``local_files_only``
+and the hub switched offline, so a missing file is an error instead of a silent download on a
+compute node. The tokenizer's chat template turns messages into text; prompts are sorted by
+length and generated in left-padded batches, then put back in the prompt set's order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import ConfigError
+from crucible.llm.files import Completion, Prompt
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 1 << 20
+
+
+def checkpoint_fingerprint(path: str | os.PathLike) -> str:
+    """A short hash identifying the checkpoint without reading every byte of large weights.
+
+    Small files (config, tokenizer, chat template) are hashed whole; each weight file by its
+    name, size and first and last MiB, which hold the tensor table and real weights. So a
+    fine-tune or a re-quantisation changes the fingerprint, and moving the directory does not.
+    """
+    root = Path(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = file.relative_to(root).as_posix()
+        if rel.startswith("."):
+            continue
+        size = file.stat().st_size
+        digest.update(f"{rel}\0{size}\0".encode())
+        with open(file, "rb") as fh:
+            if size <= 4 * _CHUNK:
+                digest.update(fh.read())
+            else:
+                digest.update(fh.read(_CHUNK))
+                fh.seek(size - _CHUNK)
+                digest.update(fh.read(_CHUNK))
+    return digest.hexdigest()[:16]
+
+
+class TransformersBackend:
+    kind = "transformers"
+
+    def __init__(self, name: str, path: str, *, batch_size: int = 8, device: str = "auto", dtype: str = "auto",
+                 chat_template: str | None = None):
+        self.name = name
+        self.path = Path(path)
+        if not (self.path / "config.json").is_file():
+            raise ConfigError(f"config llm.models.{name}.path: {path} is not a checkpoint directory (no config.json)")
+        self.batch_size = max(1, int(batch_size))
+        self.device_request = device
+        self.dtype_request = dtype
+        self.chat_template = chat_template
+        # The cache key names the checkpoint by content, not by where it lies.
+        self.model = f"{self.path.name}@{checkpoint_fingerprint(self.path)}"
+        self.device = None
+        self._model = None
+        self._tokenizer = None
+
+    def prepare(self) -> None:
+        self.load()
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported: never reach the hub
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = self.device_request
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = self.dtype_request
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
+        t0 = time.perf_counter()
+        tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if self.chat_template:
+            tokenizer.chat_template = self.chat_template
+        if not getattr(tokenizer, "chat_template", None):
+            raise ConfigError(
+                f"config llm.models.{self.name}: the checkpoint {self.path} has no chat template; "
+                f"set llm.models.{self.name}.chat_template"
+            )
+        model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True, dtype=getattr(torch, dtype))
+        model.to(device).eval()
+        self._model, self._tokenizer, self.device, self.dtype = model, tokenizer, device, dtype
+        log.info("model %s: loaded %s on %s (%s) in %.1f s", self.name, self.path, device, dtype, time.perf_counter() - t0)
+
+    def generate(self, prompts: list[Prompt], params: dict[str, Any],
+                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+        import torch
+
+        self.load()
+        tok, model = self._tokenizer, self._model
+        texts = [tok.apply_chat_template(list(p.messages), add_generation_prompt=True, tokenize=False) for p in prompts]
+        lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        # Similar lengths together: less padding, and the order does not depend on the batch size.
+        order = sorted(range(len(prompts)), key=lambda i: (lengths[i], prompts[i].id))
+        temperature = float(params.get("temperature", 0.0))
+        gen_kwargs: dict[str, Any] = {"max_new_tokens": int(params.get("max_tokens", 512)),
+                                      "pad_token_id": tok.pad_token_id, "do_sample": temperature > 0}
+        if temperature > 0:
+            gen_kwargs["temperature"] = temperature
+            if "top_p" in params:
+                gen_kwargs["top_p"] = float(params["top_p"])
+        stops = list(params.get("stop", []))
+        eos = tok.eos_token_id
+        results: list[Completion | None] = [None] * len(prompts)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            batch = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+            if "seed" in params:
+                torch.manual_seed(int(params["seed"]))
+            with torch.inference_mode():
+                out = model.generate(**batch, **gen_kwargs)
+            new = out[:, batch["input_ids"].shape[1]:].cpu()
+            for row, i in enumerate(idx):
+                ids = new[row].tolist()
+                finish = "length"
+                if eos is not None and eos in ids:
+                    ids = ids[:ids.index(eos)]
+                    finish = "stop"
+                ids = [t for t in ids if t != tok.pad_token_id]
+                text = tok.decode(ids, skip_special_tokens=True)
+                for stop in stops:
+                    cut = text.find(stop)
+                    if cut >= 0:
+                        text, finish = text[:cut], "stop"
+                usage = {"prompt_tokens": lengths[i], "completion_tokens": len(ids), "total_tokens": lengths[i] + len(ids)}
+                results[i] = Completion(prompts[i].id, response=text, model_id=self.model, usage=usage, finish_reason=finish)
+                if on_done is not None:
+                    on_done(i, results[i])
+        return results  # type: ignore[return-value]

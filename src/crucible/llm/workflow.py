@@ -1,0 +1,88 @@
+"""Pure helpers for the Snakefile and for other benchmark families: targets and rule params.
+
+A benchmark that scores language models writes ``results/{benchmark}/{dataset}/prompts.jsonl``
+and asks for :func:`response_targets`; rule ``generate_llm_responses`` (workflow/rules/llm.smk)
+makes them. Nothing here touches the file system except :func:`replay_input`, which names a
+replay file so that editing it reruns the job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from crucible.errors import ConfigError
+from crucible.llm.cache import DEFAULT_CACHE_DIR
+from crucible.llm.replay import replay_path
+from crucible.llm.spec import model_spec
+
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+def llm_models(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every configured language model, checked, by name."""
+    models = (config.get("llm") or {}).get("models") or {}
+    for name in models:
+        if not re.fullmatch(NAME_PATTERN, name):
+            raise ConfigError(f"config llm.models: name {name!r} must match {NAME_PATTERN}")
+    return {name: model_spec(name, models[name]) for name in sorted(models)}
+
+
+def models_by_backend(config: dict[str, Any], backends: Iterable[str]) -> list[str]:
+    wanted = set(backends)
+    return [name for name, spec in llm_models(config).items() if spec["backend"] in wanted]
+
+
+def benchmark_models(config: dict[str, Any], benchmark: str) -> list[str]:
+    """``config[benchmark]["llm_models"]``, each checked to exist under ``llm.models``."""
+    names = list((config.get(benchmark) or {}).get("llm_models") or [])
+    known = llm_models(config)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(
+            f"config {benchmark}.llm_models: {', '.join(unknown)} not defined under llm.models "
+            f"(defined: {', '.join(known) or 'none'})"
+        )
+    return names
+
+
+def response_file(benchmark: str, dataset: str, model: str) -> str:
+    return f"results/{benchmark}/{dataset}/responses/{model}.jsonl"
+
+
+def response_targets(config: dict[str, Any], benchmark: str, datasets: Iterable[str],
+                     models: Iterable[str] | None = None) -> list[str]:
+    """Response files for every dataset x model (the benchmark's ``llm_models`` unless given).
+
+    ``benchmark`` is one path component; a dataset may contain slashes.
+    """
+    if "/" in benchmark or not benchmark:
+        raise ConfigError(f"benchmark name {benchmark!r} must be one path component")
+    names = benchmark_models(config, benchmark) if models is None else list(models)
+    known = llm_models(config)
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"language model {name!r} is not defined under llm.models")
+    return [response_file(benchmark, d.strip("/"), m) for d in sorted(datasets) for m in names]
+
+
+def model_entry_json(config: dict[str, Any], name: str) -> str:
+    """The model's config entry as canonical JSON: a rule param, so that editing it reruns the job."""
+    entry = (config.get("llm") or {}).get("models", {}).get(name)
+    if entry is None:
+        raise ConfigError(f"language model {name!r} is not defined under llm.models")
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"))
+
+
+def replay_input(config: dict[str, Any], name: str, benchmark: str, dataset: str) -> list[str]:
+    """The replay file for this prompt set (a rule input), or nothing for other backends."""
+    spec = llm_models(config)[name]
+    if spec["backend"] != "replay":
+        return []
+    return [replay_path(spec["path"], benchmark, dataset)]
+
+
+def cache_dir(config: dict[str, Any]) -> str:
+    return (config.get("llm") or {}).get("cache_dir") or DEFAULT_CACHE_DIR

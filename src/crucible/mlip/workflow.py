@@ -1,0 +1,84 @@
+"""What the MLIP part of the DAG builds, as pure functions of the config dict.
+
+``workflow/rules/common.smk`` and ``workflow/rules/mlip.smk`` call these. Config values reach
+the rules as ``params:`` strings, so that Snakemake's params trigger reruns exactly the jobs a
+config change affects: a new element list reruns every EOS job, a new model adds one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import ConfigError
+
+# Potential and dataset names as they appear in paths (wildcard constraint).
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+def _section(config: dict[str, Any]) -> dict[str, Any]:
+    return config.get("mlip", {})
+
+
+def models(config: dict[str, Any]) -> list[str]:
+    return list(_section(config).get("models", []))
+
+
+def check_models(config: dict[str, Any]) -> None:
+    """Fail at start-up on a potential name that is not registered."""
+    from crucible.mlip.calculators import registered_models
+
+    known = registered_models()
+    unknown = [m for m in models(config) if m not in known]
+    if unknown:
+        raise ConfigError(f"config mlip.models: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
+def eos_params(config: dict[str, Any]) -> dict[str, Any]:
+    """The EOS command's arguments: elements (sorted, so reordering reruns nothing), points, range."""
+    eos = _section(config).get("eos", {})
+    elements = eos.get("elements", "all")
+    return {
+        "elements": elements if isinstance(elements, str) else ",".join(sorted(elements)),
+        "points": eos.get("points", 7),
+        "volume_range": " ".join(str(v) for v in eos.get("volume_range", [0.94, 1.06])),
+    }
+
+
+def s2ef_datasets(config: dict[str, Any]) -> dict[str, str]:
+    return dict(_section(config).get("s2ef", {}).get("datasets", {}))
+
+
+def s2ef_input(config: dict[str, Any], name: str) -> str | list[str]:
+    """The dataset file, so that editing it reruns its predictions; built-in names have none."""
+    from crucible.mlip.frames import ASE_VASP_TESTDATA
+
+    source = s2ef_datasets(config)[name]
+    if source == ASE_VASP_TESTDATA:
+        return []
+    if not Path(source).is_file():
+        raise ConfigError(f"config mlip.s2ef.datasets.{name}: no such file {source}")
+    return source
+
+
+def eos_files(config: dict[str, Any]) -> list[str]:
+    return [f"results/mlip/eos/{m}.parquet" for m in models(config)]
+
+
+def s2ef_files(config: dict[str, Any], dataset: str) -> list[str]:
+    return [f"results/mlip/s2ef/{dataset}/{m}.parquet" for m in models(config)]
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
+    """Every MLIP target of ``rule all`` (none when no potential is configured)."""
+    ms = models(config)
+    if not ms:
+        return []
+    out = eos_files(config)
+    out += [f"results/tables/mlip_eos.{ext}" for ext in ("csv", "md", "tex")]
+    out += [f"results/figures/mlip_eos_{kind}.{ext}" for kind in ("delta", "b0_parity") for ext in ("png", "pdf")]
+    datasets = sorted(s2ef_datasets(config))
+    if datasets:
+        out += [f"results/mlip/s2ef/{d}/{m}.parquet" for d in datasets for m in ms]
+        out += [f"results/tables/mlip_s2ef_{d}.{ext}" for d in datasets for ext in ("csv", "md", "tex")]
+    return out

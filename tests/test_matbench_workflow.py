@@ -1,0 +1,103 @@
+"""crucible.matbench.workflow: the Matbench targets, model routing and params, straight from a
+config dict (no Snakemake)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crucible.errors import ConfigError
+from crucible.matbench import workflow as wf
+
+
+def _config(**matbench):
+    base = {"source": "composition-mirror", "tasks": ["matbench_expt_is_metal", "matbench_steels"],
+            "models": ["dummy", "gbm-magpie", "comp-transformer"], "model_params": {}, "custom_models": {},
+            "prediction_files": {}, "published": "config/published_matbench.yaml",
+            "inner_validation": {"fraction": 0.25, "seed": 7}}
+    return {"matbench": {**base, **matbench}}
+
+
+def test_tasks_follow_matbench_order_not_config_order():
+    assert wf.tasks(_config()) == ["matbench_steels", "matbench_expt_is_metal"]
+
+
+def test_models_are_routed_to_cpu_gpu_and_files():
+    pytest.importorskip("torch", reason="comp-transformer's registry entry needs torch (absent on the 3.12 CI leg)")
+    cfg = _config(models=["dummy", "comp-transformer", "mine", "theirs"],
+                  custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
+                  prediction_files={"theirs": {"dir": "/data/theirs"}})
+    assert wf.models_of_kind(cfg, "cpu") == ["dummy", "mine"]
+    assert wf.models_of_kind(cfg, "gpu") == ["comp-transformer"]
+    assert wf.models_of_kind(cfg, "files") == ["theirs"]
+    assert wf.user_prediction_file(cfg, "theirs", "matbench_steels", 3) == "/data/theirs/matbench_steels/fold_3.parquet"
+    assert wf.model_features(cfg, "mine") == wf.magpie_cache()
+    assert wf.model_features(cfg, "dummy") == []
+
+
+def test_unknown_model_names_the_config_key():
+    with pytest.raises(ConfigError, match=r"config matbench.models: unknown model 'gbm-magpi'"):
+        wf.check_models(_config(models=["gbm-magpi"]))
+
+
+def test_params_are_sorted_json_and_element_tables_resolve():
+    cfg = _config(model_params={"comp-transformer": {"epochs": 2, "d_model": 16},
+                                "other": {"element_table": "/tables/mine.csv"}})
+    assert wf.model_params(cfg, "comp-transformer") == json.dumps({"d_model": 16, "epochs": 2})
+    assert wf.model_params(cfg, "dummy") == "{}"
+    assert wf.element_table(cfg, "comp-transformer") == "resources/extracted/crabnet-2.0.8/mat2vec.csv"
+    assert wf.element_table(cfg, "other") == "/tables/mine.csv"
+
+
+def test_raw_files_and_provenance_by_source():
+    sources = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet.whl", "sha256": "ab" * 32}}}
+    cfg = _config()
+    assert wf.raw_task_file(cfg, "matbench_steels") == "resources/extracted/crabnet-2.0.8/matbench_steels.csv"
+    assert wf.raw_provenance(cfg, sources, "matbench_steels") == f"crabnet.whl={'ab' * 32}"
+    mirror = _config(source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x",
+                                                  "sha256": {"matbench_steels": "cd" * 32}})
+    assert wf.raw_task_file(mirror, "matbench_steels") == "resources/downloads/matbench_steels.json.gz"
+    assert wf.matminer_fetch_args(mirror, "matbench_steels") == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
+    assert wf.matminer_fetch_args(mirror, "matbench_glass") == "--url-prefix http://127.0.0.1:9/x"
+    assert wf.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
+
+
+def test_pins_travel_to_the_jobs_that_read_the_files():
+    sources = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet.whl", "sha256": "ab" * 32, "members": {
+        "matbench_steels.csv": {"sha256": "11" * 32}, "mat2vec.csv": {"sha256": "22" * 32}}}}}
+    cfg = _config(model_params={"mine": {"element_table": "/tables/mine.csv"}})
+    # the mirror's member is checked, not the wheel it came from; a matminer download is its own pin
+    assert wf.raw_pin(cfg, sources, "matbench_steels") == "11" * 32
+    mirror = _config(source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x",
+                                                  "sha256": {"matbench_steels": "cd" * 32}})
+    assert wf.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
+    assert wf.element_table_pin(cfg, sources, "comp-transformer") == f"--element-table-sha256 {'22' * 32}"
+    assert wf.element_table_pin(cfg, sources, "mine") == ""  # a user's own table has no pin
+    spaced = _config(source="matminer", matminer={"url_prefix": "/my mirror/x"})
+    assert wf.matminer_fetch_args(spaced, "matbench_steels") == "--url-prefix '/my mirror/x'"
+
+
+def test_predictions_are_listed_in_task_then_fold_order():
+    files = wf.model_predictions(_config(), "dummy")
+    assert len(files) == 10
+    assert files[0] == "results/matbench/predictions/dummy/matbench_steels/fold_0.parquet"
+    assert files[-1] == "results/matbench/predictions/dummy/matbench_expt_is_metal/fold_4.parquet"
+    assert wf.fold_predictions("dummy", "matbench_steels") == files[:5]
+
+
+def test_final_outputs():
+    out = wf.final_outputs(_config())
+    assert "results/matbench/comp-transformer/results.json.gz" in out
+    assert "results/figures/matbench/gbm-magpie/matbench_expt_is_metal.png" in out
+    assert len(out) == len(set(out))
+    # no models: data, folds and the task table only
+    assert not [p for p in wf.final_outputs(_config(models=[])) if "leaderboard" in p or "scores" in p]
+    assert wf.data_outputs(_config()) == ["results/matbench/folds/matbench_steels.parquet",
+                                          "results/matbench/folds/matbench_expt_is_metal.parquet",
+                                          "results/tables/matbench_tasks.csv"]
+
+
+def test_published_table_is_relative_to_the_repository(tmp_path):
+    assert wf.published_table(_config(), tmp_path) == str(tmp_path / "config/published_matbench.yaml")
+    assert wf.published_table(_config(published="/abs/p.yaml"), tmp_path) == "/abs/p.yaml"

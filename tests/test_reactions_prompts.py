@@ -1,0 +1,54 @@
+"""prompts.jsonl in the shared LLM contract, and the response parser."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crucible.errors import DataValidationError
+from crucible.reactions import prompts, scoring
+
+from helpers import reaction_questions
+
+
+def test_prompts_follow_the_llm_contract_and_show_what_the_question_holds():
+    sets, _ = reaction_questions("deoxyfluorination")
+    qs = sets["all_varying_reference"]
+    lines = [json.loads(line) for line in prompts.prompts_jsonl(qs).splitlines()]
+    assert [r["id"] for r in lines] == sorted(q["id"] for q in qs)
+    rec = lines[0]
+    assert [m["role"] for m in rec["messages"]] == ["system", "user"]
+    q = next(x for x in qs if x["id"] == rec["id"])
+    user = rec["messages"][1]["content"]
+    assert all(f"  {i}: " in user for i in range(len(q["options"])))
+    assert "Results already measured" in user and '{"answer"' in user
+    fb = prompts.prompts_jsonl(sets["all_blank"][:1])
+    assert "Candidates for base" in fb and "Candidates for reagents" in fb
+
+
+@pytest.mark.parametrize("text, fill, expected", [
+    ('Option 3 looks best.\n{"answer": 3}', False, 3),
+    ('first {"answer": 1} then I change my mind {"answer": 2}', False, 2),
+    ("The answer is 4.", False, 4),
+    ("```json\n{\"answer\": {\"base\": 1, \"reagents\": 0}}\n```", True, {"base": 1, "reagents": 0}),
+    ("no idea", False, None),
+    (None, False, None),
+    ("answer: 2", True, None),
+])
+def test_parse_response(text, fill, expected):
+    assert prompts.parse_response(text, fill) == expected
+
+
+def test_llm_responses_go_through_the_same_scorer(tmp_path):
+    sets, _ = reaction_questions("deoxyfluorination")
+    qs = sets["all_varying"][:3]
+    lines = [{"id": qs[0]["id"], "response": f'{{"answer": {qs[0]["answer"][0]}}}', "error": None},
+             {"id": qs[1]["id"], "response": None, "error": "timeout"},
+             {"id": qs[2]["id"], "response": '{"answer": 99}', "error": None}]
+    preds = prompts.parse_responses(lines, qs)
+    res = scoring.score_multiple_choice(qs, preds)
+    assert res["summary"]["num_valid"] == 1 and res["summary"]["num_invalid"] == 2
+    assert res["per_question"][0]["relative_score"] == 1.0
+    with pytest.raises(DataValidationError, match="not a question of this set"):
+        prompts.parse_responses([{"id": "other:x", "response": "1"}], qs)

@@ -1,0 +1,117 @@
+"""The reactions DAG end to end on one small real table, with a language model plugged in
+through its responses file; target lists; config errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from crucible.errors import ConfigError
+from crucible.reactions import workflow as rxn
+
+from helpers import REPO
+
+CONFIG = {
+    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},  # empty lists are refused; targets stay this family's
+    "mlip": {"models": []},
+    "reactions": {"datasets": ["deoxyfluorination"], "models": ["random", "popularity", "oracle"],
+                  "llm_models": ["replayed"], "bootstrap": {"n": 200}},
+}
+
+
+def _snakemake(workdir, env, config, *targets, extra=()):
+    cfg = workdir / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(cfg), "--cores", "2", *targets, *extra]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_reactions_dag_end_to_end(tmp_path, venv_env):
+    work = tmp_path
+    env = {**venv_env, "SOURCE_DATE_EPOCH": "1767225600"}
+    questions = rxn.questions_files(CONFIG, "deoxyfluorination")
+    proc = _snakemake(work, env, CONFIG, *questions)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    # The LLM stage's output, here replayed: the right answer as text, except for a few replies.
+    for qfile in questions:
+        qs = json.loads((work / qfile).read_text())
+        out = work / qfile.replace("questions.json", "responses/replayed.jsonl")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for i, q in enumerate(qs):
+            if "query_keys" in q:
+                best = max(q["meta"]["legal_combinations"], key=lambda c: c["relative_score"])
+                answer = json.dumps({"answer": best["combination"]})
+            else:
+                answer = f'I pick this one. {{"answer": {q["answer"][0]}}}'
+            lines.append({"id": q["id"], "response": None if i == 0 else answer, "error": "timeout" if i == 0 else None})
+        out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    targets = rxn.outputs(CONFIG)
+    proc = _snakemake(work, env, CONFIG, *targets)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for rel in targets:
+        assert (work / rel).stat().st_size > 0, rel
+    for name in ("multiple_choice_all_varying.json", "fill_in_blank_all_blank.json", "prompt_all_varying.txt",
+                 "example_prediction_all_blank.json"):
+        assert (work / "results/reactions/deoxyfluorination/package" / name).is_file()
+
+    score = json.loads((work / "results/reactions/deoxyfluorination/scores/replayed.json").read_text())
+    for qtype, res in score["types"].items():
+        n = res["summary"]["num_questions"]
+        assert res["summary"]["num_invalid"] == 1, qtype  # the timed-out reply: counted, not fatal
+        assert res["invalid"][0]["reason"] == "missing"
+        if "exact_match_accuracy" in res["summary"]:
+            assert res["summary"]["avg_relative_score"] == pytest.approx((n - 1) / n)
+        else:
+            assert res["summary"]["avg_relative_score"] == 1.0
+    table = (work / "results/tables/reactions_deoxyfluorination.csv").read_text()
+    assert "replayed," in table and "random (expected)," in table and "oracle," in table
+
+    # No-op re-run; then the deterministic outputs, deleted and rebuilt, are byte-identical.
+    proc = _snakemake(work, env, CONFIG, *targets, extra=("-n",))
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+    watched = list(questions) + ["results/reactions/data/deoxyfluorination.parquet",
+                                 "results/reactions/data/deoxyfluorination.json",
+                                 "results/tables/reactions_deoxyfluorination.csv",
+                                 "results/tables/reactions_deoxyfluorination_paired.csv",
+                                 "results/figures/reactions_deoxyfluorination.png",
+                                 "results/reactions/deoxyfluorination/all_blank/prompts.jsonl"]
+    before = {p: _sha(work / p) for p in watched}
+    for p in watched:
+        (work / p).unlink()
+    proc = _snakemake(work, env, CONFIG, *targets, extra=("--rerun-triggers", "params"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert {p: _sha(work / p) for p in watched} == before
+
+
+def test_bad_reactions_config_stops_the_run(tmp_path, venv_env):
+    bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "models": ["gpt-9"]}}
+    proc = _snakemake(tmp_path, venv_env, bad, extra=("-n",))
+    assert proc.returncode != 0 and "gpt-9" in proc.stdout + proc.stderr
+    bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "datasets": ["buchwald"]}}
+    proc = _snakemake(tmp_path, venv_env, bad, extra=("-n",))
+    assert proc.returncode != 0 and "unknown reaction dataset" in proc.stdout + proc.stderr
+
+
+def test_target_lists():
+    cfg = {"reactions": {"datasets": ["direct-arylation", "cernak"], "models": ["random", "yield-model"],
+                         "llm_models": ["m1"]}}
+    assert rxn.models(cfg, "direct-arylation") == ["random", "m1"]  # one substrate: nothing to leave out
+    assert rxn.models(cfg, "cernak") == ["random", "yield-model", "m1"]
+    assert "results/tables/reactions_cernak.tex" in rxn.outputs(cfg)
+    with pytest.raises(ConfigError, match="also a baseline"):
+        rxn.llm_models({"reactions": {"llm_models": ["random"]}})
+    assert rxn.outputs({}) == []

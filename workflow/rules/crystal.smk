@@ -1,0 +1,155 @@
+# Text-to-crystal benchmark: items -> answers of each generator (or language model) -> OpenCompass
+# MP-20 scoring -> table and figure per dataset. Thin rules; every decision is in
+# crucible.crystal.workflow (pure functions of the config) and the `crucible crystal` CLI.
+# Language models' responses/{model}.jsonl come from the LLM inference stage (llm_generate); these
+# rules only score them.
+from crucible.crystal import workflow as crystal_workflow
+from crucible.crystal.generators import GENERATORS as CRYSTAL_GENERATORS
+
+try:
+    CRYSTAL_DATASETS = crystal_workflow.datasets(config)
+    crystal_workflow.responders(config)
+except ConfigError as exc:
+    raise WorkflowError(str(exc))
+CRYSTAL_BUILD = crystal_workflow.build_params(config)
+CRYSTAL_SEED = config.get("crystal", {}).get("seed", 0)
+CRYSTAL_TIMEOUT = config.get("crystal", {}).get("score_timeout_s", 10)
+
+
+rule build_crystal_items:
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+    input:
+        raw=lambda wc: crystal_workflow.dataset_inputs(config, wc.crystal_dataset),
+        templates=str(REPO / "config" / "crystal_prompts.yaml"),
+    output:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        train="results/crystal/{crystal_dataset}/train.jsonl",
+    params:
+        source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
+        **CRYSTAL_BUILD,
+    log:
+        "logs/crystal/{crystal_dataset}/build_items.log",
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
+        " --inputs {input.raw:q} --templates {input.templates:q} --template {params.template:q}"
+        " --test-fraction {params.test_fraction} --seed {params.seed} --max-sites {params.max_sites}"
+        " --max-test-items {params.max_test_items} --max-train-items {params.max_train_items}"
+        " --out-prompts {output.prompts:q} --out-train {output.train:q} 2> {log:q}"
+
+
+rule generate_crystals:
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "cpu"]),
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        train="results/crystal/{crystal_dataset}/train.jsonl",
+    output:
+        responses="results/crystal/{crystal_dataset}/responses/{crystal_generator}.jsonl",
+        info="results/crystal/{crystal_dataset}/responses/{crystal_generator}.json",
+    params:
+        gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
+        seed=CRYSTAL_SEED,
+    log:
+        "logs/crystal/{crystal_dataset}/generate_{crystal_generator}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/generate_{crystal_generator}.tsv"
+    resources:
+        mem_mb=lambda wc, attempt: 3000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
+        " --train {input.train:q} --seed {params.seed} --params {params.gen:q}"
+        " --out {output.responses:q} --out-info {output.info:q} 2> {log:q}"
+
+
+# Generators that relax candidates with an interatomic potential: a GPU job on a cluster (the
+# command uses CUDA when torch sees one, else the CPU).
+use rule generate_crystals as generate_crystals_gpu with:
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "gpu"]),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 8000 * attempt,
+        runtime=lambda wc, attempt: 240 * attempt,
+
+
+rule score_crystals:
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        responses="results/crystal/{crystal_dataset}/responses/{responder}.jsonl",
+    output:
+        scores="results/crystal/{crystal_dataset}/scores/{responder}.parquet",
+        summary="results/crystal/{crystal_dataset}/scores/{responder}.json",
+    params:
+        # the sidecar is optional (a language model's comes from the LLM stage), so it is a
+        # param, not an input
+        info=lambda wc, input: str(Path(input.responses).with_suffix(".json")),
+        timeout=CRYSTAL_TIMEOUT,
+    log:
+        "logs/crystal/{crystal_dataset}/score_{responder}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/score_{responder}.tsv"
+    resources:
+        mem_mb=lambda wc, attempt: 3000 * attempt,
+        runtime=lambda wc, attempt: 120 * attempt,
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
+        " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
+        " --out {output.scores:q} --out-summary {output.summary:q} 2> {log:q}"
+
+
+rule tabulate_crystals:
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+    input:
+        lambda wc: expand("results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset,
+                          r=crystal_workflow.responders(config)),
+    output:
+        csv=report("results/tables/crystal_{crystal_dataset}.csv", caption="../report/crystal_table.rst",
+                   category="Crystal", labels={"dataset": "{crystal_dataset}", "kind": "table"}),
+        md="results/tables/crystal_{crystal_dataset}.md",
+        tex="results/tables/crystal_{crystal_dataset}.tex",
+    log:
+        "logs/crystal/{crystal_dataset}/table.log",
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal table --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
+        " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
+
+
+rule plot_crystals:
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+    input:
+        lambda wc: expand("results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset,
+                          r=crystal_workflow.responders(config)),
+    output:
+        png=report("results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
+                   caption="../report/crystal_figure.rst", category="Crystal",
+                   labels={"dataset": "{crystal_dataset}", "kind": "figure"}),
+        pdf="results/figures/crystal_{crystal_dataset}_match_by_nsites.pdf",
+    log:
+        "logs/crystal/{crystal_dataset}/figure.log",
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal figure --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
+        " --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
+
+
+rule crystal:
+    input:
+        crystal_workflow.get_crystal_outputs(config),
