@@ -81,7 +81,9 @@ def test_tables_have_catbench_columns(scored):
     ads = pd.read_csv(scored / "tables" / "catalysis_demo_adsorbates.csv")
     assert len(ads) == 6 and set(ads["Adsorbate_name"]) == {"CO", "H", "O"}
     for suffix in ("_anomaly", "_shifted"):
-        assert (scored / "tables" / f"catalysis_demo{suffix}.tex").read_text().startswith(r"\begin{tabular}")
+        # The .tex says first which package it needs (issue 10), then the tabular.
+        tex_lines = (scored / "tables" / f"catalysis_demo{suffix}.tex").read_text().splitlines()
+        assert tex_lines[0] == r"% requires \usepackage{booktabs}" and tex_lines[1].startswith(r"\begin{tabular}")
 
 
 def test_workbook_bytes_do_not_depend_on_the_clock(scored, tmp_path):

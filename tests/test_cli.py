@@ -47,3 +47,32 @@ def test_predict_needs_one_output_per_distinct_fold(tmp_path, venv_env, folds, o
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_predict_help_lists_models_and_tasks(venv_env):
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--help"],
+                          env={**venv_env, "COLUMNS": "250"}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for name in ("dummy", "rf-magpie", "gbm-magpie", "comp-transformer", "matbench_steels", "matbench_mp_e_form",
+                 "custom-models"):
+        assert name in text, name
+    assert "--model MODEL built-in" in text
+
+
+def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
+    from crucible.io import write_json, write_parquet
+
+    from helpers import clean_task
+
+    data, card, _ = clean_task("matbench_steels")
+    write_json(card, tmp_path / "matbench_steels.json")
+    write_parquet(data, tmp_path / "matbench_steels.parquet")
+    (tmp_path / "tables").write_text("not a folder")
+    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "tasks-table",
+                           "--cards", str(tmp_path / "matbench_steels.json"), "--data", str(tmp_path / "matbench_steels.parquet"),
+                           "--out-csv", str(tmp_path / "tables" / "t.csv"), "--out-md", str(tmp_path / "t.md"),
+                           "--out-overlap-csv", str(tmp_path / "o.csv"), "--out-overlap-md", str(tmp_path / "o.md")],
+                          env=venv_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "tables" in proc.stderr

@@ -23,7 +23,7 @@ KEY = "sk-dag-SECRET-9876543210"
 
 def config(server_url="http://127.0.0.1:9/v1", ckpt="/nonexistent", replay="answers/{benchmark}/{dataset}.jsonl"):
     return {
-        "matbench": {"tasks": ["matbench_steels"], "models": []},
+        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
         "llm": {"models": {
             "echo": {"backend": "openai", "model": "echo-7b", "base_url": server_url, "api_key_env": "CRUCIBLE_DAG_KEY",
                      "backoff_s": 0.01, "params": {"max_tokens": 8}},

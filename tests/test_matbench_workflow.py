@@ -98,6 +98,21 @@ def test_raw_files_and_provenance_by_source():
     assert wf.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
 
 
+def test_pins_travel_to_the_jobs_that_read_the_files():
+    sources = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet.whl", "sha256": "ab" * 32, "members": {
+        "matbench_steels.csv": {"sha256": "11" * 32}, "mat2vec.csv": {"sha256": "22" * 32}}}}}
+    cfg = _config(model_params={"mine": {"element_table": "/tables/mine.csv"}})
+    # the mirror's member is checked, not the wheel it came from; a matminer download is its own pin
+    assert wf.raw_pin(cfg, sources, "matbench_steels") == "11" * 32
+    mirror = _config(source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x",
+                                                  "sha256": {"matbench_steels": "cd" * 32}})
+    assert wf.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
+    assert wf.element_table_pin(cfg, sources, "comp-transformer") == f"--element-table-sha256 {'22' * 32}"
+    assert wf.element_table_pin(cfg, sources, "mine") == ""  # a user's own table has no pin
+    spaced = _config(source="matminer", matminer={"url_prefix": "/my mirror/x"})
+    assert wf.matminer_fetch_args(spaced, "matbench_steels") == "--url-prefix '/my mirror/x'"
+
+
 def test_predictions_are_listed_in_task_then_fold_order():
     files = wf.model_predictions(_config(), "dummy")
     assert len(files) == 10

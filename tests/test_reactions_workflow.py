@@ -17,7 +17,7 @@ from crucible.reactions import workflow as rxn
 from helpers import REPO
 
 CONFIG = {
-    "matbench": {"tasks": [], "models": []},
+    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},  # empty lists are refused; targets stay this family's
     "mlip": {"models": []},
     "reactions": {"datasets": ["deoxyfluorination"], "models": ["random", "popularity", "oracle"],
                   "llm_models": ["replayed"], "bootstrap": {"n": 200}},

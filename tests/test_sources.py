@@ -74,13 +74,14 @@ def test_http_fetch_verifies_and_is_not_repeated(server, tmp_path):
     assert len(server.hits) == 1, "a file whose hash matches must not be downloaded again"
 
 
-def test_http_hash_mismatch_names_artifact_and_leaves_nothing(server, tmp_path):
+def test_http_hash_mismatch_names_artifact_and_keeps_the_bad_download_aside(server, tmp_path):
     spec = _http_spec(server, "data.json.gz", b"served bytes", sha256="0" * 64)
     dest = tmp_path / "downloads" / "data.json.gz"
     actual = hashlib.sha256(b"served bytes").hexdigest()
     with pytest.raises(HashMismatchError, match=rf"artifact 'data'.*expected 0{{64}}, got {actual}"):
         sources.fetch("data", spec, dest)
-    assert list((tmp_path / "downloads").iterdir()) == []
+    # Nothing under the real name; the bad bytes kept for inspection, named by their hash.
+    assert [p.name for p in (tmp_path / "downloads").iterdir()] == [f"data.json.gz.bad-{actual[:12]}"]
 
 
 def test_stale_file_is_replaced_only_by_a_verified_one(server, tmp_path):

@@ -10,7 +10,7 @@ from crucible import workflow as wf
 from crucible.errors import ConfigError
 
 SOURCES = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet-2.0.8-py3-none-any.whl",
-                                           "members": {"b.csv": {}, "a.csv": {}}}}}
+                                           "members": {"b.csv": {}, "a.csv": {"sha256": "ab" * 32}}}}}
 
 
 def test_artifacts():
@@ -20,6 +20,7 @@ def test_artifacts():
                                                              "resources/extracted/crabnet-2.0.8/b.csv"]
     with pytest.raises(ConfigError, match="no artifact in config/sources.yaml is saved as x.whl"):
         wf.artifact_name(SOURCES, "x.whl")
+    assert wf.member_pin(SOURCES, "crabnet-2.0.8", "a.csv") == "ab" * 32
 
 
 def test_alternation_matches_exactly_the_names():

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"crucible {group}: error: no such file: {exc.filename or exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a folder where a file should be: one line, not a traceback
+        print(f"crucible {group}: error: {exc}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

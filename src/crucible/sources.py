@@ -157,6 +157,16 @@ def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -
     return path
 
 
+def move_aside(path: Path) -> Path:
+    """Keep a file that failed its hash check for inspection, named by its own hash."""
+    aside = path.with_name(f"{path.name}.bad-{sha256_file(path)[:12]}")
+    os.replace(path, aside)
+    return aside
+
+
+FETCH_ATTEMPTS = 2  # a truncated or tampered download is fetched again once, then it is an error
+
+
 def git_blob_id(path: str | os.PathLike) -> str:
     """What ``git hash-object`` prints: SHA-1 of ``b"blob <size>\\0" + content``."""
     digest = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
@@ -222,6 +232,10 @@ def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike, lock: str | 
 
     An artifact pinned by git blob id only has its SHA-256 recorded in ``lock`` on the first
     verified download; from then on the SHA-256 is checked.
+
+    A file already at ``dest`` with another hash, and a download that does not match, are moved
+    aside as ``<name>.bad-<their sha256[:12]>`` (kept for inspection, never deleted); the
+    download is tried again once.
     """
     dest = Path(dest)
     if "sha256" not in spec or spec.get("git_blob"):
@@ -232,29 +246,82 @@ def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike, lock: str | 
                 log.info("%s: already present and matching its pins, not downloading", name)
                 return dest
             except HashMismatchError:
-                log.warning("%s: %s exists but does not match its pins; downloading again", name, dest)
+                log.warning("%s: %s exists but does not match its pins; kept as %s, downloading again",
+                            name, dest, move_aside(dest))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
-            path = _http_download(spec, Path(tmp))
-            actual = _check_pins(name, spec, path, locked, sources_file)
-            if lock and not locked:
-                _record_lock(lock, name, actual)
-            os.replace(path, dest)
-        log.info("%s: %s (sha256 %s)", name, dest, actual)
-        return dest
+        kept: list[Path] = []
+        for attempt in range(1, FETCH_ATTEMPTS + 1):
+            with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
+                path = _http_download(spec, Path(tmp))
+                try:
+                    actual = _check_pins(name, spec, path, locked, sources_file)
+                except HashMismatchError as exc:
+                    if not (spec.get("sha256") or locked or spec.get("git_blob")):
+                        raise  # nothing pins it: fetching again cannot help
+                    aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
+                    os.replace(path, aside)
+                    kept.append(aside)
+                    log.warning("%s (attempt %d of %d); kept as %s", exc, attempt, FETCH_ATTEMPTS, aside)
+                    last_error = exc
+                    continue
+                if lock and not locked:
+                    _record_lock(lock, name, actual)
+                os.replace(path, dest)
+            log.info("%s: %s (sha256 %s)", name, dest, actual)
+            return dest
+        raise HashMismatchError(
+            f"artifact {name!r} fetched twice and failed its pins both times ({last_error}); the downloads are "
+            f"kept as {', '.join(str(p) for p in kept)}"
+        )
     if dest.exists():
         if sha256_file(dest) == spec["sha256"].lower():
             log.info("%s: already present with the pinned SHA-256, not downloading", name)
             return dest
-        log.warning("%s: %s exists but its hash differs; downloading again", name, dest)
+        log.warning("%s: %s exists but its hash differs; kept as %s, downloading again", name, dest, move_aside(dest))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
-        download = _pip_download if spec["kind"] == "pip" else _http_download
-        path = download(spec, Path(tmp))
-        check_hash(path, spec["sha256"], name)
-        os.replace(path, dest)
-    log.info("%s: %s (sha256 %s)", name, dest, spec["sha256"])
-    return dest
+    kept: list[Path] = []
+    for attempt in range(1, FETCH_ATTEMPTS + 1):
+        with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=dest.parent) as tmp:
+            download = _pip_download if spec["kind"] == "pip" else _http_download
+            path = download(spec, Path(tmp))
+            try:
+                check_hash(path, spec["sha256"], name)
+            except HashMismatchError as exc:
+                aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
+                os.replace(path, aside)
+                kept.append(aside)
+                log.warning("%s (attempt %d of %d); kept as %s", exc, attempt, FETCH_ATTEMPTS, aside)
+                continue
+            os.replace(path, dest)
+        log.info("%s: %s (sha256 %s)", name, dest, spec["sha256"])
+        return dest
+    raise HashMismatchError(
+        f"artifact {name!r} fetched twice and its SHA-256 differs from the pin both times: expected "
+        f"{spec['sha256'].lower()}, got {', '.join(sha256_file(p) for p in kept)}; the downloads are kept as "
+        f"{', '.join(str(p) for p in kept)}"
+    )
+
+
+def verify_pinned(path: str | os.PathLike, expected: str, what: str = "file") -> str:
+    """Check a file where it is read: an extracted member edited after extraction is refused."""
+    actual = sha256_file(path)
+    if actual != expected.lower():
+        raise HashMismatchError(
+            f"{path}: SHA-256 {actual} differs from the pin {expected.lower()} of this {what} in "
+            "config/sources.yaml; it changed after it was fetched or extracted: delete it and rerun, "
+            "so that it is extracted (or fetched) again"
+        )
+    return actual
+
+
+def check_card_pin(card: dict[str, Any], card_path: str | os.PathLike, pinned: str) -> None:
+    """A task card's recorded raw-file hash must equal the pin the workflow expects."""
+    recorded = (card.get("raw_file") or {}).get("sha256")
+    if recorded != pinned.lower():
+        raise HashMismatchError(
+            f"{card_path}: the task card records raw-file SHA-256 {recorded}, but the pin is {pinned.lower()}; "
+            "rebuild the card (delete it and rerun)"
+        )
 
 
 def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir: str | os.PathLike,

@@ -40,3 +40,8 @@ def artifact_name(sources: dict[str, Any], filename: str, sources_file: str = "c
 def artifact_members(sources: dict[str, Any], name: str) -> list[str]:
     """The extracted, hash-pinned member files of an archive artifact, sorted."""
     return [f"resources/extracted/{name}/{m}" for m in sorted(sources["artifacts"][name]["members"])]
+
+
+def member_pin(sources: dict[str, Any], artifact: str, member: str) -> str:
+    """The pinned SHA-256 of one extracted member: passed to the job that reads it, which checks it."""
+    return sources["artifacts"][artifact]["members"][member]["sha256"]

@@ -192,10 +192,12 @@ rule tabulate_relative_energies:
     wildcard_constraints:
         rel_task="surface|bulk_formation",
         rel_dataset=_REL_DATASETS,
+    params:
+        out_prefix=lambda wc: f"results/tables/catalysis_{wc.rel_task}_{wc.rel_dataset}",
     log:
         "logs/catalysis/relative_table_{rel_task}_{rel_dataset}.log",
     conda:
         "../../envs/mlip.yaml"
     shell:
         "crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
-        " --out-prefix results/tables/catalysis_{wildcards.rel_task}_{wildcards.rel_dataset} 2> {log:q}"
+        " --out-prefix {params.out_prefix:q} 2> {log:q}"

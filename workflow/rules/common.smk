@@ -10,6 +10,7 @@ from snakemake.utils import validate
 
 from crucible import __version__ as CRUCIBLE_VERSION
 from crucible import workflow as shared_wf
+from crucible.config import check_config, check_output_dirs, put_on_python_path
 from crucible.errors import ConfigError
 from crucible.matbench import workflow as matbench_wf
 from crucible.matbench.tasks import TASKS as ALL_TASKS
@@ -17,6 +18,13 @@ from crucible.mlip import workflow as mlip_wf
 from crucible.sources import load_sources
 
 
+# Our own check first: it names the key path and the cause in one line (Snakemake's validate
+# prints the whole schema), and also checks what a schema cannot say. validate then fills defaults.
+try:
+    check_config(config, Path(workflow.current_basedir) / "../schemas/config.schema.yaml")
+    check_output_dirs(".")
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 validate(config, schema="../schemas/config.schema.yaml")
 
 
@@ -27,6 +35,9 @@ envvars:
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+# Custom model modules beside the project (matbench.custom_models: {class: "mymodels:MyModel"})
+# are imported by the start-up check from the working directory; jobs see the same directory.
+put_on_python_path(os.getcwd())
 
 REPO = Path(workflow.current_basedir).parents[1]  # workflow/rules -> repository root
 SOURCES_FILE = str(REPO / "config" / "sources.yaml")

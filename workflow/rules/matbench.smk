@@ -13,6 +13,8 @@ rule clean_matbench_task:
     params:
         source=config["matbench"]["source"],
         provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
+        raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
+        metadata_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/clean/{task}.log",
@@ -25,8 +27,8 @@ rule clean_matbench_task:
         "../../envs/matbench.yaml"
     shell:
         "crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
-        "--metadata {input.metadata:q} --artifact {params.provenance:q} "
-        "--out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
+        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} --metadata-sha256 {params.metadata_sha256} "
+        "--artifact {params.provenance:q} --out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
 rule make_matbench_folds:
@@ -39,6 +41,8 @@ rule make_matbench_folds:
     params:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
+        raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
+        validation_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_validation.json"),
         version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/folds/{task}.log",
@@ -51,8 +55,9 @@ rule make_matbench_folds:
         "../../envs/matbench.yaml"
     shell:
         "crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
-        "--validation {input.validation:q} --inner-fraction {params.fraction} --inner-seed {params.seed} "
-        "--out {output:q} 2> {log:q}"
+        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} "
+        "--validation-sha256 {params.validation_sha256} --inner-fraction {params.fraction} "
+        "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
 rule tabulate_matbench_tasks:
@@ -60,9 +65,10 @@ rule tabulate_matbench_tasks:
         cards=matbench_wf.task_cards(config),
         data=matbench_wf.clean_data_files(config),
     output:
-        csv="results/tables/matbench_tasks.csv",
+        csv=report("results/tables/matbench_tasks.csv", caption="../report/tasks.rst", category="Matbench"),
         md="results/tables/matbench_tasks.md",
-        overlap_csv="results/tables/matbench_task_overlap.csv",
+        overlap_csv=report("results/tables/matbench_task_overlap.csv", caption="../report/task_overlap.rst",
+                           category="Matbench"),
         overlap_md="results/tables/matbench_task_overlap.md",
     log:
         "logs/matbench/tasks_table.log",
@@ -170,7 +176,11 @@ use rule predict_matbench as predict_matbench_gpu with:
         weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
     params:
         extra=lambda wildcards, input, output: " ".join(
-            [shared_wf.flag("--element-table", input.element_table), shared_wf.flag("--out-model-dir", output.weights)]
+            [
+                shared_wf.flag("--element-table", input.element_table),
+                matbench_wf.element_table_pin(config, SOURCES, wildcards.model),
+                shared_wf.flag("--out-model-dir", output.weights),
+            ]
         ),
     threads: 2
     resources:

@@ -36,7 +36,7 @@ rule tabulate_eos:
     input:
         lambda wc: mlip_wf.eos_files(config),
     output:
-        csv="results/tables/mlip_eos.csv",
+        csv=report("results/tables/mlip_eos.csv", caption="../report/mlip_eos.rst", category="MLIP"),
         md="results/tables/mlip_eos.md",
         tex="results/tables/mlip_eos.tex",
     log:
@@ -52,9 +52,10 @@ rule plot_eos:
     input:
         lambda wc: mlip_wf.eos_files(config),
     output:
-        png="results/figures/mlip_eos_delta.png",
+        png=report("results/figures/mlip_eos_delta.png", caption="../report/mlip_eos_delta.rst", category="MLIP"),
         pdf="results/figures/mlip_eos_delta.pdf",
-        parity_png="results/figures/mlip_eos_b0_parity.png",
+        parity_png=report("results/figures/mlip_eos_b0_parity.png", caption="../report/mlip_b0_parity.rst",
+                          category="MLIP"),
         parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
@@ -98,7 +99,8 @@ rule score_s2ef:
     input:
         lambda wc: mlip_wf.s2ef_files(config, wc.dataset),
     output:
-        csv="results/tables/mlip_s2ef_{dataset}.csv",
+        csv=report("results/tables/mlip_s2ef_{dataset}.csv", caption="../report/mlip_s2ef.rst", category="MLIP",
+                   labels={"dataset": "{dataset}"}),
         md="results/tables/mlip_s2ef_{dataset}.md",
         tex="results/tables/mlip_s2ef_{dataset}.tex",
     log:

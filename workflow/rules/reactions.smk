@@ -149,6 +149,8 @@ rule package_reactions:
     output:
         report=report("results/reactions/{rxn_dataset}/package/report.md", caption="../report/reactions_package.rst",
                       category="Reactions"),
+    params:
+        out_dir=lambda wc: f"results/reactions/{wc.rxn_dataset}/package",
     log:
         "logs/reactions/package_{rxn_dataset}.log",
     conda:
@@ -156,4 +158,4 @@ rule package_reactions:
     shell:
         "crucible reactions package --dataset {wildcards.rxn_dataset:q} --questions {input.questions:q} "
         "--card {input.card:q} --summary {input.summary:q} --table {input.table:q} "
-        "--out-dir results/reactions/{wildcards.rxn_dataset}/package 2> {log:q}"
+        "--out-dir {params.out_dir:q} 2> {log:q}"

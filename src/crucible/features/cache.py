@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from crucible.errors import DataValidationError
 from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie_features
 from crucible.io import write_parquet
+from crucible.progress import heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ def build_cache(
     formulas = sorted(first)
     log.info("featurizing %d distinct formulas from %d files", len(formulas), len(data_paths))
     try:
-        features = magpie_features(formulas)
+        with heartbeat(log, f"featurizing {len(formulas)} formulas"):
+            features = magpie_features(formulas)
     except FormulaError as exc:
         path, row = first[exc.formula]
         raise DataValidationError(f"{path}: row {row}: field 'formula' {exc.formula!r}: {exc.reason}") from None

@@ -32,7 +32,12 @@ from crucible.matbench.tasks import N_FOLDS, TASK_TYPES
 
 def _cmd_clean(args: argparse.Namespace) -> int:
     from crucible.matbench import clean, tasks
+    from crucible.sources import verify_pinned
 
+    if args.raw_sha256:
+        verify_pinned(args.raw, args.raw_sha256, "raw task file")
+    if args.metadata_sha256:
+        verify_pinned(args.metadata, args.metadata_sha256, "metadata file")
     metadata = tasks.load_metadata(args.metadata)
     df, card = clean.clean_task(args.task, args.source, args.raw, metadata)
     card["provenance"] = clean.provenance(args.metadata, args.artifact)
@@ -42,9 +47,14 @@ def _cmd_clean(args: argparse.Namespace) -> int:
 
 def _cmd_folds(args: argparse.Namespace) -> int:
     from crucible.matbench import folds
+    from crucible.sources import check_card_pin, verify_pinned
 
     data = read_parquet(args.data)
     card = read_json(args.card)
+    if args.raw_sha256:
+        check_card_pin(card, args.card, args.raw_sha256)
+    if args.validation_sha256:
+        verify_pinned(args.validation, args.validation_sha256, "validation file")
     validation = folds.load_validation(args.validation)
     table = folds.build_folds(data, args.task, card["task_type"], validation, args.inner_fraction,
                               args.inner_seed, validation_source=args.validation)
@@ -53,7 +63,7 @@ def _cmd_folds(args: argparse.Namespace) -> int:
 
 
 def _cmd_tasks_table(args: argparse.Namespace) -> int:
-    from crucible.matbench.tasktable import build_tables
+    from crucible.matbench.tasktable import OVERLAP_TABLE_HEADERS, TASK_TABLE_HEADERS, build_tables
     from crucible.report.tables import write_table
 
     cards = {Path(p).stem: read_json(p) for p in args.cards}
@@ -61,10 +71,11 @@ def _cmd_tasks_table(args: argparse.Namespace) -> int:
     if set(cards) != set(datas):
         raise ConfigError("tasks-table: --cards and --data name different tasks")
     tasks_df, overlap_df = build_tables(cards, datas)
-    write_table(tasks_df, csv=args.out_csv, md=args.out_md, digits=4,
+    write_table(tasks_df, csv=args.out_csv, md=args.out_md, digits=4, headers=TASK_TABLE_HEADERS,
                 md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n")
-    write_table(overlap_df, csv=args.out_overlap_csv, md=args.out_overlap_md, digits=1,
-                md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n")
+    write_table(overlap_df, csv=args.out_overlap_csv, md=args.out_overlap_md, digits=1, headers=OVERLAP_TABLE_HEADERS,
+                md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
+                empty_note="No two of the configured tasks share a reduced formula.")
     return 0
 
 
@@ -85,6 +96,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     spec = get_spec(args.model, custom)
     params = json.loads(args.params) if args.params else {}
     if args.element_table:
+        if args.element_table_sha256:
+            from crucible.sources import verify_pinned
+
+            verify_pinned(args.element_table, args.element_table_sha256, "element table")
         params["element_table"] = args.element_table
     card = read_json(args.card)
     # Several folds in one process (per-task jobs of cheap models): fitted in turn, one --out each.
@@ -205,6 +220,19 @@ def _checked_task(name: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _model_help() -> str:
+    from crucible.models.registry import builtin_models
+
+    return (f"built-in: {', '.join(builtin_models())}; or a name in --custom-models "
+            "(config matbench.custom_models)")
+
+
+def _task_help() -> str:
+    from crucible.matbench.tasks import TASKS
+
+    return f"one of: {', '.join(TASKS)}"
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -213,6 +241,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, choices=["composition-mirror", "matminer"])
     p.add_argument("--raw", required=True, help="crabnet CSV (mirror) or matminer .json.gz")
     p.add_argument("--metadata", required=True, help="matbench_v0.1_dataset_metadata.json")
+    p.add_argument("--raw-sha256", help="pinned SHA-256 of --raw: refuse the file if it differs")
+    p.add_argument("--metadata-sha256", help="pinned SHA-256 of --metadata: refuse the file if it differs")
     p.add_argument("--artifact", nargs="*", default=[], help="provenance as name=sha256 pairs")
     p.add_argument("--out-data", required=True)
     p.add_argument("--out-card", required=True)
@@ -223,6 +253,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
     p.add_argument("--validation", required=True, help="matbench_v0.1_validation.json")
+    p.add_argument("--validation-sha256", help="pinned SHA-256 of --validation: refuse the file if it differs")
+    p.add_argument("--raw-sha256", help="pinned SHA-256 of the raw file: the card must record exactly this")
     p.add_argument("--inner-fraction", type=float, default=0.25)
     p.add_argument("--inner-seed", type=int, default=7)
     p.add_argument("--out", required=True)
@@ -238,8 +270,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_tasks_table)
 
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
-    p.add_argument("--model", required=True)
-    p.add_argument("--task", required=True, type=_checked_task)
+    p.add_argument("--model", required=True, help=_model_help())
+    p.add_argument("--task", required=True, type=_checked_task, help=_task_help())
     p.add_argument("--fold", type=int, required=True, nargs="+", choices=range(N_FOLDS),
                    help="one fold, or several fitted in turn in this process (one --out each)")
     p.add_argument("--data", required=True)
@@ -250,7 +282,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--params", help="JSON hyperparameter overrides")
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
     p.add_argument("--element-table", help="element embedding CSV for composition networks")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--element-table-sha256", help="pinned SHA-256 of --element-table: refuse the file if it differs")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random_state for models that take one and do not set it in --params (recorded)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", required=True, nargs="+",
                    help="predictions parquet per --fold (a sidecar .json is written beside each)")

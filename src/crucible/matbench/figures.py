@@ -18,7 +18,7 @@ def model_figure(model: str, card: dict[str, Any], data_path: str | os.PathLike,
     data = read_parquet(data_path, columns=["mbid", "target"]).set_index("mbid")["target"]
     preds = pd.concat([read_parquet(p) for p in prediction_paths], ignore_index=True)
     y_true = data.loc[preds["mbid"]].to_numpy()
-    title = f"{model} on {card['task']}"
+    title = f"{model} on {card['task'].removeprefix('matbench_')}: {card['target']}"
     if card["task_type"] == "regression":
         return parity_figure(y_true.astype(float), preds["prediction"].to_numpy(dtype=float), title, card.get("unit") or "")
     from_labels = "probability" not in preds

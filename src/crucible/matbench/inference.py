@@ -52,7 +52,11 @@ def fit_predict(
     model_dir: str | os.PathLike | None = None,
     structure_features_path: str | os.PathLike | None = None,
     uses_structure: bool = False,
+    task: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    from crucible.matbench import validation
+
+    context = validation.where(spec.name, task, fold)
     if not (data["mbid"].to_numpy() == folds["mbid"].to_numpy()).all():
         raise CrucibleError("data and folds tables list different mbids (rebuild the folds)")
     rows = split_rows(folds, fold)
@@ -72,22 +76,30 @@ def fit_predict(
         val = data.iloc[rows["val"]]
         fit_kwargs = {"X_val": inputs.iloc[rows["val"]].reset_index(drop=True), "y_val": val["target"].to_numpy()}
     started = time.perf_counter()
-    estimator.fit(X_train, y_train, **fit_kwargs)
+    from crucible.progress import heartbeat
+
+    try:
+        with heartbeat(log, context):
+            estimator.fit(X_train, y_train, **fit_kwargs)
+    except Exception as exc:  # a user's estimator can raise anything: name where it happened
+        log.debug("fit traceback", exc_info=True)
+        raise validation.ModelFitError(f"{context}: fit raised {type(exc).__name__}: {exc}") from exc
     fit_seconds = time.perf_counter() - started
 
     X_test = inputs.iloc[rows["test"]].reset_index(drop=True)
     started = time.perf_counter()
     out = pd.DataFrame({"mbid": test["mbid"].to_numpy()})
+    n_test = len(out)
     if task_type == "regression":
-        out["prediction"] = np.asarray(estimator.predict(X_test), dtype=np.float64)
+        out["prediction"] = validation.regression_values(estimator.predict(X_test), n_test, context)
     else:
         if hasattr(estimator, "predict_proba"):
-            proba = np.asarray(estimator.predict_proba(X_test), dtype=np.float64)
             classes = list(getattr(estimator, "classes_", [False, True]))
-            out["probability"] = proba[:, classes.index(True)] if proba.ndim == 2 else proba
+            out["probability"] = validation.classifier_probabilities(
+                estimator.predict_proba(X_test), classes, n_test, context)
             out["prediction"] = out["probability"].to_numpy() > 0.5
         else:
-            out["prediction"] = np.asarray(estimator.predict(X_test)).astype(bool)
+            out["prediction"] = validation.classifier_labels(estimator.predict(X_test), n_test, context)
         out = out[["mbid", "prediction"] + (["probability"] if "probability" in out else [])]
     predict_seconds = time.perf_counter() - started
 
@@ -100,6 +112,7 @@ def fit_predict(
         "n_train": int(len(train_idx)),
         "n_val": int(len(rows["val"])) if spec.uses_validation else 0,
         "n_test": int(len(rows["test"])),
+        "seed": validation.recorded_seed(estimator, random_state),
         "device": str(getattr(estimator, "device_", "cpu")),
         "fit_seconds": round(fit_seconds, 3),
         "predict_seconds": round(predict_seconds, 3),
@@ -151,7 +164,8 @@ def run_predict(
     folds = read_parquet(folds_path)
     log.info("%s %s fold %d: fitting", spec.name, task, fold)
     preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir,
-                              structure_features_path=structure_features_path, uses_structure=uses_structure)
+                              structure_features_path=structure_features_path, uses_structure=uses_structure,
+                              task=task)
     info["task"] = task
     info["inputs"] = card.get("inputs_available", "composition")
     write_predictions(preds, out_path, card["task_type"])

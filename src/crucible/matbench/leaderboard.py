@@ -95,11 +95,12 @@ def leaderboard_display(table: pd.DataFrame, published: dict[str, Any]) -> pd.Da
         for model in models:
             inputs = str(row[f"{model}_inputs"])
             label = f"{model} ({'comp.' if inputs.startswith('composition') else inputs})"
-            cell = _pm(row[f"{model}_mean"], row[f"{model}_std"], digits)
-            if not np.isnan(row[f"{model}_rocauc_proba"]):
-                cell += f" (AUC from proba {row[f'{model}_rocauc_proba']:.4f})"
-            line[label] = cell
+            line[label] = _pm(row[f"{model}_mean"], row[f"{model}_std"], digits)
             line[f"{model} scaled"] = f"{row[f'{model}_scaled_error']:.3f}"
+            # Its own column (not a note inside the numeric cell) when any task has it.
+            if table[f"{model}_rocauc_proba"].notna().any():
+                proba = row[f"{model}_rocauc_proba"]
+                line[f"{model} AUC from probabilities"] = "–" if np.isnan(proba) else f"{proba:.4f}"
         for name in PUBLISHED_COLUMNS:
             value = row[f"published_{name}"]
             mark = "*" if comp_only[name] else ""
@@ -114,7 +115,7 @@ def leaderboard_preamble(published: dict[str, Any]) -> str:
     return (
         "# Matbench v0.1 leaderboard (official 5-fold splits)\n\n"
         "Mean ± std (ddof 0) over the 5 folds of MAE (regression) or matbench's label-based ROC AUC "
-        "(classification; the true AUC from probabilities beside it); *scaled* is MAE/MAD or (1 − AUC)/0.5. "
+        "(classification; the AUC from probabilities, where a model gives them, in its own column); *scaled* is MAE/MAD or (1 − AUC)/0.5. "
         "The parenthesis says what our model saw: comp. = formulas only (the composition mirror has no "
         "structures). Published columns marked * are composition-only; RF-SCM/Magpie uses structure "
         "features on the structure tasks.\n\n"

@@ -191,7 +191,10 @@ def read_predictions(
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise ctx.error(f"not a readable parquet file ({exc})") from None
+        raise ctx.error(
+            f"not a readable parquet file ({exc}); rebuild it: delete it and run `snakemake {path}` "
+            "(it is made by `crucible matbench predict` or `crucible matbench import-predictions`)"
+        ) from None
     return validate_predictions_table(table, task_type, expected_mbids, fold, path)
 
 

@@ -46,6 +46,27 @@ def reduced_formulas(formulas: pd.Series) -> pd.Series:
     return formulas.map(mapping)
 
 
+# Markdown/LaTeX headers of the task table (the CSV keeps the machine names).
+TASK_TABLE_HEADERS = {
+    "inputs_here": "inputs available here",
+    "n": "rows",
+    "mad_or_frac_true": "MAD or fraction true",
+    "distinct_reduced_formulas": "distinct reduced formulas",
+    "dup_formula_rows_pct": "rows sharing a formula (%)",
+    "class_balance": "class balance",
+}
+OVERLAP_TABLE_HEADERS = {
+    "task_a": "task A",
+    "task_b": "task B",
+    "shared_reduced_formulas": "shared reduced formulas",
+    "share_of_a_pct": "share of A (%)",
+    "share_of_b_pct": "share of B (%)",
+    "shared_structures": "shared structures",
+    "same_rows_in_same_order": "same rows, same order",
+    "documented_pair": "documented pair",
+}
+
+
 def task_row(card: dict[str, Any], data: pd.DataFrame) -> dict[str, Any]:
     reduced = reduced_formulas(data["formula"])
     counts = reduced.map(reduced.value_counts())

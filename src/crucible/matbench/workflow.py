@@ -9,11 +9,13 @@ raises :class:`~crucible.errors.ConfigError` naming the config key.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from crucible.errors import ConfigError
 from crucible.matbench.tasks import N_FOLDS, TASKS
+from crucible.workflow import member_pin
 
 MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"
 MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
@@ -98,6 +100,13 @@ def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -
     return f"{spec['filename']}={spec['sha256']}"
 
 
+def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
+    """The pinned SHA-256 of the task's raw file: checked where it is read, and the task card must record it."""
+    if config["matbench"]["source"] == "matminer":
+        return raw_provenance(config, sources, task).rsplit("=", 1)[1]
+    return member_pin(sources, "crabnet-2.0.8", f"{task}.csv")
+
+
 def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
     mirror = config["matbench"].get("matminer", {})
     args = []
@@ -106,7 +115,7 @@ def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
     pinned = mirror.get("sha256", {}).get(task)
     if pinned:
         args += ["--sha256", pinned]
-    return " ".join(args)
+    return " ".join(shlex.quote(a) for a in args)
 
 
 def data_file(task: str) -> str:
@@ -187,6 +196,14 @@ def element_table(config: dict[str, Any], model: str) -> str:
     if table in ("mat2vec", "magpie"):
         return f"{CRABNET_DIR}/{table}.csv"
     return table
+
+
+def element_table_pin(config: dict[str, Any], sources: dict[str, Any], model: str) -> str:
+    """``--element-table-sha256 <pin>`` for the fetched tables; a user's own table has no pin."""
+    table = config["matbench"]["model_params"].get(model, {}).get("element_table", "mat2vec")
+    if table in ("mat2vec", "magpie"):
+        return f"--element-table-sha256 {member_pin(sources, 'crabnet-2.0.8', f'{table}.csv')}"
+    return ""
 
 
 def user_prediction_file(config: dict[str, Any], model: str, task: str, fold: int | str) -> str:

@@ -90,11 +90,11 @@ def _cmd_s2ef_predict(args) -> int:
 
 
 def _cmd_s2ef_table(args) -> int:
-    from crucible.mlip.report import write_table
+    from crucible.mlip.report import S2EF_TABLE_HEADERS, write_table
     from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(args.inputs)
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4)
+    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4, headers=S2EF_TABLE_HEADERS)
     return 0
 
 

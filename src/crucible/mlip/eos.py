@@ -290,12 +290,29 @@ def _row(model, element, device, natoms, volumes, energies, ref, fit: BMFit | No
     return row
 
 
+# The sampled volumes must cover the Delta integral's window (0.94-1.06 V0), or Delta would
+# integrate an extrapolation; beyond ±20 % a third-order Birch–Murnaghan form no longer describes
+# real solids (and soft potentials reach unphysical regions), so the fit's V0/B0 stop meaning much.
+DELTA_WINDOW = (0.94, 1.06)
+VOLUME_RANGE_LIMITS = (0.80, 1.20)
+
+
+def check_volume_range(volume_range: Sequence[float]) -> tuple[float, float]:
+    lo, hi = (float(v) for v in volume_range)
+    if not (VOLUME_RANGE_LIMITS[0] <= lo <= DELTA_WINDOW[0] and DELTA_WINDOW[1] <= hi <= VOLUME_RANGE_LIMITS[1]):
+        raise ConfigError(
+            f"mlip.eos.volume_range = {[lo, hi]}: the low end must lie in "
+            f"[{VOLUME_RANGE_LIMITS[0]}, {DELTA_WINDOW[0]}] and the high end in [{DELTA_WINDOW[1]}, "
+            f"{VOLUME_RANGE_LIMITS[1]}] (cover the Delta window {list(DELTA_WINDOW)} x V0, stay where a "
+            "Birch–Murnaghan fit holds)"
+        )
+    return lo, hi
+
+
 def eos_volumes(reference_v0: float, points: int, volume_range: tuple[float, float]) -> np.ndarray:
-    lo, hi = volume_range
     if points < 4:
         raise ConfigError(f"mlip.eos.points = {points}: a Birch–Murnaghan fit needs at least 4 points (7 recommended)")
-    if not 0 < lo < 1 < hi:
-        raise ConfigError(f"mlip.eos.volume_range = {list(volume_range)}: need 0 < low < 1 < high")
+    lo, hi = check_volume_range(volume_range)
     return reference_v0 * np.linspace(lo, hi, points)
 
 
@@ -324,7 +341,7 @@ def run_eos(
     names = parse_elements(elements)
     rows = []
     bar = tqdm(names, desc=f"EOS {model}", unit="element", disable=not progress)
-    for element in bar:
+    for i, element in enumerate(bar, start=1):
         bar.set_postfix_str(element)
         t0 = time.perf_counter()
         atoms = dcdft[element]
@@ -345,7 +362,8 @@ def run_eos(
         if reason:
             log.warning("%s %s: %s", model, element, reason)
         rows.append(_row(model, element, device, len(atoms), volumes, energies, ref, fit, reason))
-        log.debug("%s %s done in %.2f s", model, element, time.perf_counter() - t0)
+        log.info("%s %s (%d/%d): %s in %.2f s", model, element, i, len(names), "ok" if reason is None else "failed",
+                 time.perf_counter() - t0)
     return pd.DataFrame(rows, columns=EOS_SCHEMA.names)
 
 

@@ -30,6 +30,23 @@ EOS_TABLE_HEADERS = {
 }
 
 
+# s2ef metrics (fairchem's Evaluator): energies are per structure, forces per component.
+S2EF_TABLE_HEADERS = {
+    "dataset": "dataset",
+    "model": "model",
+    "energy_mae": "energy MAE (eV)",
+    "forcesx_mae": "force x MAE (eV/Å)",
+    "forcesy_mae": "force y MAE (eV/Å)",
+    "forcesz_mae": "force z MAE (eV/Å)",
+    "forces_mae": "force MAE (eV/Å)",
+    "forces_cosine_similarity": "force cosine",
+    "forces_magnitude_error": "force magnitude error (eV/Å)",
+    "energy_forces_within_threshold": "EFwT (0.02 eV, 0.03 eV/Å)",
+    "n_frames": "frames",
+    "n_failed": "failed",
+}
+
+
 def write_table(df: pd.DataFrame, csv=None, md=None, tex=None, headers: Mapping[str, str] | None = None,
                 digits: int = 3) -> None:
     """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
@@ -83,6 +100,15 @@ def _pyplot():
     return plt
 
 
+def _plain_log_axis(axis) -> None:
+    """Plain numbers at 1-2-5 steps on a log axis, not matplotlib's overlapping "2×10¹" labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -> None:
     """Δ per element laid out as a periodic table, one panel per model; failed elements
     hatched with an ×, elements not run left blank. Colour on a log scale shared by panels."""
@@ -113,9 +139,12 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
                 label = f"{row.delta_mev:.1f}" if row.delta_mev < 100 else f"{row.delta_mev:.0f}"
                 ax.text(x + 0.475, y + 0.70, label, ha="center", va="center", fontsize=7, color=text_colour)
             else:
-                ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor="lightgrey", edgecolor="black", lw=0.5, hatch="xx"))
-                ax.text(x + 0.475, y + 0.33, row.element, ha="center", va="center", fontsize=9, weight="bold")
-                ax.text(x + 0.475, y + 0.70, "failed", ha="center", va="center", fontsize=6, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
+                # Grey cell, hatch only in the lower strip: the symbol stays readable.
+                ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor="lightgrey", edgecolor="black", lw=0.5))
+                ax.add_patch(Rectangle((x, y + 0.56), 0.95, 0.39, facecolor="none", edgecolor="0.45", lw=0, hatch="////"))
+                ax.text(x + 0.475, y + 0.30, row.element, ha="center", va="center", fontsize=9, weight="bold")
+                ax.text(x + 0.475, y + 0.76, "failed", ha="center", va="center", fontsize=6,
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
         ok = df[df["status"] == "ok"]
         n_failed = int((df["status"] != "ok").sum())
         ax.set_title(
@@ -128,7 +157,8 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
         ax.set_aspect("equal")
         ax.axis("off")
         sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-        fig.colorbar(sm, ax=ax, fraction=0.025, pad=0.01, label="Δ (meV/atom)")
+        bar = fig.colorbar(sm, ax=ax, fraction=0.025, pad=0.01, label="Δ (meV/atom)")
+        _plain_log_axis(bar.ax.yaxis)
     _figure_save(fig, png, pdf)
 
 
@@ -151,6 +181,8 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
             ax.annotate(el, (r, p), fontsize=6, xytext=(2, 2), textcoords="offset points")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log_axis(ax.xaxis)
+        _plain_log_axis(ax.yaxis)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal")

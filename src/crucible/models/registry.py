@@ -67,6 +67,10 @@ _BUILTINS = {
 INPUT_KINDS = ("magpie", "composition", "scm-magpie", "mlip-embedding")
 
 
+def builtin_models() -> list[str]:
+    return sorted(_BUILTINS)
+
+
 def register(spec: ModelSpec) -> ModelSpec:
     if spec.input_kind not in INPUT_KINDS:
         raise ValueError(f"model {spec.name!r}: input_kind must be one of {', '.join(INPUT_KINDS)}")
@@ -84,8 +88,13 @@ def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"custom model {name!r}: cannot import {entry['class']!r}: {exc}") from exc
 
-    def factory(task_type: str, random_state: int, **params: Any) -> Any:
-        return cls(**params)
+    # Positional-only, so that a user's params may themselves hold a random_state.
+    def factory(task_type: str, random_state: int, /, **params: Any) -> Any:
+        from crucible.matbench.validation import seed_estimator
+
+        # Unseeded estimators would give different numbers on every run: fix the seed unless
+        # the config's params set random_state themselves.
+        return seed_estimator(cls(**params), random_state)
 
     return ModelSpec(
         name=name,

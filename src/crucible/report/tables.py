@@ -44,7 +44,8 @@ def to_markdown(df: pd.DataFrame, digits: int = 4, headers: Mapping[str, str] | 
 
 _TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "′": r"$'$", "–": "--", "±": r"$\pm$", "−": "$-$"}
+_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "Å": r"\AA{}", "′": r"$'$", "–": "--", "±": r"$\pm$",
+                "−": "$-$"}
 
 
 def _tex(text: str) -> str:
@@ -58,22 +59,26 @@ def to_latex(df: pd.DataFrame, digits: int = 4, caption: str | None = None,
              headers: Mapping[str, str] | None = None) -> str:
     """A booktabs ``tabular``; wrapped in a ``table`` float only when a caption is given."""
     align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
-    lines = [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(_tex(h) for h in _headers(df, headers)) + r" \\",
+    lines = [r"% requires \usepackage{booktabs}", rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(_tex(h) for h in _headers(df, headers)) + r" \\",
              r"\midrule"]
     lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _rows(df, digits)]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
-        lines = [r"\begin{table}", r"\centering", *lines, rf"\caption{{{_tex(caption)}}}", r"\end{table}"]
+        lines = [lines[0], r"\begin{table}", r"\centering", *lines[1:], rf"\caption{{{_tex(caption)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
 def write_table(df: pd.DataFrame, csv: str | os.PathLike | None = None, md: str | os.PathLike | None = None,
                 tex: str | os.PathLike | None = None, digits: int = 4, caption: str | None = None,
-                md_preamble: str = "", headers: Mapping[str, str] | None = None) -> None:
-    """Write ``df`` in each requested format, atomically. CSV keeps full float precision."""
+                md_preamble: str = "", headers: Mapping[str, str] | None = None, empty_note: str | None = None) -> None:
+    """Write ``df`` in each requested format, atomically. CSV keeps full float precision.
+
+    An empty table with an ``empty_note`` gets that sentence in Markdown instead of a bare header.
+    """
     if csv:
         write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
     if md:
-        write_text(md_preamble + to_markdown(df, digits, headers), md)
+        body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers)
+        write_text(md_preamble + body, md)
     if tex:
         write_text(to_latex(df, digits, caption, headers), tex)

@@ -55,6 +55,7 @@ from crucible.errors import ConfigError, DataValidationError
 from crucible.models.comp_transformer.encoding import _as_series, _Encoded, encode_formulas, load_element_table
 from crucible.models.comp_transformer.network import CompTransformerNet, Ensemble
 from crucible.models.registry import ModelSpec, register
+from crucible.progress import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +308,7 @@ class CompTransformer(BaseEstimator):
             n_swa = int(self.swa_frac * epochs)
             swa_start = epochs - n_swa + 1 if n_swa >= 2 else None
             average = _WeightAverage()
+            throttle = Throttle()
             for epoch in range(1, epochs + 1):
                 perm = torch.randperm(n, generator=gen)
                 total_loss = self._train_epoch(net, enc, y_t, perm, bs, opt, sched, scaler, loss_fn, device, amp_dtype)
@@ -325,8 +327,10 @@ class CompTransformer(BaseEstimator):
                     else:
                         stale += 1
                 history.append(record)
-                log.info("comp-transformer seed %d: epoch %d/%d, train loss %.5g%s", seed, epoch, epochs,
-                         record["train_loss"], f", validation {record['val_score']:.5g}" if val is not None else "")
+                # Every epoch goes to the debug log; INFO at most every CRUCIBLE_PROGRESS_S, and the last.
+                log.log(logging.INFO if throttle.ready(last=epoch == epochs) else logging.DEBUG,
+                        "comp-transformer seed %d: epoch %d/%d, train loss %.5g%s", seed, epoch, epochs,
+                        record["train_loss"], f", validation {record['val_score']:.5g}" if val is not None else "")
                 if val is None and swa_start is not None and epoch >= swa_start:
                     average.update(net)
                 if val is not None and self.patience_ and stale >= self.patience_:

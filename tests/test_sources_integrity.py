@@ -1,0 +1,174 @@
+"""Integrity of what was fetched (issue 10, points 2 and 9): an extracted member edited after
+extraction is refused where it is read, the task card's recorded hash must equal the pin, and a
+tampered or truncated download is moved aside (kept, named) and fetched again once."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crucible.errors import HashMismatchError
+from crucible.sources import fetch, sha256_file
+
+from helpers import SOURCES_FILE
+
+PINS = yaml.safe_load(SOURCES_FILE.read_text())["artifacts"]
+STEELS_PIN = PINS["crabnet-2.0.8"]["members"]["matbench_steels.csv"]["sha256"]
+META_PIN = PINS["matbench-0.6"]["members"]["matbench_v0.1_dataset_metadata.json"]["sha256"]
+VALIDATION_PIN = PINS["matbench-0.6"]["members"]["matbench_v0.1_validation.json"]["sha256"]
+
+
+def _crucible(*args, env):
+    return subprocess.run([sys.executable, "-m", "crucible", *map(str, args)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _swapped_steels(members, tmp_path):
+    # The issue's reproduction: two targets swapped. n and MAD stay the same.
+    lines = Path(members["matbench_steels.csv"]).read_text().splitlines()
+    a, b = lines[1].rsplit(",", 1), lines[2].rsplit(",", 1)
+    lines[1], lines[2] = f"{a[0]},{b[1]}", f"{b[0]},{a[1]}"
+    path = tmp_path / "extracted" / "matbench_steels.csv"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _clean(raw, members, tmp_path, env, pin=STEELS_PIN):
+    return _crucible("matbench", "clean", "--task", "matbench_steels", "--source", "composition-mirror", "--raw", raw,
+                     "--raw-sha256", pin, "--metadata", members["matbench_v0.1_dataset_metadata.json"],
+                     "--metadata-sha256", META_PIN, "--out-data", tmp_path / "d.parquet",
+                     "--out-card", tmp_path / "d.json", env=env)
+
+
+def test_an_edited_member_is_refused_where_it_is_read(members, tmp_path, venv_env):
+    proc = _clean(_swapped_steels(members, tmp_path), members, tmp_path, venv_env)
+    assert proc.returncode == 2
+    assert "matbench_steels.csv" in proc.stderr and STEELS_PIN in proc.stderr and "extract" in proc.stderr
+    assert not (tmp_path / "d.parquet").exists()
+    # The untouched member passes, and the card records exactly the pin.
+    proc = _clean(members["matbench_steels.csv"], members, tmp_path, venv_env)
+    assert proc.returncode == 0, proc.stderr
+    card = json.loads((tmp_path / "d.json").read_text())
+    assert card["raw_file"]["sha256"] == STEELS_PIN
+
+
+def test_folds_refuse_a_card_whose_hash_is_not_the_pin(members, tmp_path, venv_env):
+    assert _clean(members["matbench_steels.csv"], members, tmp_path, venv_env).returncode == 0
+    card = json.loads((tmp_path / "d.json").read_text())
+    card["raw_file"]["sha256"] = "0" * 64
+    (tmp_path / "bad.json").write_text(json.dumps(card))
+    args = ["matbench", "folds", "--task", "matbench_steels", "--data", tmp_path / "d.parquet",
+            "--validation", members["matbench_v0.1_validation.json"], "--validation-sha256", VALIDATION_PIN,
+            "--raw-sha256", STEELS_PIN, "--out", tmp_path / "f.parquet"]
+    proc = _crucible(*args, "--card", tmp_path / "bad.json", env=venv_env)
+    assert proc.returncode == 2 and "bad.json" in proc.stderr and STEELS_PIN in proc.stderr
+    proc = _crucible(*args, "--card", tmp_path / "d.json", env=venv_env)
+    assert proc.returncode == 0, proc.stderr
+    # A validation file edited after extraction is refused too.
+    edited = tmp_path / "validation.json"
+    edited.write_bytes(Path(members["matbench_v0.1_validation.json"]).read_bytes() + b" ")
+    args[args.index(members["matbench_v0.1_validation.json"])] = edited
+    proc = _crucible(*args, "--card", tmp_path / "d.json", env=venv_env)
+    assert proc.returncode == 2 and "validation.json" in proc.stderr and VALIDATION_PIN in proc.stderr
+
+
+class _Server:
+    """Serves a sequence of bodies for one path: what a flaky or tampering mirror does."""
+
+    def __init__(self, bodies):
+        self.bodies, self.hits = list(bodies), 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = outer.bodies[min(outer.hits, len(outer.bodies) - 1)]
+                outer.hits += 1
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/data.json.gz"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+GOOD = b"the real file\n" * 1000
+SPEC = {"kind": "http", "filename": "data.json.gz", "sha256": __import__("hashlib").sha256(GOOD).hexdigest()}
+
+
+def test_a_truncated_download_is_kept_aside_and_fetched_again_once(tmp_path):
+    server = _Server([GOOD[:100], GOOD])
+    try:
+        dest = fetch("data", {**SPEC, "url": server.url}, tmp_path / "data.json.gz")
+    finally:
+        server.close()
+    assert server.hits == 2 and sha256_file(dest) == SPEC["sha256"]
+    aside = list(tmp_path.glob("data.json.gz.bad-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == GOOD[:100]
+
+
+def test_a_tampered_file_in_place_is_moved_aside_not_deleted(tmp_path):
+    dest = tmp_path / "data.json.gz"
+    dest.write_bytes(b"tampered")
+    server = _Server([GOOD])
+    try:
+        fetch("data", {**SPEC, "url": server.url}, dest)
+    finally:
+        server.close()
+    assert dest.read_bytes() == GOOD
+    assert [p.read_bytes() for p in tmp_path.glob("data.json.gz.bad-*")] == [b"tampered"]
+
+
+def test_still_wrong_after_one_retry_fails_and_keeps_both(tmp_path):
+    server = _Server([b"wrong once", b"wrong twice", GOOD])
+    try:
+        with pytest.raises(HashMismatchError, match=r"data.*fetched twice.*data.json.gz.bad-"):
+            fetch("data", {**SPEC, "url": server.url}, tmp_path / "data.json.gz")
+    finally:
+        server.close()
+    assert server.hits == 2 and not (tmp_path / "data.json.gz").exists()
+    assert sorted(p.read_bytes() for p in tmp_path.glob("data.json.gz.bad-*")) == [b"wrong once", b"wrong twice"]
+
+
+def test_a_git_blob_pinned_download_is_also_kept_aside_and_fetched_again_once(tmp_path):
+    from crucible.sources import git_blob_id, read_lock
+
+    (tmp_path / "good").write_bytes(GOOD)
+    spec = {"kind": "http", "filename": "data.csv", "git_blob": git_blob_id(tmp_path / "good")}
+    dest, lock = tmp_path / "data.csv", tmp_path / "sources.lock.json"
+    dest.write_bytes(b"tampered")
+    server = _Server([GOOD[:100], GOOD])
+    try:
+        fetch("data", {**spec, "url": server.url}, dest, lock=lock)
+    finally:
+        server.close()
+    assert server.hits == 2 and dest.read_bytes() == GOOD
+    assert sorted(p.read_bytes() for p in tmp_path.glob("data.csv.bad-*")) == sorted([GOOD[:100], b"tampered"])
+    assert read_lock(lock) == {"data": SPEC["sha256"]}
+
+
+def test_a_truncated_predictions_file_names_the_command_that_rebuilds_it(tmp_path):
+    from crucible.errors import PredictionFileError
+    from crucible.matbench.prediction_files import read_predictions
+
+    path = tmp_path / "results/matbench/predictions/dummy/matbench_steels/fold_0.parquet"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"PAR1 truncated")
+    with pytest.raises(PredictionFileError, match=r"not a readable parquet file.*rebuild it.*snakemake .*fold_0.parquet"):
+        read_predictions(path, "regression", ["a"], 0)

@@ -1,0 +1,115 @@
+"""The DAG from a directory whose name has a space, with a custom model module beside the
+config, and the report built by the run itself (issue 10, points 2, 6, 7, 8): what a new user
+does on day one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import yaml
+
+from helpers import REPO
+
+pytestmark = pytest.mark.slow
+
+MODULE = '''
+import numpy as np
+
+
+class MeanOrMajority:
+    """The training mean (regression) or majority label (classification), plus noise from its seed."""
+
+    def __init__(self, random_state=None):
+        self.random_state = random_state
+
+    def get_params(self, deep=True):
+        return {"random_state": self.random_state}
+
+    def set_params(self, **params):
+        self.__dict__.update(params)
+        return self
+
+    def fit(self, X, y):
+        self.bool_ = y.dtype == bool
+        self.value_ = bool(y.mean() >= 0.5) if self.bool_ else float(np.mean(y))
+        return self
+
+    def predict(self, X):
+        if self.bool_:
+            return np.full(len(X), self.value_)
+        noise = np.random.default_rng(self.random_state).normal(0, 1e-6, len(X))
+        return self.value_ + noise
+'''
+
+CONFIG = {
+    "matbench": {
+        "tasks": ["matbench_steels"],
+        "models": ["dummy", "mine"],
+        "custom_models": {"mine": {"class": "mymodels:MeanOrMajority", "input": "composition"}},
+    },
+    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
+}
+
+
+def _snakemake(workdir, *args, env):
+    # The clone itself lives under a path with spaces: its Snakefile, config and sources file too.
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(workdir / "my config.yaml"), "--cores", "2", *args]
+    return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, venv_env):
+    workdir = tmp_path_factory.mktemp("dag") / "with spaces" / "my clone"
+    workdir.mkdir(parents=True)
+    for name in ("Snakefile", "workflow", "config", "envs"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
+    (workdir / "my config.yaml").write_text(yaml.safe_dump(CONFIG))
+    (workdir / "mymodels.py").write_text(MODULE)
+    env = {k: v for k, v in venv_env.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(REPO / "src")  # as the brief runs it; the project dir is added by the workflow
+    proc = _snakemake(workdir, "--report", str(workdir / "report.zip"), "--report-after-run", env=env)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return workdir, env
+
+
+def test_every_output_is_built_from_a_path_with_spaces(run):
+    workdir, _ = run
+    for rel in ["results/tables/matbench_leaderboard.csv", "results/tables/mlip_eos.csv",
+                "results/tables/mlip_s2ef_vasp.csv", "results/figures/matbench/mine/matbench_steels.png"]:
+        assert (workdir / rel).stat().st_size > 0, rel
+
+
+def test_custom_model_module_beside_the_project_is_imported_by_jobs_and_seeded(run):
+    workdir, _ = run
+    info = json.loads((workdir / "results/matbench/predictions/mine/matbench_steels/fold_0.json").read_text())
+    assert info["params"]["random_state"] == 0 and info["seed"] == 0
+
+
+def test_the_report_has_every_table_and_figure(run):
+    workdir, _ = run
+    names = zipfile.ZipFile(workdir / "report.zip").namelist()
+    for wanted in ["matbench_tasks.csv", "matbench_task_overlap.csv", "matbench_leaderboard.csv", "matbench_folds.csv",
+                   "matbench_scaled_error.png", "matbench_steels.png", "mlip_eos.csv", "mlip_eos_delta.png",
+                   "mlip_eos_b0_parity.png", "mlip_s2ef_vasp.csv"]:
+        assert any(n.endswith(wanted) for n in names), wanted
+
+
+def test_an_extracted_member_edited_after_the_run_stops_the_rerun(run):
+    workdir, env = run
+    member = workdir / "resources/extracted/crabnet-2.0.8/matbench_steels.csv"
+    lines = member.read_text().splitlines()
+    a, b = lines[1].rsplit(",", 1), lines[2].rsplit(",", 1)
+    lines[1], lines[2] = f"{a[0]},{b[1]}", f"{b[0]},{a[1]}"
+    member.write_text("\n".join(lines) + "\n")
+    board = (workdir / "results/tables/matbench_leaderboard.csv").read_bytes()
+    proc = _snakemake(workdir, "results/tables/matbench_leaderboard.csv", env=env)
+    assert proc.returncode != 0
+    log = (workdir / "logs/matbench/clean/matbench_steels.log").read_text()
+    assert "matbench_steels.csv" in log and "differs from the pin" in log
+    assert (workdir / "results/tables/matbench_leaderboard.csv").read_bytes() == board
