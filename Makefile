@@ -2,7 +2,7 @@
 #   make run            - install into .venv and run the main job (snakemake, all configured targets)
 #   make test           - install into .venv and run the whole test suite (what CI runs)
 #   make test-fast      - the unit tests only (no test marked slow)
-#   make lint           - ruff's lint rules over the Python code
+#   make lint           - ruff's lint rules and formatter check, snakefmt's check of the rules
 #   make format         - ruff format + snakefmt, rewriting files (format-check: report only)
 #   make test-py312     - the fast tests on Python 3.12, without torch (see below)
 PYTHON ?= python3.11
@@ -38,9 +38,10 @@ test: install
 test-fast: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not slow"
 
-# The formatter check joins `lint` once the tree has had its one-time `make format` pass.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile workflow/rules
 
 format: install
 	$(BIN)/ruff format .

@@ -52,12 +52,24 @@ CRABNET = load_sources(Path(__file__).resolve().parents[1] / "config" / "sources
 WHEEL_SHA256 = CRABNET["sha256"]
 # task -> CrabNet's mean MAE on the Matbench v0.1 leaderboard (as in config/published_matbench.yaml)
 CRABNET_MAE = {
-    "steels": 107.3160, "jdft2d": 45.6104, "phonons": 55.1114, "expt_gap": 0.3463, "dielectric": 0.3234,
-    "log_gvrh": 0.1014, "log_kvrh": 0.0758, "perovskites": 0.4065, "mp_gap": 0.2655, "mp_e_form": 0.0862,
+    "steels": 107.3160,
+    "jdft2d": 45.6104,
+    "phonons": 55.1114,
+    "expt_gap": 0.3463,
+    "dielectric": 0.3234,
+    "log_gvrh": 0.1014,
+    "log_kvrh": 0.0758,
+    "perovskites": 0.4065,
+    "mp_gap": 0.2655,
+    "mp_e_form": 0.0862,
 }
 # task -> (file in the wheel, its SHA-256, CrabNet mean MAE)
 TASKS = {
-    task: (CRABNET["members"][f"matbench_{task}.csv"]["path"], CRABNET["members"][f"matbench_{task}.csv"]["sha256"], mae)
+    task: (
+        CRABNET["members"][f"matbench_{task}.csv"]["path"],
+        CRABNET["members"][f"matbench_{task}.csv"]["sha256"],
+        mae,
+    )
     for task, mae in CRABNET_MAE.items()
 }
 DEFAULT_WHEEL = Path.home() / ".cache" / "crucible-tests" / "crabnet-2.0.8-py3-none-any.whl"
@@ -96,13 +108,18 @@ def run_task(task: str, df: pd.DataFrame, table: Path, params: dict, folds: list
         inner_tr, inner_val = train_test_split(train, test_size=0.25, random_state=7)
         model = CompTransformer(element_table=str(table), device=device, num_threads=threads, random_state=k, **params)
         t0 = time.perf_counter()
-        model.fit(df.formula.iloc[inner_tr], df.target.iloc[inner_tr], df.formula.iloc[inner_val], df.target.iloc[inner_val])
+        model.fit(
+            df.formula.iloc[inner_tr], df.target.iloc[inner_tr], df.formula.iloc[inner_val], df.target.iloc[inner_val]
+        )
         pred = model.predict(df.formula.iloc[test])
         mae = float(np.mean(np.abs(pred - df.target.to_numpy()[test])))
         info = {k2: v for k2, v in model.fit_info_.items() if k2 != "history"}
         out.append({"fold": k, "mae": mae, "seconds": round(time.perf_counter() - t0, 1), **info})
-        print(f"{task} fold {k}: MAE {mae:.4f}  epochs {info['epochs_run']} (best {info['best_epoch']})  "
-              f"{out[-1]['seconds']} s on {info['device']}", flush=True)
+        print(
+            f"{task} fold {k}: MAE {mae:.4f}  epochs {info['epochs_run']} (best {info['best_epoch']})  "
+            f"{out[-1]['seconds']} s on {info['device']}",
+            flush=True,
+        )
     return out
 
 
@@ -123,8 +140,14 @@ def main(argv: list[str] | None = None) -> None:
     for task in args.tasks:
         res = run_task(task, load_task(args.wheel, task), table, params, args.folds, args.device, args.threads)
         maes = np.array([r["mae"] for r in res])
-        summary = {"task": task, "params": params, "folds": res, "mean_mae": float(maes.mean()),
-                   "std_mae": float(maes.std()), "crabnet_mae": TASKS[task][2]}
+        summary = {
+            "task": task,
+            "params": params,
+            "folds": res,
+            "mean_mae": float(maes.mean()),
+            "std_mae": float(maes.std()),
+            "crabnet_mae": TASKS[task][2],
+        }
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"{task}.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         rows.append(summary)
@@ -132,7 +155,9 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|")
     for r in rows:
         better = "yes" if r["mean_mae"] < r["crabnet_mae"] else "no"
-        print(f"| {r['task']} | {len(r['folds'])} | {r['mean_mae']:.4f} ± {r['std_mae']:.4f} | {r['crabnet_mae']:.4f} | {better} |")
+        print(
+            f"| {r['task']} | {len(r['folds'])} | {r['mean_mae']:.4f} ± {r['std_mae']:.4f} | {r['crabnet_mae']:.4f} | {better} |"
+        )
     sys.stdout.flush()
 
 

@@ -38,8 +38,14 @@ def main() -> None:
     train, test = next(KFold(5, shuffle=True, random_state=18012019).split(df))
     train = train[: args.rows]
     X, y = df.formula.iloc[train], df.target.iloc[train]
-    model = CompTransformer(element_table=str(table), epochs=args.epochs, batch_size=args.batch_size,
-                            device="cpu", num_threads=args.threads, patience=0)
+    model = CompTransformer(
+        element_table=str(table),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        device="cpu",
+        num_threads=args.threads,
+        patience=0,
+    )
     encode_formulas(X, [s for s in pd_symbols(table)])  # warm the formula cache
     t0, c0 = time.perf_counter(), time.process_time()
     model.fit(X, y)
@@ -58,16 +64,24 @@ def main() -> None:
     warm_s, warm_cpu = (time.perf_counter() - t0) / reps, (time.process_time() - c0) / reps
     mae = float(np.mean(np.abs(pred - df.target.to_numpy()[test])))
 
-    print(f"comp-transformer on CPU, {args.threads} thread(s), torch {torch.__version__}, "
-          f"{model.fit_info_['n_parameters']} parameters, d_model={model.d_model}, layers={model.n_layers}")
-    print(f"training : {len(train)} rows x {args.epochs} epochs, batch {args.batch_size}: "
-          f"{fit_s:.2f} s -> {train_sps:,.0f} samples/s wall; "
-          f"{len(train) * args.epochs / fit_cpu:,.0f} samples per CPU-second")
-    print(f"inference: {len(test)} rows, batch {model.inference_batch_size}: cold (parsing) {cold_s:.3f} s -> "
-          f"{len(test) / cold_s:,.0f} samples/s; warm {warm_s:.3f} s -> {len(test) / warm_s:,.0f} samples/s wall, "
-          f"{len(test) / warm_cpu:,.0f} per CPU-second")
-    print(f"(the machine is shared: wall-clock rates depend on load, {os.getloadavg()[0]:.1f} now; "
-          "per-CPU-second rates do not, as long as threads <= free cores)")
+    print(
+        f"comp-transformer on CPU, {args.threads} thread(s), torch {torch.__version__}, "
+        f"{model.fit_info_['n_parameters']} parameters, d_model={model.d_model}, layers={model.n_layers}"
+    )
+    print(
+        f"training : {len(train)} rows x {args.epochs} epochs, batch {args.batch_size}: "
+        f"{fit_s:.2f} s -> {train_sps:,.0f} samples/s wall; "
+        f"{len(train) * args.epochs / fit_cpu:,.0f} samples per CPU-second"
+    )
+    print(
+        f"inference: {len(test)} rows, batch {model.inference_batch_size}: cold (parsing) {cold_s:.3f} s -> "
+        f"{len(test) / cold_s:,.0f} samples/s; warm {warm_s:.3f} s -> {len(test) / warm_s:,.0f} samples/s wall, "
+        f"{len(test) / warm_cpu:,.0f} per CPU-second"
+    )
+    print(
+        f"(the machine is shared: wall-clock rates depend on load, {os.getloadavg()[0]:.1f} now; "
+        "per-CPU-second rates do not, as long as threads <= free cores)"
+    )
     print(f"ratio inference(warm)/training throughput: {len(test) / warm_s / train_sps:.1f}x")
     print(f"(MAE after {args.epochs} epochs on {len(train)} rows, for sanity only: {mae:.3f} eV)")
 

@@ -117,17 +117,23 @@ def main() -> int:
     # wall and CPU time per composition in microseconds; CPU time is steadier on a shared machine
     print(f"{'':44s} {'wall us/comp':>13s} {'cpu us/comp':>12s} {'ratio wall':>11s} {'ratio cpu':>10s}")
     print(f"{f'matminer, {n_s} {args.sample_task} formulas':44s} {t_mm / n_s * 1e6:13.2f} {c_mm / n_s * 1e6:12.2f}")
-    print(f"{f'ours, the same {n_s} formulas':44s} {t_ours / n_s * 1e6:13.2f} {c_ours / n_s * 1e6:12.2f} "
-          f"{t_mm / t_ours:10.1f}x {c_mm / c_ours:9.1f}x")
-    print(f"{f'ours, all {n_a} distinct formulas':44s} {t_all / n_a * 1e6:13.2f} {c_all / n_a * 1e6:12.2f} "
-          f"{(t_mm / n_s) / (t_all / n_a):10.1f}x {(c_mm / n_s) / (c_all / n_a):9.1f}x   ({t_all:.2f} s wall)")
+    print(
+        f"{f'ours, the same {n_s} formulas':44s} {t_ours / n_s * 1e6:13.2f} {c_ours / n_s * 1e6:12.2f} "
+        f"{t_mm / t_ours:10.1f}x {c_mm / c_ours:9.1f}x"
+    )
+    print(
+        f"{f'ours, all {n_a} distinct formulas':44s} {t_all / n_a * 1e6:13.2f} {c_all / n_a * 1e6:12.2f} "
+        f"{(t_mm / n_s) / (t_all / n_a):10.1f}x {(c_mm / n_s) / (c_all / n_a):9.1f}x   ({t_all:.2f} s wall)"
+    )
     report("equality on the sample", compare(ours, ref, sample))
 
     if args.full:
         ref_all, t_mm_all, c_mm_all = matminer_features(everything)
         ours_all, _, _ = ours_features(everything, 1)
-        print(f"matminer, all {n_a} distinct formulas: {t_mm_all / n_a * 1e6:.2f} us/composition wall, "
-              f"{c_mm_all / n_a * 1e6:.2f} cpu ({t_mm_all:.0f} s); ratio to ours {c_mm_all / c_all:.1f}x cpu")
+        print(
+            f"matminer, all {n_a} distinct formulas: {t_mm_all / n_a * 1e6:.2f} us/composition wall, "
+            f"{c_mm_all / n_a * 1e6:.2f} cpu ({t_mm_all:.0f} s); ratio to ours {c_mm_all / c_all:.1f}x cpu"
+        )
         report("equality on all distinct formulas", compare(ours_all, ref_all, everything))
     return 0
 

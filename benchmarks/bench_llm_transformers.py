@@ -34,8 +34,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    prompts = [Prompt(f"q{k}", ({"role": "user", "content": " ".join(WORDS[(k + j) % len(WORDS)] for j in range(3 + k % 9))},))
-               for k in range(args.prompts)]
+    prompts = [
+        Prompt(f"q{k}", ({"role": "user", "content": " ".join(WORDS[(k + j) % len(WORDS)] for j in range(3 + k % 9))},))
+        for k in range(args.prompts)
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = build_tiny_causal_lm(Path(tmp))
         for batch_size in (1, 8, 32):
@@ -46,9 +48,11 @@ def main() -> None:
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             tokens = sum(c.usage["completion_tokens"] for c in out)
             # CPU seconds too: on a shared machine the wall time says as much about the neighbours.
-            print(f"batch_size {batch_size:3d}: {len(out)} prompts, {tokens} tokens in {wall:.2f} s wall = "
-                  f"{tokens / wall:.0f} tokens/s ({len(out) / wall:.1f} prompts/s); {cpu:.2f} CPU s = "
-                  f"{tokens / cpu:.0f} tokens per CPU second; {args.threads} threads; load {os.getloadavg()[0]:.1f}")
+            print(
+                f"batch_size {batch_size:3d}: {len(out)} prompts, {tokens} tokens in {wall:.2f} s wall = "
+                f"{tokens / wall:.0f} tokens/s ({len(out) / wall:.1f} prompts/s); {cpu:.2f} CPU s = "
+                f"{tokens / cpu:.0f} tokens per CPU second; {args.threads} threads; load {os.getloadavg()[0]:.1f}"
+            )
 
 
 if __name__ == "__main__":

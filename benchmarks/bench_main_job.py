@@ -74,12 +74,16 @@ def aggregate(workdir: Path) -> pd.DataFrame:
     for tsv in sorted(root.rglob("*.tsv")):
         rel = tsv.relative_to(root)
         frame = pd.read_csv(tsv, sep="\t")
-        rows.append({
-            "job": str(rel.with_suffix("")),
-            "rule_group": "/".join(rel.parts[:2]) if len(rel.parts) > 2 else rel.parts[0],
-            "seconds": float(frame["s"].iloc[-1]),
-            "max_rss_mb": float(frame["max_rss"].iloc[-1]) if str(frame["max_rss"].iloc[-1]) != "-" else float("nan"),
-        })
+        rows.append(
+            {
+                "job": str(rel.with_suffix("")),
+                "rule_group": "/".join(rel.parts[:2]) if len(rel.parts) > 2 else rel.parts[0],
+                "seconds": float(frame["s"].iloc[-1]),
+                "max_rss_mb": float(frame["max_rss"].iloc[-1])
+                if str(frame["max_rss"].iloc[-1]) != "-"
+                else float("nan"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -95,21 +99,44 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", args.configfile, "--cores", args.cores, "--workflow-profile", str(REPO / "profiles/default"),
-           args.target]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        args.configfile,
+        "--cores",
+        args.cores,
+        "--workflow-profile",
+        str(REPO / "profiles/default"),
+        args.target,
+    ]
 
     wall, peak, rc = run_measured(cmd, env, workdir / "bench_main_job.log")
-    print(f"main job ({args.target}, cold, {args.cores} cores): rc={rc} wall={wall:.1f} s "
-          f"({wall / 60:.2f} min), peak RSS of the process tree={peak / 2**30:.2f} GiB")
+    print(
+        f"main job ({args.target}, cold, {args.cores} cores): rc={rc} wall={wall:.1f} s "
+        f"({wall / 60:.2f} min), peak RSS of the process tree={peak / 2**30:.2f} GiB"
+    )
     if rc != 0:
         print(f"failed: see {workdir / 'bench_main_job.log'}")
         return rc
 
     jobs = aggregate(workdir)
-    by_rule = (jobs.groupby("rule_group").agg(jobs=("job", "count"), seconds=("seconds", "sum"),
-                                               max_seconds=("seconds", "max"), max_rss_mb=("max_rss_mb", "max"))
-               .sort_values("seconds", ascending=False).reset_index())
+    by_rule = (
+        jobs.groupby("rule_group")
+        .agg(
+            jobs=("job", "count"),
+            seconds=("seconds", "sum"),
+            max_seconds=("seconds", "max"),
+            max_rss_mb=("max_rss_mb", "max"),
+        )
+        .sort_values("seconds", ascending=False)
+        .reset_index()
+    )
     import matplotlib.pyplot as plt
 
     from crucible.report.figures import save_figure

@@ -31,10 +31,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Rows of the 13 tasks (cleaned data, official metadata); a fold trains on 4/5 of them.
 TASK_ROWS = {
-    "matbench_steels": 312, "matbench_jdft2d": 636, "matbench_phonons": 1265, "matbench_expt_gap": 4604,
-    "matbench_dielectric": 4764, "matbench_expt_is_metal": 4921, "matbench_glass": 5680,
-    "matbench_log_gvrh": 10987, "matbench_log_kvrh": 10987, "matbench_perovskites": 18928,
-    "matbench_mp_gap": 106113, "matbench_mp_is_metal": 106113, "matbench_mp_e_form": 132752,
+    "matbench_steels": 312,
+    "matbench_jdft2d": 636,
+    "matbench_phonons": 1265,
+    "matbench_expt_gap": 4604,
+    "matbench_dielectric": 4764,
+    "matbench_expt_is_metal": 4921,
+    "matbench_glass": 5680,
+    "matbench_log_gvrh": 10987,
+    "matbench_log_kvrh": 10987,
+    "matbench_perovskites": 18928,
+    "matbench_mp_gap": 106113,
+    "matbench_mp_is_metal": 106113,
+    "matbench_mp_e_form": 132752,
 }
 DISTINCT_FORMULAS = 126_308  # over all 13 tasks (the cache)
 EOS_ELEMENTS = 71
@@ -46,8 +55,13 @@ SIZES = {
     "rf-magpie": [500, 1_000, 2_000],
     "eos-emt": [1, 2, 4],
 }
-QUICK = {"gbm-magpie": [4_000, 16_000, 32_000], "rf-magpie": [250, 500, 1_000], "featurize": [1_000, 10_000, 30_000],
-         "dummy": [1_000, 10_000, 30_000], "eos-emt": [1, 2, 3]}
+QUICK = {
+    "gbm-magpie": [4_000, 16_000, 32_000],
+    "rf-magpie": [250, 500, 1_000],
+    "featurize": [1_000, 10_000, 30_000],
+    "dummy": [1_000, 10_000, 30_000],
+    "eos-emt": [1, 2, 3],
+}
 
 
 def measure(stage: str, size: int, resources: Path) -> dict[str, float]:
@@ -88,8 +102,12 @@ def measure(stage: str, size: int, resources: Path) -> dict[str, float]:
 
 def run_point(stage: str, size: int, resources: Path) -> dict[str, float]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, __file__, "--point", stage, str(size), "--resources", str(resources)],
-                            env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--point", stage, str(size), "--resources", str(resources)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     out, _ = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"{stage} at {size}: failed (rc {proc.returncode})")
@@ -106,10 +124,10 @@ def fit_exponent(sizes: list[float], seconds: list[float]) -> tuple[float, float
 def paper_cost(stage: str, a: float, b: float) -> tuple[float, float]:
     """(job-seconds, largest job seconds) of the paper configuration for this stage."""
     if stage == "featurize":
-        t = a * DISTINCT_FORMULAS ** b
+        t = a * DISTINCT_FORMULAS**b
         return t, t
     if stage == "eos-emt":
-        t = a * EOS_ELEMENTS ** b
+        t = a * EOS_ELEMENTS**b
         return t, t
     jobs = [a * (0.8 * n) ** b for n in TASK_ROWS.values() for _ in range(5)]
     return sum(jobs), max(jobs)
@@ -137,19 +155,36 @@ def main() -> int:
         points = [run_point(stage, n, args.resources) for n in sizes]
         a, b = fit_exponent(sizes, [p["seconds"] for p in points])
         total, largest = paper_cost(stage, a, b)
-        rows.append({"stage": stage, "sizes": sizes, "seconds": [p["seconds"] for p in points],
-                     "peak_rss_mb": [p["peak_rss_mb"] for p in points], "exponent": b,
-                     "paper_job_seconds": total, "paper_wall_64_cores": max(total / 64, largest)})
+        rows.append(
+            {
+                "stage": stage,
+                "sizes": sizes,
+                "seconds": [p["seconds"] for p in points],
+                "peak_rss_mb": [p["peak_rss_mb"] for p in points],
+                "exponent": b,
+                "paper_job_seconds": total,
+                "paper_wall_64_cores": max(total / 64, largest),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    unit = {"featurize": "formulas", "dummy": "training rows", "gbm-magpie": "training rows",
-            "rf-magpie": "training rows", "eos-emt": "elements"}
+    unit = {
+        "featurize": "formulas",
+        "dummy": "training rows",
+        "gbm-magpie": "training rows",
+        "rf-magpie": "training rows",
+        "eos-emt": "elements",
+    }
     print()
-    print("| stage | size (unit) | time (s) | peak RSS (MB) | exponent b | paper config: job-seconds | wall on 64 cores |")
+    print(
+        "| stage | size (unit) | time (s) | peak RSS (MB) | exponent b | paper config: job-seconds | wall on 64 cores |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['stage']} | {' / '.join(f'{s:,}' for s in r['sizes'])} ({unit[r['stage']]}) | "
-              f"{' / '.join(f'{s:.3g}' for s in r['seconds'])} | {' / '.join(f'{m:.0f}' for m in r['peak_rss_mb'])} | "
-              f"{r['exponent']:.2f} | {r['paper_job_seconds']:.0f} | {r['paper_wall_64_cores']:.0f} s |")
+        print(
+            f"| {r['stage']} | {' / '.join(f'{s:,}' for s in r['sizes'])} ({unit[r['stage']]}) | "
+            f"{' / '.join(f'{s:.3g}' for s in r['seconds'])} | {' / '.join(f'{m:.0f}' for m in r['peak_rss_mb'])} | "
+            f"{r['exponent']:.2f} | {r['paper_job_seconds']:.0f} | {r['paper_wall_64_cores']:.0f} s |"
+        )
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -38,8 +38,10 @@ def real_structures(perov_csv: str | None, n_perov: int):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import conftest
 
-    sets = {"delta71": [s for _, s in conftest.delta_structures()],
-            "li_o47": [s for _, s, _, _ in conftest.li_o_structures()]}
+    sets = {
+        "delta71": [s for _, s in conftest.delta_structures()],
+        "li_o47": [s for _, s, _, _ in conftest.li_o_structures()],
+    }
     if perov_csv:
         import pandas as pd
         from pymatgen.core import Structure
@@ -69,12 +71,16 @@ def bench_scm(name, structures):
     ours, wall_o, cpu_o = timed(lambda: sine_coulomb_eigenvalues([parse_structure(t) for t in texts]))
     n = len(structures)
     values = sum(len(r) for r in ref)
-    same = sum(int(np.array_equal(r[:len(o)], o) and not r[len(o):].any()) for r, o in zip(ref, ours))
-    print(f"SCM {name}: {n} structures ({np.mean([len(s) for s in structures]):.1f} sites mean, "
-          f"{max(len(s) for s in structures)} max), {values} values incl. padding")
+    same = sum(int(np.array_equal(r[: len(o)], o) and not r[len(o) :].any()) for r, o in zip(ref, ours))
+    print(
+        f"SCM {name}: {n} structures ({np.mean([len(s) for s in structures]):.1f} sites mean, "
+        f"{max(len(s) for s in structures)} max), {values} values incl. padding"
+    )
     print(f"  matminer {1e3 * wall_m / n:8.3f} ms/structure wall, {1e3 * cpu_m / n:8.3f} ms CPU")
-    print(f"  crucible {1e3 * wall_o / n:8.3f} ms/structure wall, {1e3 * cpu_o / n:8.3f} ms CPU "
-          f"(ratio {cpu_m / cpu_o:.1f}x CPU, {wall_m / wall_o:.1f}x wall)")
+    print(
+        f"  crucible {1e3 * wall_o / n:8.3f} ms/structure wall, {1e3 * cpu_o / n:8.3f} ms CPU "
+        f"(ratio {cpu_m / cpu_o:.1f}x CPU, {wall_m / wall_o:.1f}x wall)"
+    )
     print(f"  bit-identical structures: {same}/{n}")
 
 
@@ -89,8 +95,10 @@ def bench_chgnet(name, structures):
     values, wall, cpu = timed(lambda: chgnet_embeddings(texts, device="cpu"))
     n = len(structures)
     print(f"CHGNet 0.3.0 embedding {name}: {n} structures, 1 CPU thread, batch 16, shape {values.shape}")
-    print(f"  {wall:.2f} s wall, {cpu:.2f} s CPU -> per 1,000 structures {1000 * wall / n:.0f} s wall, "
-          f"{1000 * cpu / n:.0f} s CPU (one model load included)")
+    print(
+        f"  {wall:.2f} s wall, {cpu:.2f} s CPU -> per 1,000 structures {1000 * wall / n:.0f} s wall, "
+        f"{1000 * cpu / n:.0f} s CPU (one model load included)"
+    )
 
 
 def main() -> None:

@@ -36,9 +36,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_main_job import aggregate, run_measured  # noqa: E402
 
 ALL_TASKS = [
-    "matbench_steels", "matbench_jdft2d", "matbench_phonons", "matbench_expt_gap", "matbench_dielectric",
-    "matbench_expt_is_metal", "matbench_glass", "matbench_log_gvrh", "matbench_log_kvrh",
-    "matbench_perovskites", "matbench_mp_gap", "matbench_mp_is_metal", "matbench_mp_e_form",
+    "matbench_steels",
+    "matbench_jdft2d",
+    "matbench_phonons",
+    "matbench_expt_gap",
+    "matbench_dielectric",
+    "matbench_expt_is_metal",
+    "matbench_glass",
+    "matbench_log_gvrh",
+    "matbench_log_kvrh",
+    "matbench_perovskites",
+    "matbench_mp_gap",
+    "matbench_mp_is_metal",
+    "matbench_mp_e_form",
 ]
 CLASSIFICATION = {"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"}
 MODELS = ["dummy", "gbm-magpie"]
@@ -87,8 +97,9 @@ def hand_loop(tasks: list[str], resources: Path, cores: int, out: Path) -> None:
                     est = cls(random_state=0, **GBM)
                 est.fit(X[train], y[train])
                 pred = est.predict(X[test])
-                per_fold.append(float(roc_auc_score(y[test], pred)) if classification
-                                else float(mean_absolute_error(y[test], pred)))
+                per_fold.append(
+                    float(roc_auc_score(y[test], pred)) if classification else float(mean_absolute_error(y[test], pred))
+                )
             scores.setdefault(model, {})[task] = per_fold
         timings["fit_predict_s"] += time.perf_counter() - t0
         print(f"{task}: featurize+fit done", flush=True)
@@ -108,9 +119,22 @@ def write_config(path: Path, tasks: list[str]) -> None:
 
 
 def snakemake_cmd(workdir: Path, cores: int, *targets: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--configfile", str(workdir / "config.yaml"), "--cores", str(cores),
-            "--workflow-profile", str(REPO / "profiles/default"), *targets]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        str(cores),
+        "--workflow-profile",
+        str(REPO / "profiles/default"),
+        *targets,
+    ]
 
 
 def main() -> int:
@@ -135,19 +159,34 @@ def main() -> int:
     env["SOURCE_DATE_EPOCH"] = "1767225600"
 
     # Warm downloads for both sides, untimed: the same verified files.
-    inputs = [f"{CRABNET}/{t}.csv" for t in tasks] + [VALIDATION,
-              "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"]
+    inputs = [f"{CRABNET}/{t}.csv" for t in tasks] + [
+        VALIDATION,
+        "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json",
+    ]
     proc = subprocess.run(snakemake_cmd(workdir, args.cores, *inputs), env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         print(proc.stderr[-4000:])
         return 1
     load = os.getloadavg()
-    print(f"{len(tasks)} tasks, {args.cores} cores, models {MODELS}; load average at start "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+    print(
+        f"{len(tasks)} tasks, {args.cores} cores, models {MODELS}; load average at start "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        flush=True,
+    )
 
     hand_out = workdir / "hand_loop_scores.json"
-    hand_cmd = [sys.executable, __file__, "--tasks", *tasks, "--cores", str(args.cores),
-                "--resources", str(workdir), "--hand-loop-only", str(hand_out)]
+    hand_cmd = [
+        sys.executable,
+        __file__,
+        "--tasks",
+        *tasks,
+        "--cores",
+        str(args.cores),
+        "--resources",
+        str(workdir),
+        "--hand-loop-only",
+        str(hand_out),
+    ]
     cpu0 = children_cpu()
     hand_wall, hand_peak, rc = run_measured(hand_cmd, env, workdir / "hand_loop.log")
     hand_cpu = children_cpu() - cpu0
@@ -155,9 +194,12 @@ def main() -> int:
         print(f"hand loop failed: {workdir / 'hand_loop.log'}")
         return 1
     hand = json.loads(hand_out.read_text())
-    print(f"hand loop: {hand_wall:.1f} s wall, peak {hand_peak / 2**30:.2f} GiB "
-          f"(featurize {hand['timings']['featurize_s']:.1f} s, fit+predict {hand['timings']['fit_predict_s']:.1f} s); "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"hand loop: {hand_wall:.1f} s wall, peak {hand_peak / 2**30:.2f} GiB "
+        f"(featurize {hand['timings']['featurize_s']:.1f} s, fit+predict {hand['timings']['fit_predict_s']:.1f} s); "
+        f"load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
     cpu0 = children_cpu()
     cru_wall, cru_peak, rc = run_measured(snakemake_cmd(workdir, args.cores, "matbench"), env, workdir / "crucible.log")
@@ -168,9 +210,11 @@ def main() -> int:
     jobs = aggregate(workdir)
     jobs = jobs[~jobs["job"].str.startswith(("fetch", "extract"))]
     gbm = jobs[jobs["job"].str.startswith("matbench/predict/gbm-magpie")]["seconds"].sum()
-    print(f"crucible: {cru_wall:.1f} s wall, peak {cru_peak / 2**30:.2f} GiB, {len(jobs)} jobs, "
-          f"{jobs['seconds'].sum():.1f} job-seconds (gbm-magpie predict jobs {gbm:.1f}); load {os.getloadavg()[0]:.2f}",
-          flush=True)
+    print(
+        f"crucible: {cru_wall:.1f} s wall, peak {cru_peak / 2**30:.2f} GiB, {len(jobs)} jobs, "
+        f"{jobs['seconds'].sum():.1f} job-seconds (gbm-magpie predict jobs {gbm:.1f}); load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
 
     start = time.perf_counter()
     noop = subprocess.run([*snakemake_cmd(workdir, args.cores, "matbench"), "--quiet"], env=env, capture_output=True)
@@ -191,8 +235,10 @@ def main() -> int:
     print(f"| crucible | {cru_wall:.1f} | {jobs['seconds'].sum():.1f} | {cru_cpu:.1f} | {cru_peak / 2**30:.2f} |")
     print(f"| ratio loop/crucible | {hand_wall / cru_wall:.2f}x | | {hand_cpu / cru_cpu:.2f}x | |")
     print(f"crucible no-op re-run: {noop_wall:.2f} s (rc {noop.returncode})")
-    print(f"scores: {compared} fold scores compared, largest difference {worst:.3g} "
-          f"({'EQUAL' if worst <= 1e-9 else 'DIFFERENT'})")
+    print(
+        f"scores: {compared} fold scores compared, largest difference {worst:.3g} "
+        f"({'EQUAL' if worst <= 1e-9 else 'DIFFERENT'})"
+    )
     return 0 if worst <= 1e-9 else 1
 
 

@@ -73,7 +73,6 @@ def chat_server():
     server.close()
 
 
-
 @pytest.fixture(scope="session")
 def tiny_causal_lm(tmp_path_factory) -> Path:
     return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-gpt2"))
@@ -86,8 +85,10 @@ def build_tiny_causal_lm(out: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    words = ("the a of crystal reaction yield catalyst base solvent ligand answer is and with to in "
-             "temperature high low best structure formula oxide metal cubic phase").split()
+    words = (
+        "the a of crystal reaction yield catalyst base solvent ligand answer is and with to in "
+        "temperature high low best structure formula oxide metal cubic phase"
+    ).split()
     specials = ["<pad>", "<unk>", "<eos>"]
     roles = ["<|system|>", "<|user|>", "<|assistant|>"]
     vocab = {t: i for i, t in enumerate(specials + roles + words)}
@@ -95,14 +96,25 @@ def build_tiny_causal_lm(out: Path) -> Path:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>")
-    fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
-                          "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+    fast.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+    )
     fast.save_pretrained(out)
     torch.manual_seed(0)
     # A wide initialisation, so that greedy decoding does not collapse onto one token and the
     # batched-versus-single comparison in the tests has something to compare.
-    config = GPT2Config(vocab_size=len(vocab), n_positions=256, n_embd=32, n_layer=2, n_head=2,
-                        initializer_range=0.5, bos_token_id=2, eos_token_id=2, pad_token_id=0)
+    config = GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=256,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        initializer_range=0.5,
+        bos_token_id=2,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     GPT2LMHeadModel(config).save_pretrained(out)
     return out
 
@@ -128,8 +140,10 @@ def aflow_file() -> Path:
 
 CSCL = {  # peers.md §2.6: cubic 4.12 Å, Cs at the origin, Cl at the body centre
     "lattice": [[4.12, 0.0, 0.0], [0.0, 4.12, 0.0], [0.0, 0.0, 4.12]],
-    "sites": [{"element": "Cs", "fractional_coordinates": [0.0, 0.0, 0.0]},
-              {"element": "Cl", "fractional_coordinates": [0.5, 0.5, 0.5]}],
+    "sites": [
+        {"element": "Cs", "fractional_coordinates": [0.0, 0.0, 0.0]},
+        {"element": "Cl", "fractional_coordinates": [0.5, 0.5, 0.5]},
+    ],
 }
 
 

@@ -23,8 +23,20 @@ SOURCES_FILE = REPO / "config" / "sources.yaml"
 # matbench.md section 3: the published Dummy per-fold MAE
 # (benchmarks/matbench_v0.1_dummy/results.json.gz) and the official test-fold sizes.
 PUBLISHED_DUMMY_MAE = {
-    "matbench_steels": [241.45907439280927, 219.37703193727293, 225.79322580645163, 241.20352258064514, 220.889793548387],
-    "matbench_expt_gap": [1.096468004680365, 1.1922119265587139, 1.1526881705214234, 1.1445202551972367, 1.131746447623094],
+    "matbench_steels": [
+        241.45907439280927,
+        219.37703193727293,
+        225.79322580645163,
+        241.20352258064514,
+        220.889793548387,
+    ],
+    "matbench_expt_gap": [
+        1.096468004680365,
+        1.1922119265587139,
+        1.1526881705214234,
+        1.1445202551972367,
+        1.131746447623094,
+    ],
 }
 TEST_FOLD_SIZES = {
     "matbench_steels": [63, 63, 62, 62, 62],
@@ -67,8 +79,11 @@ def matbench_members() -> dict[str, Path]:
         artifact = spec["artifacts"][name]
         archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
         out_dir = root / "extracted" / name
-        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
-                  or src.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        wanted = [
+            m
+            for m in artifact["members"]
+            if not (out_dir / m).exists() or src.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]
+        ]
         if wanted:
             src.extract(name, artifact, archive, out_dir, wanted)
         members.update({m: out_dir / m for m in artifact["members"]})
@@ -140,6 +155,7 @@ def aflow_prototypes_file() -> Path:
 
 # --- issue 16: real crystal structures -------------------------------------------------------
 
+
 @lru_cache(maxsize=None)
 def li_o_json() -> Path:
     """The 47 Materials Project Li-O entries of the m3gnet 0.2.4 wheel (hash-checked)."""
@@ -161,8 +177,10 @@ def li_o_structures():
     from pymatgen.core import Structure
 
     entries = json.loads(li_o_json().read_text())
-    return [(mp_id, Structure.from_dict(e["structure"]), float(e["energy"]), float(e["band_gap"]))
-            for mp_id, e in entries.items()]
+    return [
+        (mp_id, Structure.from_dict(e["structure"]), float(e["energy"]), float(e["band_gap"]))
+        for mp_id, e in entries.items()
+    ]
 
 
 def write_li_o_dataset(path: Path) -> Path:
@@ -171,12 +189,14 @@ def write_li_o_dataset(path: Path) -> Path:
     from matminer.utils.io import store_dataframe_as_json
 
     rows = li_o_structures()
-    frame = pd.DataFrame({
-        "mp_id": [r[0] for r in rows],
-        "structure": [r[1] for r in rows],
-        "energy_per_atom": [r[2] / len(r[1]) for r in rows],
-        "band_gap": [r[3] for r in rows],
-    })
+    frame = pd.DataFrame(
+        {
+            "mp_id": [r[0] for r in rows],
+            "structure": [r[1] for r in rows],
+            "energy_per_atom": [r[2] / len(r[1]) for r in rows],
+            "band_gap": [r[3] for r in rows],
+        }
+    )
     store_dataframe_as_json(frame, str(path), compression="gz", pbar=False)
     return path
 
@@ -206,8 +226,11 @@ def reaction_members() -> dict[str, Path]:
         artifact = spec["artifacts"][name]
         archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
         out_dir = root / "extracted" / name
-        wanted = [m for m in artifact["members"] if not (out_dir / m).exists()
-                  or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]]
+        wanted = [
+            m
+            for m in artifact["members"]
+            if not (out_dir / m).exists() or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]
+        ]
         if wanted:
             sources.extract(name, artifact, archive, out_dir, wanted)
         members.update({m: out_dir / m for m in artifact["members"]})
@@ -230,7 +253,10 @@ def reaction_questions(dataset: str):
 
     df, card = clean_reaction_table(dataset)
     return questions.build_all(df, card)
+
+
 # --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
+
 
 class ChatServer:
     """A real HTTP server on 127.0.0.1 speaking the chat-completions protocol, for the llm tests.
@@ -284,12 +310,15 @@ class ChatServer:
                 if "#500" in content:
                     return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
                 if "#429once" in content and seen == 0:
-                    return self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                                      [("Retry-After", "0")])
+                    return self._send(
+                        429, {"error": {"message": "rate limited", "type": "rate_limit"}}, [("Retry-After", "0")]
+                    )
                 if "#401" in content:
                     key = auth.removeprefix("Bearer ")
-                    return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}",
-                                                      "type": "invalid_request_error"}})
+                    return self._send(
+                        401,
+                        {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}},
+                    )
                 if "#garbage" in content:  # a proxy's error page instead of JSON
                     data = b"<html>bad gateway</html>"
                     self.send_response(200)
@@ -301,14 +330,23 @@ class ChatServer:
                 if "#slow" in content:
                     time.sleep(server.slow_s)
                 answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": 1767225600,
-                    "model": f"served/{body['model']}",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": len(content.split()), "completion_tokens": len(answer.split()),
-                              "total_tokens": len(content.split()) + len(answer.split())},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": 1767225600,
+                        "model": f"served/{body['model']}",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(content.split()),
+                            "completion_tokens": len(answer.split()),
+                            "total_tokens": len(content.split()) + len(answer.split()),
+                        },
+                    },
+                )
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

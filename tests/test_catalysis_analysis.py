@@ -12,20 +12,58 @@ from crucible.catalysis import analysis as A
 from crucible.catalysis.calculation import median_seed, seed_range
 
 
-def record(rid="r", ads="H", dft=-0.20, ads_eng=(-1.00, -1.05, -0.90), bond=15.0, substrate=0.1, slab_steps=(10, 10, 10),
-           adslab_steps=(10, 10, 10), slab_disp=(0.1, 0.1, 0.1), slab_range=0.15, ads_range=0.15, eng_range=None,
-           pos=0.05, single=None):
+def record(
+    rid="r",
+    ads="H",
+    dft=-0.20,
+    ads_eng=(-1.00, -1.05, -0.90),
+    bond=15.0,
+    substrate=0.1,
+    slab_steps=(10, 10, 10),
+    adslab_steps=(10, 10, 10),
+    slab_disp=(0.1, 0.1, 0.1),
+    slab_range=0.15,
+    ads_range=0.15,
+    eng_range=None,
+    pos=0.05,
+    single=None,
+):
     idx, med = median_seed(ads_eng)
-    seeds = [{"ads_eng": e, "slab_tot_eng": -10.0, "adslab_tot_eng": -11.0, "slab_steps": ss, "adslab_steps": st,
-              "slab_max_disp": sd, "adslab_max_disp": 0.2, "slab_pos_mae": pos, "adslab_pos_mae": pos,
-              "max_bond_change": bond, "substrate_displacement": substrate}
-             for e, ss, st, sd in zip(ads_eng, slab_steps, adslab_steps, slab_disp)]
-    return {"reaction_id": rid, "adsorbate": ads, "dft_ads_eng": dft, "error": None, "seeds": seeds,
-            "final": {"ads_eng_median": med, "median_num": idx, "slab_seed_range": slab_range,
-                      "ads_seed_range": ads_range,
-                      "ads_eng_seed_range": seed_range(ads_eng) if eng_range is None else eng_range},
-            "single_calculation": {"ads_eng": med if single is None else single},
-            "time_total_slab": 0.3, "time_total_adslab": 0.3, "steps_total_slab": 30, "steps_total_adslab": 30}
+    seeds = [
+        {
+            "ads_eng": e,
+            "slab_tot_eng": -10.0,
+            "adslab_tot_eng": -11.0,
+            "slab_steps": ss,
+            "adslab_steps": st,
+            "slab_max_disp": sd,
+            "adslab_max_disp": 0.2,
+            "slab_pos_mae": pos,
+            "adslab_pos_mae": pos,
+            "max_bond_change": bond,
+            "substrate_displacement": substrate,
+        }
+        for e, ss, st, sd in zip(ads_eng, slab_steps, adslab_steps, slab_disp)
+    ]
+    return {
+        "reaction_id": rid,
+        "adsorbate": ads,
+        "dft_ads_eng": dft,
+        "error": None,
+        "seeds": seeds,
+        "final": {
+            "ads_eng_median": med,
+            "median_num": idx,
+            "slab_seed_range": slab_range,
+            "ads_seed_range": ads_range,
+            "ads_eng_seed_range": seed_range(ads_eng) if eng_range is None else eng_range,
+        },
+        "single_calculation": {"ads_eng": med if single is None else single},
+        "time_total_slab": 0.3,
+        "time_total_adslab": 0.3,
+        "steps_total_slab": 30,
+        "steps_total_adslab": 30,
+    }
 
 
 def cls(rec, **thr):
@@ -138,8 +176,15 @@ def test_energy_cutoff_drops_reactions_from_everything():
 
 
 def test_failed_calculations_are_counted_not_classified():
-    bad = {"reaction_id": "z", "adsorbate": "H", "dft_ads_eng": 0.0, "error": "ValueError: no EMT parameters",
-           "seeds": [], "final": None, "single_calculation": None}
+    bad = {
+        "reaction_id": "z",
+        "adsorbate": "H",
+        "dft_ads_eng": 0.0,
+        "error": "ValueError: no EMT parameters",
+        "seeds": [],
+        "final": None,
+        "single_calculation": None,
+    }
     s = A.summarize([record(), bad], A.Thresholds(), "x")
     assert s["mlip"]["Num_failed"] == 1 and s["mlip"]["Num_total"] == 1
 

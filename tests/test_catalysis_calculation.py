@@ -19,7 +19,7 @@ def test_displacement_vectors():
     b = a.copy()
     b.positions += [(0.3, 0.4, 0), (0, 0, 1.2)]
     assert C.displacement_stats(a, b)["max_disp"] == pytest.approx(1.2)
-    hexa = Atoms("H", positions=[(0, 0, 0)], cell=[(3, 0, 0), (-1.5, 3 * 3 ** 0.5 / 2, 0), (0, 0, 10)], pbc=True)
+    hexa = Atoms("H", positions=[(0, 0, 0)], cell=[(3, 0, 0), (-1.5, 3 * 3**0.5 / 2, 0), (0, 0, 10)], pbc=True)
     moved = hexa.copy()
     moved.positions += hexa.cell[1] + (0.1, 0, 0)
     assert C.displacement_stats(hexa, moved)["max_disp"] == pytest.approx(0.1)
@@ -82,8 +82,15 @@ def test_oc20_mode_relaxes_only_the_adslab(catalysis_demo):
 def test_unsupported_element_is_recorded_not_dropped():
     slab = Atoms("Cu", positions=[(0, 0, 0)], cell=[3, 3, 10], pbc=True)
     ads = Atoms("CuXe", positions=[(0, 0, 0), (0, 0, 2)], cell=[3, 3, 10], pbc=True)
-    r = data.Reaction("x", "Xe", "Cu", 0.0, None, [data.Structure("star", "slab", -1, 0, slab),
-                                                     data.Structure("Xestar", "adslab", 1, 0, ads)], [1])
+    r = data.Reaction(
+        "x",
+        "Xe",
+        "Cu",
+        0.0,
+        None,
+        [data.Structure("star", "slab", -1, 0, slab), data.Structure("Xestar", "adslab", 1, 0, ads)],
+        [1],
+    )
     rec = C.run_reaction(r, EMT(), {"seeds": 1})
     assert rec["error"] and rec["final"] is None
 

@@ -14,9 +14,15 @@ from crucible.errors import DataValidationError
 
 
 def _summary(reactions):
-    return {r.reaction_id.removesuffix("_site_0"): (r.adsorbate, round(r.dft_ads_eng, 6), r.adsorbate_indices,
-                                                    [(s.key, s.role, s.stoi, round(s.dft_energy, 6), len(s.atoms))
-                                                     for s in r.structures]) for r in reactions}
+    return {
+        r.reaction_id.removesuffix("_site_0"): (
+            r.adsorbate,
+            round(r.dft_ads_eng, 6),
+            r.adsorbate_indices,
+            [(s.key, s.role, s.stoi, round(s.dft_energy, 6), len(s.atoms)) for s in r.structures],
+        )
+        for r in reactions
+    }
 
 
 def test_three_formats_give_the_same_reactions(catalysis_demo):
@@ -29,14 +35,17 @@ def test_three_formats_give_the_same_reactions(catalysis_demo):
     assert [s.key for s in h.structures] == ["star", "Hstar", "H2gas"]
     assert h.adsorbate_indices == [12]
     # E_ads = Σ stoi·E: slab −1, adslab +1, H2 −1/2
-    assert h.dft_ads_eng == pytest.approx(h.structures[1].dft_energy - h.structures[0].dft_energy
-                                          - 0.5 * h.structures[2].dft_energy)
+    assert h.dft_ads_eng == pytest.approx(
+        h.structures[1].dft_energy - h.structures[0].dft_energy - 0.5 * h.structures[2].dft_energy
+    )
 
 
 def test_fixed_atoms_survive_every_format(catalysis_demo):
-    for reactions in (data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json"),
-                      data.read_cathub_raw(catalysis_demo / "emt-demo_cathub.json"),
-                      data.read_vasp_tree(catalysis_demo / "emt-demo_vasp", demo.COEFFICIENTS)):
+    for reactions in (
+        data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json"),
+        data.read_cathub_raw(catalysis_demo / "emt-demo_cathub.json"),
+        data.read_vasp_tree(catalysis_demo / "emt-demo_vasp", demo.COEFFICIENTS),
+    ):
         slab = reactions[0].structures[0].atoms
         fixed = sorted(i for c in slab.constraints for i in c.get_indices())
         assert fixed == [0, 1, 2, 3], reactions[0].reaction_id  # the bottom layer, from Selective Dynamics in VASP
@@ -46,8 +55,11 @@ def test_hand_vector_adsorption_energy():
     from ase import Atoms
 
     # peers.md §3.8 vector 7: adslab −3.0, slab −1.0, H2 −6.8 → +1.4 eV
-    s = [data.Structure("star", "slab", -1, -1.0, Atoms("H")), data.Structure("Hstar", "adslab", 1, -3.0, Atoms("H2")),
-         data.Structure("H2gas", "gas", -0.5, -6.8, Atoms("H2"))]
+    s = [
+        data.Structure("star", "slab", -1, -1.0, Atoms("H")),
+        data.Structure("Hstar", "adslab", 1, -3.0, Atoms("H2")),
+        data.Structure("H2gas", "gas", -0.5, -6.8, Atoms("H2")),
+    ]
     assert data.Reaction("r", "H", "x", 1.4, 1.4, s).energy_sum() == pytest.approx(1.4)
 
 
@@ -61,8 +73,11 @@ def _read_only_copy(src, dst):
 
 
 def _snapshot(root):
-    return {os.path.relpath(os.path.join(r, f), root): open(os.path.join(r, f), "rb").read()
-            for r, _, files in os.walk(root) for f in files}
+    return {
+        os.path.relpath(os.path.join(r, f), root): open(os.path.join(r, f), "rb").read()
+        for r, _, files in os.walk(root)
+        for f in files
+    }
 
 
 def test_vasp_tree_is_only_read(catalysis_demo, tmp_path):
@@ -72,8 +87,13 @@ def test_vasp_tree_is_only_read(catalysis_demo, tmp_path):
     try:
         reactions = data.read_vasp_tree(tree, demo.COEFFICIENTS)
         out = tmp_path / "out"
-        data.clean(reactions, out / "r.parquet", out / "s.db", out / "card.json",
-                   source={"format": "vasp-tree", "path": str(tree), "sha256": data.tree_sha256(tree)})
+        data.clean(
+            reactions,
+            out / "r.parquet",
+            out / "s.db",
+            out / "card.json",
+            source={"format": "vasp-tree", "path": str(tree), "sha256": data.tree_sha256(tree)},
+        )
         assert _snapshot(tree) == before
         assert sorted(os.listdir(tree)) == sorted(os.listdir(catalysis_demo / "emt-demo_vasp"))
     finally:
@@ -83,8 +103,14 @@ def test_vasp_tree_is_only_read(catalysis_demo, tmp_path):
 
 def test_clean_writes_table_db_card_and_roundtrips(catalysis_demo, tmp_path):
     reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
-    card = data.clean(reactions, tmp_path / "r.parquet", tmp_path / "s.db", tmp_path / "card.json",
-                      source={"format": "catbench-json"}, energy_source=demo.ENERGY_SOURCE)
+    card = data.clean(
+        reactions,
+        tmp_path / "r.parquet",
+        tmp_path / "s.db",
+        tmp_path / "card.json",
+        source={"format": "catbench-json"},
+        energy_source=demo.ENERGY_SOURCE,
+    )
     assert card["n_reactions"] == 9
     assert card["reactions_per_adsorbate"] == {"CO": 3, "H": 3, "O": 3}
     assert card["energy_check"]["n_checked"] == 9
@@ -92,7 +118,9 @@ def test_clean_writes_table_db_card_and_roundtrips(catalysis_demo, tmp_path):
     assert "EMT" in json.loads((tmp_path / "card.json").read_text())["energy_source"]
     back = data.load_reactions(tmp_path / "r.parquet", tmp_path / "s.db")
     assert _summary(back) == _summary(reactions)
-    assert [str(c) for c in back[0].structures[0].atoms.constraints] == [str(c) for c in reactions[0].structures[0].atoms.constraints]
+    assert [str(c) for c in back[0].structures[0].atoms.constraints] == [
+        str(c) for c in reactions[0].structures[0].atoms.constraints
+    ]
 
 
 def test_stated_energy_mismatch_fails_naming_the_reaction(catalysis_demo, tmp_path):
@@ -107,12 +135,15 @@ def test_stated_energy_mismatch_fails_naming_the_reaction(catalysis_demo, tmp_pa
     data.clean(reactions, tmp_path / "r.parquet", tmp_path / "s.db", tmp_path / "c.json", source={}, tolerance=0.1)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["Cu111_H"].pop("ref_ads_eng"), "Cu111_H.*ref_ads_eng"),
-    (lambda d: d["Cu111_H"]["raw"]["star"].pop("atoms_json"), "Cu111_H.*'star'.*atoms_json"),
-    (lambda d: d["Cu111_H"]["raw"].update({"weird": d["Cu111_H"]["raw"]["star"]}), "weird"),
-    (lambda d: d["Cu111_H"]["raw"]["H2gas"].update(energy_ref="nan"), "H2gas.energy_ref"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["Cu111_H"].pop("ref_ads_eng"), "Cu111_H.*ref_ads_eng"),
+        (lambda d: d["Cu111_H"]["raw"]["star"].pop("atoms_json"), "Cu111_H.*'star'.*atoms_json"),
+        (lambda d: d["Cu111_H"]["raw"].update({"weird": d["Cu111_H"]["raw"]["star"]}), "weird"),
+        (lambda d: d["Cu111_H"]["raw"]["H2gas"].update(energy_ref="nan"), "H2gas.energy_ref"),
+    ],
+)
 def test_bad_catbench_json_names_reaction_and_field(catalysis_demo, tmp_path, mutate, message):
     doc = json.loads((catalysis_demo / "emt-demo_adsorption.json").read_text())
     mutate(doc)

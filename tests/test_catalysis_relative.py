@@ -35,8 +35,16 @@ def test_formation_energy_per_atom(catalysis_demo):
 
 
 def test_relative_table_mae_rmse_max():
-    df = pd.DataFrame({"model": "m", "system": ["a", "b", "c"], "reference": [0, 0, 0], "mlip": [0.1, -0.3, math.nan],
-                       "abs_error": [0.1, 0.3, math.nan], "error": [None, None, "boom"]})
+    df = pd.DataFrame(
+        {
+            "model": "m",
+            "system": ["a", "b", "c"],
+            "reference": [0, 0, 0],
+            "mlip": [0.1, -0.3, math.nan],
+            "abs_error": [0.1, 0.3, math.nan],
+            "error": [None, None, "boom"],
+        }
+    )
     t = R.relative_table([df]).iloc[0]
     assert t["n_failed"] == 1 and t["MAE"] == pytest.approx(0.2)
     assert t["RMSE"] == pytest.approx(math.sqrt(0.05)) and t["max_error"] == pytest.approx(0.3)

@@ -21,16 +21,64 @@ from crucible.errors import HashMismatchError
 def scored(catalysis_demo, tmp_path_factory):
     out = tmp_path_factory.mktemp("cat_report")
     reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
-    data.clean(reactions, out / "r.parquet", out / "s.db", out / "card.json", source={},
-               energy_source=demo.ENERGY_SOURCE)
+    data.clean(
+        reactions, out / "r.parquet", out / "s.db", out / "card.json", source={}, energy_source=demo.ENERGY_SOURCE
+    )
     for model in ("emt", "emt-b"):
-        assert main(["catalysis", "relax", "--reactions", str(out / "r.parquet"), "--db", str(out / "s.db"),
-                     "--model", "emt", "--params", '{"seeds": 2}', "--out", str(out / f"{model}_chunk.json")]) == 0
-        assert main(["catalysis", "score", "--inputs", str(out / f"{model}_chunk.json"), "--model", model,
-                     "--out", str(out / f"{model}.json"), "--out-reactions", str(out / f"{model}.parquet"),
-                     "--out-anomaly", str(out / f"{model}_anomaly_detection.json")]) == 0
-    assert main(["catalysis", "tables", "--inputs", str(out / "emt.json"), str(out / "emt-b.json"),
-                 "--out-prefix", str(out / "tables" / "catalysis_demo"), "--out-xlsx", str(out / "demo.xlsx")]) == 0
+        assert (
+            main(
+                [
+                    "catalysis",
+                    "relax",
+                    "--reactions",
+                    str(out / "r.parquet"),
+                    "--db",
+                    str(out / "s.db"),
+                    "--model",
+                    "emt",
+                    "--params",
+                    '{"seeds": 2}',
+                    "--out",
+                    str(out / f"{model}_chunk.json"),
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "catalysis",
+                    "score",
+                    "--inputs",
+                    str(out / f"{model}_chunk.json"),
+                    "--model",
+                    model,
+                    "--out",
+                    str(out / f"{model}.json"),
+                    "--out-reactions",
+                    str(out / f"{model}.parquet"),
+                    "--out-anomaly",
+                    str(out / f"{model}_anomaly_detection.json"),
+                ]
+            )
+            == 0
+        )
+    assert (
+        main(
+            [
+                "catalysis",
+                "tables",
+                "--inputs",
+                str(out / "emt.json"),
+                str(out / "emt-b.json"),
+                "--out-prefix",
+                str(out / "tables" / "catalysis_demo"),
+                "--out-xlsx",
+                str(out / "demo.xlsx"),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -44,17 +92,37 @@ def test_workbook_sheets_and_two_row_headers(scored):
     sub = [ws.cell(2, c).value for c in range(1, 17)]
     assert top[:4] == ["MLIP_name", "Normal rate (%)", "Adsorbate migration rate (%)", "Anomaly rate (%)"]
     assert sub[3:7] == ["total", "reproduction failure", "unphysical relaxation", "energy anomaly"]
-    assert top[7:] == ["MAE_total (eV)", "MAE_normal (eV)", "MAE_single (eV)", "ADwT (%)", "AMDwT (%)", "Num_total",
-                       "Time_total (ms)", "Time_per_step (ms)", "Steps_total"]
+    assert top[7:] == [
+        "MAE_total (eV)",
+        "MAE_normal (eV)",
+        "MAE_single (eV)",
+        "ADwT (%)",
+        "AMDwT (%)",
+        "Num_total",
+        "Time_total (ms)",
+        "Time_per_step (ms)",
+        "Steps_total",
+    ]
     merged = {str(r) for r in ws.merged_cells.ranges}
     assert "D1:G1" in merged and "A1:A2" in merged
     assert [ws.cell(r, 1).value for r in (3, 4)] == ["emt", "emt-b"]
     assert ws.cell(3, 2).value == 100.0 and ws.cell(3, 2).number_format == "0.00"
     assert ws.cell(3, 8).number_format == "0.000" and ws.cell(3, 13).number_format == "#,##0"
     an = wb["anomaly"]
-    assert [an.cell(1, c).value for c in (4, 8, 11)] == ["Anomaly count", "Reproduction failure", "Unphysical relaxation"]
-    assert [an.cell(2, c).value for c in range(8, 15)] == ["ads_eng_seed", "ads_seed", "slab_seed", "ads_conv",
-                                                           "ads_move", "slab_conv", "slab_move"]
+    assert [an.cell(1, c).value for c in (4, 8, 11)] == [
+        "Anomaly count",
+        "Reproduction failure",
+        "Unphysical relaxation",
+    ]
+    assert [an.cell(2, c).value for c in range(8, 15)] == [
+        "ads_eng_seed",
+        "ads_seed",
+        "slab_seed",
+        "ads_conv",
+        "ads_move",
+        "slab_conv",
+        "slab_move",
+    ]
     per = wb["emt"]
     assert per.cell(1, 1).value == "Adsorbate_name"
     assert [per.cell(r, 1).value for r in (3, 4, 5)] == ["CO", "H", "O"]
@@ -98,10 +166,31 @@ def test_workbook_bytes_do_not_depend_on_the_clock(scored, tmp_path):
 
 def test_figures(scored, tmp_path):
     out = [str(tmp_path / n) for n in ("p.png", "p.pdf", "s.png", "s.pdf", "m1.png", "m2.png", "sh.png")]
-    assert main(["catalysis", "figures", "--inputs", str(scored / "emt.json"), str(scored / "emt-b.json"),
-                 "--reactions", str(scored / "emt.parquet"), str(scored / "emt-b.parquet"), "--dataset", "demo",
-                 "--out-parity", *out[:2], "--out-sensitivity", *out[2:4], "--out-model-parity", *out[4:6],
-                 "--out-parity-shifted", out[6]]) == 0
+    assert (
+        main(
+            [
+                "catalysis",
+                "figures",
+                "--inputs",
+                str(scored / "emt.json"),
+                str(scored / "emt-b.json"),
+                "--reactions",
+                str(scored / "emt.parquet"),
+                str(scored / "emt-b.parquet"),
+                "--dataset",
+                "demo",
+                "--out-parity",
+                *out[:2],
+                "--out-sensitivity",
+                *out[2:4],
+                "--out-model-parity",
+                *out[4:6],
+                "--out-parity-shifted",
+                out[6],
+            ]
+        )
+        == 0
+    )
     for p in out:
         assert (tmp_path / p).stat().st_size > 5000
 
@@ -136,5 +225,8 @@ def test_fetch_unpinned_refuses_and_prints_the_pin(http_root, catalysis_demo, tm
 def test_cli_fetch_error_exit_code(http_root, tmp_path, capsys):
     root, base = http_root
     (root / "Y.json").write_text(json.dumps({}))
-    assert main(["catalysis", "fetch", "--dataset", "Y", "--url", f"{base}/Y.json", "--out", str(tmp_path / "y.json")]) == 2
+    assert (
+        main(["catalysis", "fetch", "--dataset", "Y", "--url", f"{base}/Y.json", "--out", str(tmp_path / "y.json")])
+        == 2
+    )
     assert "Received sha256" in capsys.readouterr().err

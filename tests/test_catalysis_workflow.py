@@ -25,8 +25,20 @@ pytestmark = pytest.mark.slow
 def _snakemake(workdir, config, *args, env):
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(cfg), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(cfg),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -43,16 +55,24 @@ def dag(catalysis_demo, tmp_path_factory, venv_env):
         # An empty Matbench model list is refused (issue 10); the targets below are catalysis only.
         "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
         "catalysis": {
-            "models": ["emt"], "seeds": 1, "chunks": 2,
+            "models": ["emt"],
+            "seeds": 1,
+            "chunks": 2,
             "datasets": {
-                "demo": {"format": "catbench-json", "path": str(catalysis_demo / "emt-demo_adsorption.json"),
-                         "energy_source": demo.ENERGY_SOURCE},
+                "demo": {
+                    "format": "catbench-json",
+                    "path": str(catalysis_demo / "emt-demo_adsorption.json"),
+                    "energy_source": demo.ENERGY_SOURCE,
+                },
                 "mine": {"format": "vasp-tree", "path": str(tree), "coefficients": demo.COEFFICIENTS},
             },
             "relative": {
                 "surf": {"task": "surface", "path": str(catalysis_demo / "emt-demo_surface")},
-                "form": {"task": "bulk_formation", "path": str(catalysis_demo / "emt-demo_formation"),
-                         "coefficients": demo.FORMATION_COEFFICIENTS},
+                "form": {
+                    "task": "bulk_formation",
+                    "path": str(catalysis_demo / "emt-demo_formation"),
+                    "coefficients": demo.FORMATION_COEFFICIENTS,
+                },
             },
         },
     }
@@ -73,7 +93,10 @@ def test_every_catalysis_target_is_built(dag):
         assert (workdir / f"results/tables/catalysis_{name}.xlsx").is_file()
         for fig in ("parity.png", "parity.pdf", "sensitivity.png", "parity_emt.png"):
             assert (workdir / f"results/figures/catalysis_{name}_{fig}").is_file()
-        assert sorted(p.name for p in (workdir / f"results/catalysis/{name}/calc/emt").iterdir()) == ["chunk_0.json", "chunk_1.json"]
+        assert sorted(p.name for p in (workdir / f"results/catalysis/{name}/calc/emt").iterdir()) == [
+            "chunk_0.json",
+            "chunk_1.json",
+        ]
     for t in ("surface_surf", "bulk_formation_form"):
         assert (workdir / f"results/tables/catalysis_{t}.md").is_file()
 
@@ -95,15 +118,23 @@ def test_nothing_to_do_on_a_second_run(dag, venv_env):
 
 
 def test_default_config_does_not_run_catalysis(venv_env):
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--dry-run",
-                           "--cores", "1"], cwd=REPO, env=venv_env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--dry-run", "--cores", "1"],
+        cwd=REPO,
+        env=venv_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "catalysis" not in proc.stdout
 
 
 def test_config_errors_stop_the_run(tmp_path, venv_env):
-    config = {"matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-              "catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}}}
+    config = {
+        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
+        "catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}},
+    }
     proc = _snakemake(tmp_path, config, "--dry-run", env=venv_env)
     assert proc.returncode != 0 and "needs 'coefficients'" in proc.stdout + proc.stderr
     config["catalysis"]["datasets"]["x"] = {"format": "catbench-json", "path": "/a", "sha": "0"}

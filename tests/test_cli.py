@@ -12,50 +12,130 @@ from crucible.cli import GROUPS
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_every_group_has_help(group, venv_env):
-    proc = subprocess.run([sys.executable, "-m", "crucible", group, "--help"], env=venv_env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "crucible", group, "--help"], env=venv_env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "usage: crucible" in proc.stdout
 
 
 def test_unknown_task_is_a_clean_error(tmp_path, venv_env):
-    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--model", "dummy",
-                           "--task", "matbench_steel", "--fold", "0", "--data", "d", "--card", "c", "--folds", "f",
-                           "--out", str(tmp_path / "o.parquet")], env=venv_env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crucible",
+            "matbench",
+            "predict",
+            "--model",
+            "dummy",
+            "--task",
+            "matbench_steel",
+            "--fold",
+            "0",
+            "--data",
+            "d",
+            "--card",
+            "c",
+            "--folds",
+            "f",
+            "--out",
+            str(tmp_path / "o.parquet"),
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "unknown Matbench task 'matbench_steel'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_missing_input_file_is_named(tmp_path, venv_env):
-    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "folds", "--task", "matbench_steels",
-                           "--data", str(tmp_path / "missing.parquet"), "--card", "c", "--validation", "v",
-                           "--out", str(tmp_path / "o.parquet")], env=venv_env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crucible",
+            "matbench",
+            "folds",
+            "--task",
+            "matbench_steels",
+            "--data",
+            str(tmp_path / "missing.parquet"),
+            "--card",
+            "c",
+            "--validation",
+            "v",
+            "--out",
+            str(tmp_path / "o.parquet"),
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "missing.parquet" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("folds, outs, message", [
-    (["0", "1"], ["a.parquet"], "one distinct fold per output file"),
-    (["0", "0"], ["a.parquet", "b.parquet"], "one distinct fold per output file"),
-])
+@pytest.mark.parametrize(
+    "folds, outs, message",
+    [
+        (["0", "1"], ["a.parquet"], "one distinct fold per output file"),
+        (["0", "0"], ["a.parquet", "b.parquet"], "one distinct fold per output file"),
+    ],
+)
 def test_predict_needs_one_output_per_distinct_fold(tmp_path, venv_env, folds, outs, message):
     """A per-task job passes --fold 0 1 2 3 4 --out f0 .. f4: a mismatch is a clean error, nothing written."""
-    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--model", "dummy",
-                           "--task", "matbench_steels", "--fold", *folds, "--data", "d", "--card", "c",
-                           "--folds", "f", "--out", *(str(tmp_path / o) for o in outs)],
-                          env=venv_env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crucible",
+            "matbench",
+            "predict",
+            "--model",
+            "dummy",
+            "--task",
+            "matbench_steels",
+            "--fold",
+            *folds,
+            "--data",
+            "d",
+            "--card",
+            "c",
+            "--folds",
+            "f",
+            "--out",
+            *(str(tmp_path / o) for o in outs),
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir())
 
 
 def test_predict_help_lists_models_and_tasks(venv_env):
-    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "predict", "--help"],
-                          env={**venv_env, "COLUMNS": "250"}, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "crucible", "matbench", "predict", "--help"],
+        env={**venv_env, "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
-    for name in ("dummy", "rf-magpie", "gbm-magpie", "comp-transformer", "matbench_steels", "matbench_mp_e_form",
-                 "custom-models"):
+    for name in (
+        "dummy",
+        "rf-magpie",
+        "gbm-magpie",
+        "comp-transformer",
+        "matbench_steels",
+        "matbench_mp_e_form",
+        "custom-models",
+    ):
         assert name in text, name
     assert "--model MODEL built-in" in text
 
@@ -69,10 +149,30 @@ def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
     write_json(card, tmp_path / "matbench_steels.json")
     write_parquet(data, tmp_path / "matbench_steels.parquet")
     (tmp_path / "tables").write_text("not a folder")
-    proc = subprocess.run([sys.executable, "-m", "crucible", "matbench", "tasks-table",
-                           "--cards", str(tmp_path / "matbench_steels.json"), "--data", str(tmp_path / "matbench_steels.parquet"),
-                           "--out-csv", str(tmp_path / "tables" / "t.csv"), "--out-md", str(tmp_path / "t.md"),
-                           "--out-overlap-csv", str(tmp_path / "o.csv"), "--out-overlap-md", str(tmp_path / "o.md")],
-                          env=venv_env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crucible",
+            "matbench",
+            "tasks-table",
+            "--cards",
+            str(tmp_path / "matbench_steels.json"),
+            "--data",
+            str(tmp_path / "matbench_steels.parquet"),
+            "--out-csv",
+            str(tmp_path / "tables" / "t.csv"),
+            "--out-md",
+            str(tmp_path / "t.md"),
+            "--out-overlap-csv",
+            str(tmp_path / "o.csv"),
+            "--out-overlap-md",
+            str(tmp_path / "o.md"),
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "tables" in proc.stderr

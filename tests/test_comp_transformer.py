@@ -23,7 +23,9 @@ from crucible.models.registry import get_spec  # noqa: E402
 # wheel path -> pinned SHA-256, from config/sources.yaml
 MEMBERS = dict(crabnet_member(name) for name in ("mat2vec.csv", "matbench_steels.csv"))
 MAT2VEC, STEELS = (crabnet_member(name)[0] for name in ("mat2vec.csv", "matbench_steels.csv"))
-TINY = dict(epochs=2, batch_size=64, n_models=1, d_model=32, n_heads=2, n_layers=1, d_ff=64, device="cpu", num_threads=1)
+TINY = dict(
+    epochs=2, batch_size=64, n_models=1, d_model=32, n_heads=2, n_layers=1, d_ff=64, device="cpu", num_threads=1
+)
 
 
 @pytest.fixture(scope="module")

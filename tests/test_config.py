@@ -22,18 +22,23 @@ def _cfg(**matbench):
     return {"matbench": {"tasks": ["matbench_steels"], "models": ["dummy"], **matbench}}
 
 
-@pytest.mark.parametrize("config, message", [
-    (_cfg(model_params={"gbm-magpi": {"max_iter": 5}}), "matbench.model_params.gbm-magpi: no model of that name"),
-    (_cfg(tasks=[]), "matbench.tasks: [] should be non-empty"),
-    (_cfg(tasks=[], user_datasets={}), "matbench.tasks: [] should be non-empty"),
-    (_cfg(models=[]), "matbench.models: [] should be non-empty"),
-    ({**_cfg(), "mlip": {"models": ["emt"], "eos": {"elements": ["Cu", "Xx"]}}},
-     "mlip.eos.elements: Xx not in the Delta set"),
-    ({**_cfg(), "mlip": {"eos": {"volume_range": [0.5, 3.0]}}}, "mlip.eos.volume_range"),
-    ({**_cfg(), "mlip": {"eos": {"volume_range": [0.97, 1.03]}}}, "mlip.eos.volume_range"),
-    ({"matbench": {"taks": ["matbench_steels"], "tasks": ["matbench_steels"]}}, "matbench: unexpected key 'taks'"),
-    (_cfg(tasks=["matbench_steel"]), "matbench.tasks[0]: 'matbench_steel' is not one of"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (_cfg(model_params={"gbm-magpi": {"max_iter": 5}}), "matbench.model_params.gbm-magpi: no model of that name"),
+        (_cfg(tasks=[]), "matbench.tasks: [] should be non-empty"),
+        (_cfg(tasks=[], user_datasets={}), "matbench.tasks: [] should be non-empty"),
+        (_cfg(models=[]), "matbench.models: [] should be non-empty"),
+        (
+            {**_cfg(), "mlip": {"models": ["emt"], "eos": {"elements": ["Cu", "Xx"]}}},
+            "mlip.eos.elements: Xx not in the Delta set",
+        ),
+        ({**_cfg(), "mlip": {"eos": {"volume_range": [0.5, 3.0]}}}, "mlip.eos.volume_range"),
+        ({**_cfg(), "mlip": {"eos": {"volume_range": [0.97, 1.03]}}}, "mlip.eos.volume_range"),
+        ({"matbench": {"taks": ["matbench_steels"], "tasks": ["matbench_steels"]}}, "matbench: unexpected key 'taks'"),
+        (_cfg(tasks=["matbench_steel"]), "matbench.tasks[0]: 'matbench_steel' is not one of"),
+    ],
+)
 def test_bad_configs_are_refused_with_the_key_path(config, message):
     with pytest.raises(ConfigError) as info:
         check_config(config, SCHEMA)
@@ -46,8 +51,14 @@ def test_bad_configs_are_refused_with_the_key_path(config, message):
 def test_good_configs_pass():
     check_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), SCHEMA)
     check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()), SCHEMA)
-    check_config(_cfg(model_params={"dummy": {}}, custom_models={"mine": {"class": "a.b:C"}},
-                      prediction_files={"theirs": {"dir": "x"}}), SCHEMA)
+    check_config(
+        _cfg(
+            model_params={"dummy": {}},
+            custom_models={"mine": {"class": "a.b:C"}},
+            prediction_files={"theirs": {"dir": "x"}},
+        ),
+        SCHEMA,
+    )
     check_config({**_cfg(), "mlip": {"eos": {"volume_range": [0.9, 1.1]}}}, SCHEMA)
 
 
@@ -62,9 +73,24 @@ def test_eos_volume_range_the_fit_and_delta_cannot_use_is_refused(volume_range):
 def test_snakemake_prints_the_cause_not_the_schema(tmp_path, venv_env):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(_cfg(model_params={"gbm-magpi": {"max_iter": 5}})))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-                           "--directory", str(tmp_path), "--configfile", str(cfg), "--dry-run"],
-                          env=venv_env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(cfg),
+            "--dry-run",
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "matbench.model_params.gbm-magpi" in out
@@ -83,7 +109,7 @@ def test_a_file_where_an_output_folder_goes_is_named(tmp_path):
 
 def test_readme_troubleshooting_names_unlock_and_the_configfile_trap():
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Troubleshooting"):]
+    section = readme[readme.index("## Troubleshooting") :]
     assert "--unlock" in section and "--configfile" in section and "targets" in section
     assert "--report-after-run" in readme
 

@@ -52,6 +52,7 @@ def www(tmp_path):
 
 # ---- AFLOW prototypes ----------------------------------------------------------------------
 
+
 def test_aflow_prototypes_from_the_pinned_wheel(aflow_file):
     rows = data.load_aflow(aflow_file)
     assert len(rows) == 288
@@ -71,7 +72,9 @@ def test_split_is_deterministic_disjoint_and_seeded(aflow_file):
 
 def test_items_follow_opencompass_record_and_llm_contract(aflow_file):
     train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
-    prompts, train_rec = items.build_items("aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"])
+    prompts, train_rec = items.build_items(
+        "aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"]
+    )
     item = prompts[0]
     assert {"id", "messages", "meta", "id_ddm", "system_prompt", "user_input", "ground_truth"} <= set(item)
     assert [m["role"] for m in item["messages"]] == ["system", "user"]
@@ -80,8 +83,9 @@ def test_items_follow_opencompass_record_and_llm_contract(aflow_file):
     assert len(gt["lattice"]) == 3 and all(len(r) == 3 for r in gt["lattice"])
     assert len(gt["sites"]) == item["meta"]["nsites"]
     # sites grouped in the order the prompt states
-    assert [s["element"] for s in gt["sites"]] == [el for el, n in zip(item["meta"]["elements"], item["meta"]["element_counts"])
-                                                  for _ in range(n)]
+    assert [s["element"] for s in gt["sites"]] == [
+        el for el, n in zip(item["meta"]["elements"], item["meta"]["element_counts"]) for _ in range(n)
+    ]
     assert "space group" not in item["user_input"]
     for key in ("formula", "nsites", "spacegroup_number", "crystal_system", "formula_in_train"):
         assert key in item["meta"]
@@ -100,12 +104,16 @@ def test_reference_in_the_item_is_the_prototype(aflow_file):
     train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
     prompts, _ = items.build_items("a", train, test[:10], "composition-v1", TEMPLATES["composition-v1"])
     for p in prompts:
-        assert StructureMatcher(primitive_cell=False, scale=False).fit(reference_structure(p["ground_truth"]), rows[p["id"]])
+        assert StructureMatcher(primitive_cell=False, scale=False).fit(
+            reference_structure(p["ground_truth"]), rows[p["id"]]
+        )
 
 
 def test_spacegroup_template_states_the_group(aflow_file):
     train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
-    prompts, _ = items.build_items("a", train, test[:3], "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"])
+    prompts, _ = items.build_items(
+        "a", train, test[:3], "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"]
+    )
     for p in prompts:
         assert f"(No. {p['meta']['spacegroup_number']})" in p["user_input"]
         assert p["meta"]["prompt_gives_spacegroup"] is True
@@ -113,12 +121,17 @@ def test_spacegroup_template_states_the_group(aflow_file):
 
 # ---- CDVAE upstream through a local server -------------------------------------------------
 
+
 def _cdvae_sources(tmp_path, url, pins: dict[str, dict]) -> Path:
     arts = {}
     for split in ("train", "test"):
-        arts[f"cdvae-perov_5-{split}"] = {"kind": "http", "url": f"{url}/perov_5/{split}.csv",
-                                          "mirror_path": f"perov_5/{split}.csv",
-                                          "filename": f"cdvae-perov_5-{split}.csv", **pins.get(split, {})}
+        arts[f"cdvae-perov_5-{split}"] = {
+            "kind": "http",
+            "url": f"{url}/perov_5/{split}.csv",
+            "mirror_path": f"perov_5/{split}.csv",
+            "filename": f"cdvae-perov_5-{split}.csv",
+            **pins.get(split, {}),
+        }
     path = tmp_path / "sources.yaml"
     path.write_text(yaml.safe_dump({"artifacts": arts}))
     return path
@@ -128,7 +141,9 @@ def test_git_blob_id_is_what_git_computes():
     if shutil.which("git") is None:
         pytest.skip("git not installed")
     path = PEROV / "test.csv"
-    expected = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True, check=True).stdout.strip()
+    expected = subprocess.run(
+        ["git", "hash-object", str(path)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert sources.git_blob_id(path) == expected
 
 
@@ -165,9 +180,24 @@ def test_no_pin_refuses_naming_hash_and_line(tmp_path, www, venv_env):
     url, _, _ = www
     path = _cdvae_sources(tmp_path, url, {})
     out = tmp_path / "dl" / "cdvae-perov_5-test.csv"
-    proc = subprocess.run(["crucible", "sources", "fetch", "--artifact", "cdvae-perov_5-test", "--sources", str(path),
-                           "--lock", str(tmp_path / "lock.json"), "--out", str(out)],
-                          env=venv_env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            "crucible",
+            "sources",
+            "fetch",
+            "--artifact",
+            "cdvae-perov_5-test",
+            "--sources",
+            str(path),
+            "--lock",
+            str(tmp_path / "lock.json"),
+            "--out",
+            str(out),
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+    )
     sha = sources.sha256_file(PEROV / "test.csv")
     assert proc.returncode == 2
     assert f"Received SHA-256 {sha}" in proc.stderr and f"sha256: {sha}" in proc.stderr
@@ -182,9 +212,26 @@ def test_mirror_prefix_keeps_upstream_layout_then_items_build(tmp_path, www, ven
     outs = []
     for split in ("train", "test"):
         out = tmp_path / "dl" / f"cdvae-perov_5-{split}.csv"
-        subprocess.run(["crucible", "sources", "fetch", "--artifact", f"cdvae-perov_5-{split}", "--sources", str(path),
-                        "--url-prefix", url, "--lock", str(tmp_path / "lock.json"), "--out", str(out)],
-                       env=venv_env, check=True, capture_output=True)
+        subprocess.run(
+            [
+                "crucible",
+                "sources",
+                "fetch",
+                "--artifact",
+                f"cdvae-perov_5-{split}",
+                "--sources",
+                str(path),
+                "--url-prefix",
+                url,
+                "--lock",
+                str(tmp_path / "lock.json"),
+                "--out",
+                str(out),
+            ],
+            env=venv_env,
+            check=True,
+            capture_output=True,
+        )
         outs.append(str(out))
     assert sorted(hits) == ["/perov_5/test.csv", "/perov_5/train.csv"]
     assert set(json.loads((tmp_path / "lock.json").read_text())) == {"cdvae-perov_5-train", "cdvae-perov_5-test"}
@@ -196,6 +243,7 @@ def test_mirror_prefix_keeps_upstream_layout_then_items_build(tmp_path, www, ven
 
 
 # ---- user sets -----------------------------------------------------------------------------
+
 
 def _cifs(n=6):
     from pymatgen.core import Lattice, Structure
@@ -213,10 +261,14 @@ def test_user_csv_jsonl_and_ase_db_load_the_same(tmp_path):
     from pymatgen.io.ase import AseAtomsAdaptor
 
     rows = _cifs()
-    pd.DataFrame({"id": [i for i, _ in rows], "cif": [s.to(fmt="cif") for _, s in rows]}).to_csv(tmp_path / "u.csv", index=False)
+    pd.DataFrame({"id": [i for i, _ in rows], "cif": [s.to(fmt="cif") for _, s in rows]}).to_csv(
+        tmp_path / "u.csv", index=False
+    )
     with open(tmp_path / "u.jsonl", "w") as fh:
         for i, s in rows:
-            fh.write(json.dumps({"id": i, "cif": s.to(fmt="cif"), "split": "test" if i in ("u0", "u3") else "train"}) + "\n")
+            fh.write(
+                json.dumps({"id": i, "cif": s.to(fmt="cif"), "split": "test" if i in ("u0", "u3") else "train"}) + "\n"
+            )
     with connect(str(tmp_path / "u.db")) as db:
         for _id, s in rows:
             db.write(AseAtomsAdaptor.get_atoms(s))

@@ -15,7 +15,9 @@ TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
 @pytest.fixture(scope="module")
 def aflow_items(aflow_file):
     train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
-    prompts, train_rec = items.build_items("aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"])
+    prompts, train_rec = items.build_items(
+        "aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"]
+    )
     return prompts, train_rec
 
 
@@ -36,9 +38,13 @@ def test_template_answers_parse_with_the_prompted_site_count(aflow_items):
 def test_template_substitutes_species_and_rescales_volume():
     from pymatgen.core import Lattice, Structure
 
-    nacl = Structure.from_spacegroup("Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
+    nacl = Structure.from_spacegroup(
+        "Fm-3m", Lattice.cubic(5.64), ["Na", "Cl"], [[0, 0, 0], [0.5, 0.5, 0.5]]
+    ).get_primitive_structure()
     train = [items.training_record("nacl", nacl)]
-    kbr = Structure.from_spacegroup("Fm-3m", Lattice.cubic(6.6), ["K", "Br"], [[0, 0, 0], [0.5, 0.5, 0.5]]).get_primitive_structure()
+    kbr = Structure.from_spacegroup(
+        "Fm-3m", Lattice.cubic(6.6), ["K", "Br"], [[0, 0, 0], [0.5, 0.5, 0.5]]
+    ).get_primitive_structure()
     item = items.make_item("t", "kbr", kbr, "composition-v1", TEMPLATES["composition-v1"], {"AB"})
     text = generators.TemplateGenerator(train).answer(_blind(item))
     assert '"element": "K"' in text and '"element": "Br"' in text
@@ -52,7 +58,9 @@ def test_random_symmetric_is_seeded_and_uses_the_prompted_group(aflow_file):
     from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
 
     train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0, 6)
-    prompts, _ = items.build_items("a", train, test[:6], "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"])
+    prompts, _ = items.build_items(
+        "a", train, test[:6], "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"]
+    )
     a, _ = generators.generate("random-symmetric", [_blind(p) for p in prompts], seed=3)
     b, _ = generators.generate("random-symmetric", [_blind(p) for p in prompts][::-1], seed=3)
     c, _ = generators.generate("random-symmetric", [_blind(p) for p in prompts], seed=4)
@@ -69,8 +77,17 @@ def test_random_symmetric_is_seeded_and_uses_the_prompted_group(aflow_file):
 
 
 def test_failures_are_recorded_not_dropped():
-    item = {"id": "x", "meta": {"elements": ["Cs"], "element_counts": [1], "nsites": 7, "anonymized_formula": "A",
-                                "spacegroup_number": 1, "prompt_gives_spacegroup": False}}
+    item = {
+        "id": "x",
+        "meta": {
+            "elements": ["Cs"],
+            "element_counts": [1],
+            "nsites": 7,
+            "anonymized_formula": "A",
+            "spacegroup_number": 1,
+            "prompt_gives_spacegroup": False,
+        },
+    }
     responses, info = generators.generate("template", [item], [items.training_record("cs", _cs())])
     assert responses == [{"id": "x", "response": None, "error": responses[0]["error"]}]
     assert "7 sites" in responses[0]["error"] and info["n_errors"] == 1
@@ -92,9 +109,12 @@ def test_tiny_mlip_search_with_emt():
     """2 candidates relaxed with EMT (Cu, Au): the lower energy per atom is returned."""
     from pymatgen.core import Lattice, Structure
 
-    cu3au = Structure(Lattice.cubic(3.75), ["Au", "Cu", "Cu", "Cu"],
-                      [[0, 0, 0], [0, 0.5, 0.5], [0.5, 0, 0.5], [0.5, 0.5, 0]])
-    item = items.make_item("t", "cu3au", cu3au, "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"], set())
+    cu3au = Structure(
+        Lattice.cubic(3.75), ["Au", "Cu", "Cu", "Cu"], [[0, 0, 0], [0, 0.5, 0.5], [0.5, 0, 0.5], [0.5, 0.5, 0]]
+    )
+    item = items.make_item(
+        "t", "cu3au", cu3au, "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"], set()
+    )
     gen = generators.MlipSearchGenerator(model="emt", n_candidates=2, steps=40, fmax=0.1)
     energies = []
     orig_relax = gen._relax
@@ -118,5 +138,7 @@ def test_tiny_mlip_search_with_emt():
     atoms.calc = EMT()
     # the answer's sites follow the prompt's element order, which is the reference's
     assert atoms.get_potential_energy() / len(atoms) == pytest.approx(min(energies), abs=1e-4)
-    responses, info = generators.generate("mlip-search", [_blind(item)], params={"model": "emt", "n_candidates": 2, "steps": 5})
+    responses, info = generators.generate(
+        "mlip-search", [_blind(item)], params={"model": "emt", "n_candidates": 2, "steps": 5}
+    )
     assert responses[0]["error"] is None and info["params"]["model"] == "emt"

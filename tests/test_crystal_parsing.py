@@ -14,18 +14,24 @@ from crucible.crystal import parsing
 
 def material(a=4.12, second=(0.5, 0.5, 0.5), elements=("Cs", "Cl"), coords=None, angles=(90, 90, 90)):
     coords = coords or [(0, 0, 0), second]
-    return json.dumps({
-        "lattice_parameters": {"a": a, "b": a, "c": a, "alpha": angles[0], "beta": angles[1], "gamma": angles[2]},
-        "atomic_sites": [{"element": e, "coordinate": list(c)} for e, c in zip(elements, coords)],
-    })
+    return json.dumps(
+        {
+            "lattice_parameters": {"a": a, "b": a, "c": a, "alpha": angles[0], "beta": angles[1], "gamma": angles[2]},
+            "atomic_sites": [{"element": e, "coordinate": list(c)} for e, c in zip(elements, coords)],
+        }
+    )
 
 
 def test_lattice_matrices_of_the_vectors():
     np.testing.assert_allclose(parsing.lattice_matrix(4, 4, 4, 90, 90, 90), np.diag([4.0, 4, 4]), atol=1e-12)
-    np.testing.assert_allclose(parsing.lattice_matrix(3, 3, 5, 90, 90, 120),
-                               [[3, 0, 0], [-1.5, 2.598076, 0], [0, 0, 5]], atol=1e-6)
-    np.testing.assert_allclose(parsing.lattice_matrix(5, 6, 7, 80, 95, 105),
-                               [[5, 0, 0], [-1.552914, 5.795555, 0], [-0.610090, 1.094944, 6.886863]], atol=1e-6)
+    np.testing.assert_allclose(
+        parsing.lattice_matrix(3, 3, 5, 90, 90, 120), [[3, 0, 0], [-1.5, 2.598076, 0], [0, 0, 5]], atol=1e-6
+    )
+    np.testing.assert_allclose(
+        parsing.lattice_matrix(5, 6, 7, 80, 95, 105),
+        [[5, 0, 0], [-1.552914, 5.795555, 0], [-0.610090, 1.094944, 6.886863]],
+        atol=1e-6,
+    )
 
 
 def test_impossible_angles_give_a_flat_cell_not_nan():
@@ -73,8 +79,10 @@ def test_values_nested_in_a_decoded_value_are_not_candidates():
 
 
 def test_python_literal_fallback():  # vector 11
-    text = ("<material>{'lattice_parameters': {'a': 4.12, 'b': 4.12, 'c': 4.12}, 'ok': True, 'atomic_sites': "
-            "[{'element': 'Cs', 'coordinate': [0, 0, 0]}, {'element': 'Cl', 'coordinate': [0.5, 0.5, 0.5]}]}</material>")
+    text = (
+        "<material>{'lattice_parameters': {'a': 4.12, 'b': 4.12, 'c': 4.12}, 'ok': True, 'atomic_sites': "
+        "[{'element': 'Cs', 'coordinate': [0, 0, 0]}, {'element': 'Cl', 'coordinate': [0.5, 0.5, 0.5]}]}</material>"
+    )
     parsed = parsing.parse_response(text)
     assert parsed.coordinates == [[0, 0, 0], [0.5, 0.5, 0.5]]
     assert parsed.lattice_parameters[3:] == (90.0, 90.0, 90.0)  # angles default to 90
@@ -82,7 +90,9 @@ def test_python_literal_fallback():  # vector 11
 
 def test_quote_rewrite_fallback_after_literal_fails():
     # not a Python literal (true), not JSON (single quotes): only the third stage reads it
-    text = "<material>{'lattice_parameters': {'a': 4}, 'x': true, 'atomic_sites': [{'coordinate': [0, 0, 0]}]}</material>"
+    text = (
+        "<material>{'lattice_parameters': {'a': 4}, 'x': true, 'atomic_sites': [{'coordinate': [0, 0, 0]}]}</material>"
+    )
     assert parsing.parse_response(text).lattice_parameters[0] == 4.0
 
 
@@ -91,16 +101,22 @@ def test_trailing_text_after_the_json_is_ignored():
     assert parsing.parse_response(text).lattice_parameters[0] == 4.12
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("I cannot answer.", parsing.NO_JSON),
-    ("<material>[1, 2, 3]</material>", parsing.BAD_JSON),  # no '{': a top-level array fails
-    ("<material>{broken</material>", parsing.BAD_JSON),
-    ('<material>{"lattice_parameters": {"a": "4.2 Å"}, "atomic_sites": []}</material>', parsing.BAD_FIELDS),
-    ('<material>{"lattice_parameters": {"a": 4}, "atomic_sites": [{"element": "Cs"}]}</material>', parsing.BAD_FIELDS),
-    ('<material>{"lattice_parameters": 4, "atomic_sites": []}</material>', parsing.BAD_FIELDS),
-    ('<material>{"lattice_parameters": {"a": 4}}</material>', parsing.BAD_FIELDS),
-    ("[" + ", ".join(["1.0"] * 30) + "]", parsing.BAD_JSON),  # large value, but not an object
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("I cannot answer.", parsing.NO_JSON),
+        ("<material>[1, 2, 3]</material>", parsing.BAD_JSON),  # no '{': a top-level array fails
+        ("<material>{broken</material>", parsing.BAD_JSON),
+        ('<material>{"lattice_parameters": {"a": "4.2 Å"}, "atomic_sites": []}</material>', parsing.BAD_FIELDS),
+        (
+            '<material>{"lattice_parameters": {"a": 4}, "atomic_sites": [{"element": "Cs"}]}</material>',
+            parsing.BAD_FIELDS,
+        ),
+        ('<material>{"lattice_parameters": 4, "atomic_sites": []}</material>', parsing.BAD_FIELDS),
+        ('<material>{"lattice_parameters": {"a": 4}}</material>', parsing.BAD_FIELDS),
+        ("[" + ", ".join(["1.0"] * 30) + "]", parsing.BAD_JSON),  # large value, but not an object
+    ],
+)
 def test_failures_carry_a_reason(text, reason):
     result = parsing.parse_response(text)
     assert isinstance(result, parsing.ParseFailure)
@@ -119,8 +135,16 @@ def test_no_response_is_its_own_reason():
 # ---- fuzzing: the parser returns, never raises --------------------------------------------
 
 ADVERSARIAL = [
-    "", " ", "{", "}", "[" * 100_000, "{" * 100_000, '{"a":' * 50_000, "<material>" + "[" * 100_000 + "</material>",
-    "<material>" + "{" * 100_000 + "</material>", "```json" + '{"x": [' * 20_000 + "```",
+    "",
+    " ",
+    "{",
+    "}",
+    "[" * 100_000,
+    "{" * 100_000,
+    '{"a":' * 50_000,
+    "<material>" + "[" * 100_000 + "</material>",
+    "<material>" + "{" * 100_000 + "</material>",
+    "```json" + '{"x": [' * 20_000 + "```",
     "<material>{'a': " + "(" * 5000 + "}</material>",
     '<material>{"lattice_parameters": {"a": 1e999, "b": -1e999, "c": NaN}, "atomic_sites": []}</material>',
     '<material>{"lattice_parameters": {"a": ' + "9" * 5000 + '}, "atomic_sites": []}</material>',
@@ -128,11 +152,17 @@ ADVERSARIAL = [
     '<material>{"lattice_parameters": {"a": Infinity}, "atomic_sites": [{"coordinate": [NaN, 0, 0]}]}</material>',
     '<material>{"atomic_sites": [{"coordinate": "abc"}]}</material>',
     '<material>{"atomic_sites": [{"coordinate": {"x": 1}}]}</material>',
-    '<material>{"atomic_sites": 5}</material>', '<material>{"atomic_sites": [5]}</material>',
+    '<material>{"atomic_sites": 5}</material>',
+    '<material>{"atomic_sites": [5]}</material>',
     "<material>{'atomic_sites': [{'coordinate': [1j, 0, 0]}]}</material>",
-    "output:\n\n </think>", "```json```", "<material></material>", "\x00\xff\ud800" * 100,
+    "output:\n\n </think>",
+    "```json```",
+    "<material></material>",
+    "\x00\xff\ud800" * 100,
     "<material>{" + '"k": "' + "\\u" * 1000 + "}</material>",
-    '{"lattice_parameters": {"a": 4}, "atomic_sites": [' + ", ".join(['{"coordinate": [0.1, 0.2, 0.3]}'] * 100_000) + "]}",
+    '{"lattice_parameters": {"a": 4}, "atomic_sites": ['
+    + ", ".join(['{"coordinate": [0.1, 0.2, 0.3]}'] * 100_000)
+    + "]}",
 ]
 
 
@@ -143,18 +173,30 @@ def test_adversarial_texts_do_not_raise(text):
 
 
 def test_hundred_thousand_sites_parse():
-    text = "<material>" + json.dumps({"lattice_parameters": {"a": 4}, "atomic_sites": [
-        {"element": "Cs", "coordinate": [0.1, 0.2, 0.3]}] * 100_000}) + "</material>"
+    text = (
+        "<material>"
+        + json.dumps(
+            {
+                "lattice_parameters": {"a": 4},
+                "atomic_sites": [{"element": "Cs", "coordinate": [0.1, 0.2, 0.3]}] * 100_000,
+            }
+        )
+        + "</material>"
+    )
     assert len(parsing.parse_response(text).coordinates) == 100_000
 
 
 def test_random_strings_do_not_raise():
     rng = random.Random(13)
-    alphabet = '{}[]"\':,.0123456789eE+-truefalsnNaIiy <>/material```json\n\\ '
+    alphabet = "{}[]\"':,.0123456789eE+-truefalsnNaIiy <>/material```json\n\\ "
     pieces = ["<material>", "</material>", "```json", "```", "output:\n", "\n </think>", material(), "{", "["]
     for _ in range(1500):
-        parts = [rng.choice(pieces) if rng.random() < 0.3 else "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
-                 for _ in range(rng.randint(1, 8))]
+        parts = [
+            rng.choice(pieces)
+            if rng.random() < 0.3
+            else "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+            for _ in range(rng.randint(1, 8))
+        ]
         text = "".join(parts)
         result = parsing.parse_response(text)
         assert isinstance(result, (parsing.ParsedCrystal, parsing.ParseFailure)), text
@@ -171,7 +213,7 @@ def test_mutated_answers_do_not_raise():
             if op < 0.4:
                 del chars[i]
             elif op < 0.8:
-                chars.insert(i, rng.choice('{}[]",:\'0.9e-NaI'))
+                chars.insert(i, rng.choice("{}[]\",:'0.9e-NaI"))
             else:
-                chars[i] = rng.choice('{}[]",:\'0.9e-')
+                chars[i] = rng.choice("{}[]\",:'0.9e-")
         assert isinstance(parsing.parse_response("".join(chars)), (parsing.ParsedCrystal, parsing.ParseFailure))

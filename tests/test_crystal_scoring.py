@@ -13,10 +13,12 @@ from crucible.crystal import parsing, scoring
 
 def material(a=4.12, second=(0.5, 0.5, 0.5), elements=("Cs", "Cl"), coords=None, angles=(90, 90, 90), tag=True):
     coords = coords or [(0, 0, 0), second]
-    body = json.dumps({
-        "lattice_parameters": {"a": a, "b": a, "c": a, "alpha": angles[0], "beta": angles[1], "gamma": angles[2]},
-        "atomic_sites": [{"element": e, "coordinate": list(c)} for e, c in zip(elements, coords)],
-    })
+    body = json.dumps(
+        {
+            "lattice_parameters": {"a": a, "b": a, "c": a, "alpha": angles[0], "beta": angles[1], "gamma": angles[2]},
+            "atomic_sites": [{"element": e, "coordinate": list(c)} for e, c in zip(elements, coords)],
+        }
+    )
     return f"<material>{body}</material>" if tag else body
 
 
@@ -44,13 +46,21 @@ def test_vector_7_summary(cscl_ground_truth):
     metric = scoring.MatchRateMetric()
     metric.update(scores)
     out = metric.compute()
-    assert {k: out[k] for k in ("match_rate", "mean_rms_dist", "matched", "total")} == \
-        {"match_rate": 50.0, "mean_rms_dist": 0.0063, "matched": 2, "total": 4}
+    assert {k: out[k] for k in ("match_rate", "mean_rms_dist", "matched", "total")} == {
+        "match_rate": 50.0,
+        "mean_rms_dist": 0.0063,
+        "matched": 2,
+        "total": 4,
+    }
     assert out["failures"][parsing.NO_JSON] == 1 and out["failures"][parsing.WRONG_SITE_COUNT] == 1
     alone = scoring.MatchRateMetric()
     alone.update(scoring.score_items({"c": PLAIN}, items[2:3]))
-    assert {k: alone.compute()[k] for k in ("match_rate", "mean_rms_dist", "matched", "total")} == \
-        {"match_rate": 0.0, "mean_rms_dist": None, "matched": 0, "total": 1}
+    assert {k: alone.compute()[k] for k in ("match_rate", "mean_rms_dist", "matched", "total")} == {
+        "match_rate": 0.0,
+        "mean_rms_dist": None,
+        "matched": 0,
+        "total": 1,
+    }
 
 
 def test_empty_set_scores_zero():
@@ -121,7 +131,9 @@ def test_matches_equal_pymatgens_own_call_on_real_crystals(aflow_file):
 NESTED = '{"a": ' * 30_000 + "1" + "}" * 30_000
 
 FUZZ = [
-    "[" * 100_000, "{" * 100_000, "<material>{'a': " + "[" * 3000 + "}</material>",
+    "[" * 100_000,
+    "{" * 100_000,
+    "<material>{'a': " + "[" * 3000 + "}</material>",
     '<material>{"lattice_parameters": {"a": 1e308, "b": 1e308, "c": 1e308}, "atomic_sites": [{"coordinate": [0,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": NaN, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [0,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [NaN,0,0]}, {"coordinate": [Infinity,0.5,0.5]}]}</material>',
@@ -129,7 +141,9 @@ FUZZ = [
     '<material>{"lattice_parameters": {"a": 0}, "atomic_sites": [{"coordinate": [0,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [0,0]}, {"coordinate": [0.5,0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [1e300,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
-    "<material>" + json.dumps({"lattice_parameters": {"a": 4}, "atomic_sites": [{"coordinate": [0.1, 0.2, 0.3]}] * 100_000}) + "</material>",
+    "<material>"
+    + json.dumps({"lattice_parameters": {"a": 4}, "atomic_sites": [{"coordinate": [0.1, 0.2, 0.3]}] * 100_000})
+    + "</material>",
     "\ud800\x00" * 1000,
 ]
 

@@ -20,18 +20,37 @@ from helpers import REPO, aflow_prototypes_file
 pytestmark = pytest.mark.slow
 
 CONFIG = {
-    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},  # empty lists are refused; targets stay this family's
+    "matbench": {
+        "tasks": ["matbench_steels"],
+        "models": ["dummy"],
+    },  # empty lists are refused; targets stay this family's
     "mlip": {"models": []},
-    "crystal": {"datasets": ["aflow-prototypes"], "generators": ["template", "random-symmetric"],
-                "max_test_items": 30, "split": {"test_fraction": 0.5, "seed": 0}},
+    "crystal": {
+        "datasets": ["aflow-prototypes"],
+        "generators": ["template", "random-symmetric"],
+        "max_test_items": 30,
+        "split": {"test_fraction": 0.5, "seed": 0},
+    },
 }
 
 
 def snakemake(workdir, *args, env, config):
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(cfg), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(cfg),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -75,7 +94,9 @@ def test_responses_follow_the_llm_contract(run):
     workdir, _ = run
     prompts = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
     for gen in ("template", "random-symmetric"):
-        lines = [json.loads(line) for line in (workdir / f"results/crystal/aflow-prototypes/responses/{gen}.jsonl").open()]
+        lines = [
+            json.loads(line) for line in (workdir / f"results/crystal/aflow-prototypes/responses/{gen}.jsonl").open()
+        ]
         assert [r["id"] for r in lines] == [p["id"] for p in prompts]
         assert all(set(r) == {"id", "response", "error"} for r in lines)
 
@@ -96,24 +117,64 @@ def test_score_cli_reads_a_language_models_responses(run, tmp_path):
     workdir, env = run
     prompts = workdir / "results/crystal/aflow-prototypes/prompts.jsonl"
     ids = [json.loads(line)["id"] for line in prompts.open()]
-    template = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/responses/template.jsonl").open()]
-    lines = [{"id": ids[0], "response": None, "error": "HTTP 500"},
-             {"id": ids[1], "response": "Sure! " + template[1]["response"] + " Hope this helps.", "error": None}]
+    template = [
+        json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/responses/template.jsonl").open()
+    ]
+    lines = [
+        {"id": ids[0], "response": None, "error": "HTTP 500"},
+        {"id": ids[1], "response": "Sure! " + template[1]["response"] + " Hope this helps.", "error": None},
+    ]
     lines += [{"id": i, "response": "I am not sure.", "error": None} for i in ids[2:]]
     responses = tmp_path / "gpt.jsonl"
     responses.write_text("".join(json.dumps(r) + "\n" for r in lines))
     out = tmp_path / "gpt.parquet"
     summary = tmp_path / "gpt.json"
-    subprocess.run(["crucible", "crystal", "score", "--prompts", str(prompts), "--responses", str(responses),
-                    "--generator", "gpt", "--info", str(tmp_path / "none.json"), "--out", str(out),
-                    "--out-summary", str(summary)], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            "crucible",
+            "crystal",
+            "score",
+            "--prompts",
+            str(prompts),
+            "--responses",
+            str(responses),
+            "--generator",
+            "gpt",
+            "--info",
+            str(tmp_path / "none.json"),
+            "--out",
+            str(out),
+            "--out-summary",
+            str(summary),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     s = json.loads(summary.read_text())
     assert s["total"] == 30 and s["failures"]["no_response"] == 1 and s["failures"]["no_json"] == 28
     scores = pd.read_parquet(out).set_index("id")
     ref = pd.read_parquet(workdir / "results/crystal/aflow-prototypes/scores/template.parquet").set_index("id")
     assert scores.loc[ids[1], "matched"] == ref.loc[ids[1], "matched"]  # same answer text, same verdict
     responses.write_text(json.dumps({"id": "nope", "response": "x", "error": None}) + "\n")
-    proc = subprocess.run(["crucible", "crystal", "score", "--prompts", str(prompts), "--responses", str(responses),
-                           "--generator", "gpt", "--out", str(out), "--out-summary", str(summary)],
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            "crucible",
+            "crystal",
+            "score",
+            "--prompts",
+            str(prompts),
+            "--responses",
+            str(responses),
+            "--generator",
+            "gpt",
+            "--out",
+            str(out),
+            "--out-summary",
+            str(summary),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "line 1: id 'nope'" in proc.stderr

@@ -18,10 +18,29 @@ from crucible.io import write_parquet
 
 # Formulas that exercise the parser beyond the Matbench data.
 EDGE_FORMULAS = [
-    "Ag(AuS)2", "((FeO)2Li)3", "Li3Fe2(PO4)3", "Ca(OH)2", "K4[Fe(CN)6]", "Y3N@C80", "Fe2 O3",
-    "Fe0.620C0.000953Mn0.000521", "Fe.5O", "Fe0.5O1.", "Fe2O3Fe", "HD2O", "D2O", "T2O", "Fe0.0O",
-    "Fe1e-3O", "Fe1Ni1.00001", "Fe1Ni1.000009", "Fe1.0000000001Ni1", "FeCoNiCrMnAlTiVCuZnMoWNb",
-    "O", "(NaCl)0.5", "Fe\nO",
+    "Ag(AuS)2",
+    "((FeO)2Li)3",
+    "Li3Fe2(PO4)3",
+    "Ca(OH)2",
+    "K4[Fe(CN)6]",
+    "Y3N@C80",
+    "Fe2 O3",
+    "Fe0.620C0.000953Mn0.000521",
+    "Fe.5O",
+    "Fe0.5O1.",
+    "Fe2O3Fe",
+    "HD2O",
+    "D2O",
+    "T2O",
+    "Fe0.0O",
+    "Fe1e-3O",
+    "Fe1Ni1.00001",
+    "Fe1Ni1.000009",
+    "Fe1.0000000001Ni1",
+    "FeCoNiCrMnAlTiVCuZnMoWNb",
+    "O",
+    "(NaCl)0.5",
+    "Fe\nO",
 ]
 
 
@@ -225,8 +244,12 @@ def test_task_slices_hold_exactly_each_tasks_rows(tmp_path, data_files, task_for
     out = tmp_path / f"magpie-{MAGPIE_VERSION}.parquet"
     slices = [fcache.task_slice_path(out, p.stem) for p in data_files]
     assert slices[0] == tmp_path / f"magpie-{MAGPIE_VERSION}" / "matbench_steels.parquet"
-    assert main(["features", "build", "--data", *map(str, data_files), "--out", str(out),
-                 "--out-slices", *map(str, slices)]) == 0
+    assert (
+        main(
+            ["features", "build", "--data", *map(str, data_files), "--out", str(out), "--out-slices", *map(str, slices)]
+        )
+        == 0
+    )
     full = pd.read_parquet(out)
     for path, task in zip(slices, ("matbench_steels", "matbench_expt_gap", "matbench_jdft2d")):
         part = pd.read_parquet(path)
@@ -235,8 +258,9 @@ def test_task_slices_hold_exactly_each_tasks_rows(tmp_path, data_files, task_for
         expected = full.set_index("formula").loc[part["formula"]].reset_index()
         pd.testing.assert_frame_equal(part, expected, check_exact=True)
         wanted = task_formulas[task]
-        pd.testing.assert_frame_equal(fcache.load_features(path, wanted), fcache.load_features(out, wanted),
-                                      check_exact=True)
+        pd.testing.assert_frame_equal(
+            fcache.load_features(path, wanted), fcache.load_features(out, wanted), check_exact=True
+        )
     # a slice is named after its task's data file; data files without one only feed the cache
     with pytest.raises(ValueError, match="needs exactly one --data file named matbench_glass.parquet"):
         fcache.build_cache(data_files, out, [fcache.task_slice_path(out, "matbench_glass")])

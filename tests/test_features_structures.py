@@ -98,8 +98,15 @@ def test_bad_and_disordered_structures_are_named():
 def _table(path, structures):
     import pandas as pd
 
-    write_parquet(pd.DataFrame({"mbid": [f"x-{i}" for i in range(len(structures))],
-                                "structure": [None if s is None else s.to_json() for s in structures]}), path)
+    write_parquet(
+        pd.DataFrame(
+            {
+                "mbid": [f"x-{i}" for i in range(len(structures))],
+                "structure": [None if s is None else s.to_json() for s in structures],
+            }
+        ),
+        path,
+    )
     return path
 
 

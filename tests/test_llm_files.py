@@ -26,19 +26,24 @@ def test_prompts_read_and_hash(tmp_path):
     assert prompts[0].messages == ({"role": "system", "content": "s"}, {"role": "user", "content": "a"})
     assert prompts[0].meta == {"template_hash": "t1"}
     # meta does not change what is sent, so it does not change the hash; a message does.
-    other = read_prompts(lines(tmp_path / "o.jsonl", [{"id": p.id, "messages": list(p.messages), "meta": {"x": 1}} for p in prompts]))
+    other = read_prompts(
+        lines(tmp_path / "o.jsonl", [{"id": p.id, "messages": list(p.messages), "meta": {"x": 1}} for p in prompts])
+    )
     assert prompt_set_hash(other) == prompt_set_hash(prompts)
     changed = read_prompts(write_prompts(tmp_path / "c.jsonl", ["a", "B"], system="s"))
     assert prompt_set_hash(changed) != prompt_set_hash(prompts)
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"messages": [{"role": "user", "content": "x"}]}, r"line 2: field 'id' must be a non-empty string"),
-    ({"id": "b", "messages": []}, r"line 2 \(id b\): field 'messages' must be a non-empty list"),
-    ({"id": "b", "messages": [{"role": "bot", "content": "x"}]}, r"line 2 \(id b\): messages\[0\] must be"),
-    ({"id": "b", "messages": [{"role": "user", "content": 3}]}, r"line 2 \(id b\): messages\[0\]"),
-    ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"messages": [{"role": "user", "content": "x"}]}, r"line 2: field 'id' must be a non-empty string"),
+        ({"id": "b", "messages": []}, r"line 2 \(id b\): field 'messages' must be a non-empty list"),
+        ({"id": "b", "messages": [{"role": "bot", "content": "x"}]}, r"line 2 \(id b\): messages\[0\] must be"),
+        ({"id": "b", "messages": [{"role": "user", "content": 3}]}, r"line 2 \(id b\): messages\[0\]"),
+        ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a"),
+    ],
+)
 def test_bad_prompt_lines_are_named(tmp_path, bad, match):
     path = lines(tmp_path / "p.jsonl", [{"id": "a", "messages": [{"role": "user", "content": "x"}]}, bad])
     with pytest.raises(DataValidationError, match=match) as info:
@@ -54,12 +59,16 @@ def test_not_json_is_named(tmp_path):
 
 
 def test_replay_refuses_missing_extra_and_duplicated_ids(tmp_path):
-    path = lines(tmp_path / "r.jsonl", [{"id": "a", "response": "1"}, {"id": "a", "response": "2"},
-                                         {"id": "z", "response": "3"}])
+    path = lines(
+        tmp_path / "r.jsonl", [{"id": "a", "response": "1"}, {"id": "a", "response": "2"}, {"id": "z", "response": "3"}]
+    )
     with pytest.raises(DataValidationError) as info:
         read_replay(path, ["a", "b", "c"])
     message = str(info.value)
-    assert "duplicated id(s): a" in message and "missing id(s) (in the prompt set, not in the replay file): b, c" in message
+    assert (
+        "duplicated id(s): a" in message
+        and "missing id(s) (in the prompt set, not in the replay file): b, c" in message
+    )
     assert "extra id(s) (not in the prompt set): z" in message
 
 
@@ -73,16 +82,26 @@ def test_replay_null_response_is_a_failure_row(tmp_path):
 
 def test_replay_stage_keeps_prompt_order_and_reports_failures(tmp_path):
     prompts = write_prompts(tmp_path / "p.jsonl", ["x", "y", "z"])
-    replay = lines(tmp_path / "r.jsonl", [{"id": "q002", "response": "Z"}, {"id": "q000", "response": "X"},
-                                          {"id": "q001", "response": None, "error": "refused upstream"}])
+    replay = lines(
+        tmp_path / "r.jsonl",
+        [
+            {"id": "q002", "response": "Z"},
+            {"id": "q000", "response": "X"},
+            {"id": "q001", "response": None, "error": "refused upstream"},
+        ],
+    )
     out, record = tmp_path / "out/m.jsonl", tmp_path / "out/m.json"
     entry = {"backend": "replay", "path": str(replay)}
     with pytest.raises(GenerationFailedError, match=r"1 of 3 items failed \(q001\)"):
         run_stage(prompts, "m", entry, out=out, record=record, cache_dir=tmp_path / "cache")
-    info = run_stage(prompts, "m", {**entry, "max_failed_fraction": 0.5}, out=out, record=record, cache_dir=tmp_path / "cache")
-    assert read_responses(out) == [{"id": "q000", "response": "X", "error": None},
-                                   {"id": "q001", "response": None, "error": "refused upstream"},
-                                   {"id": "q002", "response": "Z", "error": None}]
+    info = run_stage(
+        prompts, "m", {**entry, "max_failed_fraction": 0.5}, out=out, record=record, cache_dir=tmp_path / "cache"
+    )
+    assert read_responses(out) == [
+        {"id": "q000", "response": "X", "error": None},
+        {"id": "q001", "response": None, "error": "refused upstream"},
+        {"id": "q002", "response": "Z", "error": None},
+    ]
     assert info["backend"] == "replay" and info["n_failed"] == 1 and info["cache_dir"] is None
     assert not (tmp_path / "cache").exists(), "replayed answers are not cached"
 
@@ -90,5 +109,6 @@ def test_replay_stage_keeps_prompt_order_and_reports_failures(tmp_path):
 def test_write_responses_one_line_per_item(tmp_path):
     out = tmp_path / "r.jsonl"
     write_responses([Completion("a", "yes"), Completion("b", error="boom")], out)
-    assert out.read_text() == ('{"error": null, "id": "a", "response": "yes"}\n'
-                               '{"error": "boom", "id": "b", "response": null}\n')
+    assert out.read_text() == (
+        '{"error": null, "id": "a", "response": "yes"}\n{"error": "boom", "id": "b", "response": null}\n'
+    )

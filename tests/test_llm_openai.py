@@ -23,9 +23,19 @@ KEY = "sk-test-SECRET-0123456789abcdef"
 
 
 def entry(server, **extra):
-    return {"backend": "openai", "model": "tiny-chat", "base_url": server.base_url, "api_key_env": "CRUCIBLE_TEST_KEY",
-            "concurrency": 3, "timeout_s": 5, "max_retries": 3, "backoff_s": 0.01, "max_backoff_s": 0.05,
-            "params": {"temperature": 0, "max_tokens": 16, "seed": 1, "stop": ["\n\n"]}, **extra}
+    return {
+        "backend": "openai",
+        "model": "tiny-chat",
+        "base_url": server.base_url,
+        "api_key_env": "CRUCIBLE_TEST_KEY",
+        "concurrency": 3,
+        "timeout_s": 5,
+        "max_retries": 3,
+        "backoff_s": 0.01,
+        "max_backoff_s": 0.05,
+        "params": {"temperature": 0, "max_tokens": 16, "seed": 1, "stop": ["\n\n"]},
+        **extra,
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +48,9 @@ def stage(tmp_path, server, contents, name="m1", **extra):
     prompts = write_prompts(tmp_path / "results/bench/ds/prompts.jsonl", contents, system="answer briefly")
     out = tmp_path / f"results/bench/ds/responses/{name}.jsonl"
     record = out.with_suffix(".json")
-    info = run_stage(prompts, name, entry(server, **extra), out=out, record=record,
-                     cache_dir=tmp_path / "results/llm/cache")
+    info = run_stage(
+        prompts, name, entry(server, **extra), out=out, record=record, cache_dir=tmp_path / "results/llm/cache"
+    )
     return info, read_responses(out), out
 
 
@@ -108,8 +119,9 @@ def test_500_storm_fails_the_item_with_model_and_id_never_dropped(tmp_path, chat
 
 def test_slow_reply_past_the_timeout_is_retried_then_fails(tmp_path, chat_server):
     chat_server.slow_s = 1.5
-    info, rows, _ = stage(tmp_path, chat_server, ["quick", "late #slow"], timeout_s=0.3, max_retries=1,
-                          max_failed_fraction=1.0)
+    info, rows, _ = stage(
+        tmp_path, chat_server, ["quick", "late #slow"], timeout_s=0.3, max_retries=1, max_failed_fraction=1.0
+    )
     assert rows[0]["response"] == "echo: quick"
     assert "item q001" in rows[1]["error"] and "Timeout" in rows[1]["error"]
     assert chat_server.count("#slow") == 2
@@ -138,9 +150,26 @@ def test_missing_key_variable_is_named(tmp_path, chat_server, monkeypatch):
 def cli(tmp_path, server, env, **extra):
     prompts = tmp_path / "results/bench/ds/prompts.jsonl"
     out = tmp_path / "results/bench/ds/responses/m1.jsonl"
-    cmd = [sys.executable, "-m", "crucible", "-v", "llm", "generate", "--prompts", str(prompts), "--model", "m1",
-           "--model-spec", json.dumps(entry(server, **extra)), "--cache-dir", str(tmp_path / "results/llm/cache"),
-           "--out", str(out), "--out-record", str(out.with_suffix(".json"))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "crucible",
+        "-v",
+        "llm",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--model",
+        "m1",
+        "--model-spec",
+        json.dumps(entry(server, **extra)),
+        "--cache-dir",
+        str(tmp_path / "results/llm/cache"),
+        "--out",
+        str(out),
+        "--out-record",
+        str(out.with_suffix(".json")),
+    ]
     log = open(tmp_path / "logs" / "llm.log", "a")
     return subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=tmp_path), out
 
@@ -148,7 +177,12 @@ def cli(tmp_path, server, env, **extra):
 def test_key_never_written_even_when_the_server_echoes_it(tmp_path, chat_server, venv_env):
     (tmp_path / "logs").mkdir()
     write_prompts(tmp_path / "results/bench/ds/prompts.jsonl", ["hello", "refused #401", "busy #429once", "x #500"])
-    env = {**venv_env, "CRUCIBLE_TEST_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {
+        **venv_env,
+        "CRUCIBLE_TEST_KEY": KEY,
+        "NO_PROXY": "127.0.0.1",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
     proc, out = cli(tmp_path, chat_server, env, max_failed_fraction=1.0)
     assert proc.wait(timeout=120) == 0, (tmp_path / "logs/llm.log").read_text()
     rows = read_responses(out)
@@ -168,7 +202,12 @@ def test_killed_run_resumes_without_asking_again(tmp_path, chat_server, venv_env
     (tmp_path / "logs").mkdir()
     n = 30
     write_prompts(tmp_path / "results/bench/ds/prompts.jsonl", [f"formula {k}" for k in range(n)])
-    env = {**venv_env, "CRUCIBLE_TEST_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {
+        **venv_env,
+        "CRUCIBLE_TEST_KEY": KEY,
+        "NO_PROXY": "127.0.0.1",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
     chat_server.delay_s = 0.15
     proc, out = cli(tmp_path, chat_server, env, concurrency=1)
     deadline = time.time() + 60

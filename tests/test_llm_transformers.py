@@ -18,13 +18,21 @@ from helpers import write_prompts
 
 pytestmark = pytest.mark.slow  # imports transformers and builds a model: a few seconds
 
-QUESTIONS = ["the best base", "the yield of the reaction with a catalyst in solvent", "a cubic oxide",
-             "temperature high", "the formula of the metal oxide with a cubic phase and low temperature", "ligand"]
+QUESTIONS = [
+    "the best base",
+    "the yield of the reaction with a catalyst in solvent",
+    "a cubic oxide",
+    "temperature high",
+    "the formula of the metal oxide with a cubic phase and low temperature",
+    "ligand",
+]
 
 
 def prompts():
-    return [Prompt(f"q{k}", ({"role": "system", "content": "answer"}, {"role": "user", "content": q}))
-            for k, q in enumerate(QUESTIONS)]
+    return [
+        Prompt(f"q{k}", ({"role": "system", "content": "answer"}, {"role": "user", "content": q}))
+        for k, q in enumerate(QUESTIONS)
+    ]
 
 
 def test_batched_generation_equals_one_at_a_time(tiny_causal_lm):

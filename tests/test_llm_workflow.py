@@ -24,12 +24,20 @@ KEY = "sk-dag-SECRET-9876543210"
 def config(server_url="http://127.0.0.1:9/v1", ckpt="/nonexistent", replay="answers/{benchmark}/{dataset}.jsonl"):
     return {
         "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-        "llm": {"models": {
-            "echo": {"backend": "openai", "model": "echo-7b", "base_url": server_url, "api_key_env": "CRUCIBLE_DAG_KEY",
-                     "backoff_s": 0.01, "params": {"max_tokens": 8}},
-            "replayed": {"backend": "replay", "path": replay},
-            "tiny": {"backend": "transformers", "path": ckpt, "batch_size": 4, "params": {"max_tokens": 4}},
-        }},
+        "llm": {
+            "models": {
+                "echo": {
+                    "backend": "openai",
+                    "model": "echo-7b",
+                    "base_url": server_url,
+                    "api_key_env": "CRUCIBLE_DAG_KEY",
+                    "backoff_s": 0.01,
+                    "params": {"max_tokens": 8},
+                },
+                "replayed": {"backend": "replay", "path": replay},
+                "tiny": {"backend": "transformers", "path": ckpt, "batch_size": 4, "params": {"max_tokens": 4}},
+            }
+        },
         "crystal": {"llm_models": ["echo", "tiny"]},
     }
 
@@ -37,11 +45,14 @@ def config(server_url="http://127.0.0.1:9/v1", ckpt="/nonexistent", replay="answ
 def test_response_targets_for_a_benchmark():
     cfg = config()
     assert workflow.response_targets(cfg, "crystal", ["mp-20", "perov-5"]) == [
-        "results/crystal/mp-20/responses/echo.jsonl", "results/crystal/mp-20/responses/tiny.jsonl",
-        "results/crystal/perov-5/responses/echo.jsonl", "results/crystal/perov-5/responses/tiny.jsonl",
+        "results/crystal/mp-20/responses/echo.jsonl",
+        "results/crystal/mp-20/responses/tiny.jsonl",
+        "results/crystal/perov-5/responses/echo.jsonl",
+        "results/crystal/perov-5/responses/tiny.jsonl",
     ]
     assert workflow.response_targets(cfg, "reactions", ["buchwald-hartwig/single_varying"], models=["replayed"]) == [
-        "results/reactions/buchwald-hartwig/single_varying/responses/replayed.jsonl"]
+        "results/reactions/buchwald-hartwig/single_varying/responses/replayed.jsonl"
+    ]
     assert workflow.models_by_backend(cfg, ["transformers"]) == ["tiny"]
     assert workflow.replay_input(cfg, "replayed", "reactions", "bh/x") == ["answers/reactions/bh/x.jsonl"]
     assert workflow.replay_input(cfg, "echo", "reactions", "bh/x") == []
@@ -55,8 +66,20 @@ def test_response_targets_for_a_benchmark():
 
 def snakemake(workdir, cfg, *args, env):
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -69,9 +92,11 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     write_prompts(tmp_path / f"results/reactions/{ds}/prompts.jsonl", ["the best base", "the best ligand", "yield"])
     (tmp_path / f"answers/reactions/{ds}.jsonl").parent.mkdir(parents=True)
     (tmp_path / f"answers/reactions/{ds}.jsonl").write_text(
-        "".join(json.dumps({"id": f"q{k:03d}", "response": f"base {k}"}) + "\n" for k in range(3)))
-    targets = (workflow.response_targets(cfg, "crystal", ["mp-20"])
-               + workflow.response_targets(cfg, "reactions", [ds], models=["echo", "replayed"]))
+        "".join(json.dumps({"id": f"q{k:03d}", "response": f"base {k}"}) + "\n" for k in range(3))
+    )
+    targets = workflow.response_targets(cfg, "crystal", ["mp-20"]) + workflow.response_targets(
+        cfg, "reactions", [ds], models=["echo", "replayed"]
+    )
     del cfg["crystal"]  # that section belongs to the crystal benchmark's schema, not here
     proc = snakemake(tmp_path, cfg, *targets, env=env)
     out = proc.stdout + proc.stderr
@@ -85,7 +110,10 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
         assert all(isinstance(r["response"], str) and r["error"] is None for r in rows), target
         record = json.loads((tmp_path / target.replace(".jsonl", ".json")).read_text())
         assert record["n_failed"] == 0 and record["n_items"] == len(rows)
-    echo = [json.loads(line) for line in (tmp_path / f"results/reactions/{ds}/responses/echo.jsonl").read_text().splitlines()]
+    echo = [
+        json.loads(line)
+        for line in (tmp_path / f"results/reactions/{ds}/responses/echo.jsonl").read_text().splitlines()
+    ]
     assert echo[0]["response"] == "echo: the best base"
     replayed = (tmp_path / f"results/reactions/{ds}/responses/replayed.jsonl").read_text()
     assert json.loads(replayed.splitlines()[2])["response"] == "base 2"

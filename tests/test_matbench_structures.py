@@ -40,11 +40,29 @@ def test_structure_model_on_the_composition_mirror_says_to_switch_source():
 
 def test_dag_stops_before_running_a_structure_model_on_formulas(tmp_path, venv_env):
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(yaml.safe_dump({"matbench": {"tasks": ["matbench_jdft2d"], "models": ["rf-scm-magpie"]},
-                                   "mlip": {"models": []}}))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-                           "--directory", str(tmp_path), "--configfile", str(cfg), "-n"],
-                          env=venv_env, capture_output=True, text=True, timeout=300)
+    cfg.write_text(
+        yaml.safe_dump(
+            {"matbench": {"tasks": ["matbench_jdft2d"], "models": ["rf-scm-magpie"]}, "mlip": {"models": []}}
+        )
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(cfg),
+            "-n",
+        ],
+        env=venv_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr  # snakemake -n prints the WorkflowError on stdout
     assert "matbench_jdft2d was read from the composition mirror" in output
@@ -69,17 +87,26 @@ def test_sine_coulomb_block_is_padded_to_training_width_and_imputed_beyond_it():
 
     rng = np.random.default_rng(0)
     X = pd.DataFrame(rng.random((6, len(COLUMNS))), columns=list(COLUMNS))
-    X["sine_coulomb_eigenvalues"] = pd.Series([np.array([1.0, 2.0]), np.array([3.0]), np.array([5.0, 6.0, 7.0]),
-                                               np.array([1.0]), np.array([2.0, 2.0]), np.array([9.0])], dtype=object)
+    X["sine_coulomb_eigenvalues"] = pd.Series(
+        [
+            np.array([1.0, 2.0]),
+            np.array([3.0]),
+            np.array([5.0, 6.0, 7.0]),
+            np.array([1.0]),
+            np.array([2.0, 2.0]),
+            np.array([9.0]),
+        ],
+        dtype=object,
+    )
     model = ScmMagpieForest(n_estimators=5)
     train = model._matrix(X.iloc[:3], fitting=True)
     assert model.scm_width_ == 3
-    assert train[:, len(COLUMNS):].tolist() == [[1, 2, 0], [3, 0, 0], [5, 6, 7]]
+    assert train[:, len(COLUMNS) :].tolist() == [[1, 2, 0], [3, 0, 0], [5, 6, 7]]
     wide = X.iloc[3:4].copy()
     wide["sine_coulomb_eigenvalues"] = pd.Series([np.arange(4.0)], index=wide.index, dtype=object)
     # A test cell larger than every training cell: matminer cannot featurize it; automatminer
     # fills the training means.
-    row = model._matrix(wide, fitting=False)[0, len(COLUMNS):]
+    row = model._matrix(wide, fitting=False)[0, len(COLUMNS) :]
     assert row.tolist() == pytest.approx([3.0, 8 / 3, 7 / 3])
 
 
@@ -88,8 +115,13 @@ def test_user_dataset_names_and_folds(tmp_path):
 
     from crucible.matbench.user_datasets import build_user_folds, check_spec, clean_user_dataset
 
-    base = {"url": "http://x/y.json.gz", "sha256": "0" * 64, "input": "structure", "target": "band_gap",
-            "task_type": "regression"}
+    base = {
+        "url": "http://x/y.json.gz",
+        "sha256": "0" * 64,
+        "input": "structure",
+        "target": "band_gap",
+        "task_type": "regression",
+    }
     for bad in ("matbench_steels", "matbench_mine", "Li-O"):
         with pytest.raises(ConfigError, match="not a valid dataset name"):
             check_spec(bad, base)
@@ -129,19 +161,40 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
         "matbench": {
             "tasks": [],
             "models": MODELS,
-            "model_params": {"gbm-magpie": {"max_iter": 50}, "mlip-embed": {"max_iter": 50},
-                             "rf-scm-magpie": {"n_estimators": 100}},
-            "user_datasets": {"li_o_band_gap": {"url": f"{server.url}/li_o.json.gz", "sha256": sha256_file(raw),
-                                                "input": "structure", "target": "band_gap",
-                                                "task_type": "regression", "unit": "eV"}},
+            "model_params": {
+                "gbm-magpie": {"max_iter": 50},
+                "mlip-embed": {"max_iter": 50},
+                "rf-scm-magpie": {"n_estimators": 100},
+            },
+            "user_datasets": {
+                "li_o_band_gap": {
+                    "url": f"{server.url}/li_o.json.gz",
+                    "sha256": sha256_file(raw),
+                    "input": "structure",
+                    "target": "band_gap",
+                    "task_type": "regression",
+                    "unit": "eV",
+                }
+            },
         },
         "mlip": {"models": []},
     }
     workdir = tmp_path / "run"
     workdir.mkdir()
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+    ]
     try:
         proc = subprocess.run(cmd, env=venv_env, capture_output=True, text=True, timeout=900)
     finally:
@@ -178,17 +231,22 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
     from pymatgen.core import Structure
 
     chgnet = CHGNet.load(model_name="0.3.0", use_device="cpu", verbose=False)
-    direct = [chgnet.predict_structure(Structure.from_str(s, fmt="json"), task="e", return_crystal_feas=True)
-              for s in data["structure"][:2]]
+    direct = [
+        chgnet.predict_structure(Structure.from_str(s, fmt="json"), task="e", return_crystal_feas=True)
+        for s in data["structure"][:2]
+    ]
     assert cached.shape == (2, 64)
     np.testing.assert_allclose(cached, [d["crystal_fea"] for d in direct], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("sidecar, expected", [
-    ({"structures_used": True}, ("structure", True)),
-    ({"structures_used": False}, ("composition-only (formulas, no structures)", False)),
-    (None, ("composition-only (formulas, no structures)", None)),  # no sidecar: from the data
-])
+@pytest.mark.parametrize(
+    "sidecar, expected",
+    [
+        ({"structures_used": True}, ("structure", True)),
+        ({"structures_used": False}, ("composition-only (formulas, no structures)", False)),
+        (None, ("composition-only (formulas, no structures)", None)),  # no sidecar: from the data
+    ],
+)
 def test_scores_record_whether_the_model_used_structures(tmp_path, sidecar, expected):
     from crucible.cli import main
     from crucible.io import write_json, write_parquet
@@ -209,9 +267,29 @@ def test_scores_record_whether_the_model_used_structures(tmp_path, sidecar, expe
             write_json(sidecar, path.with_suffix(".json"))
         paths.append(str(path))
     out = tmp_path / "s.json"
-    assert main(["matbench", "score", "--task", "matbench_jdft2d", "--card", str(tmp_path / "card.json"),
-                 "--predictions", *paths, "--folds", str(tmp_path / "f.parquet"), "--data", str(tmp_path / "d.parquet"),
-                 "--model", "m", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "matbench",
+                "score",
+                "--task",
+                "matbench_jdft2d",
+                "--card",
+                str(tmp_path / "card.json"),
+                "--predictions",
+                *paths,
+                "--folds",
+                str(tmp_path / "f.parquet"),
+                "--data",
+                str(tmp_path / "d.parquet"),
+                "--model",
+                "m",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     record = read_json(out)
     assert (record["input_kind"], record.get("structures_used")) == expected
 

@@ -43,8 +43,12 @@ class _FixedProba(_Fixed):
 def _spec(estimator):
     from crucible.models.registry import ModelSpec
 
-    return ModelSpec(name="probe", factory=lambda task_type, seed, **kw: estimator,
-                     input_kind="composition", description="test probe")
+    return ModelSpec(
+        name="probe",
+        factory=lambda task_type, seed, **kw: estimator,
+        input_kind="composition",
+        description="test probe",
+    )
 
 
 def _run(estimator, task=TASK, fold=0):
@@ -60,13 +64,16 @@ def test_regressor_registered_on_a_classification_task_is_refused():
         # Ridge on a one-hot of the first element: a real regressor with float output.
         def __init__(self):
             from sklearn.linear_model import Ridge
+
             self.model = Ridge()
 
         def get_params(self, deep=True):
             return {}
 
         def _x(self, X):
-            return pd.get_dummies(pd.Series(X).str.extract(r"^([A-Z][a-z]?)")[0]).reindex(columns=self.cols_, fill_value=0)
+            return pd.get_dummies(pd.Series(X).str.extract(r"^([A-Z][a-z]?)")[0]).reindex(
+                columns=self.cols_, fill_value=0
+            )
 
         def fit(self, X, y):
             self.cols_ = sorted(set(pd.Series(X).str.extract(r"^([A-Z][a-z]?)")[0]))
@@ -80,12 +87,15 @@ def test_regressor_registered_on_a_classification_task_is_refused():
         fit_predict(_spec(_Ridge()), data, folds, 1, card["task_type"], task=TASK)
 
 
-@pytest.mark.parametrize("labels, shown", [
-    (lambda n: np.full(n, np.nan), "nan"),
-    (lambda n: np.linspace(0.1, 0.9, n), "0.1"),
-    (lambda n: np.arange(n) % 3, "2"),
-    (lambda n: np.array(["yes"] * n), "yes"),
-])
+@pytest.mark.parametrize(
+    "labels, shown",
+    [
+        (lambda n: np.full(n, np.nan), "nan"),
+        (lambda n: np.linspace(0.1, 0.9, n), "0.1"),
+        (lambda n: np.arange(n) % 3, "2"),
+        (lambda n: np.array(["yes"] * n), "yes"),
+    ],
+)
 def test_labels_that_are_not_booleans_stop_the_job(labels, shown):
     with pytest.raises(CrucibleError, match=rf"model 'probe'.*fold 0.*{shown}"):
         _run(_Fixed(labels))
@@ -98,11 +108,14 @@ def test_zero_one_labels_are_accepted_as_booleans():
     assert preds["prediction"].dtype == bool
 
 
-@pytest.mark.parametrize("proba, shown", [
-    (lambda n: np.full(n, 1.5), "1.5"),
-    (lambda n: np.full(n, np.nan), "nan"),
-    (lambda n: np.full(n, -0.2), "-0.2"),
-])
+@pytest.mark.parametrize(
+    "proba, shown",
+    [
+        (lambda n: np.full(n, 1.5), "1.5"),
+        (lambda n: np.full(n, np.nan), "nan"),
+        (lambda n: np.full(n, -0.2), "-0.2"),
+    ],
+)
 def test_probabilities_outside_zero_one_stop_the_job(proba, shown):
     with pytest.raises(CrucibleError, match=rf"model 'probe'.*fold 0.*predict_proba.*{shown}"):
         _run(_FixedProba(lambda n: np.zeros(n, bool), proba))
@@ -119,14 +132,21 @@ def test_an_error_raised_in_fit_names_model_task_and_fold():
             raise ValueError("singular matrix")
 
     data, card, folds = clean_task(TASK)
-    with pytest.raises(CrucibleError, match=r"model 'probe' on matbench_expt_is_metal fold 2: fit raised ValueError: singular matrix"):
+    with pytest.raises(
+        CrucibleError, match=r"model 'probe' on matbench_expt_is_metal fold 2: fit raised ValueError: singular matrix"
+    ):
         fit_predict(_spec(_Broken()), data, folds, 2, card["task_type"], task=TASK)
 
 
 def test_custom_estimators_are_seeded_and_the_seed_is_recorded():
     data, card, folds = clean_task("matbench_steels")
-    custom = {"my-rf": {"class": "sklearn.ensemble:RandomForestRegressor", "input": "composition",
-                        "params": {"n_estimators": 5}}}
+    custom = {
+        "my-rf": {
+            "class": "sklearn.ensemble:RandomForestRegressor",
+            "input": "composition",
+            "params": {"n_estimators": 5},
+        }
+    }
     spec = get_spec("my-rf", custom)
     estimator = spec.build("regression", 0, custom["my-rf"]["params"])
     assert estimator.get_params()["random_state"] == 0
@@ -137,6 +157,7 @@ def test_custom_estimators_are_seeded_and_the_seed_is_recorded():
         # A forest on element counts, so the randomness of the forest shows in predictions.
         def __init__(self, **kw):
             from sklearn.ensemble import RandomForestRegressor
+
             self.inner = RandomForestRegressor(**kw)
 
         def get_params(self, deep=True):
@@ -161,8 +182,12 @@ def test_custom_estimators_are_seeded_and_the_seed_is_recorded():
 
     runs = []
     for _ in range(2):
-        spec = ModelSpec(name="rf", factory=lambda t, s, **kw: seed_estimator(_Composition(**kw), s),
-                         input_kind="composition", description="")
+        spec = ModelSpec(
+            name="rf",
+            factory=lambda t, s, **kw: seed_estimator(_Composition(**kw), s),
+            input_kind="composition",
+            description="",
+        )
         preds, info = fit_predict(spec, data, folds, 0, "regression", random_state=3)
         runs.append(preds["prediction"].to_numpy())
         assert info["params"]["random_state"] == 3 and info["seed"] == 3

@@ -13,10 +13,16 @@ from crucible.matbench import workflow as wf
 
 
 def _config(**matbench):
-    base = {"source": "composition-mirror", "tasks": ["matbench_expt_is_metal", "matbench_steels"],
-            "models": ["dummy", "gbm-magpie", "comp-transformer"], "model_params": {}, "custom_models": {},
-            "prediction_files": {}, "published": "config/published_matbench.yaml",
-            "inner_validation": {"fraction": 0.25, "seed": 7}}
+    base = {
+        "source": "composition-mirror",
+        "tasks": ["matbench_expt_is_metal", "matbench_steels"],
+        "models": ["dummy", "gbm-magpie", "comp-transformer"],
+        "model_params": {},
+        "custom_models": {},
+        "prediction_files": {},
+        "published": "config/published_matbench.yaml",
+        "inner_validation": {"fraction": 0.25, "seed": 7},
+    }
     return {"matbench": {**base, **matbench}}
 
 
@@ -26,9 +32,11 @@ def test_tasks_follow_matbench_order_not_config_order():
 
 def test_models_are_routed_to_cpu_gpu_and_files():
     pytest.importorskip("torch", reason="comp-transformer's registry entry needs torch (absent on the 3.12 CI leg)")
-    cfg = _config(models=["dummy", "comp-transformer", "mine", "theirs"],
-                  custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
-                  prediction_files={"theirs": {"dir": "/data/theirs"}})
+    cfg = _config(
+        models=["dummy", "comp-transformer", "mine", "theirs"],
+        custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
+        prediction_files={"theirs": {"dir": "/data/theirs"}},
+    )
     assert wf.models_of_kind(cfg, "cpu") == ["mine"]
     # dummy fits faster than a job starts: one job per task (predict_matbench_task), not per fold
     assert wf.models_of_kind(cfg, "task") == ["dummy"]
@@ -40,8 +48,10 @@ def test_models_are_routed_to_cpu_gpu_and_files():
 
 
 def test_a_custom_model_is_fitted_per_fold_and_every_model_has_one_rule():
-    cfg = _config(models=["dummy", "gbm-magpie", "mine"],
-                  custom_models={"mine": {"class": "sklearn.dummy:DummyRegressor", "input": "composition"}})
+    cfg = _config(
+        models=["dummy", "gbm-magpie", "mine"],
+        custom_models={"mine": {"class": "sklearn.dummy:DummyRegressor", "input": "composition"}},
+    )
     assert wf.models_of_kind(cfg, "task") == ["dummy"]
     assert wf.models_of_kind(cfg, "cpu") == ["gbm-magpie", "mine"]
     assert wf.cpu_models(cfg) == ["dummy", "gbm-magpie", "mine"]  # user datasets: fold jobs for all
@@ -77,8 +87,9 @@ def test_unknown_model_names_the_config_key():
 
 
 def test_params_are_sorted_json_and_element_tables_resolve():
-    cfg = _config(model_params={"comp-transformer": {"epochs": 2, "d_model": 16},
-                                "other": {"element_table": "/tables/mine.csv"}})
+    cfg = _config(
+        model_params={"comp-transformer": {"epochs": 2, "d_model": 16}, "other": {"element_table": "/tables/mine.csv"}}
+    )
     assert wf.model_params(cfg, "comp-transformer") == json.dumps({"d_model": 16, "epochs": 2})
     assert wf.model_params(cfg, "dummy") == "{}"
     assert wf.element_table(cfg, "comp-transformer") == "resources/extracted/crabnet-2.0.8/mat2vec.csv"
@@ -90,22 +101,33 @@ def test_raw_files_and_provenance_by_source():
     cfg = _config()
     assert wf.raw_task_file(cfg, "matbench_steels") == "resources/extracted/crabnet-2.0.8/matbench_steels.csv"
     assert wf.raw_provenance(cfg, sources, "matbench_steels") == f"crabnet.whl={'ab' * 32}"
-    mirror = _config(source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x",
-                                                  "sha256": {"matbench_steels": "cd" * 32}})
+    mirror = _config(
+        source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
+    )
     assert wf.raw_task_file(mirror, "matbench_steels") == "resources/downloads/matbench_steels.json.gz"
-    assert wf.matminer_fetch_args(mirror, "matbench_steels") == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
+    assert (
+        wf.matminer_fetch_args(mirror, "matbench_steels") == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
+    )
     assert wf.matminer_fetch_args(mirror, "matbench_glass") == "--url-prefix http://127.0.0.1:9/x"
     assert wf.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
 
 
 def test_pins_travel_to_the_jobs_that_read_the_files():
-    sources = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet.whl", "sha256": "ab" * 32, "members": {
-        "matbench_steels.csv": {"sha256": "11" * 32}, "mat2vec.csv": {"sha256": "22" * 32}}}}}
+    sources = {
+        "artifacts": {
+            "crabnet-2.0.8": {
+                "filename": "crabnet.whl",
+                "sha256": "ab" * 32,
+                "members": {"matbench_steels.csv": {"sha256": "11" * 32}, "mat2vec.csv": {"sha256": "22" * 32}},
+            }
+        }
+    }
     cfg = _config(model_params={"mine": {"element_table": "/tables/mine.csv"}})
     # the mirror's member is checked, not the wheel it came from; a matminer download is its own pin
     assert wf.raw_pin(cfg, sources, "matbench_steels") == "11" * 32
-    mirror = _config(source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x",
-                                                  "sha256": {"matbench_steels": "cd" * 32}})
+    mirror = _config(
+        source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
+    )
     assert wf.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
     assert wf.element_table_pin(cfg, sources, "comp-transformer") == f"--element-table-sha256 {'22' * 32}"
     assert wf.element_table_pin(cfg, sources, "mine") == ""  # a user's own table has no pin
@@ -128,9 +150,11 @@ def test_final_outputs():
     assert len(out) == len(set(out))
     # no models: data, folds and the task table only
     assert not [p for p in wf.final_outputs(_config(models=[])) if "leaderboard" in p or "scores" in p]
-    assert wf.data_outputs(_config()) == ["results/matbench/folds/matbench_steels.parquet",
-                                          "results/matbench/folds/matbench_expt_is_metal.parquet",
-                                          "results/tables/matbench_tasks.csv"]
+    assert wf.data_outputs(_config()) == [
+        "results/matbench/folds/matbench_steels.parquet",
+        "results/matbench/folds/matbench_expt_is_metal.parquet",
+        "results/tables/matbench_tasks.csv",
+    ]
 
 
 def test_published_table_is_relative_to_the_repository(tmp_path):
@@ -140,8 +164,14 @@ def test_published_table_is_relative_to_the_repository(tmp_path):
 
 # --- structure models and user datasets (issue 16) ---------------------------------------------
 
-_LI_O = {"url": "http://127.0.0.1/li_o.json.gz", "sha256": "0" * 64, "input": "structure",
-         "target": "band_gap", "task_type": "regression", "unit": "eV"}
+_LI_O = {
+    "url": "http://127.0.0.1/li_o.json.gz",
+    "sha256": "0" * 64,
+    "input": "structure",
+    "target": "band_gap",
+    "task_type": "regression",
+    "unit": "eV",
+}
 
 
 def test_structure_models_stop_at_start_up_on_the_composition_mirror():
@@ -155,16 +185,22 @@ def test_structure_models_stop_at_start_up_on_the_composition_mirror():
 
 
 def test_structure_feature_caches_follow_model_and_task():
-    cfg = _config(tasks=["matbench_steels", "matbench_jdft2d"], models=["rf-scm-magpie", "mlip-embed", "dummy"],
-                  source="matminer", user_datasets={"li_o": _LI_O})
+    cfg = _config(
+        tasks=["matbench_steels", "matbench_jdft2d"],
+        models=["rf-scm-magpie", "mlip-embed", "dummy"],
+        source="matminer",
+        user_datasets={"li_o": _LI_O},
+    )
     # rf-scm-magpie: Magpie always, the SCM cache only where the task has structures
     assert wf.model_features(cfg, "rf-scm-magpie") == wf.magpie_cache()
     assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_jdft2d") == wf.scm_cache()
     assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_steels") == []
     assert wf.model_structure_features(cfg, "mlip-embed", "li_o") == wf.embedding_cache()
     assert wf.model_structure_features(cfg, "dummy", "li_o") == []
-    assert wf.structure_data_files(cfg) == ["results/matbench/data/matbench_jdft2d.parquet",
-                                            "results/matbench/user/li_o/data.parquet"]
+    assert wf.structure_data_files(cfg) == [
+        "results/matbench/data/matbench_jdft2d.parquet",
+        "results/matbench/user/li_o/data.parquet",
+    ]
     assert wf.feature_data_files(cfg)[-1] == "results/matbench/user/li_o/data.parquet"
     assert json.loads(wf.user_dataset_spec(cfg, "li_o")) == _LI_O
 

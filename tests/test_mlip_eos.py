@@ -330,9 +330,30 @@ def test_tables_and_figures_are_deterministic(tmp_path, emt):
     write_parquet(df, tmp_path / "emt.parquet", schema=EOS_SCHEMA)
     outs = []
     for run in ("a", "b"):
-        _cli("eos-table", "--inputs", "emt.parquet", "--out-csv", f"{run}/t.csv", "--out-md", f"{run}/t.md", "--out-tex", f"{run}/t.tex", cwd=tmp_path)
-        res = _cli("eos-figures", "--inputs", "emt.parquet", "--out-png", f"{run}/d.png", "--out-pdf", f"{run}/d.pdf",
-                   "--out-parity-png", f"{run}/p.png", cwd=tmp_path)
+        _cli(
+            "eos-table",
+            "--inputs",
+            "emt.parquet",
+            "--out-csv",
+            f"{run}/t.csv",
+            "--out-md",
+            f"{run}/t.md",
+            "--out-tex",
+            f"{run}/t.tex",
+            cwd=tmp_path,
+        )
+        res = _cli(
+            "eos-figures",
+            "--inputs",
+            "emt.parquet",
+            "--out-png",
+            f"{run}/d.png",
+            "--out-pdf",
+            f"{run}/d.pdf",
+            "--out-parity-png",
+            f"{run}/p.png",
+            cwd=tmp_path,
+        )
         assert res.returncode == 0, res.stderr
         outs.append({p.name: p.read_bytes() for p in sorted((tmp_path / run).iterdir())})
     assert outs[0] == outs[1] and set(outs[0]) == {"t.csv", "t.md", "t.tex", "d.png", "d.pdf", "p.png"}

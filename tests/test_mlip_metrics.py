@@ -49,6 +49,7 @@ COSINE_ATOL_PER_ATOM = 5e-7
 
 # --------------------------------------------------------------------------- peer loading
 
+
 def _peer_wheel() -> Path:
     pattern = f"fairchem_core-{PEER_VERSION}-*.whl"
     found = sorted(PEER_CACHE.glob(pattern))
@@ -60,15 +61,31 @@ def _peer_wheel() -> Path:
     scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=PEER_CACHE))
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-             "--timeout", "15", "--retries", "1",
-             f"{PEER_PACKAGE}=={PEER_VERSION}", "-d", str(scratch)],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--timeout",
+                "15",
+                "--retries",
+                "1",
+                f"{PEER_PACKAGE}=={PEER_VERSION}",
+                "-d",
+                str(scratch),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         got = sorted(scratch.glob(pattern))
         if proc.returncode != 0 or not got:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            pytest.skip(f"could not download {PEER_PACKAGE}=={PEER_VERSION} for the peer comparison: {' | '.join(tail)}")
+            pytest.skip(
+                f"could not download {PEER_PACKAGE}=={PEER_VERSION} for the peer comparison: {' | '.join(tail)}"
+            )
         os.replace(got[0], PEER_CACHE / got[0].name)
         return PEER_CACHE / got[0].name
     except (OSError, subprocess.SubprocessError) as exc:
@@ -112,9 +129,7 @@ def peer(tmp_path_factory):
     wheel = _peer_wheel()
     with zipfile.ZipFile(wheel) as zf:
         source = zf.read(PEER_MEMBER).decode("utf-8")
-    third_party = {
-        name.split(".")[0] for name in _imports_of(source)
-    } - set(sys.stdlib_module_names) - {"__future__"}
+    third_party = {name.split(".")[0] for name in _imports_of(source)} - set(sys.stdlib_module_names) - {"__future__"}
     assert third_party <= {"numpy", "torch", "fairchem"}, f"peer file now imports {sorted(third_party)}"
     stubs = _stub_fairchem(source)
     path = tmp_path_factory.mktemp("peer") / "fairchem_evaluator.py"
@@ -163,6 +178,7 @@ def _run_both(peer, task, batches, metrics=None):
 
 # --------------------------------------------------------------------------- random batches
 
+
 def _s2ef_batch(rng, n_systems, dtype=np.float64):
     natoms = rng.integers(1, 12, size=n_systems)
     n = int(natoms.sum())
@@ -194,8 +210,12 @@ def _is2re_batch(rng, n_systems):
 def _is2rs_batch(rng, n_systems, pbc):
     natoms = rng.integers(1, 10, size=n_systems)
     n = int(natoms.sum())
-    cells = np.stack([np.diag(rng.uniform(4.0, 12.0, 3)) + rng.uniform(-1.5, 1.5, (3, 3)) * (1 - np.eye(3))
-                      for _ in range(n_systems)])
+    cells = np.stack(
+        [
+            np.diag(rng.uniform(4.0, 12.0, 3)) + rng.uniform(-1.5, 1.5, (3, 3)) * (1 - np.eye(3))
+            for _ in range(n_systems)
+        ]
+    )
     system = np.repeat(np.arange(n_systems), natoms)
     frac = rng.random((n, 3))
     ref = np.einsum("ni,nij->nj", frac, cells[system])
@@ -287,6 +307,7 @@ def test_peer_agrees_with_hand_vectors(peer):
 
 # --------------------------------------------------------------------------- peers.md §1.5
 
+
 def test_vector1_magnitude_error():
     ev = Evaluator(metrics={"forces": ["magnitude_error"]})
     ev.update({"forces": np.array([[0.0, 1.0], [-1.0, 0.0]])}, {"forces": np.zeros((2, 2))})
@@ -300,7 +321,9 @@ def test_vector2_cosine_of_independent_normals_and_task_keys():
     rec = ev.compute()["forces_cosine_similarity"]
     assert round(rec["metric"], 2) == 0
     assert rec["total"] / rec["numel"] == rec["metric"]
-    assert {"energy_mae", "forces_mae", "forces_cosine_similarity", "energy_forces_within_threshold"} <= set(Evaluator("s2ef").keys)
+    assert {"energy_mae", "forces_mae", "forces_cosine_similarity", "energy_forces_within_threshold"} <= set(
+        Evaluator("s2ef").keys
+    )
     assert "positions_average_distance_within_threshold" in Evaluator("is2rs").keys
     assert Evaluator("is2re").keys == ["energy_mae", "energy_mse", "energy_within_threshold"]
 
@@ -322,8 +345,11 @@ def test_vectors3_4_is2re_and_pooled_accumulation():
 def _hand_s2ef():
     natoms = np.array([2, 1])
     target = {"energy": np.array([0.0, 1.0]), "forces": np.eye(3), "natoms": natoms}
-    pred = {"energy": np.array([0.01, 1.0]),
-            "forces": np.array([[1.01, 0, 0], [0, 1, 0.02], [0, 0, 0.5]]), "natoms": natoms}
+    pred = {
+        "energy": np.array([0.01, 1.0]),
+        "forces": np.array([[1.01, 0, 0], [0, 1, 0.02], [0, 0, 0.5]]),
+        "natoms": natoms,
+    }
     return pred, target
 
 
@@ -332,7 +358,11 @@ def test_vector5_s2ef_hand():
     ev.update(*_hand_s2ef())
     out = ev.compute()
     approx = lambda x: pytest.approx(x, abs=1e-6)  # noqa: E731
-    assert (out["forcesx_mae"]["metric"], out["forcesx_mae"]["total"], out["forcesx_mae"]["numel"]) == (approx(0.01 / 3), approx(0.01), 3)
+    assert (out["forcesx_mae"]["metric"], out["forcesx_mae"]["total"], out["forcesx_mae"]["numel"]) == (
+        approx(0.01 / 3),
+        approx(0.01),
+        3,
+    )
     assert out["forcesy_mae"]["metric"] == 0
     assert out["forcesz_mae"]["metric"] == approx(0.52 / 3) and out["forcesz_mae"]["total"] == approx(0.52)
     assert out["forces_mae"]["total"] == approx(0.53) and out["forces_mae"]["numel"] == 9
@@ -352,16 +382,25 @@ def _single_atom_is2rs(distances, pbc=(False, False, False)):
     pred[:, 0] = d
     natoms = np.ones(n, dtype=np.int64)
     cell = np.tile(8.0 * np.eye(3), (n, 1, 1))
-    return ({"positions": pred, "natoms": natoms},
-            {"positions": np.zeros((n, 3)), "natoms": natoms, "cell": cell, "pbc": np.array(pbc)})
+    return (
+        {"positions": pred, "natoms": natoms},
+        {"positions": np.zeros((n, 3)), "natoms": natoms, "cell": cell, "pbc": np.array(pbc)},
+    )
 
 
 @pytest.mark.parametrize(
     "distances, success",
-    [([0.1234], 376), ([0.0123], 487), ([0.4995], 0), ([0.0, 0.6], 490),
-     ([0.1], 399), ([0.1 - 5e-16], 400),  # the 0.1 threshold is stored as 0.09999999999999992
-     # between a drifted threshold and its decimal value: only arange's grid gives these
-     ([0.09999999999999995], 399), ([0.04999999999999999], 449)],
+    [
+        ([0.1234], 376),
+        ([0.0123], 487),
+        ([0.4995], 0),
+        ([0.0, 0.6], 490),
+        ([0.1], 399),
+        ([0.1 - 5e-16], 400),  # the 0.1 threshold is stored as 0.09999999999999992
+        # between a drifted threshold and its decimal value: only arange's grid gives these
+        ([0.09999999999999995], 399),
+        ([0.04999999999999999], 449),
+    ],
 )
 def test_vector6_adwt_threshold_counts(distances, success):
     assert count_within_thresholds(distances) == success
@@ -379,15 +418,22 @@ def test_adwt_threshold_grid_is_numpy_arange():
 
 def test_vector7_min_image():
     cell = 10.0 * np.eye(3)
-    diff = min_image_difference(np.array([[1.1, 1, 1], [0.1, 2, 2]]), np.array([[1.0, 1, 1], [10, 2, 2]]), cell, [True] * 3)
+    diff = min_image_difference(
+        np.array([[1.1, 1, 1], [0.1, 2, 2]]), np.array([[1.0, 1, 1], [10, 2, 2]]), cell, [True] * 3
+    )
     np.testing.assert_allclose(np.linalg.norm(diff, axis=1), [0.1, 0.1], atol=1e-12)
     # non-periodic quirk: +0.7 of the cell shrinks to -0.3, -0.7 is left alone
     off = [False] * 3
-    assert np.linalg.norm(min_image_difference(np.array([[8.0, 0, 0]]), np.array([[1.0, 0, 0]]), cell, off)) == pytest.approx(3.0)
-    assert np.linalg.norm(min_image_difference(np.array([[1.0, 0, 0]]), np.array([[8.0, 0, 0]]), cell, off)) == pytest.approx(7.0)
+    assert np.linalg.norm(
+        min_image_difference(np.array([[8.0, 0, 0]]), np.array([[1.0, 0, 0]]), cell, off)
+    ) == pytest.approx(3.0)
+    assert np.linalg.norm(
+        min_image_difference(np.array([[1.0, 0, 0]]), np.array([[8.0, 0, 0]]), cell, off)
+    ) == pytest.approx(7.0)
 
 
 # --------------------------------------------------------------------------- interface
+
 
 def test_key_naming_rule():
     assert metric_key("forces", "forcesx_mae") == "forcesx_mae"
@@ -452,7 +498,9 @@ def test_failed_update_leaves_state_untouched_and_reset():
 def test_torch_tensor_inputs_with_grad():
     torch = pytest.importorskip("torch")
     pred, target = _hand_s2ef()
-    tp = {k: torch.tensor(v, requires_grad=(k != "natoms")) if k != "natoms" else torch.tensor(v) for k, v in pred.items()}
+    tp = {
+        k: torch.tensor(v, requires_grad=(k != "natoms")) if k != "natoms" else torch.tensor(v) for k, v in pred.items()
+    }
     ev_t, ev_n = Evaluator("s2ef"), Evaluator("s2ef")
     ev_t.update(tp, _torch(target))
     ev_n.update(pred, target)
@@ -470,6 +518,7 @@ def test_is2rs_per_system_pbc_and_singular_cell():
 
 # --------------------------------------------------------------------------- s2ef scoring
 
+
 def _frame_rows():
     rng = np.random.default_rng(42)
     rows = []
@@ -477,9 +526,17 @@ def _frame_rows():
         f_ref = rng.normal(size=(n, 3))
         f_pred = f_ref + rng.normal(scale=0.01, size=(n, 3))
         e_ref = float(rng.normal())
-        rows.append({"frame_id": f"frame-{i:02d}", "natoms": n, "energy_ref": e_ref,
-                     "energy_pred": e_ref + 0.01 * i, "forces_ref": f_ref.tolist(),
-                     "forces_pred": f_pred.tolist(), "status": "ok"})
+        rows.append(
+            {
+                "frame_id": f"frame-{i:02d}",
+                "natoms": n,
+                "energy_ref": e_ref,
+                "energy_pred": e_ref + 0.01 * i,
+                "forces_ref": f_ref.tolist(),
+                "forces_pred": f_pred.tolist(),
+                "status": "ok",
+            }
+        )
     rows[1].update(energy_pred=np.nan, forces_pred=None, status="calculator_error")
     rows[3].update(energy_pred=np.nan, forces_pred=None, status="timeout")
     return rows
@@ -499,8 +556,18 @@ def test_score_s2ef_counts_failures_and_scores_ok_rows(tmp_path):
     ok = [r for r in rows if r["status"] == "ok"]
     natoms = np.array([r["natoms"] for r in ok])
     ev = Evaluator("s2ef")
-    ev.update({"energy": np.array([r["energy_pred"] for r in ok]), "forces": np.concatenate([r["forces_pred"] for r in ok]), "natoms": natoms},
-              {"energy": np.array([r["energy_ref"] for r in ok]), "forces": np.concatenate([r["forces_ref"] for r in ok]), "natoms": natoms})
+    ev.update(
+        {
+            "energy": np.array([r["energy_pred"] for r in ok]),
+            "forces": np.concatenate([r["forces_pred"] for r in ok]),
+            "natoms": natoms,
+        },
+        {
+            "energy": np.array([r["energy_ref"] for r in ok]),
+            "forces": np.concatenate([r["forces_ref"] for r in ok]),
+            "natoms": natoms,
+        },
+    )
     assert scores["metrics"] == ev.compute()
     assert scores["metrics"]["energy_mae"]["numel"] == 3
 

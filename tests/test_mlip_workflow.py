@@ -27,8 +27,12 @@ def test_unknown_potential_is_refused():
 def test_s2ef_inputs(tmp_path):
     frames = tmp_path / "frames.xyz"
     frames.write_text("")
-    cfg = {"mlip": {"models": ["emt"], "s2ef": {"datasets": {"vasp": "ase-vasp-testdata", "mine": str(frames),
-                                                              "gone": str(tmp_path / "no.xyz")}}}}
+    cfg = {
+        "mlip": {
+            "models": ["emt"],
+            "s2ef": {"datasets": {"vasp": "ase-vasp-testdata", "mine": str(frames), "gone": str(tmp_path / "no.xyz")}},
+        }
+    }
     assert wf.s2ef_input(cfg, "vasp") == []
     assert wf.s2ef_input(cfg, "mine") == str(frames)
     with pytest.raises(ConfigError, match="mlip.s2ef.datasets.gone: no such file"):

@@ -47,8 +47,18 @@ def test_comp_transformer_logs_its_epochs(caplog, monkeypatch):
 
     monkeypatch.setenv("CRUCIBLE_PROGRESS_S", "0")
     data, card, folds = clean_task("matbench_steels")
-    model = CompTransformer(task_type="regression", epochs=3, d_model=8, n_heads=2, n_layers=1, d_ff=16,
-                            device="cpu", n_models=1, refit=False, element_table=str(matbench_members()["mat2vec.csv"]))
+    model = CompTransformer(
+        task_type="regression",
+        epochs=3,
+        d_model=8,
+        n_heads=2,
+        n_layers=1,
+        d_ff=16,
+        device="cpu",
+        n_models=1,
+        refit=False,
+        element_table=str(matbench_members()["mat2vec.csv"]),
+    )
     with caplog.at_level(logging.INFO, logger="crucible.models.comp_transformer"):
         model.fit(data["formula"].iloc[:80].reset_index(drop=True), data["target"].to_numpy()[:80])
     epochs = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]

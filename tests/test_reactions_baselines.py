@@ -28,7 +28,9 @@ def test_random_expectation_is_exact():
     assert exp["avg_relative_score"] == pytest.approx(np.mean(q["meta"]["option_relative_scores"]))
     assert exp["exact_match_accuracy"] == pytest.approx(len(q["answer"]) / len(q["options"]))
     # The seeded draws over many seeds converge to it.
-    draws = [q["meta"]["option_relative_scores"][baselines.RandomChoice(seed=s).predict([q])[q["id"]]] for s in range(3000)]
+    draws = [
+        q["meta"]["option_relative_scores"][baselines.RandomChoice(seed=s).predict([q])[q["id"]]] for s in range(3000)
+    ]
     assert np.mean(draws) == pytest.approx(exp["avg_relative_score"], abs=0.03)
     fb = sets["all_blank"][0]
     assert baselines.expected_random(fb)["hit_rate"] == 1.0  # full factorial: every combination was run

@@ -16,7 +16,11 @@ from helpers import clean_reaction_table, reaction_members
 EXPECTED = {
     "buchwald-hartwig": (3955, 15, {"ligand": 4, "base": 3, "additive": 22}),
     "suzuki-miyaura": (5760, 15, {"ligand": 12, "reagents": 8, "solvents": 4}),
-    "direct-arylation": (1728, 1, {"base": 4, "ligand": 12, "solvents": 4, "concentration": 3, "reaction_temperature": 3}),
+    "direct-arylation": (
+        1728,
+        1,
+        {"base": 4, "ligand": 12, "solvents": 4, "concentration": 3, "reaction_temperature": 3},
+    ),
     "thiol-addition": (1075, 25, {"catalysts": 43}),
     "cernak": (1536, 16, {"catalysts": 16, "base": 6}),
     "borylation": (1518, 33, {"ligand": 23, "solvents": 2}),
@@ -83,9 +87,18 @@ def test_canonical_smiles_unify_spellings():
 
 
 def _user_spec(csv):
-    return data.dataset_spec("mine", {"mine": {"csv": str(csv), "substrate_columns": ["sub"], "yield_column": "y",
-                                               "yield_unit": "percent",
-                                               "conditions": [{"key": "ligand", "column": "lig"}]}})
+    return data.dataset_spec(
+        "mine",
+        {
+            "mine": {
+                "csv": str(csv),
+                "substrate_columns": ["sub"],
+                "yield_column": "y",
+                "yield_unit": "percent",
+                "conditions": [{"key": "ligand", "column": "lig"}],
+            }
+        },
+    )
 
 
 def test_user_table_replicates_are_averaged_and_counted(tmp_path):

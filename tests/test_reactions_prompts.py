@@ -27,15 +27,18 @@ def test_prompts_follow_the_llm_contract_and_show_what_the_question_holds():
     assert "Candidates for base" in fb and "Candidates for reagents" in fb
 
 
-@pytest.mark.parametrize("text, fill, expected", [
-    ('Option 3 looks best.\n{"answer": 3}', False, 3),
-    ('first {"answer": 1} then I change my mind {"answer": 2}', False, 2),
-    ("The answer is 4.", False, 4),
-    ("```json\n{\"answer\": {\"base\": 1, \"reagents\": 0}}\n```", True, {"base": 1, "reagents": 0}),
-    ("no idea", False, None),
-    (None, False, None),
-    ("answer: 2", True, None),
-])
+@pytest.mark.parametrize(
+    "text, fill, expected",
+    [
+        ('Option 3 looks best.\n{"answer": 3}', False, 3),
+        ('first {"answer": 1} then I change my mind {"answer": 2}', False, 2),
+        ("The answer is 4.", False, 4),
+        ('```json\n{"answer": {"base": 1, "reagents": 0}}\n```', True, {"base": 1, "reagents": 0}),
+        ("no idea", False, None),
+        (None, False, None),
+        ("answer: 2", True, None),
+    ],
+)
 def test_parse_response(text, fill, expected):
     assert prompts.parse_response(text, fill) == expected
 
@@ -43,9 +46,11 @@ def test_parse_response(text, fill, expected):
 def test_llm_responses_go_through_the_same_scorer(tmp_path):
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"][:3]
-    lines = [{"id": qs[0]["id"], "response": f'{{"answer": {qs[0]["answer"][0]}}}', "error": None},
-             {"id": qs[1]["id"], "response": None, "error": "timeout"},
-             {"id": qs[2]["id"], "response": '{"answer": 99}', "error": None}]
+    lines = [
+        {"id": qs[0]["id"], "response": f'{{"answer": {qs[0]["answer"][0]}}}', "error": None},
+        {"id": qs[1]["id"], "response": None, "error": "timeout"},
+        {"id": qs[2]["id"], "response": '{"answer": 99}', "error": None},
+    ]
     preds = prompts.parse_responses(lines, qs)
     res = scoring.score_multiple_choice(qs, preds)
     assert res["summary"]["num_valid"] == 1 and res["summary"]["num_invalid"] == 2

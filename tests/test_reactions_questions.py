@@ -71,14 +71,17 @@ def test_references_are_real_low_to_mid_rows_never_the_best_never_an_option(data
                 assert eff[r] < q["meta"]["best_effective_score"]
                 assert eff[r] < eff[sub].max()
                 assert eff[r] <= np.quantile(eff[sub], 0.6) + 1e-9
-                assert {k: _ident(v[0]) for k, v in ref["conditions"].items()} == \
-                    {k: df.at[r, k] for k in ref["conditions"]}
+                assert {k: _ident(v[0]) for k, v in ref["conditions"].items()} == {
+                    k: df.at[r, k] for k in ref["conditions"]
+                }
 
 
 def test_reference_and_control_are_the_same_question():
     sets, _ = reaction_questions("deoxyfluorination")
-    for ref, ctl in (("single_varying_reference", "single_varying_reference_control"),
-                     ("all_varying_reference", "all_varying_reference_control")):
+    for ref, ctl in (
+        ("single_varying_reference", "single_varying_reference_control"),
+        ("all_varying_reference", "all_varying_reference_control"),
+    ):
         assert [q["meta"]["pair_id"] for q in sets[ref]] == [q["meta"]["pair_id"] for q in sets[ctl]]
         for a, b in zip(sets[ref], sets[ctl]):
             assert a["options"] == b["options"] and a["answer"] == b["answer"]

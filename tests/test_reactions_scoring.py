@@ -10,15 +10,18 @@ from crucible.errors import PredictionFileError
 from crucible.reactions import scoring
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    ({"yield_": 80, "ee": 90, "dr": 4}, 60.8),  # §4.3 vector 1
-    ({"yield_": 80}, 80.0),  # vector 2: missing ee, dr -> factor 1
-    ({"yield_": 50, "ee": 0}, 25.0),  # vector 3
-    ({"yield_": 50, "dr": 1}, 25.0),
-    ({"yield_": 50, "dr": "1:1"}, 25.0),
-    ({"yield_": 60, "dr": "20:1"}, 60 * 20 / 21),
-    ({"ee": 90}, 95.0),  # selectivity-only screen: missing yield counts as 100
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"yield_": 80, "ee": 90, "dr": 4}, 60.8),  # §4.3 vector 1
+        ({"yield_": 80}, 80.0),  # vector 2: missing ee, dr -> factor 1
+        ({"yield_": 50, "ee": 0}, 25.0),  # vector 3
+        ({"yield_": 50, "dr": 1}, 25.0),
+        ({"yield_": 50, "dr": "1:1"}, 25.0),
+        ({"yield_": 60, "dr": "20:1"}, 60 * 20 / 21),
+        ({"ee": 90}, 95.0),  # selectivity-only screen: missing yield counts as 100
+    ],
+)
 def test_effective_score_hand_vectors(kwargs, expected):
     assert scoring.effective_score(**kwargs) == pytest.approx(expected)
 
@@ -29,12 +32,21 @@ def test_relative_score_hand_vectors():
 
 
 def _mc(qid, rel, yields, answer):
-    return {"id": qid, "question_type": "all_varying", "options": [{}] * len(rel), "answer": answer,
-            "meta": {"option_relative_scores": rel, "yields": yields, "best_yield": max(yields)}}
+    return {
+        "id": qid,
+        "question_type": "all_varying",
+        "options": [{}] * len(rel),
+        "answer": answer,
+        "meta": {"option_relative_scores": rel, "yields": yields, "best_yield": max(yields)},
+    }
 
 
-QUESTIONS = [_mc("q0", [1.0, 0.5, 0.0], [80, 40, 0], [0]), _mc("q1", [0.25, 1.0], [20, 80], [1]),
-             _mc("q2", [1.0, 1.0], [50, 50], [0, 1]), _mc("q3", [0.1, 1.0], [5, 50], [1])]
+QUESTIONS = [
+    _mc("q0", [1.0, 0.5, 0.0], [80, 40, 0], [0]),
+    _mc("q1", [0.25, 1.0], [20, 80], [1]),
+    _mc("q2", [1.0, 1.0], [50, 50], [0, 1]),
+    _mc("q3", [0.1, 1.0], [5, 50], [1]),
+]
 
 
 def test_multiple_choice_metrics_and_invalid_predictions_counted_not_crashed():
@@ -56,14 +68,22 @@ def test_out_of_range_and_non_integer_predictions_are_invalid(bad):
 
 
 def _fb(qid, legal):
-    return {"id": qid, "question_type": "all_blank", "query_keys": ["a", "b"],
-            "input": {"candidate_values": {"a": [{}, {}], "b": [{}, {}, {}]}},
-            "meta": {"legal_combinations": [{"combination": {"a": a, "b": b}, "relative_score": r} for a, b, r in legal]}}
+    return {
+        "id": qid,
+        "question_type": "all_blank",
+        "query_keys": ["a", "b"],
+        "input": {"candidate_values": {"a": [{}, {}], "b": [{}, {}, {}]}},
+        "meta": {"legal_combinations": [{"combination": {"a": a, "b": b}, "relative_score": r} for a, b, r in legal]},
+    }
 
 
 def test_fill_in_blank_hit_unhit_invalid():
-    qs = [_fb("f0", [(0, 0, 1.0), (1, 2, 0.4)]), _fb("f1", [(0, 1, 0.5), (1, 1, 1.0)]), _fb("f2", [(0, 0, 1.0)]),
-          _fb("f3", [(0, 0, 1.0)])]
+    qs = [
+        _fb("f0", [(0, 0, 1.0), (1, 2, 0.4)]),
+        _fb("f1", [(0, 1, 0.5), (1, 1, 1.0)]),
+        _fb("f2", [(0, 0, 1.0)]),
+        _fb("f3", [(0, 0, 1.0)]),
+    ]
     preds = {"f0": {"a": 1, "b": 2}, "f1": {"a": 1, "b": 1}, "f2": {"a": 1, "b": 0}, "f3": {"a": 0, "b": 7}}
     res = scoring.score_fill_in_blank(qs, preds)
     s = res["summary"]
@@ -83,8 +103,9 @@ def test_prediction_file_for_another_dataset_is_refused(tmp_path):
     with pytest.raises(PredictionFileError, match="another dataset"):
         scoring.score_file(q_path, plain)
     wrapped = tmp_path / "wrapped.json"
-    wrapped.write_text(json.dumps({"questions_sha256": "0" * 64, "questions_file": "elsewhere.json",
-                                   "predictions": {"q0": 0}}))
+    wrapped.write_text(
+        json.dumps({"questions_sha256": "0" * 64, "questions_file": "elsewhere.json", "predictions": {"q0": 0}})
+    )
     with pytest.raises(PredictionFileError, match="elsewhere.json"):
         scoring.score_file(q_path, wrapped)
     ok = tmp_path / "ok.json"

@@ -17,18 +17,38 @@ from crucible.reactions import workflow as rxn
 from helpers import REPO
 
 CONFIG = {
-    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},  # empty lists are refused; targets stay this family's
+    "matbench": {
+        "tasks": ["matbench_steels"],
+        "models": ["dummy"],
+    },  # empty lists are refused; targets stay this family's
     "mlip": {"models": []},
-    "reactions": {"datasets": ["deoxyfluorination"], "models": ["random", "popularity", "oracle"],
-                  "llm_models": ["replayed"], "bootstrap": {"n": 200}},
+    "reactions": {
+        "datasets": ["deoxyfluorination"],
+        "models": ["random", "popularity", "oracle"],
+        "llm_models": ["replayed"],
+        "bootstrap": {"n": 200},
+    },
 }
 
 
 def _snakemake(workdir, env, config, *targets, extra=()):
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(cfg), "--cores", "2", *targets, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(cfg),
+        "--cores",
+        "2",
+        *targets,
+        *extra,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -56,7 +76,9 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
                 answer = json.dumps({"answer": best["combination"]})
             else:
                 answer = f'I pick this one. {{"answer": {q["answer"][0]}}}'
-            lines.append({"id": q["id"], "response": None if i == 0 else answer, "error": "timeout" if i == 0 else None})
+            lines.append(
+                {"id": q["id"], "response": None if i == 0 else answer, "error": "timeout" if i == 0 else None}
+            )
         out.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
     targets = rxn.outputs(CONFIG)
@@ -64,8 +86,12 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rel in targets:
         assert (work / rel).stat().st_size > 0, rel
-    for name in ("multiple_choice_all_varying.json", "fill_in_blank_all_blank.json", "prompt_all_varying.txt",
-                 "example_prediction_all_blank.json"):
+    for name in (
+        "multiple_choice_all_varying.json",
+        "fill_in_blank_all_blank.json",
+        "prompt_all_varying.txt",
+        "example_prediction_all_blank.json",
+    ):
         assert (work / "results/reactions/deoxyfluorination/package" / name).is_file()
 
     score = json.loads((work / "results/reactions/deoxyfluorination/scores/replayed.json").read_text())
@@ -83,12 +109,14 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     # No-op re-run; then the deterministic outputs, deleted and rebuilt, are byte-identical.
     proc = _snakemake(work, env, CONFIG, *targets, extra=("-n",))
     assert "Nothing to be done" in proc.stdout + proc.stderr
-    watched = list(questions) + ["results/reactions/data/deoxyfluorination.parquet",
-                                 "results/reactions/data/deoxyfluorination.json",
-                                 "results/tables/reactions_deoxyfluorination.csv",
-                                 "results/tables/reactions_deoxyfluorination_paired.csv",
-                                 "results/figures/reactions_deoxyfluorination.png",
-                                 "results/reactions/deoxyfluorination/all_blank/prompts.jsonl"]
+    watched = list(questions) + [
+        "results/reactions/data/deoxyfluorination.parquet",
+        "results/reactions/data/deoxyfluorination.json",
+        "results/tables/reactions_deoxyfluorination.csv",
+        "results/tables/reactions_deoxyfluorination_paired.csv",
+        "results/figures/reactions_deoxyfluorination.png",
+        "results/reactions/deoxyfluorination/all_blank/prompts.jsonl",
+    ]
     before = {p: _sha(work / p) for p in watched}
     for p in watched:
         (work / p).unlink()
@@ -107,8 +135,13 @@ def test_bad_reactions_config_stops_the_run(tmp_path, venv_env):
 
 
 def test_target_lists():
-    cfg = {"reactions": {"datasets": ["direct-arylation", "cernak"], "models": ["random", "yield-model"],
-                         "llm_models": ["m1"]}}
+    cfg = {
+        "reactions": {
+            "datasets": ["direct-arylation", "cernak"],
+            "models": ["random", "yield-model"],
+            "llm_models": ["m1"],
+        }
+    }
     assert rxn.models(cfg, "direct-arylation") == ["random", "m1"]  # one substrate: nothing to leave out
     assert rxn.models(cfg, "cernak") == ["random", "yield-model", "m1"]
     assert "results/tables/reactions_cernak.tex" in rxn.outputs(cfg)

@@ -19,16 +19,27 @@ PUBLISHED = load_published(REPO / "config" / "published_matbench.yaml")
 
 
 def _record(model, task, value, task_type="regression", proba=None):
-    return {"model": model, "task": task, "n_test": 312 if task == "matbench_steels" else 4921,
-            "leaderboard_metric": "mae" if task_type == "regression" else "rocauc", "leaderboard_value": value,
-            "leaderboard_std": 0.1 * value, "scaled_error": {"mean": value / 229.37 if task_type == "regression" else (1 - value) / 0.5},
-            "input_kind": "composition-only", "stats": {"rocauc_proba": {"mean": proba}} if proba else {},
-            "task_type": task_type, "mad": 229.3743}
+    return {
+        "model": model,
+        "task": task,
+        "n_test": 312 if task == "matbench_steels" else 4921,
+        "leaderboard_metric": "mae" if task_type == "regression" else "rocauc",
+        "leaderboard_value": value,
+        "leaderboard_std": 0.1 * value,
+        "scaled_error": {"mean": value / 229.37 if task_type == "regression" else (1 - value) / 0.5},
+        "input_kind": "composition-only",
+        "stats": {"rocauc_proba": {"mean": proba}} if proba else {},
+        "task_type": task_type,
+        "mad": 229.3743,
+    }
 
 
-RECORDS = [_record("dummy", "matbench_steels", 229.7), _record("gbm-magpie", "matbench_steels", 104.0),
-           _record("dummy", "matbench_expt_is_metal", 0.5, "classification"),
-           _record("gbm-magpie", "matbench_expt_is_metal", 0.91, "classification", proba=0.96)]
+RECORDS = [
+    _record("dummy", "matbench_steels", 229.7),
+    _record("gbm-magpie", "matbench_steels", 104.0),
+    _record("dummy", "matbench_expt_is_metal", 0.5, "classification"),
+    _record("gbm-magpie", "matbench_expt_is_metal", 0.91, "classification", proba=0.96),
+]
 
 
 def test_scaled_error_published_markers_are_on_top_and_tick_labels_aligned():
@@ -71,9 +82,27 @@ def test_model_figure_titles_are_readable(tmp_path):
 
     figures.save_figure = capture
     try:
-        assert main(["matbench", "figures", "--model", "dummy", "--card", str(tmp_path / "card.json"),
-                     "--data", str(tmp_path / "data.parquet"), "--predictions", str(tmp_path / "p.parquet"),
-                     "--out-png", str(tmp_path / "f.png"), "--out-pdf", str(tmp_path / "f.pdf")]) == 0
+        assert (
+            main(
+                [
+                    "matbench",
+                    "figures",
+                    "--model",
+                    "dummy",
+                    "--card",
+                    str(tmp_path / "card.json"),
+                    "--data",
+                    str(tmp_path / "data.parquet"),
+                    "--predictions",
+                    str(tmp_path / "p.parquet"),
+                    "--out-png",
+                    str(tmp_path / "f.png"),
+                    "--out-pdf",
+                    str(tmp_path / "f.pdf"),
+                ]
+            )
+            == 0
+        )
     finally:
         figures.save_figure = original
     assert "matbench_" not in captured["title"]
@@ -81,15 +110,21 @@ def test_model_figure_titles_are_readable(tmp_path):
 
 
 def test_roc_title_and_caption_say_the_auc_is_pooled_not_the_fold_mean():
-    fig = figures.roc_figure(np.array([0, 1, 0, 1]), np.array([0.1, 0.8, 0.4, 0.6]), "gbm-magpie on expt_is_metal", False)
+    fig = figures.roc_figure(
+        np.array([0, 1, 0, 1]), np.array([0.1, 0.8, 0.4, 0.6]), "gbm-magpie on expt_is_metal", False
+    )
     assert "pooled" in fig.axes[0].get_title()
     caption = (REPO / "workflow" / "report" / "model_figure.rst").read_text()
     assert "pooled" in caption and "mean of the five per-fold" in caption
 
 
 def _eos_frame(model, rows):
-    return pd.DataFrame([{"model": model, "element": el, "status": st, "delta_mev": d, "b0": 100.0, "wien2k_b0": 110.0}
-                         for el, st, d in rows])
+    return pd.DataFrame(
+        [
+            {"model": model, "element": el, "status": st, "delta_mev": d, "b0": 100.0, "wien2k_b0": 110.0}
+            for el, st, d in rows
+        ]
+    )
 
 
 def test_periodic_table_keeps_failed_symbols_readable_and_the_colour_bar_plain(monkeypatch):
@@ -97,8 +132,9 @@ def test_periodic_table_keeps_failed_symbols_readable_and_the_colour_bar_plain(m
 
     captured = {}
     monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
-    frames = {"emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0), ("Na", "failed", np.nan),
-                                        ("Ni", "ok", 35.0)])}
+    frames = {
+        "emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0), ("Na", "failed", np.nan), ("Ni", "ok", 35.0)])
+    }
     report.delta_periodic_table(frames)
     fig = captured["fig"]
     fig.canvas.draw()
@@ -125,10 +161,27 @@ def test_task_table_headers_are_words_and_an_empty_overlap_table_says_so(members
     write_json(card, tmp_path / "matbench_steels.json")
     write_parquet(data, tmp_path / "matbench_steels.parquet")
     out = {k: tmp_path / f"{k}" for k in ("t.csv", "t.md", "o.csv", "o.md")}
-    assert main(["matbench", "tasks-table", "--cards", str(tmp_path / "matbench_steels.json"),
-                 "--data", str(tmp_path / "matbench_steels.parquet"), "--out-csv", str(out["t.csv"]),
-                 "--out-md", str(out["t.md"]), "--out-overlap-csv", str(out["o.csv"]),
-                 "--out-overlap-md", str(out["o.md"])]) == 0
+    assert (
+        main(
+            [
+                "matbench",
+                "tasks-table",
+                "--cards",
+                str(tmp_path / "matbench_steels.json"),
+                "--data",
+                str(tmp_path / "matbench_steels.parquet"),
+                "--out-csv",
+                str(out["t.csv"]),
+                "--out-md",
+                str(out["t.md"]),
+                "--out-overlap-csv",
+                str(out["o.csv"]),
+                "--out-overlap-md",
+                str(out["o.md"]),
+            ]
+        )
+        == 0
+    )
     header = next(line for line in out["t.md"].read_text().splitlines() if line.startswith("| "))
     assert "mad_or_frac_true" not in header and "dup_formula_rows_pct" not in header and "inputs_here" not in header
     overlap = out["o.md"].read_text()
@@ -140,8 +193,17 @@ def test_task_table_headers_are_words_and_an_empty_overlap_table_says_so(members
 def test_s2ef_table_headers_carry_units():
     from crucible.mlip.report import S2EF_TABLE_HEADERS
 
-    table = pd.DataFrame({"dataset": ["vasp"], "model": ["emt"], "energy_mae": [55.4], "forces_mae": [0.35],
-                          "forces_cosine_similarity": [0.78], "n_frames": [3], "n_failed": [1]})
+    table = pd.DataFrame(
+        {
+            "dataset": ["vasp"],
+            "model": ["emt"],
+            "energy_mae": [55.4],
+            "forces_mae": [0.35],
+            "forces_cosine_similarity": [0.78],
+            "n_frames": [3],
+            "n_failed": [1],
+        }
+    )
     md = to_markdown(table, headers=S2EF_TABLE_HEADERS)
     assert "energy MAE (eV)" in md and "force MAE (eV/Å)" in md
 
@@ -162,8 +224,13 @@ def test_b0_parity_log_axes_have_plain_labels(monkeypatch):
 
     captured = {}
     monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
-    report.b0_parity({"emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0)]).assign(
-        b0=[140.0, 40.0], wien2k_b0=[141.0, 78.0])})
+    report.b0_parity(
+        {
+            "emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0)]).assign(
+                b0=[140.0, 40.0], wien2k_b0=[141.0, 78.0]
+            )
+        }
+    )
     fig = captured["fig"]
     fig.canvas.draw()
     ax = fig.axes[0]

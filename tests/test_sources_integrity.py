@@ -26,8 +26,9 @@ VALIDATION_PIN = PINS["matbench-0.6"]["members"]["matbench_v0.1_validation.json"
 
 
 def _crucible(*args, env):
-    return subprocess.run([sys.executable, "-m", "crucible", *map(str, args)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "crucible", *map(str, args)], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _swapped_steels(members, tmp_path):
@@ -42,10 +43,27 @@ def _swapped_steels(members, tmp_path):
 
 
 def _clean(raw, members, tmp_path, env, pin=STEELS_PIN):
-    return _crucible("matbench", "clean", "--task", "matbench_steels", "--source", "composition-mirror", "--raw", raw,
-                     "--raw-sha256", pin, "--metadata", members["matbench_v0.1_dataset_metadata.json"],
-                     "--metadata-sha256", META_PIN, "--out-data", tmp_path / "d.parquet",
-                     "--out-card", tmp_path / "d.json", env=env)
+    return _crucible(
+        "matbench",
+        "clean",
+        "--task",
+        "matbench_steels",
+        "--source",
+        "composition-mirror",
+        "--raw",
+        raw,
+        "--raw-sha256",
+        pin,
+        "--metadata",
+        members["matbench_v0.1_dataset_metadata.json"],
+        "--metadata-sha256",
+        META_PIN,
+        "--out-data",
+        tmp_path / "d.parquet",
+        "--out-card",
+        tmp_path / "d.json",
+        env=env,
+    )
 
 
 def test_an_edited_member_is_refused_where_it_is_read(members, tmp_path, venv_env):
@@ -65,9 +83,22 @@ def test_folds_refuse_a_card_whose_hash_is_not_the_pin(members, tmp_path, venv_e
     card = json.loads((tmp_path / "d.json").read_text())
     card["raw_file"]["sha256"] = "0" * 64
     (tmp_path / "bad.json").write_text(json.dumps(card))
-    args = ["matbench", "folds", "--task", "matbench_steels", "--data", tmp_path / "d.parquet",
-            "--validation", members["matbench_v0.1_validation.json"], "--validation-sha256", VALIDATION_PIN,
-            "--raw-sha256", STEELS_PIN, "--out", tmp_path / "f.parquet"]
+    args = [
+        "matbench",
+        "folds",
+        "--task",
+        "matbench_steels",
+        "--data",
+        tmp_path / "d.parquet",
+        "--validation",
+        members["matbench_v0.1_validation.json"],
+        "--validation-sha256",
+        VALIDATION_PIN,
+        "--raw-sha256",
+        STEELS_PIN,
+        "--out",
+        tmp_path / "f.parquet",
+    ]
     proc = _crucible(*args, "--card", tmp_path / "bad.json", env=venv_env)
     assert proc.returncode == 2 and "bad.json" in proc.stderr and STEELS_PIN in proc.stderr
     proc = _crucible(*args, "--card", tmp_path / "d.json", env=venv_env)
@@ -170,5 +201,7 @@ def test_a_truncated_predictions_file_names_the_command_that_rebuilds_it(tmp_pat
     path = tmp_path / "results/matbench/predictions/dummy/matbench_steels/fold_0.parquet"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"PAR1 truncated")
-    with pytest.raises(PredictionFileError, match=r"not a readable parquet file.*rebuild it.*snakemake .*fold_0.parquet"):
+    with pytest.raises(
+        PredictionFileError, match=r"not a readable parquet file.*rebuild it.*snakemake .*fold_0.parquet"
+    ):
         read_predictions(path, "regression", ["a"], 0)

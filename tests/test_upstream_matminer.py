@@ -33,7 +33,9 @@ def _structure_for(formula: str, index: int):
     species = [str(el) for el, amount in comp.items() for _ in range(int(round(amount)))]
     n = len(species)
     side = int(np.ceil(n ** (1 / 3)))
-    coords = [((i % side + 0.5) / side, ((i // side) % side + 0.5) / side, (i // side**2 + 0.5) / side) for i in range(n)]
+    coords = [
+        ((i % side + 0.5) / side, ((i // side) % side + 0.5) / side, (i // side**2 + 0.5) / side) for i in range(n)
+    ]
     return Structure(Lattice.cubic(3.0 * side + 0.01 * (index % 7)), species, coords)
 
 
@@ -74,8 +76,20 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
         workdir = tmp_path / "run"
         workdir.mkdir()
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-        cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--configfile", str(workdir / "config.yaml"), "--cores", "2", "matbench_data"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--configfile",
+            str(workdir / "config.yaml"),
+            "--cores",
+            "2",
+            "matbench_data",
+        ]
         proc = subprocess.run(cmd, env=venv_env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]
     finally:
@@ -91,8 +105,10 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
 
     first = Structure.from_str(jdft["structure"].iloc[0], fmt="json")
     mirror = pd.read_csv(matbench_members()["matbench_jdft2d.csv"])
-    assert first.composition.reduced_formula == __import__("pymatgen.core", fromlist=["Composition"]).Composition(
-        mirror["formula"].iloc[0]).reduced_formula
+    assert (
+        first.composition.reduced_formula
+        == __import__("pymatgen.core", fromlist=["Composition"]).Composition(mirror["formula"].iloc[0]).reduced_formula
+    )
     steels = read_parquet(workdir / "results/matbench/data/matbench_steels.parquet")
     assert steels["structure"].isna().all() and len(steels) == 312
     folds = read_parquet(workdir / "results/matbench/folds/matbench_jdft2d.parquet")
@@ -107,9 +123,24 @@ def test_matminer_hash_mismatch_stops_the_fetch(tmp_path, venv_env):
     try:
         out = tmp_path / "dl" / "matbench_steels.json.gz"
         proc = subprocess.run(
-            [sys.executable, "-m", "crucible", "sources", "fetch", "--matminer-task", "matbench_steels",
-             "--url-prefix", server.url, "--out", str(out)],
-            env=venv_env, capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "crucible",
+                "sources",
+                "fetch",
+                "--matminer-task",
+                "matbench_steels",
+                "--url-prefix",
+                server.url,
+                "--out",
+                str(out),
+            ],
+            env=venv_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         server.close()
     assert proc.returncode == 2

@@ -32,8 +32,20 @@ def _write_fold_files(root, task, value=None):
 
 def _run(workdir, config, env, *args):
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -44,8 +56,9 @@ def test_custom_estimator_and_prediction_files(tmp_path, venv_env):
         "matbench": {
             "tasks": ["matbench_steels"],
             "models": ["my-ridge", "my-preds"],
-            "custom_models": {"my-ridge": {"class": "sklearn.linear_model:Ridge", "input": "magpie",
-                                            "params": {"alpha": 10.0}}},
+            "custom_models": {
+                "my-ridge": {"class": "sklearn.linear_model:Ridge", "input": "magpie", "params": {"alpha": 10.0}}
+            },
             "prediction_files": {"my-preds": {"dir": str(preds)}},
         },
         "mlip": {"models": []},

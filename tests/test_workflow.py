@@ -30,8 +30,20 @@ MODELS = CONFIG["matbench"]["models"]
 def snakemake(workdir, *args, env, config=None, timeout=900):
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump(config or CONFIG))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(cfg), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(cfg),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -53,13 +65,18 @@ def run(tmp_path_factory, venv_env):
 def test_every_target_is_built(run):
     workdir, _ = run
     for rel in [
-        "results/tables/matbench_tasks.md", "results/tables/matbench_task_overlap.csv",
-        "results/tables/matbench_leaderboard.md", "results/tables/matbench_leaderboard.tex",
-        "results/tables/matbench_folds.csv", "results/figures/matbench_scaled_error.pdf",
+        "results/tables/matbench_tasks.md",
+        "results/tables/matbench_task_overlap.csv",
+        "results/tables/matbench_leaderboard.md",
+        "results/tables/matbench_leaderboard.tex",
+        "results/tables/matbench_folds.csv",
+        "results/figures/matbench_scaled_error.pdf",
         "results/figures/matbench/gbm-magpie/matbench_steels.png",
         "results/figures/matbench/dummy/matbench_expt_is_metal.pdf",
-        "results/matbench/gbm-magpie/info.json", "results/tables/mlip_eos.md",
-        "results/figures/mlip_eos_delta.png", "results/tables/mlip_s2ef_vasp.csv",
+        "results/matbench/gbm-magpie/info.json",
+        "results/tables/mlip_eos.md",
+        "results/figures/mlip_eos_delta.png",
+        "results/tables/mlip_s2ef_vasp.csv",
     ]:
         assert (workdir / rel).stat().st_size > 0, rel
     for model in MODELS:
@@ -73,7 +90,9 @@ def test_every_target_is_built(run):
 def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
     workdir, _ = run
     for k in range(5):
-        info = json.loads((workdir / f"results/matbench/predictions/comp-transformer/matbench_steels/fold_{k}.json").read_text())
+        info = json.loads(
+            (workdir / f"results/matbench/predictions/comp-transformer/matbench_steels/fold_{k}.json").read_text()
+        )
         assert info["device"] == "cpu" and info["fit_info"]["device"] == "cpu"
         assert info["n_val"] > 0, "early stopping must see the fold's inner validation rows"
         weights = workdir / f"results/matbench/models/comp-transformer/matbench_steels/fold_{k}"
@@ -155,11 +174,15 @@ def test_nothing_to_do_on_a_second_run(run):
 @network
 def test_remade_outputs_are_byte_identical(run):
     workdir, env = run
-    paths = ["results/matbench/predictions/gbm-magpie/matbench_steels/fold_3.parquet",
-             "results/matbench/scores/gbm-magpie/matbench_steels.json",
-             "results/matbench/gbm-magpie/results.json.gz",
-             "results/tables/matbench_leaderboard.csv", "results/tables/matbench_tasks.csv",
-             "results/figures/matbench_scaled_error.png", "results/tables/mlip_eos.csv"]
+    paths = [
+        "results/matbench/predictions/gbm-magpie/matbench_steels/fold_3.parquet",
+        "results/matbench/scores/gbm-magpie/matbench_steels.json",
+        "results/matbench/gbm-magpie/results.json.gz",
+        "results/tables/matbench_leaderboard.csv",
+        "results/tables/matbench_tasks.csv",
+        "results/figures/matbench_scaled_error.png",
+        "results/tables/mlip_eos.csv",
+    ]
     before = {p: (workdir / p).read_bytes() for p in paths}
     for p in paths:
         (workdir / p).unlink()
@@ -200,8 +223,14 @@ def test_config_errors_stop_the_run_and_name_the_culprit(tmp_path, venv_env, mat
 
 @slow
 def test_lint_is_clean(venv_env):
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--lint"],
-                          cwd=REPO, env=venv_env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--lint"],
+        cwd=REPO,
+        env=venv_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -293,8 +322,9 @@ def test_slurm_profile_dry_run_puts_only_gpu_rules_on_gpu_partition(tmp_path):
     exe = _snakemake()
     (tmp_path / "Snakefile").write_text(STUB)
     shutil.copytree(REPO / "profiles", tmp_path / "profiles")
-    proc = subprocess.run([exe, "--dry-run", "--profile", "profiles/slurm"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [exe, "--dry-run", "--profile", "profiles/slurm"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (tmp_path / "out").exists()
     parts = _partitions(proc.stdout)
@@ -312,23 +342,30 @@ def test_local_profile_runs_gpu_rules_without_gpu(tmp_path):
     exe = _snakemake()
     (tmp_path / "Snakefile").write_text(STUB)
     shutil.copytree(REPO / "profiles", tmp_path / "profiles")
-    proc = subprocess.run([exe, "--profile", "profiles/default", "--cores", "1"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [exe, "--profile", "profiles/default", "--cores", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list((tmp_path / "out").iterdir())) == 5
 
 
 @pytest.mark.slow  # plans the whole real DAG: ~15 s idle, more on a loaded machine
-@pytest.mark.skipif(not any((REPO / p).exists() for p in ("Snakefile", "workflow/Snakefile")),
-                    reason="no Snakefile yet")
+@pytest.mark.skipif(
+    not any((REPO / p).exists() for p in ("Snakefile", "workflow/Snakefile")), reason="no Snakefile yet"
+)
 @pytest.mark.parametrize("configfile", [None, "config/paper.yaml", ".test/structures.yaml"])
 def test_real_workflow_dry_run_with_slurm_profile(configfile):
     """The default and the paper configuration plan on the SLURM profile, and every rule that
     asks for a GPU (whatever its family) is sent to the GPU partition, and only those."""
     exe = _snakemake()
     extra = ["--configfile", configfile] if configfile else []
-    proc = subprocess.run([exe, "--dry-run", "--profile", "profiles/slurm", *extra], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [exe, "--dry-run", "--profile", "profiles/slurm", *extra], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     parts = _partitions(proc.stdout)
     assert parts and "predict_matbench" in parts

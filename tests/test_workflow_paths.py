@@ -58,8 +58,20 @@ CONFIG = {
 
 def _snakemake(workdir, *args, env):
     # The clone itself lives under a path with spaces: its Snakefile, config and sources file too.
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(workdir / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "my config.yaml"), "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(workdir / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "my config.yaml"),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -80,8 +92,12 @@ def run(tmp_path_factory, venv_env):
 
 def test_every_output_is_built_from_a_path_with_spaces(run):
     workdir, _ = run
-    for rel in ["results/tables/matbench_leaderboard.csv", "results/tables/mlip_eos.csv",
-                "results/tables/mlip_s2ef_vasp.csv", "results/figures/matbench/mine/matbench_steels.png"]:
+    for rel in [
+        "results/tables/matbench_leaderboard.csv",
+        "results/tables/mlip_eos.csv",
+        "results/tables/mlip_s2ef_vasp.csv",
+        "results/figures/matbench/mine/matbench_steels.png",
+    ]:
         assert (workdir / rel).stat().st_size > 0, rel
 
 
@@ -94,9 +110,18 @@ def test_custom_model_module_beside_the_project_is_imported_by_jobs_and_seeded(r
 def test_the_report_has_every_table_and_figure(run):
     workdir, _ = run
     names = zipfile.ZipFile(workdir / "report.zip").namelist()
-    for wanted in ["matbench_tasks.csv", "matbench_task_overlap.csv", "matbench_leaderboard.csv", "matbench_folds.csv",
-                   "matbench_scaled_error.png", "matbench_steels.png", "mlip_eos.csv", "mlip_eos_delta.png",
-                   "mlip_eos_b0_parity.png", "mlip_s2ef_vasp.csv"]:
+    for wanted in [
+        "matbench_tasks.csv",
+        "matbench_task_overlap.csv",
+        "matbench_leaderboard.csv",
+        "matbench_folds.csv",
+        "matbench_scaled_error.png",
+        "matbench_steels.png",
+        "mlip_eos.csv",
+        "mlip_eos_delta.png",
+        "mlip_eos_b0_parity.png",
+        "mlip_s2ef_vasp.csv",
+    ]:
         assert any(n.endswith(wanted) for n in names), wanted
 
 

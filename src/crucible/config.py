@@ -47,7 +47,9 @@ def check_schema(config: Mapping[str, Any], schema_path: str | os.PathLike) -> N
 def check_model_params(matbench: Mapping[str, Any]) -> None:
     from crucible.models.registry import builtin_models
 
-    known = set(builtin_models()) | set(matbench.get("custom_models") or {}) | set(matbench.get("prediction_files") or {})
+    known = (
+        set(builtin_models()) | set(matbench.get("custom_models") or {}) | set(matbench.get("prediction_files") or {})
+    )
     for name in sorted(matbench.get("model_params") or {}):
         if name not in known:
             raise ConfigError(
@@ -85,8 +87,9 @@ def check_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> N
     check_mlip(config.get("mlip") or {})
 
 
-def check_output_dirs(root: str | os.PathLike, names: Iterable[str] = ("results", "results/tables",
-                                                                          "results/figures", "logs")) -> None:
+def check_output_dirs(
+    root: str | os.PathLike, names: Iterable[str] = ("results", "results/tables", "results/figures", "logs")
+) -> None:
     """A file where an output folder must be: say so before Snakemake fails creating it."""
     for name in names:
         path = Path(root) / name

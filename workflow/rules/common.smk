@@ -17,7 +17,6 @@ from crucible.matbench.tasks import TASKS as ALL_TASKS
 from crucible.mlip import workflow as mlip_wf
 from crucible.sources import load_sources
 
-
 # Our own check first: it names the key path and the cause in one line (Snakemake's validate
 # prints the whole schema), and also checks what a schema cannot say. validate then fills defaults.
 try:
@@ -129,7 +128,13 @@ def get_mlip_outputs():
 
 
 def get_final_output():
-    return get_matbench_outputs() + get_mlip_outputs() + get_catalysis_outputs() + get_crystal_outputs() + get_reactions_outputs()
+    return (
+        get_matbench_outputs()
+        + get_mlip_outputs()
+        + get_catalysis_outputs()
+        + get_crystal_outputs()
+        + get_reactions_outputs()
+    )
 
 
 def get_crystal_outputs():
@@ -193,8 +198,12 @@ def _cat_spec(wc):
 
 
 def _cat_chunks(wc):
-    return expand("results/catalysis/{d}/calc/{m}/chunk_{k}.json", d=wc.cat_dataset, m=wc.cat_model,
-                  k=range(catalysis_workflow.n_chunks(config)))
+    return expand(
+        "results/catalysis/{d}/calc/{m}/chunk_{k}.json",
+        d=wc.cat_dataset,
+        m=wc.cat_model,
+        k=range(catalysis_workflow.n_chunks(config)),
+    )
 
 
 def _cat_models():

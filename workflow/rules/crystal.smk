@@ -17,21 +17,21 @@ CRYSTAL_TIMEOUT = config.get("crystal", {}).get("score_timeout_s", 10)
 
 
 rule build_crystal_items:
-    wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     input:
         raw=lambda wc: crystal_workflow.dataset_inputs(config, wc.crystal_dataset),
         templates=str(REPO / "config" / "crystal_prompts.yaml"),
     output:
         prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
         train="results/crystal/{crystal_dataset}/train.jsonl",
-    params:
-        source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
-        **CRYSTAL_BUILD,
     log:
         "logs/crystal/{crystal_dataset}/build_items.log",
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     conda:
         "../../envs/crystal.yaml"
+    params:
+        **CRYSTAL_BUILD,
+        source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
     shell:
         "crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
         " --inputs {input.raw:q} --templates {input.templates:q} --template {params.template:q}"
@@ -41,27 +41,27 @@ rule build_crystal_items:
 
 
 rule generate_crystals:
-    wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "cpu"]),
     input:
         prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
         train="results/crystal/{crystal_dataset}/train.jsonl",
     output:
         responses="results/crystal/{crystal_dataset}/responses/{crystal_generator}.jsonl",
         info="results/crystal/{crystal_dataset}/responses/{crystal_generator}.json",
-    params:
-        gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
-        seed=CRYSTAL_SEED,
     log:
         "logs/crystal/{crystal_dataset}/generate_{crystal_generator}.log",
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/generate_{crystal_generator}.tsv"
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "cpu"]),
+    conda:
+        "../../envs/crystal.yaml"
     resources:
         mem_mb=lambda wc, attempt: 3000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
-    conda:
-        "../../envs/crystal.yaml"
+    params:
+        gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
+        seed=CRYSTAL_SEED,
     shell:
         "crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
         " --train {input.train:q} --seed {params.seed} --params {params.gen:q}"
@@ -82,28 +82,28 @@ use rule generate_crystals as generate_crystals_gpu with:
 
 
 rule score_crystals:
-    wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     input:
         prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
         responses="results/crystal/{crystal_dataset}/responses/{responder}.jsonl",
     output:
         scores="results/crystal/{crystal_dataset}/scores/{responder}.parquet",
         summary="results/crystal/{crystal_dataset}/scores/{responder}.json",
+    log:
+        "logs/crystal/{crystal_dataset}/score_{responder}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/score_{responder}.tsv"
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+    conda:
+        "../../envs/crystal.yaml"
+    resources:
+        mem_mb=lambda wc, attempt: 3000 * attempt,
+        runtime=lambda wc, attempt: 120 * attempt,
     params:
         # the sidecar is optional (a language model's comes from the LLM stage), so it is a
         # param, not an input
         info=lambda wc, input: f"{os.path.splitext(input.responses)[0]}.json",
         timeout=CRYSTAL_TIMEOUT,
-    log:
-        "logs/crystal/{crystal_dataset}/score_{responder}.log",
-    benchmark:
-        "benchmarks/runs/crystal/{crystal_dataset}/score_{responder}.tsv"
-    resources:
-        mem_mb=lambda wc, attempt: 3000 * attempt,
-        runtime=lambda wc, attempt: 120 * attempt,
-    conda:
-        "../../envs/crystal.yaml"
     shell:
         "crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
         " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
@@ -111,18 +111,23 @@ rule score_crystals:
 
 
 rule tabulate_crystals:
-    wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     input:
-        lambda wc: expand("results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset,
-                          r=crystal_workflow.responders(config)),
+        lambda wc: expand(
+            "results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset, r=crystal_workflow.responders(config)
+        ),
     output:
-        csv=report("results/tables/crystal_{crystal_dataset}.csv", caption="../report/crystal_table.rst",
-                   category="Crystal", labels={"dataset": "{crystal_dataset}", "kind": "table"}),
+        csv=report(
+            "results/tables/crystal_{crystal_dataset}.csv",
+            caption="../report/crystal_table.rst",
+            category="Crystal",
+            labels={"dataset": "{crystal_dataset}", "kind": "table"},
+        ),
         md="results/tables/crystal_{crystal_dataset}.md",
         tex="results/tables/crystal_{crystal_dataset}.tex",
     log:
         "logs/crystal/{crystal_dataset}/table.log",
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     conda:
         "../../envs/crystal.yaml"
     shell:
@@ -131,18 +136,22 @@ rule tabulate_crystals:
 
 
 rule plot_crystals:
-    wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     input:
-        lambda wc: expand("results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset,
-                          r=crystal_workflow.responders(config)),
+        lambda wc: expand(
+            "results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset, r=crystal_workflow.responders(config)
+        ),
     output:
-        png=report("results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
-                   caption="../report/crystal_figure.rst", category="Crystal",
-                   labels={"dataset": "{crystal_dataset}", "kind": "figure"}),
+        png=report(
+            "results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
+            caption="../report/crystal_figure.rst",
+            category="Crystal",
+            labels={"dataset": "{crystal_dataset}", "kind": "figure"},
+        ),
         pdf="results/figures/crystal_{crystal_dataset}_match_by_nsites.pdf",
     log:
         "logs/crystal/{crystal_dataset}/figure.log",
+    wildcard_constraints:
+        crystal_dataset=_alternation(CRYSTAL_DATASETS),
     conda:
         "../../envs/crystal.yaml"
     shell:

@@ -14,12 +14,12 @@ rule build_magpie_cache:
         "logs/features/build_magpie_cache.log",
     benchmark:
         "benchmarks/runs/features/build_magpie_cache.tsv"
+    conda:
+        "../../envs/matbench.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=20,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible features build --data {input:q} --out {output.cache:q} --out-slices {output.slices:q} 2> {log:q}"
 
@@ -35,12 +35,12 @@ rule build_structure_cache:
         "logs/features/build_structure_cache.log",
     benchmark:
         "benchmarks/runs/features/build_structure_cache.tsv"
+    conda:
+        "../../envs/matbench.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible features build-structures --data {input:q} --out {output:q} 2> {log:q}"
 
@@ -55,13 +55,13 @@ rule build_mlip_embeddings:
         "logs/features/build_mlip_embeddings.log",
     benchmark:
         "benchmarks/runs/features/build_mlip_embeddings.tsv"
+    conda:
+        "../../envs/mlip.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
-    conda:
-        "../../envs/mlip.yaml"
     shell:
         "crucible features build-embeddings --model chgnet-0.3.0 --data {input:q} --threads {threads} "
         "--out {output:q} 2> {log:q}"

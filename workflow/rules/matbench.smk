@@ -10,21 +10,21 @@ rule clean_matbench_task:
     output:
         data=matbench_wf.data_file("{task}"),
         card=matbench_wf.card_file("{task}"),
+    log:
+        "logs/matbench/clean/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/clean/{task}.tsv"
+    conda:
+        "../../envs/matbench.yaml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         source=config["matbench"]["source"],
         provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
         metadata_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/clean/{task}.log",
-    benchmark:
-        "benchmarks/runs/matbench/clean/{task}.tsv"
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
         "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} --metadata-sha256 {params.metadata_sha256} "
@@ -38,21 +38,21 @@ rule make_matbench_folds:
         validation=matbench_wf.MATBENCH_VALIDATION,
     output:
         matbench_wf.folds_file("{task}"),
+    log:
+        "logs/matbench/folds/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/folds/{task}.tsv"
+    conda:
+        "../../envs/matbench.yaml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
         validation_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_validation.json"),
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/folds/{task}.log",
-    benchmark:
-        "benchmarks/runs/matbench/folds/{task}.tsv"
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
         "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} "
@@ -67,8 +67,9 @@ rule tabulate_matbench_tasks:
     output:
         csv=report("results/tables/matbench_tasks.csv", caption="../report/tasks.rst", category="Matbench"),
         md="results/tables/matbench_tasks.md",
-        overlap_csv=report("results/tables/matbench_task_overlap.csv", caption="../report/task_overlap.rst",
-                           category="Matbench"),
+        overlap_csv=report(
+            "results/tables/matbench_task_overlap.csv", caption="../report/task_overlap.rst", category="Matbench"
+        ),
         overlap_md="results/tables/matbench_task_overlap.md",
     log:
         "logs/matbench/tasks_table.log",
@@ -86,8 +87,6 @@ rule tabulate_matbench_tasks:
 # with 2 threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
 # --set-threads predict_matbench=8.
 rule predict_matbench:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "cpu")),
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
@@ -97,6 +96,18 @@ rule predict_matbench:
     output:
         predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
         info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
+    log:
+        "logs/matbench/predict/{model}/{task}/fold_{fold}.log",
+    benchmark:
+        "benchmarks/runs/matbench/predict/{model}/{task}/fold_{fold}.tsv"
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "cpu")),
+    conda:
+        "../../envs/matbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
         structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
@@ -105,16 +116,6 @@ rule predict_matbench:
         # the GPU rule's extra arguments (element table, weights directory)
         extra="",
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/predict/{model}/{task}/fold_{fold}.log",
-    benchmark:
-        "benchmarks/runs/matbench/predict/{model}/{task}/fold_{fold}.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
         "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
@@ -125,8 +126,6 @@ rule predict_matbench:
 # Models whose fit costs less than a job's start-up (granularity "task", e.g. dummy): one job
 # fits the task's five folds in turn and writes the same per-fold files as predict_matbench.
 rule predict_matbench_task:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "task")),
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
@@ -135,22 +134,24 @@ rule predict_matbench_task:
     output:
         predictions=matbench_wf.fold_predictions("{model}", "{task}"),
         info=matbench_wf.fold_prediction_infos("{model}", "{task}"),
+    log:
+        "logs/matbench/predict/{model}/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/predict/{model}/{task}.tsv"
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "task")),
+    conda:
+        "../../envs/matbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
         model_params=lambda wc: matbench_wf.model_params(config, wc.model),
         custom=matbench_wf.custom_models(config),
         folds=matbench_wf.fold_numbers(),
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/predict/{model}/{task}.log",
-    benchmark:
-        "benchmarks/runs/matbench/predict/{model}/{task}.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
         "--fold {params.folds} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
@@ -161,8 +162,6 @@ rule predict_matbench_task:
 # Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
 # also keeps the trained weights.
 use rule predict_matbench as predict_matbench_gpu with:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
@@ -174,6 +173,15 @@ use rule predict_matbench as predict_matbench_gpu with:
         predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
         info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
         weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
+    conda:
+        "../../envs/torch.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
     params:
         extra=lambda wildcards, input, output: " ".join(
             [
@@ -182,19 +190,10 @@ use rule predict_matbench as predict_matbench_gpu with:
                 shared_wf.flag("--out-model-dir", output.weights),
             ]
         ),
-    threads: 2
-    resources:
-        gpu=1,
-        mem_mb=lambda wildcards, attempt: 8000 * attempt,
-        runtime=lambda wildcards, attempt: 120 * attempt,
-    conda:
-        "../../envs/torch.yaml"
 
 
 # Predictions made outside crucible: validated like our own, then scored the same way.
 rule import_matbench_predictions:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "files")),
     input:
         predictions=lambda wc: matbench_wf.user_prediction_file(config, wc.model, wc.task, wc.fold),
         data=rules.clean_matbench_task.output.data,
@@ -204,6 +203,8 @@ rule import_matbench_predictions:
         matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
     log:
         "logs/matbench/import/{model}/{task}/fold_{fold}.log",
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "files")),
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -212,8 +213,6 @@ rule import_matbench_predictions:
 
 
 rule score_matbench:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
     input:
         predictions=lambda wc: matbench_wf.fold_predictions(wc.model, wc.task),
         data=rules.clean_matbench_task.output.data,
@@ -221,14 +220,16 @@ rule score_matbench:
         folds=rules.make_matbench_folds.output[0],
     output:
         "results/matbench/scores/{model}/{task}.json",
-    params:
-        version=CRUCIBLE_VERSION,
     log:
         "logs/matbench/score/{model}/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/score/{model}/{task}.tsv"
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models(config)),
     conda:
         "../../envs/matbench.yaml"
+    params:
+        version=CRUCIBLE_VERSION,
     shell:
         "crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
         "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
@@ -236,8 +237,6 @@ rule score_matbench:
 
 # Every input named explicitly, so that Snakemake sees what the results file is made from.
 rule write_matbench_results:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
     input:
         predictions=lambda wc: matbench_wf.model_predictions(config, wc.model),
         data=matbench_wf.clean_data_files(config),
@@ -245,13 +244,15 @@ rule write_matbench_results:
     output:
         results="results/matbench/{model}/results.json.gz",
         info="results/matbench/{model}/info.json",
+    log:
+        "logs/matbench/results_file/{model}.log",
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models(config)),
+    conda:
+        "../../envs/matbench.yaml"
     params:
         tasks=matbench_wf.tasks(config),
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/results_file/{model}.log",
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
         "--data {input.data:q} --folds {input.folds:q} --predictions {input.predictions:q} "

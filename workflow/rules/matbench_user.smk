@@ -7,59 +7,59 @@ localrules:
 
 
 rule fetch_user_dataset:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     output:
         "resources/downloads/user/{dataset}.json.gz",
-    params:
-        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
     log:
         "logs/fetch/user/{dataset}.log",
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     retries: 2
     conda:
         "../../envs/fetch.yaml"
+    params:
+        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
     shell:
         "crucible matbench user-fetch --dataset {wildcards.dataset:q} --spec {params.spec:q} --out {output:q} 2> {log:q}"
 
 
 rule clean_user_dataset:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
         "resources/downloads/user/{dataset}.json.gz",
     output:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
+    log:
+        "logs/matbench/user/{dataset}/clean.log",
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    conda:
+        "../../envs/matbench.yaml"
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
         spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/user/{dataset}/clean.log",
-    resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench user-clean --dataset {wildcards.dataset:q} --spec {params.spec:q} --raw {input:q} "
         "--out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
 rule make_user_folds:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
     output:
         "results/matbench/user/{dataset}/folds.parquet",
+    log:
+        "logs/matbench/user/{dataset}/folds.log",
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+    conda:
+        "../../envs/matbench.yaml"
     params:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/user/{dataset}/folds.log",
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench user-folds --data {input.data:q} --card {input.card:q} --inner-fraction {params.fraction} "
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
@@ -67,9 +67,6 @@ rule make_user_folds:
 
 # CPU models; GPU models run the same job in predict_user_dataset_gpu below.
 rule predict_user_dataset:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
-        model=shared_wf.alternation(matbench_wf.cpu_models(config)),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
@@ -79,6 +76,19 @@ rule predict_user_dataset:
     output:
         predictions="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.parquet",
         info="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.json",
+    log:
+        "logs/matbench/user/{dataset}/predict/{model}/fold_{fold}.log",
+    benchmark:
+        "benchmarks/runs/matbench/user/{dataset}/predict/{model}/fold_{fold}.tsv"
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        model=shared_wf.alternation(matbench_wf.cpu_models(config)),
+    conda:
+        "../../envs/matbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
         structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
@@ -87,16 +97,6 @@ rule predict_user_dataset:
         # the GPU rule's extra argument (element table)
         extra="",
         version=CRUCIBLE_VERSION,
-    log:
-        "logs/matbench/user/{dataset}/predict/{model}/fold_{fold}.log",
-    benchmark:
-        "benchmarks/runs/matbench/user/{dataset}/predict/{model}/fold_{fold}.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
-    conda:
-        "../../envs/matbench.yaml"
     shell:
         "crucible matbench user-predict --model {wildcards.model:q} --fold {wildcards.fold} "
         "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
@@ -106,9 +106,6 @@ rule predict_user_dataset:
 
 # GPU models on a user dataset: the same job, sent to a GPU partition by profiles/slurm.
 use rule predict_user_dataset as predict_user_dataset_gpu with:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
@@ -116,29 +113,34 @@ use rule predict_user_dataset as predict_user_dataset_gpu with:
         features=lambda wc: matbench_wf.model_features(config, wc.model),
         structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),
-    params:
-        extra=lambda wildcards, input: shared_wf.flag("--element-table", input.element_table),
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
+    conda:
+        "../../envs/torch.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
-    conda:
-        "../../envs/torch.yaml"
+    params:
+        extra=lambda wildcards, input: shared_wf.flag("--element-table", input.element_table),
 
 
 rule score_user_dataset:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
         folds="results/matbench/user/{dataset}/folds.parquet",
-        predictions=expand("results/matbench/user/{{dataset}}/predictions/{{model}}/fold_{fold}.parquet", fold=matbench_wf.FOLDS),
+        predictions=expand(
+            "results/matbench/user/{{dataset}}/predictions/{{model}}/fold_{fold}.parquet", fold=matbench_wf.FOLDS
+        ),
     output:
         "results/matbench/user/{dataset}/scores/{model}.json",
     log:
         "logs/matbench/user/{dataset}/score/{model}.log",
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -147,16 +149,18 @@ rule score_user_dataset:
 
 
 rule tabulate_user_dataset:
-    wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     input:
         lambda wc: matbench_wf.user_score_files(config, wc.dataset),
     output:
-        csv=report("results/tables/matbench_user_{dataset}.csv", caption="../report/user_dataset.rst", category="Matbench"),
+        csv=report(
+            "results/tables/matbench_user_{dataset}.csv", caption="../report/user_dataset.rst", category="Matbench"
+        ),
         md="results/tables/matbench_user_{dataset}.md",
         tex="results/tables/matbench_user_{dataset}.tex",
     log:
         "logs/matbench/user/{dataset}/table.log",
+    wildcard_constraints:
+        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     conda:
         "../../envs/matbench.yaml"
     shell:

@@ -8,25 +8,25 @@
 
 
 rule run_eos:
-    wildcard_constraints:
-        model=mlip_wf.NAME_PATTERN,
     output:
         "results/mlip/eos/{model}.parquet",
-    params:
-        elements=lambda wc: mlip_wf.eos_params(config)["elements"],
-        points=lambda wc: mlip_wf.eos_params(config)["points"],
-        volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
     log:
         "logs/mlip/eos/{model}.log",
     benchmark:
         "benchmarks/runs/mlip/eos_{model}.tsv"
+    wildcard_constraints:
+        model=mlip_wf.NAME_PATTERN,
+    conda:
+        "../../envs/mlip.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
-    conda:
-        "../../envs/mlip.yaml"
+    params:
+        elements=lambda wc: mlip_wf.eos_params(config)["elements"],
+        points=lambda wc: mlip_wf.eos_params(config)["points"],
+        volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
     shell:
         "crucible mlip eos --model {wildcards.model:q} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
@@ -54,8 +54,9 @@ rule plot_eos:
     output:
         png=report("results/figures/mlip_eos_delta.png", caption="../report/mlip_eos_delta.rst", category="MLIP"),
         pdf="results/figures/mlip_eos_delta.pdf",
-        parity_png=report("results/figures/mlip_eos_b0_parity.png", caption="../report/mlip_b0_parity.rst",
-                          category="MLIP"),
+        parity_png=report(
+            "results/figures/mlip_eos_b0_parity.png", caption="../report/mlip_b0_parity.rst", category="MLIP"
+        ),
         parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
@@ -67,44 +68,48 @@ rule plot_eos:
 
 
 rule predict_s2ef:
-    wildcard_constraints:
-        model=mlip_wf.NAME_PATTERN,
-        dataset=mlip_wf.NAME_PATTERN,
     input:
         # the dataset file itself when it is one, so that editing it reruns the predictions
         lambda wc: mlip_wf.s2ef_input(config, wc.dataset),
     output:
         "results/mlip/s2ef/{dataset}/{model}.parquet",
-    params:
-        source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
     log:
         "logs/mlip/s2ef/{dataset}/{model}.log",
     benchmark:
         "benchmarks/runs/mlip/s2ef_{dataset}_{model}.tsv"
+    wildcard_constraints:
+        model=mlip_wf.NAME_PATTERN,
+        dataset=mlip_wf.NAME_PATTERN,
+    conda:
+        "../../envs/mlip.yaml"
     threads: 2
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
-    conda:
-        "../../envs/mlip.yaml"
+    params:
+        source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
     shell:
         "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} --threads {threads}"
         " --out {output:q} 2> {log:q}"
 
 
 rule score_s2ef:
-    wildcard_constraints:
-        dataset=mlip_wf.NAME_PATTERN,
     input:
         lambda wc: mlip_wf.s2ef_files(config, wc.dataset),
     output:
-        csv=report("results/tables/mlip_s2ef_{dataset}.csv", caption="../report/mlip_s2ef.rst", category="MLIP",
-                   labels={"dataset": "{dataset}"}),
+        csv=report(
+            "results/tables/mlip_s2ef_{dataset}.csv",
+            caption="../report/mlip_s2ef.rst",
+            category="MLIP",
+            labels={"dataset": "{dataset}"},
+        ),
         md="results/tables/mlip_s2ef_{dataset}.md",
         tex="results/tables/mlip_s2ef_{dataset}.tex",
     log:
         "logs/mlip/s2ef_table_{dataset}.log",
+    wildcard_constraints:
+        dataset=mlip_wf.NAME_PATTERN,
     conda:
         "../../envs/mlip.yaml"
     shell:

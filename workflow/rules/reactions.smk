@@ -3,7 +3,6 @@
 # crucible.reactions.workflow (pure functions of the config).
 from crucible.reactions import workflow as rxn
 
-
 _RXN_DATASETS = rxn.datasets(config)
 _RXN_BASELINES = sorted({m for d in _RXN_DATASETS for m in rxn.baselines(config, d)})
 _RXN_LLMS = rxn.llm_models(config)
@@ -23,13 +22,13 @@ rule clean_reactions:
     output:
         data="results/reactions/data/{rxn_dataset}.parquet",
         card="results/reactions/data/{rxn_dataset}.json",
-    params:
-        custom=lambda wc: rxn.custom_dataset_arg(config, wc.rxn_dataset),
-        artifact=_rxn_artifact_sha,
     log:
         "logs/reactions/clean_{rxn_dataset}.log",
     conda:
         "../../envs/reactions.yaml"
+    params:
+        custom=lambda wc: rxn.custom_dataset_arg(config, wc.rxn_dataset),
+        artifact=_rxn_artifact_sha,
     shell:
         "crucible reactions clean --dataset {wildcards.rxn_dataset:q} --input {input:q} {params.custom} "
         "{params.artifact} --out {output.data:q} --out-card {output.card:q} 2> {log:q}"
@@ -43,14 +42,14 @@ rule build_questions:
         questions=[f"results/reactions/{{rxn_dataset}}/{q}/questions.json" for q in rxn.question_types(config)],
         prompts=[f"results/reactions/{{rxn_dataset}}/{q}/prompts.jsonl" for q in rxn.question_types(config)],
         summary="results/reactions/{rxn_dataset}/build.json",
-    params:
-        types=rxn.question_types(config),
-        qparams=rxn.question_params(config),
-        system=rxn.system_prompt_arg(config),
     log:
         "logs/reactions/build_{rxn_dataset}.log",
     conda:
         "../../envs/reactions.yaml"
+    params:
+        types=rxn.question_types(config),
+        qparams=rxn.question_params(config),
+        system=rxn.system_prompt_arg(config),
     shell:
         "crucible reactions build --data {input.data:q} --card {input.card:q} --params {params.qparams:q} "
         "{params.system} --types {params.types} --out-questions {output.questions:q} --out-prompts {output.prompts:q} "
@@ -64,18 +63,18 @@ rule predict_reactions:
         questions=lambda wc: rxn.questions_files(config, wc.rxn_dataset),
     output:
         [f"results/reactions/{{rxn_dataset}}/{q}/predictions/{{rxn_baseline}}.json" for q in rxn.question_types(config)],
-    params:
-        mparams=lambda wc: rxn.model_params(config, wc.rxn_baseline),
     log:
         "logs/reactions/predict_{rxn_dataset}_{rxn_baseline}.log",
     benchmark:
         "benchmarks/runs/reactions/predict_{rxn_dataset}_{rxn_baseline}.tsv"
+    conda:
+        "../../envs/reactions.yaml"
     threads: 1
     resources:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 30 * attempt,
-    conda:
-        "../../envs/reactions.yaml"
+    params:
+        mparams=lambda wc: rxn.model_params(config, wc.rxn_baseline),
     shell:
         "OMP_NUM_THREADS={threads} crucible reactions predict --model {wildcards.rxn_baseline:q} --params {params.mparams:q} "
         "--data {input.data:q} --card {input.card:q} --questions {input.questions:q} --out {output:q} 2> {log:q}"
@@ -117,22 +116,30 @@ rule report_reactions:
         lambda wc: rxn.score_files(config, wc.rxn_dataset),
     output:
         csv="results/tables/reactions_{rxn_dataset}.csv",
-        md=report("results/tables/reactions_{rxn_dataset}.md", caption="../report/reactions_table.rst", category="Reactions"),
+        md=report(
+            "results/tables/reactions_{rxn_dataset}.md", caption="../report/reactions_table.rst", category="Reactions"
+        ),
         tex="results/tables/reactions_{rxn_dataset}.tex",
         paired_csv="results/tables/reactions_{rxn_dataset}_paired.csv",
-        paired_md=report("results/tables/reactions_{rxn_dataset}_paired.md", caption="../report/reactions_paired.rst",
-                         category="Reactions"),
+        paired_md=report(
+            "results/tables/reactions_{rxn_dataset}_paired.md",
+            caption="../report/reactions_paired.rst",
+            category="Reactions",
+        ),
         paired_tex="results/tables/reactions_{rxn_dataset}_paired.tex",
-        png=report("results/figures/reactions_{rxn_dataset}.png", caption="../report/reactions_figure.rst",
-                   category="Reactions"),
+        png=report(
+            "results/figures/reactions_{rxn_dataset}.png",
+            caption="../report/reactions_figure.rst",
+            category="Reactions",
+        ),
         pdf="results/figures/reactions_{rxn_dataset}.pdf",
-    params:
-        boot=config.get("reactions", {}).get("bootstrap", {}).get("n", 1000),
-        seed=config.get("reactions", {}).get("bootstrap", {}).get("seed", 0),
     log:
         "logs/reactions/report_{rxn_dataset}.log",
     conda:
         "../../envs/reactions.yaml"
+    params:
+        boot=config.get("reactions", {}).get("bootstrap", {}).get("n", 1000),
+        seed=config.get("reactions", {}).get("bootstrap", {}).get("seed", 0),
     shell:
         "crucible reactions report --dataset {wildcards.rxn_dataset:q} --scores {input:q} --bootstrap {params.boot} "
         "--seed {params.seed} --out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} "
@@ -147,14 +154,17 @@ rule package_reactions:
         summary="results/reactions/{rxn_dataset}/build.json",
         table="results/tables/reactions_{rxn_dataset}.csv",
     output:
-        report=report("results/reactions/{rxn_dataset}/package/report.md", caption="../report/reactions_package.rst",
-                      category="Reactions"),
-    params:
-        out_dir=lambda wc: f"results/reactions/{wc.rxn_dataset}/package",
+        report=report(
+            "results/reactions/{rxn_dataset}/package/report.md",
+            caption="../report/reactions_package.rst",
+            category="Reactions",
+        ),
     log:
         "logs/reactions/package_{rxn_dataset}.log",
     conda:
         "../../envs/reactions.yaml"
+    params:
+        out_dir=lambda wc: f"results/reactions/{wc.rxn_dataset}/package",
     shell:
         "crucible reactions package --dataset {wildcards.rxn_dataset:q} --questions {input.questions:q} "
         "--card {input.card:q} --summary {input.summary:q} --table {input.table:q} "

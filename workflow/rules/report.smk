@@ -10,7 +10,9 @@ rule build_matbench_leaderboard:
         md="results/tables/matbench_leaderboard.md",
         tex="results/tables/matbench_leaderboard.tex",
         folds=report("results/tables/matbench_folds.csv", caption="../report/folds.rst", category="Matbench"),
-        png=report("results/figures/matbench_scaled_error.png", caption="../report/scaled_error.rst", category="Matbench"),
+        png=report(
+            "results/figures/matbench_scaled_error.png", caption="../report/scaled_error.rst", category="Matbench"
+        ),
         pdf="results/figures/matbench_scaled_error.pdf",
     log:
         "logs/matbench/leaderboard.log",
@@ -23,8 +25,6 @@ rule build_matbench_leaderboard:
 
 
 rule plot_matbench_model:
-    wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
     input:
         predictions=lambda wc: matbench_wf.fold_predictions(wc.model, wc.task),
         data=rules.clean_matbench_task.output.data,
@@ -40,6 +40,8 @@ rule plot_matbench_model:
         pdf="results/figures/matbench/{model}/{task}.pdf",
     log:
         "logs/matbench/figures/{model}/{task}.log",
+    wildcard_constraints:
+        model=shared_wf.alternation(matbench_wf.models(config)),
     conda:
         "../../envs/matbench.yaml"
     shell:

@@ -86,17 +86,25 @@ def reaction_table(records: Sequence[dict[str, Any]], thr: Thresholds) -> pd.Dat
             rows.append(row)
             continue
         f = raw_flags(r, thr, has_slab)
-        cls = classify(any(f[k] for k in SEED_FLAGS), any(f[k] for k in UNPHYSICAL_FLAGS), f["migration"],
-                       f["energy_anomaly"])
+        cls = classify(
+            any(f[k] for k in SEED_FLAGS), any(f[k] for k in UNPHYSICAL_FLAGS), f["migration"], f["energy_anomaly"]
+        )
         med = r["seeds"][r["final"]["median_num"]]
-        row.update(mlip_ads_eng=r["final"]["ads_eng_median"], single_ads_eng=r["single_calculation"]["ads_eng"],
-                   **{"class": cls}, error=None, **{f"flag_{k}": v for k, v in f.items()},
-                   median_num=r["final"]["median_num"], max_bond_change=med["max_bond_change"],
-                   substrate_displacement=med["substrate_displacement"],
-                   slab_seed_range=r["final"]["slab_seed_range"], ads_seed_range=r["final"]["ads_seed_range"],
-                   ads_eng_seed_range=r["final"]["ads_eng_seed_range"],
-                   time_total=r["time_total_slab"] + r["time_total_adslab"],
-                   steps_total=r["steps_total_slab"] + r["steps_total_adslab"])
+        row.update(
+            mlip_ads_eng=r["final"]["ads_eng_median"],
+            single_ads_eng=r["single_calculation"]["ads_eng"],
+            **{"class": cls},
+            error=None,
+            **{f"flag_{k}": v for k, v in f.items()},
+            median_num=r["final"]["median_num"],
+            max_bond_change=med["max_bond_change"],
+            substrate_displacement=med["substrate_displacement"],
+            slab_seed_range=r["final"]["slab_seed_range"],
+            ads_seed_range=r["final"]["ads_seed_range"],
+            ads_eng_seed_range=r["final"]["ads_eng_seed_range"],
+            time_total=r["time_total_slab"] + r["time_total_adslab"],
+            steps_total=r["steps_total_slab"] + r["steps_total_adslab"],
+        )
         rows.append(row)
     df = pd.DataFrame(rows)
     if thr.energy_cutoff is not None:
@@ -126,8 +134,9 @@ def within_threshold_percent(values: Iterable[float], thresholds: np.ndarray) ->
     return float(np.mean(100.0 * counts / v.size))
 
 
-def displacement_pools(records: Sequence[dict[str, Any]], included: set[str], adsorbate: str | None = None,
-                       has_slab: bool = True) -> tuple[list[float], list[float]]:
+def displacement_pools(
+    records: Sequence[dict[str, Any]], included: set[str], adsorbate: str | None = None, has_slab: bool = True
+) -> tuple[list[float], list[float]]:
     """(mean-displacement pool, max-displacement pool): one value per structure per seed."""
     mae, mx = [], []
     for r in records:
@@ -164,9 +173,12 @@ def _group_stats(df: pd.DataFrame, records, thr: Thresholds, adsorbate: str | No
     normal = ok[ok["class"] == "normal"]
     pools = displacement_pools(records, set(ok["reaction_id"]), adsorbate, has_slab)
     return {
-        "Num_total": total, "Num_failed": int((df["class"] == FAILED).sum()),
-        "Num_normal": counts["normal"], "Num_adsorbate_migration": counts["adsorbate_migration"],
-        "Anomaly_total": anomaly, "Anomaly_reproduction_failure": counts["reproduction_failure"],
+        "Num_total": total,
+        "Num_failed": int((df["class"] == FAILED).sum()),
+        "Num_normal": counts["normal"],
+        "Num_adsorbate_migration": counts["adsorbate_migration"],
+        "Anomaly_total": anomaly,
+        "Anomaly_reproduction_failure": counts["reproduction_failure"],
         "Anomaly_unphysical_relaxation": counts["unphysical_relaxation"],
         "Anomaly_energy_anomaly": counts["energy_anomaly"],
         "MAE_total": _mae(ok["mlip_ads_eng"], ok["dft_ads_eng"]),
@@ -199,16 +211,31 @@ def summarize(records: Sequence[dict[str, Any]], thr: Thresholds, mlip_name: str
         "Anomaly_rate_reproduction_failure": _rate(g["Anomaly_reproduction_failure"], g["Num_total"]),
         "Anomaly_rate_unphysical_relaxation": _rate(g["Anomaly_unphysical_relaxation"], g["Num_total"]),
         "Anomaly_rate_energy_anomaly": _rate(g["Anomaly_energy_anomaly"], g["Num_total"]),
-        "MAE_total": g["MAE_total"], "MAE_normal": g["MAE_normal"], "MAE_single": g["MAE_single"],
-        "ADwT": g["ADwT"], "AMDwT": g["AMDwT"], "Num_total": g["Num_total"], "Num_failed": g["Num_failed"],
+        "MAE_total": g["MAE_total"],
+        "MAE_normal": g["MAE_normal"],
+        "MAE_single": g["MAE_single"],
+        "ADwT": g["ADwT"],
+        "AMDwT": g["AMDwT"],
+        "Num_total": g["Num_total"],
+        "Num_failed": g["Num_failed"],
         "Time_total": time_total * factor,
         "Time_per_step": time_total * factor / steps_total if steps_total else math.nan,
         "Steps_total": steps_total,
     }
-    anomaly_row = {"MLIP_name": mlip_name, "Num_normal": g["Num_normal"],
-                   "Num_adsorbate_migration": g["Num_adsorbate_migration"],
-                   **{k: g[k] for k in ("Anomaly_total", "Anomaly_reproduction_failure",
-                                        "Anomaly_unphysical_relaxation", "Anomaly_energy_anomaly")}}
+    anomaly_row = {
+        "MLIP_name": mlip_name,
+        "Num_normal": g["Num_normal"],
+        "Num_adsorbate_migration": g["Num_adsorbate_migration"],
+        **{
+            k: g[k]
+            for k in (
+                "Anomaly_total",
+                "Anomaly_reproduction_failure",
+                "Anomaly_unphysical_relaxation",
+                "Anomaly_energy_anomaly",
+            )
+        },
+    }
     repro = ok[ok["class"] == "reproduction_failure"]
     unphys = ok[ok["class"] == "unphysical_relaxation"]
     for k in SEED_FLAGS:
@@ -219,13 +246,39 @@ def summarize(records: Sequence[dict[str, Any]], thr: Thresholds, mlip_name: str
     for ads in sorted(df["adsorbate"].unique()):
         sub = df[df["adsorbate"] == ads]
         ga = _group_stats(sub, records, thr, ads, has_slab)
-        per_ads.append({"Adsorbate_name": ads, **{k: ga[k] for k in (
-            "MAE_total", "MAE_normal", "MAE_single", "ADwT", "AMDwT", "Num_total", "Num_normal",
-            "Num_adsorbate_migration", "Anomaly_total", "Anomaly_reproduction_failure",
-            "Anomaly_unphysical_relaxation", "Anomaly_energy_anomaly", "Num_failed")}})
+        per_ads.append(
+            {
+                "Adsorbate_name": ads,
+                **{
+                    k: ga[k]
+                    for k in (
+                        "MAE_total",
+                        "MAE_normal",
+                        "MAE_single",
+                        "ADwT",
+                        "AMDwT",
+                        "Num_total",
+                        "Num_normal",
+                        "Num_adsorbate_migration",
+                        "Anomaly_total",
+                        "Anomaly_reproduction_failure",
+                        "Anomaly_unphysical_relaxation",
+                        "Anomaly_energy_anomaly",
+                        "Num_failed",
+                    )
+                },
+            }
+        )
     shifted, shift_block = gas_shift(df, thr)
-    return {"mlip": mlip_row, "anomaly": anomaly_row, "per_adsorbate": per_ads, "reactions": df,
-            "shifted": shifted, "gas_shift": shift_block, "has_slab": has_slab}
+    return {
+        "mlip": mlip_row,
+        "anomaly": anomaly_row,
+        "per_adsorbate": per_ads,
+        "reactions": df,
+        "shifted": shifted,
+        "gas_shift": shift_block,
+        "has_slab": has_slab,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,9 +302,16 @@ def gas_shift(df: pd.DataFrame, thr: Thresholds) -> tuple[pd.DataFrame, list[dic
         out.loc[valid, "class"] = np.where(err > thr.energy_thrs, "energy_anomaly", "normal")
         sub = out[mask & (out["class"] != FAILED)]
         normal = sub[sub["class"] == "normal"]
-        block.append({"Adsorbate_name": ads, "shift_eV": shift if applied else math.nan, "N_fit": n_fit,
-                      "applied": applied, "MAE_total_shifted": _mae(sub["mlip_ads_eng"], sub["dft_ads_eng"]),
-                      "MAE_normal_shifted": _mae(normal["mlip_ads_eng"], normal["dft_ads_eng"])})
+        block.append(
+            {
+                "Adsorbate_name": ads,
+                "shift_eV": shift if applied else math.nan,
+                "N_fit": n_fit,
+                "applied": applied,
+                "MAE_total_shifted": _mae(sub["mlip_ads_eng"], sub["dft_ads_eng"]),
+                "MAE_normal_shifted": _mae(normal["mlip_ads_eng"], normal["dft_ads_eng"]),
+            }
+        )
     return out, block
 
 
@@ -263,14 +323,16 @@ def shifted_mlip_row(shifted: pd.DataFrame, base_row: dict[str, Any]) -> dict[st
     anomaly = counts["reproduction_failure"] + counts["unphysical_relaxation"] + counts["energy_anomaly"]
     normal = ok[ok["class"] == "normal"]
     row = dict(base_row)
-    row.update({
-        "Normal_rate": _rate(counts["normal"], total),
-        "Adsorbate_migration_rate": _rate(counts["adsorbate_migration"], total),
-        "Anomaly_rate_total": _rate(anomaly, total),
-        "Anomaly_rate_energy_anomaly": _rate(counts["energy_anomaly"], total),
-        "MAE_total": _mae(ok["mlip_ads_eng"], ok["dft_ads_eng"]),
-        "MAE_normal": _mae(normal["mlip_ads_eng"], normal["dft_ads_eng"]),
-    })
+    row.update(
+        {
+            "Normal_rate": _rate(counts["normal"], total),
+            "Adsorbate_migration_rate": _rate(counts["adsorbate_migration"], total),
+            "Anomaly_rate_total": _rate(anomaly, total),
+            "Anomaly_rate_energy_anomaly": _rate(counts["energy_anomaly"], total),
+            "MAE_total": _mae(ok["mlip_ads_eng"], ok["dft_ads_eng"]),
+            "MAE_normal": _mae(normal["mlip_ads_eng"], normal["dft_ads_eng"]),
+        }
+    )
     return row
 
 

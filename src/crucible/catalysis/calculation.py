@@ -30,8 +30,14 @@ from crucible.catalysis.data import Reaction
 
 log = logging.getLogger(__name__)
 
-DEFAULTS = {"seeds": 3, "fmax": 0.05, "max_steps": 999, "gas_max_steps": 500, "mode": "basic",
-            "chemical_bond_cutoff": 6.0}
+DEFAULTS = {
+    "seeds": 3,
+    "fmax": 0.05,
+    "max_steps": 999,
+    "gas_max_steps": 500,
+    "mode": "basic",
+    "chemical_bond_cutoff": 6.0,
+}
 MODES = ("basic", "oc20")
 
 
@@ -66,9 +72,11 @@ def displacement_stats(initial, final) -> dict[str, float]:
     fixed = fixed_indices(initial)
     mobile = np.array([i for i in range(len(d)) if i not in fixed], dtype=int)
     m = d[mobile] if mobile.size else np.zeros(0)
-    return {"max_disp": float(d.max()) if d.size else 0.0,
-            "pos_mae": float(m.mean()) if m.size else 0.0,
-            "pos_rmsd": float(np.sqrt(np.mean(m ** 2))) if m.size else 0.0}
+    return {
+        "max_disp": float(d.max()) if d.size else 0.0,
+        "pos_mae": float(m.mean()) if m.size else 0.0,
+        "pos_rmsd": float(np.sqrt(np.mean(m**2))) if m.size else 0.0,
+    }
 
 
 def max_bond_change(initial, final, adsorbate_indices: Sequence[int], cutoff: float = 6.0) -> float:
@@ -175,20 +183,39 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
     adslab = next(s for s in reaction.structures if s.role == "adslab")
     gases = [s for s in reaction.structures if s.role == "gas"]
     oc20 = p["mode"] == "oc20"
-    record: dict[str, Any] = {"reaction_id": reaction.reaction_id, "adsorbate": reaction.adsorbate,
-                              "dft_ads_eng": reaction.dft_ads_eng, "error": None}
+    record: dict[str, Any] = {
+        "reaction_id": reaction.reaction_id,
+        "adsorbate": reaction.adsorbate,
+        "dft_ads_eng": reaction.dft_ads_eng,
+        "error": None,
+    }
     seeds = []
     try:
         for seed in range(int(p["seeds"])):
             _seed_everything(seed)
             rec: dict[str, Any] = {"seed": seed}
             ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"])
-            rec.update(adslab_tot_eng=ads["energy"], adslab_steps=ads["steps"], adslab_max_disp=ads["max_disp"],
-                       adslab_pos_mae=ads["pos_mae"], adslab_pos_rmsd=ads["pos_rmsd"], adslab_time=ads["time"])
+            rec.update(
+                adslab_tot_eng=ads["energy"],
+                adslab_steps=ads["steps"],
+                adslab_max_disp=ads["max_disp"],
+                adslab_pos_mae=ads["pos_mae"],
+                adslab_pos_rmsd=ads["pos_rmsd"],
+                adslab_time=ads["time"],
+            )
             if oc20:
-                rec.update(ads_eng=ads["energy"], slab_tot_eng=None, slab_steps=0, slab_max_disp=0.0, slab_pos_mae=0.0,
-                           slab_pos_rmsd=0.0, slab_time=0.0, max_bond_change=0.0, substrate_displacement=0.0,
-                           gas_energies={})
+                rec.update(
+                    ads_eng=ads["energy"],
+                    slab_tot_eng=None,
+                    slab_steps=0,
+                    slab_max_disp=0.0,
+                    slab_pos_mae=0.0,
+                    slab_pos_rmsd=0.0,
+                    slab_time=0.0,
+                    max_bond_change=0.0,
+                    substrate_displacement=0.0,
+                    gas_energies={},
+                )
             else:
                 sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"])
                 gas_e = {}
@@ -197,14 +224,25 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
                     if key not in gas_cache:
                         gas_cache[key] = relax(_gas_fixed(g.atoms), calc, p["fmax"], p["gas_max_steps"])["energy"]
                     gas_e[g.key] = gas_cache[key]
-                e_ads = adslab.stoi * ads["energy"] + slab.stoi * sl["energy"] + sum(g.stoi * gas_e[g.key] for g in gases)
-                rec.update(ads_eng=float(e_ads), slab_tot_eng=sl["energy"], slab_steps=sl["steps"],
-                           slab_max_disp=sl["max_disp"], slab_pos_mae=sl["pos_mae"], slab_pos_rmsd=sl["pos_rmsd"],
-                           slab_time=sl["time"], gas_energies=gas_e,
-                           max_bond_change=max_bond_change(adslab.atoms, ads["atoms"], reaction.adsorbate_indices,
-                                                           p["chemical_bond_cutoff"]),
-                           substrate_displacement=substrate_displacement(adslab.atoms, ads["atoms"],
-                                                                         reaction.adsorbate_indices))
+                e_ads = (
+                    adslab.stoi * ads["energy"] + slab.stoi * sl["energy"] + sum(g.stoi * gas_e[g.key] for g in gases)
+                )
+                rec.update(
+                    ads_eng=float(e_ads),
+                    slab_tot_eng=sl["energy"],
+                    slab_steps=sl["steps"],
+                    slab_max_disp=sl["max_disp"],
+                    slab_pos_mae=sl["pos_mae"],
+                    slab_pos_rmsd=sl["pos_rmsd"],
+                    slab_time=sl["time"],
+                    gas_energies=gas_e,
+                    max_bond_change=max_bond_change(
+                        adslab.atoms, ads["atoms"], reaction.adsorbate_indices, p["chemical_bond_cutoff"]
+                    ),
+                    substrate_displacement=substrate_displacement(
+                        adslab.atoms, ads["atoms"], reaction.adsorbate_indices
+                    ),
+                )
             seeds.append(rec)
         _seed_everything(0)
         if oc20:
@@ -219,7 +257,8 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
     idx, med = median_seed([s["ads_eng"] for s in seeds])
     record["seeds"] = seeds
     record["final"] = {
-        "ads_eng_median": med, "median_num": idx,
+        "ads_eng_median": med,
+        "median_num": idx,
         "slab_seed_range": 0.0 if oc20 else seed_range([s["slab_tot_eng"] for s in seeds]),
         "ads_seed_range": seed_range([s["adslab_tot_eng"] for s in seeds]),
         "ads_eng_seed_range": seed_range([s["ads_eng"] for s in seeds]),
@@ -242,7 +281,7 @@ def chunk_ids(ids: Sequence[str], chunk: int, n_chunks: int) -> list[str]:
         raise ValueError(f"chunk {chunk} outside 0..{n_chunks - 1}")
     ordered = sorted(ids)
     bounds = np.linspace(0, len(ordered), n_chunks + 1).round().astype(int)
-    return ordered[bounds[chunk]: bounds[chunk + 1]]
+    return ordered[bounds[chunk] : bounds[chunk + 1]]
 
 
 def _part_name(reaction_id: str) -> str:
@@ -255,8 +294,15 @@ def settings_key(params: dict[str, Any], model: str) -> str:
     return hashlib.sha256(json.dumps(p, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_chunk(reactions: list[Reaction], calc, params: dict[str, Any], out: str | os.PathLike,
-              model: str, progress: bool = True, device: str | None = None) -> dict[str, Any]:
+def run_chunk(
+    reactions: list[Reaction],
+    calc,
+    params: dict[str, Any],
+    out: str | os.PathLike,
+    model: str,
+    progress: bool = True,
+    device: str | None = None,
+) -> dict[str, Any]:
     """Relax ``reactions`` (one chunk), keeping each finished reaction in ``{out}.parts/`` so a
     killed run resumes; then write the chunk's JSON to ``out`` and remove the parts."""
     from tqdm import tqdm
@@ -272,8 +318,9 @@ def run_chunk(reactions: list[Reaction], calc, params: dict[str, Any], out: str 
     key = settings_key(params, model)
     gas_cache: dict = {}
     records, n_resumed, n_computed = [], 0, 0
-    for reaction in tqdm(sorted(reactions, key=lambda r: r.reaction_id), desc=f"{model} relaxations",
-                         disable=None if progress else True):
+    for reaction in tqdm(
+        sorted(reactions, key=lambda r: r.reaction_id), desc=f"{model} relaxations", disable=None if progress else True
+    ):
         part = parts / _part_name(reaction.reaction_id)
         if part.is_file():
             saved = json.loads(part.read_text(encoding="utf-8"))
@@ -286,9 +333,16 @@ def run_chunk(reactions: list[Reaction], calc, params: dict[str, Any], out: str 
         records.append(record)
         n_computed += 1
     # the device the potential was loaded on (crucible.mlip.calculators.Potential.device)
-    doc = {"model": model, "device": device or "cpu", "settings": p,
-           "settings_key": key, "n_reactions": len(records), "n_resumed": n_resumed, "n_computed": n_computed,
-           "reactions": records}
+    doc = {
+        "model": model,
+        "device": device or "cpu",
+        "settings": p,
+        "settings_key": key,
+        "n_reactions": len(records),
+        "n_resumed": n_resumed,
+        "n_computed": n_computed,
+        "reactions": records,
+    }
     write_json(doc, out)
     for f in parts.glob("*.json"):
         f.unlink()

@@ -1,14 +1,14 @@
 """``crucible catalysis ...``: adsorption energies with CatBench's semantics, and relative energies.
 
-    crucible catalysis fetch --dataset MamunHighT2019 --url URL [--sha256 HEX] --out resources/catalysis/...
-    crucible catalysis clean --format catbench-json --input raw.json --out reactions.parquet --out-db structures.db --out-card card.json
-    crucible catalysis relax --reactions reactions.parquet --db structures.db --model emt --chunk 0 --n-chunks 1 --params '{}' --out chunk_0.json
-    crucible catalysis score --inputs chunk_0.json ... --model emt --thresholds '{}' --out analysis.json --out-reactions reactions.parquet
-    crucible catalysis tables --inputs analysis/*.json --out-prefix results/tables/catalysis_X --out-xlsx results/tables/catalysis_X.xlsx
-    crucible catalysis figures --inputs analysis/*.json --reactions analysis/*.parquet --dataset X --out-parity a.png a.pdf --out-sensitivity s.png s.pdf --out-model-parity m1.png ...
-    crucible catalysis relative --task surface --input DIR --model emt --out rel.parquet
-    crucible catalysis relative-table --inputs rel/*.parquet --out-prefix results/tables/catalysis_surface_X
-    crucible catalysis demo --out-dir DIR
+crucible catalysis fetch --dataset MamunHighT2019 --url URL [--sha256 HEX] --out resources/catalysis/...
+crucible catalysis clean --format catbench-json --input raw.json --out reactions.parquet --out-db structures.db --out-card card.json
+crucible catalysis relax --reactions reactions.parquet --db structures.db --model emt --chunk 0 --n-chunks 1 --params '{}' --out chunk_0.json
+crucible catalysis score --inputs chunk_0.json ... --model emt --thresholds '{}' --out analysis.json --out-reactions reactions.parquet
+crucible catalysis tables --inputs analysis/*.json --out-prefix results/tables/catalysis_X --out-xlsx results/tables/catalysis_X.xlsx
+crucible catalysis figures --inputs analysis/*.json --reactions analysis/*.parquet --dataset X --out-parity a.png a.pdf --out-sensitivity s.png s.pdf --out-model-parity m1.png ...
+crucible catalysis relative --task surface --input DIR --model emt --out rel.parquet
+crucible catalysis relative-table --inputs rel/*.parquet --out-prefix results/tables/catalysis_surface_X
+crucible catalysis demo --out-dir DIR
 """
 
 from __future__ import annotations
@@ -38,10 +38,21 @@ def _cmd_clean(args) -> int:
     source = {"format": args.format, "path": str(args.input), "sha256": tree_sha256(args.input)}
     if args.url:
         source["url"] = args.url
-    card = clean(reactions, args.out, args.out_db, args.out_card, source=source, tolerance=args.tolerance,
-                 energy_source=args.energy_source)
-    log.info("%d reactions (%s); worst |Σ stoi·E − stated| = %.3g eV", card["n_reactions"],
-             card["reactions_per_adsorbate"], card["energy_check"]["worst_abs_difference_eV"])
+    card = clean(
+        reactions,
+        args.out,
+        args.out_db,
+        args.out_card,
+        source=source,
+        tolerance=args.tolerance,
+        energy_source=args.energy_source,
+    )
+    log.info(
+        "%d reactions (%s); worst |Σ stoi·E − stated| = %.3g eV",
+        card["n_reactions"],
+        card["reactions_per_adsorbate"],
+        card["energy_check"]["worst_abs_difference_eV"],
+    )
     return 0
 
 
@@ -55,7 +66,9 @@ def _cmd_relax(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    ids = chunk_ids(list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks)
+    ids = chunk_ids(
+        list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks
+    )
     reactions = load_reactions(args.reactions, args.db, ids)
     potential = load_potential(args.model, device=args.device)
     run_chunk(reactions, potential.calculator, _json_arg(args.params), args.out, args.model, device=potential.device)
@@ -74,27 +87,52 @@ def _cmd_score(args) -> int:
     shifted_row = shifted_mlip_row(s["shifted"], s["mlip"])
     shifted_anomaly = dict(s["anomaly"])
     sh = s["shifted"]
-    shifted_anomaly.update(Num_normal=int((sh["class"] == "normal").sum()),
-                           Anomaly_energy_anomaly=int((sh["class"] == "energy_anomaly").sum()))
-    shifted_anomaly["Anomaly_total"] = (shifted_anomaly["Anomaly_reproduction_failure"]
-                                        + shifted_anomaly["Anomaly_unphysical_relaxation"]
-                                        + shifted_anomaly["Anomaly_energy_anomaly"])
+    shifted_anomaly.update(
+        Num_normal=int((sh["class"] == "normal").sum()),
+        Anomaly_energy_anomaly=int((sh["class"] == "energy_anomaly").sum()),
+    )
+    shifted_anomaly["Anomaly_total"] = (
+        shifted_anomaly["Anomaly_reproduction_failure"]
+        + shifted_anomaly["Anomaly_unphysical_relaxation"]
+        + shifted_anomaly["Anomaly_energy_anomaly"]
+    )
     df = s["reactions"]
     sweep = threshold_sensitivity(records, thr)
     detection = {c: sorted(df.loc[df["class"] == c, "reaction_id"]) for c in CLASSES}
     issues = {}
     for row in df[df["class"] == "unphysical_relaxation"].itertuples(index=False):
-        issues[row.reaction_id] = [k for k in ("ads_conv", "ads_move", "slab_conv", "slab_move") if getattr(row, f"flag_{k}")]
-    write_json({"model": args.model, "thresholds": thr.as_dict(), "mlip": s["mlip"], "anomaly": s["anomaly"],
-                "per_adsorbate": s["per_adsorbate"], "gas_shift": s["gas_shift"], "mlip_shifted": shifted_row,
-                "anomaly_shifted": shifted_anomaly, "sensitivity": sweep.to_dict(orient="records"),
-                "anomaly_detection": {**detection, "unphysical_issues": issues,
-                                      "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"])}},
-               args.out)
+        issues[row.reaction_id] = [
+            k for k in ("ads_conv", "ads_move", "slab_conv", "slab_move") if getattr(row, f"flag_{k}")
+        ]
+    write_json(
+        {
+            "model": args.model,
+            "thresholds": thr.as_dict(),
+            "mlip": s["mlip"],
+            "anomaly": s["anomaly"],
+            "per_adsorbate": s["per_adsorbate"],
+            "gas_shift": s["gas_shift"],
+            "mlip_shifted": shifted_row,
+            "anomaly_shifted": shifted_anomaly,
+            "sensitivity": sweep.to_dict(orient="records"),
+            "anomaly_detection": {
+                **detection,
+                "unphysical_issues": issues,
+                "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"]),
+            },
+        },
+        args.out,
+    )
     if args.out_anomaly:
-        write_json({"thresholds": thr.as_dict(), **detection, "unphysical_issues": issues,
-                    "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"])},
-                   args.out_anomaly)
+        write_json(
+            {
+                "thresholds": thr.as_dict(),
+                **detection,
+                "unphysical_issues": issues,
+                "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"]),
+            },
+            args.out_anomaly,
+        )
     keep = ["reaction_id", "adsorbate", "dft_ads_eng", "mlip_ads_eng", "single_ads_eng", "class"]
     out = df[keep].copy()
     out["model"] = args.model
@@ -134,8 +172,10 @@ def _cmd_figures(args) -> int:
     save_figure(parity_figure(reactions, args.dataset), *args.out_parity)
     if args.out_parity_shifted:
         save_figure(parity_figure(reactions, args.dataset, shifted=True), *args.out_parity_shifted)
-    save_figure(sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, args.dataset),
-                *args.out_sensitivity)
+    save_figure(
+        sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, args.dataset),
+        *args.out_sensitivity,
+    )
     for model, path in zip(order, args.out_model_parity or []):
         save_figure(single_parity_figure(reactions[model], args.dataset, model), path)
     return 0
@@ -146,8 +186,11 @@ def _cmd_relative(args) -> int:
     from crucible.io import write_parquet
     from crucible.mlip.calculators import get_calculator
 
-    systems = (read_surface_tree(args.input) if args.task == "surface"
-               else read_formation_tree(args.input, _json_arg(args.coefficients)))
+    systems = (
+        read_surface_tree(args.input)
+        if args.task == "surface"
+        else read_formation_tree(args.input, _json_arg(args.coefficients))
+    )
     df = run_relative(args.task, systems, get_calculator(args.model, device=args.device), args.model)
     write_parquet(df, args.out)
     return 0
@@ -160,9 +203,20 @@ def _cmd_relative_table(args) -> int:
 
     table = relative_table([read_parquet(p) for p in args.inputs])
     unit = UNITS[args.task]
-    write_table(table, csv=f"{args.out_prefix}.csv", md=f"{args.out_prefix}.md", tex=f"{args.out_prefix}.tex", digits=3,
-                headers={"MAE": f"MAE ({unit})", "RMSE": f"RMSE ({unit})", "max_error": f"max |error| ({unit})",
-                         "n_systems": "systems", "n_failed": "failed"})
+    write_table(
+        table,
+        csv=f"{args.out_prefix}.csv",
+        md=f"{args.out_prefix}.md",
+        tex=f"{args.out_prefix}.tex",
+        digits=3,
+        headers={
+            "MAE": f"MAE ({unit})",
+            "RMSE": f"RMSE ({unit})",
+            "max_error": f"max |error| ({unit})",
+            "n_systems": "systems",
+            "n_failed": "failed",
+        },
+    )
     return 0
 
 
@@ -214,7 +268,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--thresholds", help="JSON of analysis thresholds")
     p.add_argument("--out", required=True)
     p.add_argument("--out-reactions", required=True)
-    p.add_argument("--out-anomaly", help="CatBench's {mlip}_anomaly_detection.json: thresholds + reaction ids per class")
+    p.add_argument(
+        "--out-anomaly", help="CatBench's {mlip}_anomaly_detection.json: thresholds + reaction ids per class"
+    )
     p.set_defaults(func=_cmd_score)
 
     p = sub.add_parser("tables", help="MLIP_Data / anomaly / per-adsorbate tables and the Excel workbook")

@@ -124,12 +124,21 @@ def _float(value: Any, where: str) -> float:
     return out
 
 
-def _finish(rid: str, structures: list[Structure], dft: float, stated: float | None, system: str,
-            indices: list[int] | None, where: str) -> Reaction:
+def _finish(
+    rid: str,
+    structures: list[Structure],
+    dft: float,
+    stated: float | None,
+    system: str,
+    indices: list[int] | None,
+    where: str,
+) -> Reaction:
     slabs = [s for s in structures if s.role == "slab"]
     adslabs = [s for s in structures if s.role == "adslab"]
     if len(adslabs) != 1:
-        raise DataValidationError(f"{where}: reaction {rid!r} needs exactly one adslab ('...star') structure, has {len(adslabs)}")
+        raise DataValidationError(
+            f"{where}: reaction {rid!r} needs exactly one adslab ('...star') structure, has {len(adslabs)}"
+        )
     if len(slabs) > 1:
         raise DataValidationError(f"{where}: reaction {rid!r} has {len(slabs)} clean slabs")
     adsorbate = adslabs[0].key[: -len("star")]
@@ -165,9 +174,15 @@ def read_catbench_json(path: str | os.PathLike) -> list[Reaction]:
             for needed in ("stoi", "energy_ref", "atoms_json"):
                 if needed not in item:
                     raise DataValidationError(f"{where} structure {key!r}: field {needed!r} missing")
-            structures.append(Structure(key, role, _float(item["stoi"], f"{where} {key}.stoi"),
-                                        _float(item["energy_ref"], f"{where} {key}.energy_ref"),
-                                        _atoms_from_ase_json(item["atoms_json"], f"{where} {key}.atoms_json")))
+            structures.append(
+                Structure(
+                    key,
+                    role,
+                    _float(item["stoi"], f"{where} {key}.stoi"),
+                    _float(item["energy_ref"], f"{where} {key}.energy_ref"),
+                    _atoms_from_ase_json(item["atoms_json"], f"{where} {key}.atoms_json"),
+                )
+            )
         if "ref_ads_eng" not in entry:
             raise DataValidationError(f"{where}: field 'ref_ads_eng' missing")
         ref = _float(entry["ref_ads_eng"], f"{where} ref_ads_eng")
@@ -236,8 +251,9 @@ def read_cathub_raw(path: str | os.PathLike) -> list[Reaction]:
                 raise DataValidationError(f"{swhere}: systems.InputFile and systems.energy are required")
             atoms = _atoms_from_ase_json(body["InputFile"], swhere)
             _cathub_constraints(atoms, body.get("constraints"), swhere)
-            energy = _float(body["energy"], f"{swhere}.energy") + _float(sys_.get("energyCorrection", 0.0) or 0.0,
-                                                                         f"{swhere}.energyCorrection")
+            energy = _float(body["energy"], f"{swhere}.energy") + _float(
+                sys_.get("energyCorrection", 0.0) or 0.0, f"{swhere}.energyCorrection"
+            )
             try:
                 role = role_of(name)
             except ValueError as exc:
@@ -314,19 +330,24 @@ def read_vasp_tree(root: str | os.PathLike, coefficients: dict[str, dict[str, fl
         for ads_dir in sorted(p for p in system_dir.iterdir() if p.is_dir() and p.name != "slab"):
             ads = ads_dir.name
             if ads not in coefficients:
-                raise DataValidationError(f"{ads_dir}: adsorbate {ads!r} has no entry in coefficients "
-                                          f"(known: {sorted(coefficients)})")
+                raise DataValidationError(
+                    f"{ads_dir}: adsorbate {ads!r} has no entry in coefficients (known: {sorted(coefficients)})"
+                )
             coeff = coefficients[ads]
             sites = sorted({p.parent for p in ads_dir.rglob("CONTCAR")})
             if not sites:
                 raise DataValidationError(f"{ads_dir}: no CONTCAR below it")
             for site in sites:
                 atoms, energy = _read_vasp_dir(site)
-                structures = [Structure("star", "slab", float(coeff["slab"]), slab_e, slab_atoms.copy()),
-                              Structure(f"{ads}star", "adslab", float(coeff["adslab"]), energy, atoms)]
+                structures = [
+                    Structure("star", "slab", float(coeff["slab"]), slab_e, slab_atoms.copy()),
+                    Structure(f"{ads}star", "adslab", float(coeff["adslab"]), energy, atoms),
+                ]
                 for key in sorted(k for k in coeff if k.endswith("gas")):
                     if key not in gas:
-                        raise DataValidationError(f"{root / 'gas' / key}: gas reference {key!r} (needed by {ads}) missing")
+                        raise DataValidationError(
+                            f"{root / 'gas' / key}: gas reference {key!r} (needed by {ads}) missing"
+                        )
                     g_atoms, g_e = gas[key]
                     structures.append(Structure(key, "gas", float(coeff[key]), g_e, g_atoms.copy()))
                 rid = "_".join([system_dir.name, ads, *site.relative_to(ads_dir).parts])
@@ -366,21 +387,43 @@ def tree_sha256(path: str | os.PathLike) -> str:
 # clean: one table + an ASE database, and a card
 
 
-REACTION_COLUMNS = ["reaction_id", "adsorbate", "system", "dft_ads_eng", "stated_energy", "structures",
-                    "adsorbate_indices"]
+REACTION_COLUMNS = [
+    "reaction_id",
+    "adsorbate",
+    "system",
+    "dft_ads_eng",
+    "stated_energy",
+    "structures",
+    "adsorbate_indices",
+]
 
 
 def _schema():
     import pyarrow as pa
 
-    return pa.schema([("reaction_id", pa.string()), ("adsorbate", pa.string()), ("system", pa.string()),
-                      ("dft_ads_eng", pa.float64()), ("stated_energy", pa.float64()), ("structures", pa.string()),
-                      ("adsorbate_indices", pa.string())])
+    return pa.schema(
+        [
+            ("reaction_id", pa.string()),
+            ("adsorbate", pa.string()),
+            ("system", pa.string()),
+            ("dft_ads_eng", pa.float64()),
+            ("stated_energy", pa.float64()),
+            ("structures", pa.string()),
+            ("adsorbate_indices", pa.string()),
+        ]
+    )
 
 
-def clean(reactions: list[Reaction], out_parquet: str | os.PathLike, out_db: str | os.PathLike,
-          out_card: str | os.PathLike, *, source: dict[str, Any], tolerance: float = 1e-4,
-          energy_source: str = DEFAULT_ENERGY_SOURCE) -> dict[str, Any]:
+def clean(
+    reactions: list[Reaction],
+    out_parquet: str | os.PathLike,
+    out_db: str | os.PathLike,
+    out_card: str | os.PathLike,
+    *,
+    source: dict[str, Any],
+    tolerance: float = 1e-4,
+    energy_source: str = DEFAULT_ENERGY_SOURCE,
+) -> dict[str, Any]:
     """Write ``reactions.parquet`` (structures referenced by ASE-db row id), the ASE database and
     the card; fail when Σ stoi·E differs from a stated reaction energy by more than ``tolerance``."""
     import ase.db
@@ -402,7 +445,8 @@ def clean(reactions: list[Reaction], out_parquet: str | os.PathLike, out_db: str
     if worst > tolerance:
         raise DataValidationError(
             f"{source.get('path')}: reaction {worst_id!r}: Σ stoi·E = {next(r.energy_sum() for r in reactions if r.reaction_id == worst_id):.6f} eV "
-            f"differs from the stated reaction energy by {worst:.6g} eV (tolerance {tolerance})")
+            f"differs from the stated reaction energy by {worst:.6g} eV (tolerance {tolerance})"
+        )
     rows = []
     with atomic_path(out_db, ".db") as tmp:
         tmp.unlink()
@@ -411,12 +455,20 @@ def clean(reactions: list[Reaction], out_parquet: str | os.PathLike, out_db: str
                 refs = []
                 for s in r.structures:
                     db_id = db.write(s.atoms, reaction_id=r.reaction_id, key=s.key)
-                    refs.append({"key": s.key, "role": s.role, "stoi": s.stoi, "dft_energy": s.dft_energy, "db_id": db_id})
-                rows.append({"reaction_id": r.reaction_id, "adsorbate": r.adsorbate, "system": r.system,
-                             "dft_ads_eng": r.dft_ads_eng,
-                             "stated_energy": np.nan if r.stated_energy is None else r.stated_energy,
-                             "structures": json.dumps(refs, sort_keys=True),
-                             "adsorbate_indices": json.dumps(r.adsorbate_indices)})
+                    refs.append(
+                        {"key": s.key, "role": s.role, "stoi": s.stoi, "dft_energy": s.dft_energy, "db_id": db_id}
+                    )
+                rows.append(
+                    {
+                        "reaction_id": r.reaction_id,
+                        "adsorbate": r.adsorbate,
+                        "system": r.system,
+                        "dft_ads_eng": r.dft_ads_eng,
+                        "stated_energy": np.nan if r.stated_energy is None else r.stated_energy,
+                        "structures": json.dumps(refs, sort_keys=True),
+                        "adsorbate_indices": json.dumps(r.adsorbate_indices),
+                    }
+                )
     df = pd.DataFrame(rows, columns=REACTION_COLUMNS)
     write_parquet(df, out_parquet, schema=_schema())
     card = {
@@ -424,17 +476,24 @@ def clean(reactions: list[Reaction], out_parquet: str | os.PathLike, out_db: str
         "reactions_per_adsorbate": {k: int(v) for k, v in sorted(Counter(df["adsorbate"]).items())},
         "energy_source": energy_source,
         "source": source,
-        "energy_check": {"n_checked": int(sum(r.stated_energy is not None for r in reactions)),
-                         "worst_abs_difference_eV": worst, "worst_reaction": worst_id, "tolerance_eV": tolerance},
-        "dft_ads_eng": {"min": float(df["dft_ads_eng"].min()) if len(df) else None,
-                        "max": float(df["dft_ads_eng"].max()) if len(df) else None},
+        "energy_check": {
+            "n_checked": int(sum(r.stated_energy is not None for r in reactions)),
+            "worst_abs_difference_eV": worst,
+            "worst_reaction": worst_id,
+            "tolerance_eV": tolerance,
+        },
+        "dft_ads_eng": {
+            "min": float(df["dft_ads_eng"].min()) if len(df) else None,
+            "max": float(df["dft_ads_eng"].max()) if len(df) else None,
+        },
     }
     write_json(card, out_card)
     return card
 
 
-def load_reactions(parquet: str | os.PathLike, db_path: str | os.PathLike,
-                   ids: Iterable[str] | None = None) -> list[Reaction]:
+def load_reactions(
+    parquet: str | os.PathLike, db_path: str | os.PathLike, ids: Iterable[str] | None = None
+) -> list[Reaction]:
     """Reactions back from ``reactions.parquet`` + the ASE database (constraints included)."""
     import ase.db
 
@@ -447,9 +506,20 @@ def load_reactions(parquet: str | os.PathLike, db_path: str | os.PathLike,
     out = []
     with ase.db.connect(str(db_path), type="db") as db:
         for row in df.itertuples(index=False):
-            structures = [Structure(s["key"], s["role"], s["stoi"], s["dft_energy"], db.get_atoms(id=s["db_id"]))
-                          for s in json.loads(row.structures)]
+            structures = [
+                Structure(s["key"], s["role"], s["stoi"], s["dft_energy"], db.get_atoms(id=s["db_id"]))
+                for s in json.loads(row.structures)
+            ]
             stated = None if math.isnan(row.stated_energy) else row.stated_energy
-            out.append(Reaction(row.reaction_id, row.adsorbate, row.system, row.dft_ads_eng, stated, structures,
-                                json.loads(row.adsorbate_indices)))
+            out.append(
+                Reaction(
+                    row.reaction_id,
+                    row.adsorbate,
+                    row.system,
+                    row.dft_ads_eng,
+                    stated,
+                    structures,
+                    json.loads(row.adsorbate_indices),
+                )
+            )
     return out

@@ -43,9 +43,11 @@ def _relaxed(atoms, fmax=0.1, steps=300):
 def _gas(name):
     from ase import Atoms
 
-    geometry = {"H2gas": Atoms("H2", [(0, 0, 0), (0, 0, 0.74)]),
-                "O2gas": Atoms("O2", [(0, 0, 0), (0, 0, 1.21)]),
-                "COgas": Atoms("CO", [(0, 0, 0), (0, 0, 1.13)])}[name]
+    geometry = {
+        "H2gas": Atoms("H2", [(0, 0, 0), (0, 0, 0.74)]),
+        "O2gas": Atoms("O2", [(0, 0, 0), (0, 0, 1.21)]),
+        "COgas": Atoms("CO", [(0, 0, 0), (0, 0, 1.13)]),
+    }[name]
     geometry.set_cell([10.0, 10.5, 11.0])
     geometry.center()
     geometry.pbc = True
@@ -79,14 +81,25 @@ def build_reactions(metals=METALS, adsorbates=ADSORBATES) -> list[Reaction]:
                 add_adsorbate(adslab, ads, 1.2 if ads == "H" else 1.3, _SITES[ads])
             adslab, e_adslab = _relaxed(adslab)
             coeff = COEFFICIENTS[ads]
-            structures = [Structure("star", "slab", coeff["slab"], e_slab, slab.copy()),
-                          Structure(f"{ads}star", "adslab", coeff["adslab"], e_adslab, adslab)]
+            structures = [
+                Structure("star", "slab", coeff["slab"], e_slab, slab.copy()),
+                Structure(f"{ads}star", "adslab", coeff["adslab"], e_adslab, adslab),
+            ]
             for key in sorted(k for k in coeff if k.endswith("gas")):
                 atoms, energy = gases[key]
                 structures.append(Structure(key, "gas", coeff[key], energy, atoms.copy()))
             e_ads = sum(s.stoi * s.dft_energy for s in structures)
-            out.append(Reaction(f"{metal}111_{ads}", ads, f"{metal}111", e_ads, e_ads, structures,
-                                detect_adsorbate_indices(slab, adslab)))
+            out.append(
+                Reaction(
+                    f"{metal}111_{ads}",
+                    ads,
+                    f"{metal}111",
+                    e_ads,
+                    e_ads,
+                    structures,
+                    detect_adsorbate_indices(slab, adslab),
+                )
+            )
     return out
 
 
@@ -101,10 +114,17 @@ def _ase_json(atoms) -> str:
 
 
 def write_catbench_json(reactions: list[Reaction], path: str | os.PathLike) -> Path:
-    doc = {r.reaction_id: {"raw": {s.key: {"stoi": s.stoi, "energy_ref": s.dft_energy, "atoms_json": _ase_json(s.atoms)}
-                                   for s in r.structures},
-                           "ref_ads_eng": r.dft_ads_eng, "adsorbate_indices": r.adsorbate_indices}
-           for r in reactions}
+    doc = {
+        r.reaction_id: {
+            "raw": {
+                s.key: {"stoi": s.stoi, "energy_ref": s.dft_energy, "atoms_json": _ase_json(s.atoms)}
+                for s in r.structures
+            },
+            "ref_ads_eng": r.dft_ads_eng,
+            "adsorbate_indices": r.adsorbate_indices,
+        }
+        for r in reactions
+    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
@@ -122,12 +142,26 @@ def write_cathub_raw(reactions: list[Reaction], path: str | os.PathLike) -> Path
             atoms = s.atoms.copy()
             fixed = sorted(int(i) for c in atoms.constraints for i in c.get_indices())
             atoms.set_constraint()  # constraints travel in their own field, as on Catalysis-Hub
-            systems.append({"name": s.key, "energyCorrection": 0.0,
-                            "systems": {"energy": s.dft_energy, "InputFile": _ase_json(atoms), "constraints": fixed}})
-        rows.append({"node": {"id": r.reaction_id, "Equation": f"{gas_terms} + * -> {r.adsorbate}*",
-                              "surfaceComposition": r.system, "reactants": json.dumps(reactants),
-                              "products": json.dumps(products), "reactionEnergy": r.dft_ads_eng,
-                              "reactionSystems": systems}})
+            systems.append(
+                {
+                    "name": s.key,
+                    "energyCorrection": 0.0,
+                    "systems": {"energy": s.dft_energy, "InputFile": _ase_json(atoms), "constraints": fixed},
+                }
+            )
+        rows.append(
+            {
+                "node": {
+                    "id": r.reaction_id,
+                    "Equation": f"{gas_terms} + * -> {r.adsorbate}*",
+                    "surfaceComposition": r.system,
+                    "reactants": json.dumps(reactants),
+                    "products": json.dumps(products),
+                    "reactionEnergy": r.dft_ads_eng,
+                    "reactionSystems": systems,
+                }
+            }
+        )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"raw_reactions": rows}, indent=1, sort_keys=True), encoding="utf-8")
@@ -141,7 +175,9 @@ def _write_vasp_dir(folder: Path, atoms, energy: float) -> None:
     write(str(folder / "CONTCAR"), atoms, format="vasp", direct=True)
     (folder / "OSZICAR").write_text(
         "       N       E                     dE             d eps       ncg     rms          rms(c)\n"
-        f"   1 F= {energy - 0.01:.8E} E0= {energy:.8E}  d E =-0.1E+00\n", encoding="utf-8")
+        f"   1 F= {energy - 0.01:.8E} E0= {energy:.8E}  d E =-0.1E+00\n",
+        encoding="utf-8",
+    )
     (folder / "OUTCAR").write_text("crucible demo: a file CatBench's preprocessing would delete\n", encoding="utf-8")
 
 
@@ -178,7 +214,7 @@ def write_surface_tree(root: str | os.PathLike, metals=METALS) -> Path:
     root = Path(root)
     for metal in metals:
         b = bulk(metal, "fcc")
-        slab = fcc111(metal, size=(1, 1, 4), vacuum=7.0, a=b.cell.lengths()[0] * 2 ** 0.5)
+        slab = fcc111(metal, size=(1, 1, 4), vacuum=7.0, a=b.cell.lengths()[0] * 2**0.5)
         _write_vasp_dir(root / f"{metal}111" / "bulk", b, _energy(b))
         _write_vasp_dir(root / f"{metal}111" / "slab", slab, _energy(slab))
     return root

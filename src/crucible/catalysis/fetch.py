@@ -32,8 +32,9 @@ def fetch_dataset(dataset: str, url: str, sha256: str | None, dest: str | os.Pat
     dest = Path(dest)
     filename = url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or f"{dataset}.json"
     if sha256:
-        return sources.fetch(f"catalysis:{dataset}", {"kind": "http", "url": url, "filename": filename,
-                                                       "sha256": sha256}, dest)
+        return sources.fetch(
+            f"catalysis:{dataset}", {"kind": "http", "url": url, "filename": filename, "sha256": sha256}, dest
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".fetch-{dataset}-", dir=dest.parent) as tmp:
         path = sources._http_download({"url": url, "filename": filename}, Path(tmp))
@@ -41,4 +42,5 @@ def fetch_dataset(dataset: str, url: str, sha256: str | None, dest: str | os.Pat
     raise UnpinnedSourceError(
         f"catalysis dataset {dataset!r}: {url} has no pinned SHA-256, so it is not used. "
         f"Received sha256 {received}. If you trust this copy, pin it in your config:\n"
-        f"  catalysis:\n    datasets:\n      {dataset}:\n        sha256: {received}")
+        f"  catalysis:\n    datasets:\n      {dataset}:\n        sha256: {received}"
+    )

@@ -88,8 +88,16 @@ def run_relative(task: str, systems: Sequence[dict[str, Any]], calc, model: str)
             error = None
         except Exception as exc:  # recorded, never dropped
             mlip, error = math.nan, f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-        rows.append({"model": model, "system": s["system"], "reference": ref, "mlip": mlip,
-                     "abs_error": abs(mlip - ref) if error is None else math.nan, "error": error})
+        rows.append(
+            {
+                "model": model,
+                "system": s["system"],
+                "reference": ref,
+                "mlip": mlip,
+                "abs_error": abs(mlip - ref) if error is None else math.nan,
+                "error": error,
+            }
+        )
     return pd.DataFrame(rows, columns=["model", "system", "reference", "mlip", "abs_error", "error"])
 
 
@@ -98,9 +106,14 @@ def relative_table(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     for df in frames:
         ok = df[df["error"].isna()]
         err = ok["abs_error"].to_numpy(float)
-        rows.append({"model": df["model"].iloc[0] if len(df) else "?", "n_systems": len(df),
-                     "n_failed": int(df["error"].notna().sum()),
-                     "MAE": float(err.mean()) if err.size else math.nan,
-                     "RMSE": float(np.sqrt(np.mean(err ** 2))) if err.size else math.nan,
-                     "max_error": float(err.max()) if err.size else math.nan})
+        rows.append(
+            {
+                "model": df["model"].iloc[0] if len(df) else "?",
+                "n_systems": len(df),
+                "n_failed": int(df["error"].notna().sum()),
+                "MAE": float(err.mean()) if err.size else math.nan,
+                "RMSE": float(np.sqrt(np.mean(err**2))) if err.size else math.nan,
+                "max_error": float(err.max()) if err.size else math.nan,
+            }
+        )
     return pd.DataFrame(rows)

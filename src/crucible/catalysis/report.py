@@ -80,8 +80,22 @@ _FORMATS = {"rate": "0.00", "mae": "0.000", "count": "#,##0"}
 
 
 def _kind(column: str) -> str:
-    if column.startswith(("Num_", "Anomaly_total", "Anomaly_rep", "Anomaly_unp", "Anomaly_ene", "Reproduction_",
-                          "Unphysical_", "Steps_", "N_fit")) and "rate" not in column:
+    if (
+        column.startswith(
+            (
+                "Num_",
+                "Anomaly_total",
+                "Anomaly_rep",
+                "Anomaly_unp",
+                "Anomaly_ene",
+                "Reproduction_",
+                "Unphysical_",
+                "Steps_",
+                "N_fit",
+            )
+        )
+        and "rate" not in column
+    ):
         return "count"
     if "rate" in column:
         return "rate"
@@ -218,10 +232,12 @@ def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "m
     written = []
     per_ads = [{"MLIP_name": a["mlip"]["MLIP_name"], **row} for a in analyses for row in a["per_adsorbate"]]
     ads_spec = [("MLIP_name", "MLIP_name", "")] + PER_MLIP
-    for suffix, rows, spec in (("", [a["mlip"] for a in analyses], MLIP_DATA),
-                               ("_anomaly", [a["anomaly"] for a in analyses], ANOMALY),
-                               ("_adsorbates", per_ads, ads_spec),
-                               ("_shifted", [a["mlip_shifted"] for a in analyses], MLIP_DATA)):
+    for suffix, rows, spec in (
+        ("", [a["mlip"] for a in analyses], MLIP_DATA),
+        ("_anomaly", [a["anomaly"] for a in analyses], ANOMALY),
+        ("_adsorbates", per_ads, ads_spec),
+        ("_shifted", [a["mlip_shifted"] for a in analyses], MLIP_DATA),
+    ):
         df = frame(rows, spec)
         if suffix in ("", "_shifted"):
             df["Num_failed"] = [a["mlip"].get("Num_failed", 0) for a in analyses]
@@ -288,8 +304,13 @@ def single_parity_figure(df: pd.DataFrame, dataset: str, name: str):
     return fig
 
 
-_CLASS_COLORS = {"normal": "tab:green", "adsorbate_migration": "tab:blue", "energy_anomaly": "tab:orange",
-                 "unphysical_relaxation": "tab:red", "reproduction_failure": "tab:purple"}
+_CLASS_COLORS = {
+    "normal": "tab:green",
+    "adsorbate_migration": "tab:blue",
+    "energy_anomaly": "tab:orange",
+    "unphysical_relaxation": "tab:red",
+    "reproduction_failure": "tab:purple",
+}
 
 
 def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
@@ -302,13 +323,22 @@ def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
     fig, axes = plt.subplots(max(1, len(names)), 2, figsize=(9.0, 3.0 * max(1, len(names))), squeeze=False)
     for row, name in zip(axes, names):
         sweep = sweeps[name]
-        for ax, (thr, label) in zip(row, (("disp_thrs", "displacement threshold (Å)"),
-                                          ("bond_length_change_threshold", "bond-length change threshold"))):
+        for ax, (thr, label) in zip(
+            row,
+            (
+                ("disp_thrs", "displacement threshold (Å)"),
+                ("bond_length_change_threshold", "bond-length change threshold"),
+            ),
+        ):
             s = sweep[sweep["threshold"] == thr].sort_values("value")
             order = list(reversed(CLASSES))  # normal at the bottom
-            ax.stackplot(s["value"], *[s[c].fillna(0).to_numpy() for c in order],
-                         labels=[c.replace("_", " ") for c in order], colors=[_CLASS_COLORS[c] for c in order],
-                         alpha=0.85)
+            ax.stackplot(
+                s["value"],
+                *[s[c].fillna(0).to_numpy() for c in order],
+                labels=[c.replace("_", " ") for c in order],
+                colors=[_CLASS_COLORS[c] for c in order],
+                alpha=0.85,
+            )
             ax.set_xlim(float(s["value"].min()), float(s["value"].max()))
             ax.set_ylim(0, 100)
             ax.set_xlabel(label)

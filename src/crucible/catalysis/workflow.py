@@ -26,8 +26,15 @@ import json
 
 from crucible.catalysis.calculation import DEFAULTS
 
-THRESHOLD_KEYS = ("disp_thrs", "energy_thrs", "reproduction_thrs", "bond_length_change_threshold", "energy_cutoff",
-                  "gas_shift_min_n", "time_unit")
+THRESHOLD_KEYS = (
+    "disp_thrs",
+    "energy_thrs",
+    "reproduction_thrs",
+    "bond_length_change_threshold",
+    "energy_cutoff",
+    "gas_shift_min_n",
+    "time_unit",
+)
 
 
 def section(config: dict) -> dict:
@@ -56,9 +63,11 @@ def n_chunks(config: dict) -> int:
 def relax_params(config: dict) -> str:
     """The relaxation settings as sorted JSON (a rule param: changing one reruns the relaxations)."""
     cat = section(config)
-    return json.dumps({k: cat.get(k, v) for k, v in DEFAULTS.items() if k != "chemical_bond_cutoff"}
-                      | {"chemical_bond_cutoff": (cat.get("thresholds") or {}).get("chemical_bond_cutoff", 6.0)},
-                      sort_keys=True)
+    return json.dumps(
+        {k: cat.get(k, v) for k, v in DEFAULTS.items() if k != "chemical_bond_cutoff"}
+        | {"chemical_bond_cutoff": (cat.get("thresholds") or {}).get("chemical_bond_cutoff", 6.0)},
+        sort_keys=True,
+    )
 
 
 def thresholds(config: dict) -> str:

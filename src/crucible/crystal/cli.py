@@ -14,8 +14,9 @@ def _cmd_build_items(args: argparse.Namespace) -> int:
     test = data.subsample(test, args.max_test_items, args.seed)
     train = data.subsample(train, args.max_train_items, args.seed)
     templates = items.load_templates(args.templates)
-    prompts, train_records = items.build_items(args.dataset, train, test, args.template,
-                                               items.get_template(templates, args.template))
+    prompts, train_records = items.build_items(
+        args.dataset, train, test, args.template, items.get_template(templates, args.template)
+    )
     items.write_jsonl(prompts, args.out_prompts)
     items.write_jsonl(train_records, args.out_train)
     return 0
@@ -27,8 +28,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     prompts = items.read_jsonl(args.prompts)
     train = items.read_jsonl(args.train) if args.train else []
-    responses, info = generators.generate(args.generator, prompts, train, args.seed, json.loads(args.params or "{}"),
-                                          progress=True)
+    responses, info = generators.generate(
+        args.generator, prompts, train, args.seed, json.loads(args.params or "{}"), progress=True
+    )
     items.write_jsonl(responses, args.out)
     write_json(info, args.out_info)
     return 0
@@ -89,8 +91,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("build-items", help="prompts.jsonl (test items) and train.jsonl from a crystal set")
     p.add_argument("--source", required=True, choices=SOURCES)
     p.add_argument("--dataset", required=True, help="dataset name written into every item")
-    p.add_argument("--inputs", nargs="+", required=True,
-                   help="aflow: the prototypes .json.gz; cdvae: train CSV then test CSV; user: CSV/JSONL/ASE db")
+    p.add_argument(
+        "--inputs",
+        nargs="+",
+        required=True,
+        help="aflow: the prototypes .json.gz; cdvae: train CSV then test CSV; user: CSV/JSONL/ASE db",
+    )
     p.add_argument("--templates", default="config/crystal_prompts.yaml")
     p.add_argument("--template", default="composition-v1")
     p.add_argument("--test-fraction", type=float, default=0.5)

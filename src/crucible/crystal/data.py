@@ -46,7 +46,9 @@ def load_aflow(path: str | os.PathLike) -> list[tuple[str, Any, None]]:
         where = f"{path}: entry {i}"
         try:
             snl = entry["snl"]
-            structure = Structure.from_dict({"lattice": snl["lattice"], "sites": snl["sites"], "charge": snl.get("charge")})
+            structure = Structure.from_dict(
+                {"lattice": snl["lattice"], "sites": snl["sites"], "charge": snl.get("charge")}
+            )
             label = entry["tags"]["aflow"]
         except (KeyError, TypeError, ValueError) as exc:
             raise DataValidationError(f"{where}: not a prototype record ({exc})") from None
@@ -129,8 +131,9 @@ def split_ids(ids: list[str], test_fraction: float, seed: int) -> set[str]:
     return {ordered[i] for i in perm[:n_test]}
 
 
-def load_dataset(source: str, inputs: list[str], test_fraction: float = 0.5, seed: int = 0,
-                 max_sites: int | None = 20) -> tuple[list, list]:
+def load_dataset(
+    source: str, inputs: list[str], test_fraction: float = 0.5, seed: int = 0, max_sites: int | None = 20
+) -> tuple[list, list]:
     """(train, test) lists of ``(id, Structure)``, each sorted by id, at most ``max_sites`` sites.
 
     ``cdvae`` takes two inputs, train then test CSV; the others split with ``test_fraction``

@@ -45,8 +45,9 @@ def format_answer(abc, angles, elements: list[str], coords) -> str:
     al, be, ga = (round(float(x), 4) for x in angles)
     doc = {
         "lattice_parameters": {"a": a, "b": b, "c": c, "alpha": al, "beta": be, "gamma": ga},
-        "atomic_sites": [{"element": el, "coordinate": [round(float(x) % 1.0, 6) for x in xyz]}
-                         for el, xyz in zip(elements, coords)],
+        "atomic_sites": [
+            {"element": el, "coordinate": [round(float(x) % 1.0, 6) for x in xyz]} for el, xyz in zip(elements, coords)
+        ],
     }
     return "<material>" + json.dumps(doc) + "</material>"
 
@@ -56,11 +57,13 @@ def answer_from_structure(structure, elements: list[str]) -> str:
     rank = {el: i for i, el in enumerate(elements)}
     idx = sorted(range(len(structure)), key=lambda i: (rank.get(structure[i].specie.symbol, len(rank)), i))
     lat = structure.lattice
-    return format_answer(lat.abc, lat.angles, [structure[i].specie.symbol for i in idx],
-                         [structure[i].frac_coords for i in idx])
+    return format_answer(
+        lat.abc, lat.angles, [structure[i].specie.symbol for i in idx], [structure[i].frac_coords for i in idx]
+    )
 
 
 # ---------------------------------------------------------------- template
+
 
 def _atomic_volume(symbol: str) -> float:
     from pymatgen.core import Element
@@ -78,8 +81,12 @@ def _stoichiometry(counts: list[int]) -> np.ndarray:
 def _by_count_then_en(elements: list[str], counts: list[int]) -> list[str]:
     from pymatgen.core import Element
 
-    return [el for _, _, el in sorted((-n, Element(el).X if not math.isnan(Element(el).X) else 4.0, el)
-                                      for el, n in zip(elements, counts))]
+    return [
+        el
+        for _, _, el in sorted(
+            (-n, Element(el).X if not math.isnan(Element(el).X) else 4.0, el) for el, n in zip(elements, counts)
+        )
+    ]
 
 
 class TemplateGenerator:
@@ -183,7 +190,9 @@ def random_symmetric_structure(meta: dict[str, Any], seed: int, max_attempts: in
         if len(structure) == meta["nsites"]:
             return structure
         tried.append(sg)
-    raise ValueError(f"pyxtal placed no crystal with {meta['nsites']} sites in {max_attempts} attempts (groups {tried[:8]}...)")
+    raise ValueError(
+        f"pyxtal placed no crystal with {meta['nsites']} sites in {max_attempts} attempts (groups {tried[:8]}...)"
+    )
 
 
 class RandomSymmetricGenerator:
@@ -199,11 +208,20 @@ class RandomSymmetricGenerator:
 
 # ---------------------------------------------------------------- mlip-search
 
+
 class MlipSearchGenerator:
     name = "mlip-search"
 
-    def __init__(self, train=None, seed: int = 0, model: str = "chgnet-0.3.0", n_candidates: int = 8,
-                 fmax: float = 0.1, steps: int = 100, device: str | None = None):
+    def __init__(
+        self,
+        train=None,
+        seed: int = 0,
+        model: str = "chgnet-0.3.0",
+        n_candidates: int = 8,
+        fmax: float = 0.1,
+        steps: int = 100,
+        device: str | None = None,
+    ):
         from crucible.mlip.calculators import get_calculator
 
         self.seed, self.n_candidates, self.fmax, self.steps = seed, int(n_candidates), float(fmax), int(steps)
@@ -265,8 +283,14 @@ def get_generator_spec(name: str) -> GeneratorSpec:
     return GENERATORS[name]
 
 
-def generate(name: str, items: list[dict[str, Any]], train: list[dict[str, Any]] | None = None, seed: int = 0,
-             params: dict[str, Any] | None = None, progress: bool = False):
+def generate(
+    name: str,
+    items: list[dict[str, Any]],
+    train: list[dict[str, Any]] | None = None,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+    progress: bool = False,
+):
     """(responses in the shared LLM contract, sidecar info with timings)."""
     from tqdm import tqdm
 
@@ -283,9 +307,13 @@ def generate(name: str, items: list[dict[str, Any]], train: list[dict[str, Any]]
             responses.append({"id": item["id"], "response": None, "error": f"{type(exc).__name__}: {exc}"[:500]})
         seconds.append(time.perf_counter() - t1)
     info = {
-        "generator": name, "seed": seed, "params": params or {}, "n_items": len(items),
+        "generator": name,
+        "seed": seed,
+        "params": params or {},
+        "n_items": len(items),
         "n_errors": sum(r["response"] is None for r in responses),
-        "setup_s": round(setup_s, 3), "generate_s": round(float(sum(seconds)), 3),
+        "setup_s": round(setup_s, 3),
+        "generate_s": round(float(sum(seconds)), 3),
         "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
     }
     return responses, info

@@ -58,8 +58,10 @@ def canonical_order(structure):
 def ground_truth(structure) -> dict[str, Any]:
     return {
         "lattice": [[float(x) for x in row] for row in structure.lattice.matrix],
-        "sites": [{"element": site.specie.symbol, "fractional_coordinates": [float(x) for x in site.frac_coords]}
-                  for site in structure],
+        "sites": [
+            {"element": site.specie.symbol, "fractional_coordinates": [float(x) for x in site.frac_coords]}
+            for site in structure
+        ],
     }
 
 
@@ -69,7 +71,11 @@ def describe(structure) -> dict[str, Any]:
     comp = structure.composition
     try:
         sga = SpacegroupAnalyzer(structure, symprec=SYMPREC)
-        sg_number, sg_symbol, system = sga.get_space_group_number(), sga.get_space_group_symbol(), sga.get_crystal_system()
+        sg_number, sg_symbol, system = (
+            sga.get_space_group_number(),
+            sga.get_space_group_symbol(),
+            sga.get_crystal_system(),
+        )
     except Exception:  # noqa: BLE001 - spglib gives up on some cells; P1 is then the honest answer
         sg_number, sg_symbol, system = 1, "P1", "triclinic"
     return {
@@ -87,8 +93,9 @@ def _plural(n: int, el: str) -> str:
     return f"the {n} {el} site" + ("s" if n != 1 else "")
 
 
-def make_item(dataset: str, ident: str, structure, template_name: str, template: dict[str, Any],
-              train_anonymized: set[str]) -> dict[str, Any]:
+def make_item(
+    dataset: str, ident: str, structure, template_name: str, template: dict[str, Any], train_anonymized: set[str]
+) -> dict[str, Any]:
     structure, order = canonical_order(structure)
     meta = describe(structure)
     counts = [sum(1 for s in structure if s.specie.symbol == el) for el in order]
@@ -103,14 +110,16 @@ def make_item(dataset: str, ident: str, structure, template_name: str, template:
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(f"prompt template {template_name!r}: bad placeholder ({exc})") from None
     gives_sg = bool(template.get("gives_spacegroup", False))
-    meta.update({
-        "dataset": dataset,
-        "elements": order,
-        "element_counts": counts,
-        "formula_in_train": meta["anonymized_formula"] in train_anonymized,
-        "prompt_template": template_name,
-        "prompt_gives_spacegroup": gives_sg,
-    })
+    meta.update(
+        {
+            "dataset": dataset,
+            "elements": order,
+            "element_counts": counts,
+            "formula_in_train": meta["anonymized_formula"] in train_anonymized,
+            "prompt_template": template_name,
+            "prompt_gives_spacegroup": gives_sg,
+        }
+    )
     return {
         "id": ident,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],

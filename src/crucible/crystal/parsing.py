@@ -111,8 +111,9 @@ def robust_parse(text: str):
         try:
             value = ast.literal_eval(span)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, OverflowError):
-            rewritten = _KEYWORDS.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)],
-                                      span.replace("'", '"'))
+            rewritten = _KEYWORDS.sub(
+                lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)], span.replace("'", '"')
+            )
             try:
                 value = json.loads(rewritten)
             except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
@@ -161,7 +162,8 @@ def parse_response(response: str | None):
         if not isinstance(lp, dict):
             raise ValueError(f"lattice_parameters is a {type(lp).__name__}")
         params = tuple(_as_float(lp.get(k, 0), k) for k in ("a", "b", "c")) + tuple(
-            _as_float(lp.get(k, 90), k) for k in ("alpha", "beta", "gamma"))
+            _as_float(lp.get(k, 90), k) for k in ("alpha", "beta", "gamma")
+        )
         coords = []
         for i, site in enumerate(data["atomic_sites"]):
             coords.append([_as_float(x, f"atomic_sites[{i}].coordinate") for x in site["coordinate"]])
@@ -176,9 +178,11 @@ def lattice_matrix(a: float, b: float, c: float, alpha: float, beta: float, gamm
     """Rows = lattice vectors; an impossible angle set gives a flat (zero-volume) cell, not NaN."""
     al, be, ga = (math.radians(x) for x in (alpha, beta, gamma))
     v = (math.cos(al) - math.cos(be) * math.cos(ga)) / math.sin(ga)
-    z2 = max(0.0, 1.0 - math.cos(be) ** 2 - v ** 2)
-    return np.array([
-        [a, 0.0, 0.0],
-        [b * math.cos(ga), b * math.sin(ga), 0.0],
-        [c * math.cos(be), c * v, c * math.sqrt(z2)],
-    ])
+    z2 = max(0.0, 1.0 - math.cos(be) ** 2 - v**2)
+    return np.array(
+        [
+            [a, 0.0, 0.0],
+            [b * math.cos(ga), b * math.sin(ga), 0.0],
+            [c * math.cos(be), c * v, c * math.sqrt(z2)],
+        ]
+    )

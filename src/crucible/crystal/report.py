@@ -12,11 +12,19 @@ import pyarrow as pa
 from crucible.crystal import parsing
 from crucible.crystal.scoring import ItemScore, MatchRateMetric
 
-SCORE_SCHEMA = pa.schema([
-    ("id", pa.string()), ("matched", pa.bool_()), ("rms_dist", pa.float64()), ("reason", pa.string()),
-    ("detail", pa.string()), ("nsites", pa.int64()), ("crystal_system", pa.string()),
-    ("spacegroup_number", pa.int64()), ("formula_in_train", pa.bool_()),
-])
+SCORE_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("matched", pa.bool_()),
+        ("rms_dist", pa.float64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("nsites", pa.int64()),
+        ("crystal_system", pa.string()),
+        ("spacegroup_number", pa.int64()),
+        ("formula_in_train", pa.bool_()),
+    ]
+)
 
 # Size bins of the figure and of the summary (MP-20 has at most 20 sites).
 NSITE_BINS = [(1, 2), (3, 4), (5, 6), (7, 8), (9, 12), (13, 16), (17, 20), (21, 10**9)]
@@ -31,24 +39,35 @@ def nsite_bin(n: int) -> str:
 
 def scores_frame(scores: list[ItemScore], items: list[dict[str, Any]]) -> pd.DataFrame:
     meta = {it["id"]: it["meta"] for it in items}
-    rows = [{
-        "id": s.id, "matched": s.matched, "rms_dist": s.rms_dist if s.matched else np.nan,
-        "reason": s.reason, "detail": s.detail, "nsites": int(meta[s.id]["nsites"]),
-        "crystal_system": meta[s.id]["crystal_system"], "spacegroup_number": int(meta[s.id]["spacegroup_number"]),
-        "formula_in_train": bool(meta[s.id].get("formula_in_train", False)),
-    } for s in scores]
+    rows = [
+        {
+            "id": s.id,
+            "matched": s.matched,
+            "rms_dist": s.rms_dist if s.matched else np.nan,
+            "reason": s.reason,
+            "detail": s.detail,
+            "nsites": int(meta[s.id]["nsites"]),
+            "crystal_system": meta[s.id]["crystal_system"],
+            "spacegroup_number": int(meta[s.id]["spacegroup_number"]),
+            "formula_in_train": bool(meta[s.id].get("formula_in_train", False)),
+        }
+        for s in scores
+    ]
     return pd.DataFrame(rows, columns=SCORE_SCHEMA.names)
 
 
 def _summary(df: pd.DataFrame) -> dict[str, Any]:
     metric = MatchRateMetric()
-    metric.update(ItemScore(r.id, bool(r.matched), None if not r.matched else float(r.rms_dist), r.reason)
-                  for r in df.itertuples())
+    metric.update(
+        ItemScore(r.id, bool(r.matched), None if not r.matched else float(r.rms_dist), r.reason)
+        for r in df.itertuples()
+    )
     return metric.compute()
 
 
 def summarize(df: pd.DataFrame, generator: str, generation: dict[str, Any] | None = None) -> dict[str, Any]:
     """OpenCompass's four numbers, failures by reason, and the match rate by size, system and subset."""
+
     def grouped(key):
         return {str(k): _summary(g) for k, g in sorted(df.groupby(key, sort=True), key=lambda kv: str(kv[0]))}
 
@@ -60,7 +79,9 @@ def summarize(df: pd.DataFrame, generator: str, generation: dict[str, Any] | Non
         **_summary(df),
         "by_nsites": {k: by_bin[k] for k in order if k in by_bin},
         "by_crystal_system": grouped("crystal_system"),
-        "by_formula_in_train": {("seen" if k == "True" else "unseen"): v for k, v in grouped("formula_in_train").items()},
+        "by_formula_in_train": {
+            ("seen" if k == "True" else "unseen"): v for k, v in grouped("formula_in_train").items()
+        },
         "generation": generation or {},
     }
 
@@ -70,8 +91,11 @@ def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
     for s in summaries:
         sub = s.get("by_formula_in_train", {})
         row = {
-            "generator": s["generator"], "match_rate": s["match_rate"], "mean_rms_dist": s["mean_rms_dist"],
-            "matched": s["matched"], "total": s["total"],
+            "generator": s["generator"],
+            "match_rate": s["match_rate"],
+            "mean_rms_dist": s["mean_rms_dist"],
+            "matched": s["matched"],
+            "total": s["total"],
             "match_rate_seen": sub.get("seen", {}).get("match_rate"),
             "match_rate_unseen": sub.get("unseen", {}).get("match_rate"),
         }
@@ -85,8 +109,11 @@ def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 TABLE_HEADERS = {
-    "match_rate": "match rate (%)", "mean_rms_dist": "mean RMS", "match_rate_seen": "seen formula (%)",
-    "match_rate_unseen": "unseen formula (%)", "seconds_per_item": "s/item",
+    "match_rate": "match rate (%)",
+    "mean_rms_dist": "mean RMS",
+    "match_rate_seen": "seen formula (%)",
+    "match_rate_unseen": "unseen formula (%)",
+    "seconds_per_item": "s/item",
     **{f"fail_{r}": r.replace("_", " ") for r in parsing.REASONS},
 }
 
@@ -101,7 +128,12 @@ def match_rate_by_nsites_figure(summaries: list[dict[str, Any]], dataset: str):
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(present) + 3), 4.2))
     for i, s in enumerate(summaries):
         rates = [s["by_nsites"].get(lab, {}).get("match_rate", np.nan) for lab in present]
-        ax.bar(x + (i - (len(summaries) - 1) / 2) * width, rates, width, label=f"{s['generator']} ({s['match_rate']:.1f} %)")
+        ax.bar(
+            x + (i - (len(summaries) - 1) / 2) * width,
+            rates,
+            width,
+            label=f"{s['generator']} ({s['match_rate']:.1f} %)",
+        )
     counts = [next((s["by_nsites"][lab]["total"] for s in summaries if lab in s["by_nsites"]), 0) for lab in present]
     ax.set_xticks(x, [f"{lab}\n(n={c})" for lab, c in zip(present, counts)])
     ax.set_xlabel("sites in the reference cell")
@@ -113,12 +145,15 @@ def match_rate_by_nsites_figure(summaries: list[dict[str, Any]], dataset: str):
     return fig
 
 
-def write_table_files(summaries: list[dict[str, Any]], dataset: str, csv: str | os.PathLike, md: str | os.PathLike,
-                      tex: str | os.PathLike) -> pd.DataFrame:
+def write_table_files(
+    summaries: list[dict[str, Any]], dataset: str, csv: str | os.PathLike, md: str | os.PathLike, tex: str | os.PathLike
+) -> pd.DataFrame:
     from crucible.report.tables import write_table
 
     df = generator_table(summaries)
-    caption = (f"Text-to-crystal on {dataset}: OpenCompass MP-20 scoring (StructureMatcher ltol 0.3, stol 0.5, "
-               "angle_tol 10; 10 s per item); failures by reason; s/item is generation time.")
+    caption = (
+        f"Text-to-crystal on {dataset}: OpenCompass MP-20 scoring (StructureMatcher ltol 0.3, stol 0.5, "
+        "angle_tol 10; 10 s per item); failures by reason; s/item is generation time."
+    )
     write_table(df, csv=csv, md=md, tex=tex, digits=4, caption=caption, headers=TABLE_HEADERS)
     return df

@@ -47,8 +47,9 @@ def reference_structure(ground_truth: dict[str, Any]):
     from pymatgen.core import Lattice, Structure
 
     sites = ground_truth["sites"]
-    return Structure(Lattice(ground_truth["lattice"]), [s["element"] for s in sites],
-                     [s["fractional_coordinates"] for s in sites])
+    return Structure(
+        Lattice(ground_truth["lattice"]), [s["element"] for s in sites], [s["fractional_coordinates"] for s in sites]
+    )
 
 
 def predicted_structure(parsed: parsing.ParsedCrystal, ground_truth: dict[str, Any]):
@@ -158,8 +159,12 @@ class MatcherWorker:
         self.close()
 
 
-def score_items(responses: dict[str, str | None], items: Iterable[dict[str, Any]], timeout: float = TIMEOUT_S,
-                progress: bool = False) -> list[ItemScore]:
+def score_items(
+    responses: dict[str, str | None],
+    items: Iterable[dict[str, Any]],
+    timeout: float = TIMEOUT_S,
+    progress: bool = False,
+) -> list[ItemScore]:
     """Score every item (a prompts.jsonl record); an item without a response is ``no_response``."""
     from tqdm import tqdm
 

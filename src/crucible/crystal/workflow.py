@@ -28,8 +28,10 @@ def datasets(config: dict[str, Any]) -> list[str]:
     user = crystal.get("user_datasets", {})
     unknown = [d for d in names if d not in BUILTIN_DATASETS and d not in user]
     if unknown:
-        raise ConfigError(f"config crystal.datasets: unknown {', '.join(unknown)}; built in: "
-                          f"{', '.join(BUILTIN_DATASETS)}; or define it under crystal.user_datasets")
+        raise ConfigError(
+            f"config crystal.datasets: unknown {', '.join(unknown)}; built in: "
+            f"{', '.join(BUILTIN_DATASETS)}; or define it under crystal.user_datasets"
+        )
     return names
 
 

@@ -94,8 +94,9 @@ def build_cache(
         name = Path(slice_path).stem
         matches = [d for d in data_paths if Path(d).stem == name]
         if len(matches) != 1:
-            raise ValueError(f"slice {slice_path}: needs exactly one --data file named {name}.parquet, "
-                             f"found {len(matches)}")
+            raise ValueError(
+                f"slice {slice_path}: needs exactly one --data file named {name}.parquet, found {len(matches)}"
+            )
         sources[str(slice_path)] = matches[0]
     out_path = Path(out_path)
     m = _CACHE_NAME_RE.fullmatch(out_path.name)
@@ -171,8 +172,6 @@ def load_features(
         lacking = pd.unique(wanted[pos < 0])
         shown = ", ".join(repr(f) for f in lacking[:10])
         more = f" and {len(lacking) - 10} more" if len(lacking) > 10 else ""
-        raise DataValidationError(
-            f"{cache_path}: {len(lacking)} formulas are not in the feature cache: {shown}{more}"
-        )
+        raise DataValidationError(f"{cache_path}: {len(lacking)} formulas are not in the feature cache: {shown}{more}")
     values = np.column_stack([table.column(c).to_numpy()[pos] for c in COLUMNS])
     return pd.DataFrame(values, columns=list(COLUMNS))

@@ -43,8 +43,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("build", help="featurize every distinct formula of the task tables once")
     p.add_argument("--data", nargs="+", required=True, help="results/matbench/data/{task}.parquet files")
     p.add_argument("--out", required=True, help="results/features/magpie-<version>.parquet")
-    p.add_argument("--out-slices", nargs="*", default=[],
-                   help="<dir>/<task>.parquet per Matbench task: its rows of the cache, from the --data file <task>.parquet")
+    p.add_argument(
+        "--out-slices",
+        nargs="*",
+        default=[],
+        help="<dir>/<task>.parquet per Matbench task: its rows of the cache, from the --data file <task>.parquet",
+    )
     p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser("version", help="print the Magpie featurizer version (part of the cache file name)")

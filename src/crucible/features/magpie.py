@@ -255,9 +255,7 @@ class _Parsed:
 
 def _symbol_codes(symbols: Iterable[str]) -> np.ndarray:
     """Symbols of up to 3 ASCII letters as one integer each (bytes, big-endian, zero-padded)."""
-    return np.array(
-        [int.from_bytes(s.encode("ascii").ljust(3, b"\0"), "big") for s in symbols], dtype=np.int64
-    )
+    return np.array([int.from_bytes(s.encode("ascii").ljust(3, b"\0"), "big") for s in symbols], dtype=np.int64)
 
 
 @lru_cache(maxsize=1)

@@ -33,8 +33,10 @@ _REVISION = "1"
 
 def embed_version(model: str = "chgnet-0.3.0") -> str:
     _check_model(model)
-    key = (f"{_REVISION}|{model}|chgnet {importlib.metadata.version('chgnet')}|"
-           f"torch {importlib.metadata.version('torch')}|batch {BATCH_SIZE}")
+    key = (
+        f"{_REVISION}|{model}|chgnet {importlib.metadata.version('chgnet')}|"
+        f"torch {importlib.metadata.version('torch')}|batch {BATCH_SIZE}"
+    )
     return f"{model}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
@@ -53,8 +55,9 @@ def _check_model(model: str) -> None:
         raise ConfigError(f"no embedding for potential {model!r}; known: {', '.join(EMBED_MODELS)}")
 
 
-def chgnet_embeddings(structure_jsons: Sequence[str], device: str | None = None,
-                      batch_size: int = BATCH_SIZE) -> np.ndarray:
+def chgnet_embeddings(
+    structure_jsons: Sequence[str], device: str | None = None, batch_size: int = BATCH_SIZE
+) -> np.ndarray:
     """(n, 64) float64 crystal feature vectors of CHGNet 0.3.0, one row per structure."""
     import torch
     from chgnet.model import CHGNet
@@ -68,8 +71,10 @@ def chgnet_embeddings(structure_jsons: Sequence[str], device: str | None = None,
     model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
     model.eval()
     out = []
-    for start in tqdm(range(0, len(structure_jsons), batch_size), desc="chgnet embeddings", mininterval=5, disable=None):
-        chunk = structure_jsons[start:start + batch_size]
+    for start in tqdm(
+        range(0, len(structure_jsons), batch_size), desc="chgnet embeddings", mininterval=5, disable=None
+    ):
+        chunk = structure_jsons[start : start + batch_size]
         structures = []
         for i, text in enumerate(chunk):
             try:
@@ -89,8 +94,12 @@ def chgnet_embeddings(structure_jsons: Sequence[str], device: str | None = None,
     return np.stack(out) if out else np.zeros((0, 64))
 
 
-def build_embedding_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike,
-                          model: str = "chgnet-0.3.0", device: str | None = None) -> int:
+def build_embedding_cache(
+    data_paths: Sequence[str | os.PathLike],
+    out_path: str | os.PathLike,
+    model: str = "chgnet-0.3.0",
+    device: str | None = None,
+) -> int:
     from crucible.features.structure_cache import build_feature_cache
 
     _check_model(model)
@@ -114,7 +123,7 @@ def load_embeddings(path: str | os.PathLike, hashes: Sequence[str], model: str =
     name = Path(path).name
     prefix = f"{embed_cache_prefix()}-{model}-"
     if name.startswith(prefix) and name.endswith(".parquet"):
-        expected = name[len(embed_cache_prefix()) + 1:-len(".parquet")]
+        expected = name[len(embed_cache_prefix()) + 1 : -len(".parquet")]
     else:
         expected = embed_version(model)
     rows = load_structure_cache(path, hashes, EMBED_COLUMN, expected)

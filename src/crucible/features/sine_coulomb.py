@@ -64,7 +64,7 @@ def sine_coulomb_eigenvalues(structures: Sequence[ParsedStructure]) -> list[np.n
         # Chunks bound the memory of the (G, n, n) stack on the 100k-structure tasks.
         chunk = max(1, 2_000_000 // (n * n))
         for start in range(0, len(idx), chunk):
-            part = idx[start:start + chunk]
+            part = idx[start : start + chunk]
             eigs = np.linalg.eig(sine_coulomb_matrices([structures[i] for i in part]))[0]
             # A real symmetric matrix has real eigenvalues; matminer keeps the real part too
             # (assigning into a float array).

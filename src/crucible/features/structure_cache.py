@@ -95,8 +95,9 @@ def _check_name(out_path: Path, prefix: str, version: str) -> None:
         )
 
 
-def write_structure_cache(hashes: Sequence[str], columns: dict[str, pa.Array], version: str,
-                          out_path: str | os.PathLike) -> None:
+def write_structure_cache(
+    hashes: Sequence[str], columns: dict[str, pa.Array], version: str, out_path: str | os.PathLike
+) -> None:
     from crucible.io import atomic_path
 
     key_field = pa.field(KEY, pa.string(), nullable=False, metadata={VERSION_KEY: version.encode()})

@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 DEFAULT_CACHE_DIR = "results/llm/cache"
 
 
-def request_key(backend: str, model: str, messages: list[dict] | tuple[dict, ...], params: dict[str, Any],
-                sample: int = 0) -> str:
+def request_key(
+    backend: str, model: str, messages: list[dict] | tuple[dict, ...], params: dict[str, Any], sample: int = 0
+) -> str:
     """``sample`` numbers repeats of the same messages within one prompt set (0 for the first).
 
     A benchmark that asks for several samples of one prompt (k structures for one composition)
@@ -63,12 +64,25 @@ class ResponseCache:
             log.warning("cache entry %s does not belong to its key; asking again", path)
             return None
         return Completion(
-            id="", response=entry["response"], model_id=entry.get("model_id"),
-            usage=dict(entry.get("usage") or {}), finish_reason=entry.get("finish_reason"),
+            id="",
+            response=entry["response"],
+            model_id=entry.get("model_id"),
+            usage=dict(entry.get("usage") or {}),
+            finish_reason=entry.get("finish_reason"),
         )
 
-    def put(self, key: str, *, backend: str, model_name: str, model: str, messages, params: dict,
-            completion: Completion, sample: int = 0) -> None:
+    def put(
+        self,
+        key: str,
+        *,
+        backend: str,
+        model_name: str,
+        model: str,
+        messages,
+        params: dict,
+        completion: Completion,
+        sample: int = 0,
+    ) -> None:
         if completion.response is None:
             return
         write_json(

@@ -27,7 +27,9 @@ def _model_entry(args) -> dict:
         config = yaml.safe_load(fh) or {}
     models = (config.get("llm") or {}).get("models") or {}
     if args.model not in models:
-        raise ConfigError(f"{args.config_file}: llm.models has no {args.model!r} (has: {', '.join(sorted(models)) or 'none'})")
+        raise ConfigError(
+            f"{args.config_file}: llm.models has no {args.model!r} (has: {', '.join(sorted(models)) or 'none'})"
+        )
     return models[args.model]
 
 
@@ -39,8 +41,15 @@ def _cmd_generate(args) -> int:
         import torch  # a local checkpoint on CPU otherwise takes every core of a shared node
 
         torch.set_num_threads(args.threads)
-    run_stage(args.prompts, args.model, entry, out=args.out, record=args.out_record,
-              cache_dir=None if args.no_cache else args.cache_dir, replay_file=args.replay_file)
+    run_stage(
+        args.prompts,
+        args.model,
+        entry,
+        out=args.out,
+        record=args.out_record,
+        cache_dir=None if args.no_cache else args.cache_dir,
+        replay_file=args.replay_file,
+    )
     return 0
 
 

@@ -98,8 +98,9 @@ def read_prompts(path: str | os.PathLike) -> list[Prompt]:
 
 def prompt_set_hash(prompts: list[Prompt]) -> str:
     """SHA-256 of the ids and messages: what the stage actually sends, independent of ``meta``."""
-    canon = json.dumps([[p.id, list(p.messages)] for p in prompts], sort_keys=True, ensure_ascii=False,
-                       separators=(",", ":"))
+    canon = json.dumps(
+        [[p.id, list(p.messages)] for p in prompts], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
@@ -122,8 +123,14 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
             raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'error' must be a string or null")
         if response is None and not error:
             error = "replay file has no response for this item"
-        rows.append(Completion(rid, response, None if response is not None else error,
-                               model_id=obj.get("model") if isinstance(obj.get("model"), str) else None))
+        rows.append(
+            Completion(
+                rid,
+                response,
+                None if response is not None else error,
+                model_id=obj.get("model") if isinstance(obj.get("model"), str) else None,
+            )
+        )
     ids = [r.id for r in rows]
     problems = []
     dup = _duplicates(ids)

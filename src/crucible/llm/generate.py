@@ -42,8 +42,9 @@ class Backend(Protocol):
     def prepare(self) -> None:
         """Import the client or load the weights; called only when something is not cached."""
 
-    def generate(self, prompts: list[Prompt], params: dict[str, Any],
-                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+    ) -> list[Completion]:
         """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes."""
 
 
@@ -52,15 +53,28 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
     if backend == "openai":
         from crucible.llm.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(name, spec["model"], spec["base_url"], spec.get("api_key_env"),
-                             concurrency=spec["concurrency"], timeout_s=spec["timeout_s"],
-                             max_retries=spec["max_retries"], backoff_s=spec["backoff_s"],
-                             max_backoff_s=spec["max_backoff_s"])
+        return OpenAIBackend(
+            name,
+            spec["model"],
+            spec["base_url"],
+            spec.get("api_key_env"),
+            concurrency=spec["concurrency"],
+            timeout_s=spec["timeout_s"],
+            max_retries=spec["max_retries"],
+            backoff_s=spec["backoff_s"],
+            max_backoff_s=spec["max_backoff_s"],
+        )
     if backend == "transformers":
         from crucible.llm.transformers_backend import TransformersBackend
 
-        return TransformersBackend(name, spec["path"], batch_size=spec["batch_size"], device=spec["device"],
-                                   dtype=spec["dtype"], chat_template=spec.get("chat_template"))
+        return TransformersBackend(
+            name,
+            spec["path"],
+            batch_size=spec["batch_size"],
+            device=spec["device"],
+            dtype=spec["dtype"],
+            chat_template=spec.get("chat_template"),
+        )
     from crucible.llm.replay import ReplayBackend, replay_path
 
     return ReplayBackend(name, replay_file or replay_path(spec["path"]))
@@ -74,8 +88,14 @@ class _Progress:
 
         # Always on: in a Snakemake job stderr is the rule's log, and the bar is how a user sees a
         # long run move; less often when it is a file.
-        self.bar = tqdm(total=total, initial=done, desc=desc, unit="item", dynamic_ncols=True,
-                        mininterval=0.5 if sys.stderr.isatty() else 10.0)
+        self.bar = tqdm(
+            total=total,
+            initial=done,
+            desc=desc,
+            unit="item",
+            dynamic_ncols=True,
+            mininterval=0.5 if sys.stderr.isatty() else 10.0,
+        )
         self.t0 = time.perf_counter()
         self.tokens = 0
         self.errors = 0
@@ -93,8 +113,9 @@ class _Progress:
         self.bar.close()
 
 
-def generate(prompts: list[Prompt], backend: Backend, params: dict[str, Any], cache: ResponseCache | None,
-             model_name: str) -> tuple[list[Completion], dict[str, Any]]:
+def generate(
+    prompts: list[Prompt], backend: Backend, params: dict[str, Any], cache: ResponseCache | None, model_name: str
+) -> tuple[list[Completion], dict[str, Any]]:
     """Completions for ``prompts`` in order, and counts; cached answers are not asked again."""
     seen: dict[str, int] = {}
     samples = []
@@ -112,15 +133,30 @@ def generate(prompts: list[Prompt], backend: Backend, params: dict[str, Any], ca
                 results[i] = hit
     todo = [i for i, r in enumerate(results) if r is None]
     n_cached = len(prompts) - len(todo)
-    log.info("model %s (%s %s): %d items, %d cached, %d to generate", model_name, backend.kind, backend.model,
-             len(prompts), n_cached, len(todo))
+    log.info(
+        "model %s (%s %s): %d items, %d cached, %d to generate",
+        model_name,
+        backend.kind,
+        backend.model,
+        len(prompts),
+        n_cached,
+        len(todo),
+    )
     progress = _Progress(len(prompts), n_cached, model_name)
 
     def on_done(j: int, c: Completion) -> None:
         i = todo[j]
         if cache is not None and c.response is not None:
-            cache.put(keys[i], backend=backend.kind, model_name=model_name, model=backend.model,
-                      messages=prompts[i].messages, params=params, completion=c, sample=samples[i])
+            cache.put(
+                keys[i],
+                backend=backend.kind,
+                model_name=model_name,
+                model=backend.model,
+                messages=prompts[i].messages,
+                params=params,
+                completion=c,
+                sample=samples[i],
+            )
         progress.update(c)
 
     load_s = 0.0
@@ -169,9 +205,16 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
-def run_stage(prompts_path: str | os.PathLike, model_name: str, entry: dict[str, Any], *,
-              out: str | os.PathLike, record: str | os.PathLike, cache_dir: str | os.PathLike | None,
-              replay_file: str | os.PathLike | None = None) -> dict[str, Any]:
+def run_stage(
+    prompts_path: str | os.PathLike,
+    model_name: str,
+    entry: dict[str, Any],
+    *,
+    out: str | os.PathLike,
+    record: str | os.PathLike,
+    cache_dir: str | os.PathLike | None,
+    replay_file: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """Read the prompt set, generate, write ``out`` (responses) and ``record`` (sidecar JSON).
 
     Both files are written even when items failed (failures as rows with their reason); then,
@@ -212,8 +255,16 @@ def run_stage(prompts_path: str | os.PathLike, model_name: str, entry: dict[str,
         info["replay_file"] = str(backend.path)
     write_json(info, record)
     n, failed = stats["n_items"], stats["n_failed"]
-    log.info("model %s: %d items (%d cached, %d new, %d failed) in %.1f s -> %s", model_name, n,
-             stats["n_cached"], stats["n_new"], failed, info["wall_s"], out)
+    log.info(
+        "model %s: %d items (%d cached, %d new, %d failed) in %.1f s -> %s",
+        model_name,
+        n,
+        stats["n_cached"],
+        stats["n_new"],
+        failed,
+        info["wall_s"],
+        out,
+    )
     if n and failed / n > float(spec["max_failed_fraction"]):
         shown = ", ".join(stats["failed_ids"][:10]) + (" ..." if failed > 10 else "")
         raise GenerationFailedError(

@@ -31,9 +31,20 @@ NO_KEY = "EMPTY"
 class OpenAIBackend:
     kind = "openai"
 
-    def __init__(self, name: str, model: str, base_url: str, api_key_env: str | None = None, *,
-                 concurrency: int = 4, timeout_s: float = 120.0, max_retries: int = 6,
-                 backoff_s: float = 1.0, max_backoff_s: float = 60.0, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        base_url: str,
+        api_key_env: str | None = None,
+        *,
+        concurrency: int = 4,
+        timeout_s: float = 120.0,
+        max_retries: int = 6,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.name = name
         self.model = model
         self.base_url = base_url
@@ -45,7 +56,7 @@ class OpenAIBackend:
         self._sleep = sleep
         self.api_key_env = api_key_env
         self._key: str | None = None  # read when the first request is due: a run answered
-        self._client = None           # wholly from the cache needs no key
+        self._client = None  # wholly from the cache needs no key
         self._lock = threading.Lock()
 
     def _get_client(self):
@@ -66,8 +77,7 @@ class OpenAIBackend:
                 # The client and the HTTP library would log request details at DEBUG; keep them quiet.
                 for noisy in ("openai", "httpx", "httpx2", "httpcore", "httpcore2"):
                     logging.getLogger(noisy).setLevel(logging.WARNING)
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=key,
-                                             timeout=self.timeout_s, max_retries=0)
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
             return self._client
 
     def prepare(self) -> None:
@@ -87,7 +97,7 @@ class OpenAIBackend:
         return kwargs
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
-        delay = self.backoff_s * (2 ** attempt)
+        delay = self.backoff_s * (2**attempt)
         retry_after = getattr(getattr(exc, "response", None), "headers", {}).get("retry-after")
         try:
             delay = max(delay, float(retry_after)) if retry_after is not None else delay
@@ -105,24 +115,39 @@ class OpenAIBackend:
         for attempt in range(attempts):
             try:
                 reply = client.chat.completions.create(**kwargs)
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError) as exc:
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APITimeoutError,
+                openai.APIConnectionError,
+            ) as exc:
                 reason = self.redact(_describe(exc))
                 if attempt + 1 == attempts:
-                    message = (f"model {self.name}: item {prompt.id}: gave up after {attempts} attempt(s); "
-                               f"last error: {reason}")
+                    message = (
+                        f"model {self.name}: item {prompt.id}: gave up after {attempts} attempt(s); "
+                        f"last error: {reason}"
+                    )
                     log.error("%s", message)
                     return Completion(prompt.id, error=message)
                 delay = self._backoff(attempt, exc)
-                log.warning("model %s: item %s: %s; retry %d/%d in %.2f s", self.name, prompt.id, reason,
-                            attempt + 1, self.max_retries, delay)
+                log.warning(
+                    "model %s: item %s: %s; retry %d/%d in %.2f s",
+                    self.name,
+                    prompt.id,
+                    reason,
+                    attempt + 1,
+                    self.max_retries,
+                    delay,
+                )
                 self._sleep(delay)
                 continue
             except openai.APIStatusError as exc:  # 400, 401, 404, ...: asking again will not help
                 message = f"model {self.name}: item {prompt.id}: {self.redact(_describe(exc))}"
                 if getattr(exc, "status_code", None) == 404:
-                    message += (f" (is base_url {self.base_url} right, usually ending in /v1, and does the server "
-                                f"serve a model named {self.model!r}? GET {self.base_url.rstrip('/')}/models lists them)")
+                    message += (
+                        f" (is base_url {self.base_url} right, usually ending in /v1, and does the server "
+                        f"serve a model named {self.model!r}? GET {self.base_url.rstrip('/')}/models lists them)"
+                    )
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
             except openai.APIError as exc:  # e.g. a reply that is not chat-completion JSON
@@ -132,8 +157,9 @@ class OpenAIBackend:
             return _completion(self.name, prompt.id, reply)
         raise AssertionError("unreachable")
 
-    def generate(self, prompts: list[Prompt], params: dict[str, Any],
-                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+    ) -> list[Completion]:
         results: list[Completion | None] = [None] * len(prompts)
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm") as pool:
             futures = {pool.submit(self.complete, p, params): i for i, p in enumerate(prompts)}
@@ -165,7 +191,17 @@ def _completion(name: str, item: str, reply) -> Completion:
             if isinstance(value, int):
                 usage[key] = value
     if content is None:
-        return Completion(item, error=f"model {name}: item {item}: the server returned no message content "
-                                      f"(finish_reason {choice.finish_reason})", model_id=reply.model, usage=usage)
-    return Completion(item, response=content, model_id=getattr(reply, "model", None), usage=usage,
-                      finish_reason=getattr(choice, "finish_reason", None))
+        return Completion(
+            item,
+            error=f"model {name}: item {item}: the server returned no message content "
+            f"(finish_reason {choice.finish_reason})",
+            model_id=reply.model,
+            usage=usage,
+        )
+    return Completion(
+        item,
+        response=content,
+        model_id=getattr(reply, "model", None),
+        usage=usage,
+        finish_reason=getattr(choice, "finish_reason", None),
+    )

@@ -30,8 +30,9 @@ class ReplayBackend:
     def prepare(self) -> None:
         pass
 
-    def generate(self, prompts: list[Prompt], params: dict[str, Any],
-                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+    ) -> list[Completion]:
         rows = read_replay(self.path, [p.id for p in prompts])
         out = []
         for i, p in enumerate(prompts):

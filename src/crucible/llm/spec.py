@@ -49,7 +49,9 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
 def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(params) - set(PARAM_KEYS))
     if unknown:
-        raise ConfigError(f"config llm.models.{name}.params: unknown key(s) {', '.join(unknown)}; known: {', '.join(PARAM_KEYS)}")
+        raise ConfigError(
+            f"config llm.models.{name}.params: unknown key(s) {', '.join(unknown)}; known: {', '.join(PARAM_KEYS)}"
+        )
     out = {**DEFAULT_PARAMS, **{k: v for k, v in params.items() if v is not None}}
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]

@@ -52,8 +52,16 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
 class TransformersBackend:
     kind = "transformers"
 
-    def __init__(self, name: str, path: str, *, batch_size: int = 8, device: str = "auto", dtype: str = "auto",
-                 chat_template: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        *,
+        batch_size: int = 8,
+        device: str = "auto",
+        dtype: str = "auto",
+        chat_template: str | None = None,
+    ):
         self.name = name
         self.path = Path(path)
         if not (self.path / "config.json").is_file():
@@ -100,10 +108,13 @@ class TransformersBackend:
         model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True, dtype=getattr(torch, dtype))
         model.to(device).eval()
         self._model, self._tokenizer, self.device, self.dtype = model, tokenizer, device, dtype
-        log.info("model %s: loaded %s on %s (%s) in %.1f s", self.name, self.path, device, dtype, time.perf_counter() - t0)
+        log.info(
+            "model %s: loaded %s on %s (%s) in %.1f s", self.name, self.path, device, dtype, time.perf_counter() - t0
+        )
 
-    def generate(self, prompts: list[Prompt], params: dict[str, Any],
-                 on_done: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+    def generate(
+        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+    ) -> list[Completion]:
         import torch
 
         self.load()
@@ -113,8 +124,11 @@ class TransformersBackend:
         # Similar lengths together: less padding, and the order does not depend on the batch size.
         order = sorted(range(len(prompts)), key=lambda i: (lengths[i], prompts[i].id))
         temperature = float(params.get("temperature", 0.0))
-        gen_kwargs: dict[str, Any] = {"max_new_tokens": int(params.get("max_tokens", 512)),
-                                      "pad_token_id": tok.pad_token_id, "do_sample": temperature > 0}
+        gen_kwargs: dict[str, Any] = {
+            "max_new_tokens": int(params.get("max_tokens", 512)),
+            "pad_token_id": tok.pad_token_id,
+            "do_sample": temperature > 0,
+        }
         if temperature > 0:
             gen_kwargs["temperature"] = temperature
             if "top_p" in params:
@@ -123,18 +137,20 @@ class TransformersBackend:
         eos = tok.eos_token_id
         results: list[Completion | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            batch = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+            idx = order[start : start + self.batch_size]
+            batch = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False).to(
+                self.device
+            )
             if "seed" in params:
                 torch.manual_seed(int(params["seed"]))
             with torch.inference_mode():
                 out = model.generate(**batch, **gen_kwargs)
-            new = out[:, batch["input_ids"].shape[1]:].cpu()
+            new = out[:, batch["input_ids"].shape[1] :].cpu()
             for row, i in enumerate(idx):
                 ids = new[row].tolist()
                 finish = "length"
                 if eos is not None and eos in ids:
-                    ids = ids[:ids.index(eos)]
+                    ids = ids[: ids.index(eos)]
                     finish = "stop"
                 ids = [t for t in ids if t != tok.pad_token_id]
                 text = tok.decode(ids, skip_special_tokens=True)
@@ -142,8 +158,14 @@ class TransformersBackend:
                     cut = text.find(stop)
                     if cut >= 0:
                         text, finish = text[:cut], "stop"
-                usage = {"prompt_tokens": lengths[i], "completion_tokens": len(ids), "total_tokens": lengths[i] + len(ids)}
-                results[i] = Completion(prompts[i].id, response=text, model_id=self.model, usage=usage, finish_reason=finish)
+                usage = {
+                    "prompt_tokens": lengths[i],
+                    "completion_tokens": len(ids),
+                    "total_tokens": lengths[i] + len(ids),
+                }
+                results[i] = Completion(
+                    prompts[i].id, response=text, model_id=self.model, usage=usage, finish_reason=finish
+                )
                 if on_done is not None:
                     on_done(i, results[i])
         return results  # type: ignore[return-value]

@@ -52,8 +52,9 @@ def response_file(benchmark: str, dataset: str, model: str) -> str:
     return f"results/{benchmark}/{dataset}/responses/{model}.jsonl"
 
 
-def response_targets(config: dict[str, Any], benchmark: str, datasets: Iterable[str],
-                     models: Iterable[str] | None = None) -> list[str]:
+def response_targets(
+    config: dict[str, Any], benchmark: str, datasets: Iterable[str], models: Iterable[str] | None = None
+) -> list[str]:
     """Response files for every dataset x model (the benchmark's ``llm_models`` unless given).
 
     ``benchmark`` is one path component; a dataset may contain slashes.

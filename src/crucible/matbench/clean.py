@@ -51,7 +51,9 @@ def _as_target(values: pd.Series, task_type: str, source_file: str, column: str)
     bad = ~np.isfinite(numeric.to_numpy())
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise DataValidationError(f"{source_file}: row {i}, field {column!r}: {values.iloc[i]!r} is not a finite number")
+        raise DataValidationError(
+            f"{source_file}: row {i}, field {column!r}: {values.iloc[i]!r} is not a finite number"
+        )
     return numeric
 
 
@@ -65,11 +67,13 @@ def read_mirror(task: str, csv_path: str | os.PathLike, meta: dict[str, Any]) ->
     if empty.any():
         i = int(np.flatnonzero(empty.to_numpy())[0])
         raise DataValidationError(f"{csv_path}: row {i}, field 'formula': empty")
-    return pd.DataFrame({
-        "formula": raw["formula"].astype(str).to_numpy(),
-        "structure": pd.Series([None] * len(raw), dtype="object"),
-        "target": _as_target(raw["target"], meta["task_type"], str(csv_path), "target").to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "formula": raw["formula"].astype(str).to_numpy(),
+            "structure": pd.Series([None] * len(raw), dtype="object"),
+            "target": _as_target(raw["target"], meta["task_type"], str(csv_path), "target").to_numpy(),
+        }
+    )
 
 
 def _formula_of(value: Any) -> str:
@@ -102,11 +106,13 @@ def read_matminer(task: str, json_path: str | os.PathLike, meta: dict[str, Any])
         else:
             structures.append(None)
         formulas.append(_formula_of(value))
-    return pd.DataFrame({
-        "formula": formulas,
-        "structure": pd.Series(structures, dtype="object"),
-        "target": _as_target(frame[meta["target"]], meta["task_type"], str(json_path), meta["target"]).to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "formula": formulas,
+            "structure": pd.Series(structures, dtype="object"),
+            "target": _as_target(frame[meta["target"]], meta["task_type"], str(json_path), meta["target"]).to_numpy(),
+        }
+    )
 
 
 def mean_absolute_deviation(values: np.ndarray) -> float:
@@ -115,7 +121,9 @@ def mean_absolute_deviation(values: np.ndarray) -> float:
 
 def check_against_metadata(df: pd.DataFrame, task: str, meta: dict[str, Any], source_file: str) -> dict[str, float]:
     if len(df) != meta["n_samples"]:
-        raise DataValidationError(f"{source_file}: {task} has {len(df)} rows, official metadata says {meta['n_samples']}")
+        raise DataValidationError(
+            f"{source_file}: {task} has {len(df)} rows, official metadata says {meta['n_samples']}"
+        )
     y = df["target"].to_numpy()
     if meta["task_type"] == "regression":
         measured, official, name = mean_absolute_deviation(y.astype(float)), float(meta["mad"]), "mad"
@@ -128,7 +136,9 @@ def check_against_metadata(df: pd.DataFrame, task: str, meta: dict[str, Any], so
     return {name: measured}
 
 
-def clean_task(task: str, source: str, raw_path: str | os.PathLike, metadata: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+def clean_task(
+    task: str, source: str, raw_path: str | os.PathLike, metadata: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read, type, id and check one task; return the table and its task card."""
     meta = task_metadata(metadata, task)
     reader = {"composition-mirror": read_mirror, "matminer": read_matminer}.get(source)
@@ -167,6 +177,8 @@ def provenance(metadata_path: str | os.PathLike, artifacts: list[str] | None = N
     }
 
 
-def write_clean(df: pd.DataFrame, card: dict[str, Any], out_data: str | os.PathLike, out_card: str | os.PathLike) -> None:
+def write_clean(
+    df: pd.DataFrame, card: dict[str, Any], out_data: str | os.PathLike, out_card: str | os.PathLike
+) -> None:
     write_parquet(df, out_data, schema=data_schema(card["task_type"]))
     write_json(card, out_card)

@@ -56,8 +56,15 @@ def _cmd_folds(args: argparse.Namespace) -> int:
     if args.validation_sha256:
         verify_pinned(args.validation, args.validation_sha256, "validation file")
     validation = folds.load_validation(args.validation)
-    table = folds.build_folds(data, args.task, card["task_type"], validation, args.inner_fraction,
-                              args.inner_seed, validation_source=args.validation)
+    table = folds.build_folds(
+        data,
+        args.task,
+        card["task_type"],
+        validation,
+        args.inner_fraction,
+        args.inner_seed,
+        validation_source=args.validation,
+    )
     folds.write_folds(table, args.out)
     return 0
 
@@ -71,18 +78,32 @@ def _cmd_tasks_table(args: argparse.Namespace) -> int:
     if set(cards) != set(datas):
         raise ConfigError("tasks-table: --cards and --data name different tasks")
     tasks_df, overlap_df = build_tables(cards, datas)
-    write_table(tasks_df, csv=args.out_csv, md=args.out_md, digits=4, headers=TASK_TABLE_HEADERS,
-                md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n")
-    write_table(overlap_df, csv=args.out_overlap_csv, md=args.out_overlap_md, digits=1, headers=OVERLAP_TABLE_HEADERS,
-                md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
-                empty_note="No two of the configured tasks share a reduced formula.")
+    write_table(
+        tasks_df,
+        csv=args.out_csv,
+        md=args.out_md,
+        digits=4,
+        headers=TASK_TABLE_HEADERS,
+        md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n",
+    )
+    write_table(
+        overlap_df,
+        csv=args.out_overlap_csv,
+        md=args.out_overlap_md,
+        digits=1,
+        headers=OVERLAP_TABLE_HEADERS,
+        md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
+        empty_note="No two of the configured tasks share a reduced formula.",
+    )
     return 0
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     if len(args.fold) != len(args.out) or len(set(args.fold)) != len(args.fold):
-        raise ConfigError(f"predict: --fold and --out need one distinct fold per output file "
-                          f"(--fold {' '.join(map(str, args.fold))}, {len(args.out)} --out files)")
+        raise ConfigError(
+            f"predict: --fold and --out need one distinct fold per output file "
+            f"(--fold {' '.join(map(str, args.fold))}, {len(args.out)} --out files)"
+        )
     if args.out_model_dir and len(args.fold) > 1:
         raise ConfigError("predict: --out-model-dir holds one fold's model; give one --fold")
     if args.threads:
@@ -104,9 +125,20 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     card = read_json(args.card)
     # Several folds in one process (per-task jobs of cheap models): fitted in turn, one --out each.
     for fold, out in zip(args.fold, args.out):
-        run_predict(spec, args.task, fold, args.data, args.folds, card, out,
-                    params=params, features_path=args.features, model_dir=args.out_model_dir, random_state=args.seed,
-                    structure_features_path=args.structure_features)
+        run_predict(
+            spec,
+            args.task,
+            fold,
+            args.data,
+            args.folds,
+            card,
+            out,
+            params=params,
+            features_path=args.features,
+            model_dir=args.out_model_dir,
+            random_state=args.seed,
+            structure_features_path=args.structure_features,
+        )
     return 0
 
 
@@ -132,8 +164,16 @@ def _cmd_score(args: argparse.Namespace) -> int:
         mad = card_mad if mad is None else mad
     elif task_type is None or mad is None:
         raise DataValidationError("score needs --card, or both --task-type and --mad")
-    record = score_prediction_files(args.task, args.data, args.folds, args.predictions, task_type=task_type,
-                                    mad=mad, model=args.model, inputs_given=args.input_kind)
+    record = score_prediction_files(
+        args.task,
+        args.data,
+        args.folds,
+        args.predictions,
+        task_type=task_type,
+        mad=mad,
+        model=args.model,
+        inputs_given=args.input_kind,
+    )
     write_scores(record, args.out)
     return 0
 
@@ -142,8 +182,10 @@ def _per_task(flag: str, paths: list[str], tasks: list[str], per_task: int = 1) 
     """Split an explicit file list into the tasks' shares, checking counts (and names when a
     file is called after its task)."""
     if len(paths) != per_task * len(tasks):
-        raise DataValidationError(f"{flag} needs {per_task} file(s) per task ({per_task * len(tasks)}), got {len(paths)}")
-    out = {t: paths[i * per_task:(i + 1) * per_task] for i, t in enumerate(tasks)}
+        raise DataValidationError(
+            f"{flag} needs {per_task} file(s) per task ({per_task * len(tasks)}), got {len(paths)}"
+        )
+    out = {t: paths[i * per_task : (i + 1) * per_task] for i, t in enumerate(tasks)}
     for task, share in out.items():
         for p in share:
             named = Path(p).stem if per_task == 1 else Path(p).parent.name
@@ -168,8 +210,9 @@ def _cmd_results_file(args: argparse.Namespace) -> int:
     folds = {t: ps[0] for t, ps in _per_task("--folds", args.folds, tasks).items()}
     fold_dicts, input_text = results_file_tasks(predictions, data, folds, args.store_probabilities)
     input_text = args.input or input_text
-    write_results_file(args.out_results, args.model, fold_dicts,
-                       user_metadata(args.model, input_text, args.store_probabilities))
+    write_results_file(
+        args.out_results, args.model, fold_dicts, user_metadata(args.model, input_text, args.store_probabilities)
+    )
     if args.out_info:
         from crucible import __version__
 
@@ -195,8 +238,13 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
     table = lb.leaderboard(records, published)
     write_table(table, csv=args.out_csv)
     display = lb.leaderboard_display(table, published)
-    write_table(display, md=args.out_md, tex=args.out_tex, md_preamble=lb.leaderboard_preamble(published),
-                caption="Matbench v0.1: mean ± std over the official folds; published numbers for reference.")
+    write_table(
+        display,
+        md=args.out_md,
+        tex=args.out_tex,
+        md_preamble=lb.leaderboard_preamble(published),
+        caption="Matbench v0.1: mean ± std over the official folds; published numbers for reference.",
+    )
     write_table(lb.folds_table(records), csv=args.out_folds_csv)
     save_figure(scaled_error_figure(table, lb.PUBLISHED_COLUMNS), args.out_png, args.out_pdf)
     return 0
@@ -223,8 +271,7 @@ def _checked_task(name: str) -> str:
 def _model_help() -> str:
     from crucible.models.registry import builtin_models
 
-    return (f"built-in: {', '.join(builtin_models())}; or a name in --custom-models "
-            "(config matbench.custom_models)")
+    return f"built-in: {', '.join(builtin_models())}; or a name in --custom-models (config matbench.custom_models)"
 
 
 def _task_help() -> str:
@@ -272,8 +319,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
     p.add_argument("--model", required=True, help=_model_help())
     p.add_argument("--task", required=True, type=_checked_task, help=_task_help())
-    p.add_argument("--fold", type=int, required=True, nargs="+", choices=range(N_FOLDS),
-                   help="one fold, or several fitted in turn in this process (one --out each)")
+    p.add_argument(
+        "--fold",
+        type=int,
+        required=True,
+        nargs="+",
+        choices=range(N_FOLDS),
+        help="one fold, or several fitted in turn in this process (one --out each)",
+    )
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
     p.add_argument("--folds", required=True)
@@ -283,11 +336,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
     p.add_argument("--element-table", help="element embedding CSV for composition networks")
     p.add_argument("--element-table-sha256", help="pinned SHA-256 of --element-table: refuse the file if it differs")
-    p.add_argument("--seed", type=int, default=0,
-                   help="random_state for models that take one and do not set it in --params (recorded)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random_state for models that take one and do not set it in --params (recorded)",
+    )
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--out", required=True, nargs="+",
-                   help="predictions parquet per --fold (a sidecar .json is written beside each)")
+    p.add_argument(
+        "--out",
+        required=True,
+        nargs="+",
+        help="predictions parquet per --fold (a sidecar .json is written beside each)",
+    )
     p.add_argument("--out-model-dir", help="where a model with save() writes its trained state")
     p.set_defaults(func=_cmd_predict)
 
@@ -304,15 +365,24 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--card", help="task card (results/matbench/data/{task}.json): gives task type and MAD")
     p.add_argument("--task-type", choices=TASK_TYPES, help="instead of --card")
-    p.add_argument("--mad", type=float,
-                   help="instead of --card: official MAD (regression) or fraction of True (classification)")
-    p.add_argument("--predictions", required=True, nargs="+", metavar="FOLD_K_PARQUET",
-                   help="fold_0.parquet .. fold_4.parquet, in fold order")
+    p.add_argument(
+        "--mad", type=float, help="instead of --card: official MAD (regression) or fraction of True (classification)"
+    )
+    p.add_argument(
+        "--predictions",
+        required=True,
+        nargs="+",
+        metavar="FOLD_K_PARQUET",
+        help="fold_0.parquet .. fold_4.parquet, in fold order",
+    )
     p.add_argument("--folds", required=True, help="results/matbench/folds/{task}.parquet")
     p.add_argument("--data", required=True, help="results/matbench/data/{task}.parquet")
     p.add_argument("--model", required=True)
-    p.add_argument("--input-kind", default=None,
-                   help="what the model was given; default: 'structure' if the data has structures, else composition-only")
+    p.add_argument(
+        "--input-kind",
+        default=None,
+        help="what the model was given; default: 'structure' if the data has structures, else composition-only",
+    )
     p.add_argument("--out", required=True, help="results/matbench/scores/{model}/{task}.json")
     p.set_defaults(func=_cmd_score)
 
@@ -321,11 +391,18 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", required=True, nargs="+", type=_checked_task)
     p.add_argument("--data", required=True, nargs="+", help="one clean data file per task, in --tasks order")
     p.add_argument("--folds", required=True, nargs="+", help="one folds file per task, in --tasks order")
-    p.add_argument("--predictions", required=True, nargs="+",
-                   help="fold_0 .. fold_4 prediction files of each task, in --tasks order")
+    p.add_argument(
+        "--predictions",
+        required=True,
+        nargs="+",
+        help="fold_0 .. fold_4 prediction files of each task, in --tasks order",
+    )
     p.add_argument("--input", default=None, help="user_metadata 'input' text; default from the data")
-    p.add_argument("--store-probabilities", action="store_true",
-                   help="store P(True) instead of bool labels for classifiers (matbench scores either as labels)")
+    p.add_argument(
+        "--store-probabilities",
+        action="store_true",
+        help="store P(True) instead of bool labels for classifiers (matbench scores either as labels)",
+    )
     p.add_argument("--algorithm", default=None, help="info.json algorithm (default: the model name)")
     p.add_argument("--algorithm-long", default=None)
     p.add_argument("--authors", default="crucible")
@@ -346,7 +423,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out-pdf", required=True)
     p.set_defaults(func=_cmd_leaderboard)
 
-    p = sub.add_parser("figures", help="parity plot (regression) or ROC curve (classification) of one model on one task")
+    p = sub.add_parser(
+        "figures", help="parity plot (regression) or ROC curve (classification) of one model on one task"
+    )
     p.add_argument("--model", required=True)
     p.add_argument("--card", required=True)
     p.add_argument("--data", required=True)

@@ -1,11 +1,11 @@
 """``crucible matbench user-*``: a user dataset through fetch, clean, folds, predict, score, table.
 
-    crucible matbench user-fetch --dataset D --spec '{"url": ..., "sha256": ...}' --out F.json.gz
-    crucible matbench user-clean --dataset D --spec JSON --raw F.json.gz --out-data D.parquet --out-card D.json
-    crucible matbench user-folds --data D.parquet --card D.json --out folds.parquet
-    crucible matbench user-predict --model M --fold K --data ... --card ... --folds ... --out P.parquet
-    crucible matbench user-score --model M --card ... --data ... --folds ... --predictions P0..P4 --out S.json
-    crucible matbench user-table --scores S1 S2 ... --out-csv T.csv --out-md T.md --out-tex T.tex
+crucible matbench user-fetch --dataset D --spec '{"url": ..., "sha256": ...}' --out F.json.gz
+crucible matbench user-clean --dataset D --spec JSON --raw F.json.gz --out-data D.parquet --out-card D.json
+crucible matbench user-folds --data D.parquet --card D.json --out folds.parquet
+crucible matbench user-predict --model M --fold K --data ... --card ... --folds ... --out P.parquet
+crucible matbench user-score --model M --card ... --data ... --folds ... --predictions P0..P4 --out S.json
+crucible matbench user-table --scores S1 S2 ... --out-csv T.csv --out-md T.md --out-tex T.tex
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def _cmd_user_folds(args: argparse.Namespace) -> int:
     from crucible.matbench.user_datasets import build_user_folds
 
     card = read_json(args.card)
-    write_folds(build_user_folds(read_parquet(args.data), card["task_type"], args.inner_fraction, args.inner_seed),
-                args.out)
+    write_folds(
+        build_user_folds(read_parquet(args.data), card["task_type"], args.inner_fraction, args.inner_seed), args.out
+    )
     return 0
 
 
@@ -65,9 +66,19 @@ def _cmd_user_predict(args: argparse.Namespace) -> int:
     params = json.loads(args.params) if args.params else {}
     if args.element_table:
         params["element_table"] = args.element_table
-    run_predict(spec, card["task"], args.fold, args.data, args.folds, card, args.out,
-                params=params, features_path=args.features,
-                random_state=args.seed, structure_features_path=args.structure_features)
+    run_predict(
+        spec,
+        card["task"],
+        args.fold,
+        args.data,
+        args.folds,
+        card,
+        args.out,
+        params=params,
+        features_path=args.features,
+        random_state=args.seed,
+        structure_features_path=args.structure_features,
+    )
     return 0
 
 
@@ -80,8 +91,10 @@ def _cmd_user_score(args: argparse.Namespace) -> int:
 
     card = read_json(args.card)
     preds = [read_parquet(p) for p in args.predictions]
-    sidecars = [read_json(Path(p).with_suffix(".json")) if Path(p).with_suffix(".json").is_file() else {}
-                for p in args.predictions]
+    sidecars = [
+        read_json(Path(p).with_suffix(".json")) if Path(p).with_suffix(".json").is_file() else {}
+        for p in args.predictions
+    ]
     record = score_user_dataset(card, read_parquet(args.data), read_parquet(args.folds), preds, args.model, sidecars)
     write_scores(record, args.out)
     return 0
@@ -94,9 +107,15 @@ def _cmd_user_table(args: argparse.Namespace) -> int:
 
     table = user_table([read_json(p) for p in args.scores])
     name = table["dataset"].iloc[0] if len(table) else "user dataset"
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4,
-                caption=f"{name}: 5-fold scores (Matbench protocol, user dataset)",
-                md_preamble=f"# {name}: 5-fold scores (Matbench protocol, user dataset)\n\n")
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        digits=4,
+        caption=f"{name}: 5-fold scores (Matbench protocol, user dataset)",
+        md_preamble=f"# {name}: 5-fold scores (Matbench protocol, user dataset)\n\n",
+    )
     return 0
 
 

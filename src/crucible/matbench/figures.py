@@ -8,8 +8,9 @@ from typing import Any, Sequence
 from crucible.io import read_parquet
 
 
-def model_figure(model: str, card: dict[str, Any], data_path: str | os.PathLike,
-                 prediction_paths: Sequence[str | os.PathLike]):
+def model_figure(
+    model: str, card: dict[str, Any], data_path: str | os.PathLike, prediction_paths: Sequence[str | os.PathLike]
+):
     """The figure of ``model``'s five fold predictions against the task's truth."""
     import pandas as pd
 
@@ -20,7 +21,9 @@ def model_figure(model: str, card: dict[str, Any], data_path: str | os.PathLike,
     y_true = data.loc[preds["mbid"]].to_numpy()
     title = f"{model} on {card['task'].removeprefix('matbench_')}: {card['target']}"
     if card["task_type"] == "regression":
-        return parity_figure(y_true.astype(float), preds["prediction"].to_numpy(dtype=float), title, card.get("unit") or "")
+        return parity_figure(
+            y_true.astype(float), preds["prediction"].to_numpy(dtype=float), title, card.get("unit") or ""
+        )
     from_labels = "probability" not in preds
     score = preds["prediction" if from_labels else "probability"].to_numpy(dtype=float)
     return roc_figure(y_true.astype(bool), score, title, from_labels)

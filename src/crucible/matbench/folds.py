@@ -94,8 +94,14 @@ def build_folds(
     return folds_table(mbids, official, data["target"].to_numpy(), task_type, inner_fraction, inner_seed)
 
 
-def folds_table(mbids: np.ndarray, test_ids: list[list[str]], target: np.ndarray, task_type: str,
-                inner_fraction: float = 0.25, inner_seed: int = 7) -> pd.DataFrame:
+def folds_table(
+    mbids: np.ndarray,
+    test_ids: list[list[str]],
+    target: np.ndarray,
+    task_type: str,
+    inner_fraction: float = 0.25,
+    inner_seed: int = 7,
+) -> pd.DataFrame:
     """The folds table for given test folds: each row's fold plus inner-validation flags."""
     position = {m: i for i, m in enumerate(mbids)}
     fold = np.full(len(mbids), -1, dtype=np.int8)

@@ -25,8 +25,13 @@ from crucible.models.registry import ModelSpec
 log = logging.getLogger(__name__)
 
 
-def model_inputs(spec: ModelSpec, rows: pd.DataFrame, features_path: str | os.PathLike | None,
-                 structure_features_path: str | os.PathLike | None = None, uses_structure: bool = False) -> Any:
+def model_inputs(
+    spec: ModelSpec,
+    rows: pd.DataFrame,
+    features_path: str | os.PathLike | None,
+    structure_features_path: str | os.PathLike | None = None,
+    uses_structure: bool = False,
+) -> Any:
     from crucible.matbench.structure_inputs import STRUCTURE_KINDS, structure_model_inputs
 
     if spec.input_kind in STRUCTURE_KINDS:
@@ -96,7 +101,8 @@ def fit_predict(
         if hasattr(estimator, "predict_proba"):
             classes = list(getattr(estimator, "classes_", [False, True]))
             out["probability"] = validation.classifier_probabilities(
-                estimator.predict_proba(X_test), classes, n_test, context)
+                estimator.predict_proba(X_test), classes, n_test, context
+            )
             out["prediction"] = out["probability"].to_numpy() > 0.5
         else:
             out["prediction"] = validation.classifier_labels(estimator.predict(X_test), n_test, context)
@@ -122,8 +128,9 @@ def fit_predict(
     fit_info = getattr(estimator, "fit_info_", None)
     if isinstance(fit_info, dict):
         # Device, precision, epochs run, ensemble size: what a reader needs to trust a number.
-        info["fit_info"] = {k: v for k, v in sorted(fit_info.items())
-                            if v is None or isinstance(v, (bool, int, float, str))}
+        info["fit_info"] = {
+            k: v for k, v in sorted(fit_info.items()) if v is None or isinstance(v, (bool, int, float, str))
+        }
     constant = getattr(estimator, "constant_", None)
     if constant is not None:
         # scikit-learn's DummyRegressor keeps one constant per output; we have one output.
@@ -163,12 +170,25 @@ def run_predict(
     data = read_parquet(data_path)
     folds = read_parquet(folds_path)
     log.info("%s %s fold %d: fitting", spec.name, task, fold)
-    preds, info = fit_predict(spec, data, folds, fold, card["task_type"], params, features_path, random_state, model_dir,
-                              structure_features_path=structure_features_path, uses_structure=uses_structure,
-                              task=task)
+    preds, info = fit_predict(
+        spec,
+        data,
+        folds,
+        fold,
+        card["task_type"],
+        params,
+        features_path,
+        random_state,
+        model_dir,
+        structure_features_path=structure_features_path,
+        uses_structure=uses_structure,
+        task=task,
+    )
     info["task"] = task
     info["inputs"] = card.get("inputs_available", "composition")
     write_predictions(preds, out_path, card["task_type"])
     write_json(info, Path(out_path).with_suffix(".json"))
-    log.info("%s %s fold %d: fit %.1fs, predict %.1fs", spec.name, task, fold, info["fit_seconds"], info["predict_seconds"])
+    log.info(
+        "%s %s fold %d: fit %.1fs, predict %.1fs", spec.name, task, fold, info["fit_seconds"], info["predict_seconds"]
+    )
     return info

@@ -72,7 +72,9 @@ def leaderboard(records: list[dict[str, Any]], published: dict[str, Any]) -> pd.
         for name in PUBLISHED_COLUMNS:
             value = pub.get(name)
             row[f"published_{name}"] = np.nan if value is None else float(value)
-            row[f"published_{name}_scaled_error"] = published_scaled_error(value, any_record) if value is not None else np.nan
+            row[f"published_{name}_scaled_error"] = (
+                published_scaled_error(value, any_record) if value is not None else np.nan
+            )
         row["published_best_name"] = pub.get("best_name", "–")
         rows.append(row)
     return pd.DataFrame(rows)
@@ -127,15 +129,31 @@ def folds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in sorted(records, key=lambda r: (r["model"], TASKS.index(r["task"]))):
         for fold in rec["folds"]:
-            rows.append({
-                "model": rec["model"],
-                "task": rec["task"],
-                "fold": fold["fold"],
-                "n_test": fold["n_test"],
-                **fold["scores"],
-                "scaled_error": fold["scaled_error"],
-            })
-    columns = ["model", "task", "fold", "n_test", "mae", "rmse", "mape", "max_error",
-               "accuracy", "balanced_accuracy", "f1", "rocauc", "rocauc_proba", "scaled_error"]
+            rows.append(
+                {
+                    "model": rec["model"],
+                    "task": rec["task"],
+                    "fold": fold["fold"],
+                    "n_test": fold["n_test"],
+                    **fold["scores"],
+                    "scaled_error": fold["scaled_error"],
+                }
+            )
+    columns = [
+        "model",
+        "task",
+        "fold",
+        "n_test",
+        "mae",
+        "rmse",
+        "mape",
+        "max_error",
+        "accuracy",
+        "balanced_accuracy",
+        "f1",
+        "rocauc",
+        "rocauc_proba",
+        "scaled_error",
+    ]
     df = pd.DataFrame(rows)
     return df.reindex(columns=columns)

@@ -157,7 +157,10 @@ def validate_predictions_table(
         if disagree.any():
             log.warning(
                 "%s: %d label(s) differ from probability > %.1f; labels are scored for 'rocauc', "
-                "probabilities for 'rocauc_proba'", ctx.where, int(disagree.sum()), CLF_THRESHOLD
+                "probabilities for 'rocauc_proba'",
+                ctx.where,
+                int(disagree.sum()),
+                CLF_THRESHOLD,
             )
 
     if expected_mbids is not None:
@@ -181,9 +184,7 @@ def validate_predictions_table(
     return df
 
 
-def read_predictions(
-    path: str | os.PathLike, task_type: str, expected_mbids: Sequence[str], fold: int
-) -> pd.DataFrame:
+def read_predictions(path: str | os.PathLike, task_type: str, expected_mbids: Sequence[str], fold: int) -> pd.DataFrame:
     """Read and validate one predictions file; rows come back in ``expected_mbids`` order."""
     ctx = _Ctx(path, fold)
     if not Path(path).is_file():

@@ -81,7 +81,14 @@ DEFAULT_BIBTEX = (
     "pages={138}, year={2020}, doi={10.1038/s41524-020-00406-3}}"
 )
 TOP_KEYS: tuple[str, ...] = (
-    "@module", "@class", "version", "tasks", "user_metadata", "benchmark_name", "datestamp", "hash",
+    "@module",
+    "@class",
+    "version",
+    "tasks",
+    "user_metadata",
+    "benchmark_name",
+    "datestamp",
+    "hash",
 )
 TASK_KEYS = frozenset({"@module", "@class", "dataset_name", "results", "benchmark_name"})
 FOLD_KEYS = frozenset({"scores", "data", "parameters", "uncertainty"})
@@ -369,7 +376,9 @@ def _validate_task(source: str, task: str, results: Any, expected: Sequence[Sequ
                 raise DataValidationError(f"{where}: data[{mbid!r}] = {v!r} is not {want}")
         bad_prefix = [m for m in data if not m.startswith(prefix)]
         if bad_prefix:
-            raise DataValidationError(f"{where}: {len(bad_prefix)} mbid(s) lack the prefix {prefix!r}: {bad_prefix[:5]}")
+            raise DataValidationError(
+                f"{where}: {len(bad_prefix)} mbid(s) lack the prefix {prefix!r}: {bad_prefix[:5]}"
+            )
         again = [m for m in data if m in seen]
         if again:
             raise DataValidationError(f"{where}: {len(again)} mbid(s) already in {seen[again[0]]}: {again[:5]}")
@@ -418,8 +427,12 @@ def read_results_file(
 
 def user_metadata(model: str, input_text: str, store_probabilities: bool = False) -> dict[str, Any]:
     """The results file's ``user_metadata``: what the model was given, and by which crucible."""
-    return {"input": input_text, "crucible_version": CRUCIBLE_VERSION, "crucible_model": model,
-            "classification_values": "probabilities" if store_probabilities else "labels (bool)"}
+    return {
+        "input": input_text,
+        "crucible_version": CRUCIBLE_VERSION,
+        "crucible_model": model,
+        "classification_values": "probabilities" if store_probabilities else "labels (bool)",
+    }
 
 
 def requirements() -> dict[str, list[str]]:
@@ -462,7 +475,9 @@ def write_info_json(
     if empty:
         raise DataValidationError(f"{path}: info.json field(s) {empty} must not be empty")
     if not 5 <= len(algorithm) <= 15:
-        log.warning("%s: matbench asks for an algorithm name of 5-15 characters, %r has %d", path, algorithm, len(algorithm))
+        log.warning(
+            "%s: matbench asks for an algorithm name of 5-15 characters, %r has %d", path, algorithm, len(algorithm)
+        )
     if "matbench" not in json.dumps(requirements):
         log.warning("%s: matbench asks for the matbench version in 'requirements'", path)
     write_json(info, path)

@@ -121,7 +121,9 @@ def _finite_floats(name: str, arr: np.ndarray) -> np.ndarray:
     arr = arr.astype(np.float64)
     bad = ~np.isfinite(arr)
     if bad.any():
-        raise DataValidationError(f"{name} has {int(bad.sum())} non-finite value(s), first at row {int(np.argmax(bad))}")
+        raise DataValidationError(
+            f"{name} has {int(bad.sum())} non-finite value(s), first at row {int(np.argmax(bad))}"
+        )
     return arr
 
 

@@ -42,8 +42,9 @@ def check_inputs(spec: ModelSpec, task: str, task_input_type: str, structures_av
 
 
 def check_card(spec: ModelSpec, card: dict[str, Any]) -> bool:
-    return check_inputs(spec, card["task"], card.get("input_type", "composition"),
-                        card.get("inputs_available") == "structure")
+    return check_inputs(
+        spec, card["task"], card.get("input_type", "composition"), card.get("inputs_available") == "structure"
+    )
 
 
 def structure_model_inputs(

@@ -169,8 +169,11 @@ def fold_parameters(path: str | os.PathLike) -> dict[str, Any]:
     from crucible.io import read_json
 
     info = read_json(sidecar)
-    params: dict[str, Any] = {"model": info.get("model"), "hyperparameters": info.get("params", {}),
-                              "device": info.get("device")}
+    params: dict[str, Any] = {
+        "model": info.get("model"),
+        "hyperparameters": info.get("params", {}),
+        "device": info.get("device"),
+    }
     if "constant_" in info:
         # The published Dummy stored its fitted constant the same way.
         params["constant_"] = [[info["constant_"]]]

@@ -99,25 +99,39 @@ def overlap_rows(datas: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         known = (a, b) in KNOWN_PAIRS or (b, a) in KNOWN_PAIRS
         if shared == 0 and not known:
             continue
-        same_rows = len(datas[a]) == len(datas[b]) and (datas[a]["formula"].to_numpy() == datas[b]["formula"].to_numpy()).all()
-        rows.append({
-            "task_a": a,
-            "task_b": b,
-            "shared_reduced_formulas": shared,
-            "share_of_a_pct": 100.0 * shared / max(len(keys[a]), 1),
-            "share_of_b_pct": 100.0 * shared / max(len(keys[b]), 1),
-            "shared_structures": len(structures[a] & structures[b]) if structures[a] and structures[b] else None,
-            "same_rows_in_same_order": bool(same_rows),
-            "documented_pair": known,
-        })
+        same_rows = (
+            len(datas[a]) == len(datas[b]) and (datas[a]["formula"].to_numpy() == datas[b]["formula"].to_numpy()).all()
+        )
+        rows.append(
+            {
+                "task_a": a,
+                "task_b": b,
+                "shared_reduced_formulas": shared,
+                "share_of_a_pct": 100.0 * shared / max(len(keys[a]), 1),
+                "share_of_b_pct": 100.0 * shared / max(len(keys[b]), 1),
+                "shared_structures": len(structures[a] & structures[b]) if structures[a] and structures[b] else None,
+                "same_rows_in_same_order": bool(same_rows),
+                "documented_pair": known,
+            }
+        )
     return rows
 
 
 def build_tables(cards: dict[str, dict[str, Any]], datas: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     order = sorted(cards, key=lambda t: (cards[t]["n"], t))
     tasks = pd.DataFrame([task_row(cards[t], datas[t]) for t in order])
-    overlaps = pd.DataFrame(overlap_rows(datas), columns=[
-        "task_a", "task_b", "shared_reduced_formulas", "share_of_a_pct", "share_of_b_pct",
-        "shared_structures", "same_rows_in_same_order", "documented_pair"])
+    overlaps = pd.DataFrame(
+        overlap_rows(datas),
+        columns=[
+            "task_a",
+            "task_b",
+            "shared_reduced_formulas",
+            "share_of_a_pct",
+            "share_of_b_pct",
+            "shared_structures",
+            "same_rows_in_same_order",
+            "documented_pair",
+        ],
+    )
     overlaps = overlaps.sort_values(["shared_reduced_formulas", "task_a", "task_b"], ascending=[False, True, True])
     return tasks, overlaps.reset_index(drop=True)

@@ -39,8 +39,10 @@ SPEC_KEYS = {"url", "sha256", "input", "target", "task_type", "unit"}
 
 def check_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     if not NAME_RE.match(name) or name in TASKS or name.startswith("matbench_"):
-        raise ConfigError(f"matbench.user_datasets: {name!r} is not a valid dataset name "
-                          "(lower-case letters, digits, '_'; not an official task name, not starting with 'matbench_')")
+        raise ConfigError(
+            f"matbench.user_datasets: {name!r} is not a valid dataset name "
+            "(lower-case letters, digits, '_'; not an official task name, not starting with 'matbench_')"
+        )
     missing = sorted({"url", "sha256", "input", "target", "task_type"} - set(spec))
     if missing:
         raise ConfigError(f"matbench.user_datasets.{name}: missing {', '.join(missing)}")
@@ -76,8 +78,11 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
         raise DataValidationError(f"{raw_path}: {name} has {len(body)} rows; 5-fold cross-validation needs at least 10")
     df = pd.DataFrame({"mbid": make_ids(name, len(body)), **{c: body[c] for c in body.columns}})
     y = df["target"].to_numpy()
-    stats = ({"mad": mean_absolute_deviation(y.astype(float))} if spec["task_type"] == "regression"
-             else {"frac_true": float(np.mean(y.astype(float)))})
+    stats = (
+        {"mad": mean_absolute_deviation(y.astype(float))}
+        if spec["task_type"] == "regression"
+        else {"frac_true": float(np.mean(y.astype(float)))}
+    )
     card = {
         "task": name,
         "user_dataset": True,
@@ -96,18 +101,26 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
     return df, card
 
 
-def build_user_folds(data: pd.DataFrame, task_type: str, inner_fraction: float = 0.25,
-                     inner_seed: int = 7) -> pd.DataFrame:
+def build_user_folds(
+    data: pd.DataFrame, task_type: str, inner_fraction: float = 0.25, inner_seed: int = 7
+) -> pd.DataFrame:
     from crucible.matbench.folds import folds_table, regenerate_test_ids
 
     mbids = data["mbid"].to_numpy().astype(str)
     target = data["target"].to_numpy()
-    return folds_table(mbids, regenerate_test_ids(mbids, target, task_type), target, task_type,
-                       inner_fraction, inner_seed)
+    return folds_table(
+        mbids, regenerate_test_ids(mbids, target, task_type), target, task_type, inner_fraction, inner_seed
+    )
 
 
-def score_user_dataset(card: dict[str, Any], data: pd.DataFrame, folds: pd.DataFrame,
-                       predictions: list[pd.DataFrame], model: str, sidecars: list[dict[str, Any]]) -> dict[str, Any]:
+def score_user_dataset(
+    card: dict[str, Any],
+    data: pd.DataFrame,
+    folds: pd.DataFrame,
+    predictions: list[pd.DataFrame],
+    model: str,
+    sidecars: list[dict[str, Any]],
+) -> dict[str, Any]:
     """The scores record of :func:`crucible.matbench.scoring.score_task` for a user dataset."""
     from crucible.matbench.scoring import score_fold, score_task
 
@@ -123,8 +136,14 @@ def score_user_dataset(card: dict[str, Any], data: pd.DataFrame, folds: pd.DataF
         proba = pred["probability"].to_numpy() if "probability" in pred else None
         per_fold.append(score_fold(task_type, y_true, pred["prediction"].to_numpy(), proba))
     used = sorted({bool(s.get("structures_used", False)) for s in sidecars})
-    record = score_task(card["task"], task_type, per_fold, card.get("mad", card.get("frac_true")), model=model,
-                        input_kind="structure" if card["inputs_available"] == "structure" else "composition-only")
+    record = score_task(
+        card["task"],
+        task_type,
+        per_fold,
+        card.get("mad", card.get("frac_true")),
+        model=model,
+        input_kind="structure" if card["inputs_available"] == "structure" else "composition-only",
+    )
     record["benchmark"] = "user dataset (Matbench protocol)"
     record["task_input"] = card["input_type"]
     record["structures_used"] = used == [True]
@@ -136,8 +155,14 @@ def user_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in sorted(records, key=lambda r: r["model"]):
         metric = rec["leaderboard_metric"]
-        row = {"dataset": rec["task"], "model": rec["model"], "structures_used": rec["structures_used"],
-               "metric": metric, "mean": rec["stats"][metric]["mean"], "std": rec["stats"][metric]["std"]}
+        row = {
+            "dataset": rec["task"],
+            "model": rec["model"],
+            "structures_used": rec["structures_used"],
+            "metric": metric,
+            "mean": rec["stats"][metric]["mean"],
+            "std": rec["stats"][metric]["std"],
+        }
         for f in rec["folds"]:
             row[f"fold_{f['fold']}"] = f["scores"][metric]
         row["scaled_error"] = rec["scaled_error"]["mean"]

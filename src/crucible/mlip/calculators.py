@@ -151,7 +151,9 @@ def _chgnet_batch(calc):
 def _sevennet_checkpoint() -> Path:
     import sevenn
 
-    path = Path(sevenn.__file__).parent / "pretrained_potentials" / "SevenNet_0__11Jul2024" / "checkpoint_sevennet_0.pth"
+    path = (
+        Path(sevenn.__file__).parent / "pretrained_potentials" / "SevenNet_0__11Jul2024" / "checkpoint_sevennet_0.pth"
+    )
     if not path.is_file():
         raise WeightsUnavailableError(f"model 'sevennet-0': {path} missing from the installed sevenn package")
     return path
@@ -213,10 +215,22 @@ def _load_uma(device: str):
 REGISTRY: dict[str, PotentialSpec] = {
     spec.name: spec
     for spec in [
-        PotentialSpec("emt", "builtin", "ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests", _load_emt),
-        PotentialSpec("chgnet-0.3.0", "shipped", "CHGNet 0.3.0, weights inside the chgnet wheel", _load_chgnet_030,
-                      batch=_chgnet_batch),
-        PotentialSpec("sevennet-0", "shipped", "SevenNet-0 (11Jul2024), weights inside the sevenn wheel", _load_sevennet_0),
+        PotentialSpec(
+            "emt",
+            "builtin",
+            "ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests",
+            _load_emt,
+        ),
+        PotentialSpec(
+            "chgnet-0.3.0",
+            "shipped",
+            "CHGNet 0.3.0, weights inside the chgnet wheel",
+            _load_chgnet_030,
+            batch=_chgnet_batch,
+        ),
+        PotentialSpec(
+            "sevennet-0", "shipped", "SevenNet-0 (11Jul2024), weights inside the sevenn wheel", _load_sevennet_0
+        ),
         PotentialSpec("mace-mp", "hub", "MACE-MP foundation model (local *.model file only)", _load_mace_mp),
         PotentialSpec("matgl", "hub", "MatGL potential (local model folder only)", _load_matgl),
         PotentialSpec("orb", "hub", "ORB potential (local checkpoint only)", _load_orb),
@@ -257,7 +271,9 @@ def load_potential(name: str, device: str | None = None) -> Potential:
         raise ConfigError(f"unknown interatomic potential {name!r}; registered: {', '.join(registered_models())}")
     dev = "cpu" if spec.kind == "builtin" else resolve_device(device)
     calc = spec.loader(dev)
-    potential = Potential(name=name, device=dev, calculator=calc, batch_energies=spec.batch(calc) if spec.batch else None)
+    potential = Potential(
+        name=name, device=dev, calculator=calc, batch_energies=spec.batch(calc) if spec.batch else None
+    )
     log.info("loaded potential %s on %s", name, dev)
     return potential
 

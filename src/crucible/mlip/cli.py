@@ -1,11 +1,11 @@
 """``crucible mlip ...``: EOS benchmark and s2ef scoring for interatomic potentials.
 
-    crucible mlip models
-    crucible mlip eos --model chgnet-0.3.0 --elements all --points 7 --volume-range 0.94 1.06 --out results/mlip/eos/chgnet-0.3.0.parquet
-    crucible mlip eos-table --inputs results/mlip/eos/*.parquet --out-csv t.csv --out-md t.md --out-tex t.tex
-    crucible mlip eos-figures --inputs results/mlip/eos/*.parquet --out-png d.png --out-pdf d.pdf --out-parity-png p.png --out-parity-pdf p.pdf
-    crucible mlip s2ef-predict --dataset ase-vasp-testdata --model emt --out results/mlip/s2ef/ase-vasp-testdata/emt.parquet
-    crucible mlip s2ef-table --inputs results/mlip/s2ef/*/*.parquet --out-csv t.csv --out-md t.md --out-tex t.tex
+crucible mlip models
+crucible mlip eos --model chgnet-0.3.0 --elements all --points 7 --volume-range 0.94 1.06 --out results/mlip/eos/chgnet-0.3.0.parquet
+crucible mlip eos-table --inputs results/mlip/eos/*.parquet --out-csv t.csv --out-md t.md --out-tex t.tex
+crucible mlip eos-figures --inputs results/mlip/eos/*.parquet --out-png d.png --out-pdf d.pdf --out-parity-png p.png --out-parity-pdf p.pdf
+crucible mlip s2ef-predict --dataset ase-vasp-testdata --model emt --out results/mlip/s2ef/ase-vasp-testdata/emt.parquet
+crucible mlip s2ef-table --inputs results/mlip/s2ef/*/*.parquet --out-csv t.csv --out-md t.md --out-tex t.tex
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def _cmd_models(args) -> int:
 
     here = set(available_models())
     for name, spec in sorted(REGISTRY.items()):
-        print(f"{name:16s} {spec.kind:8s} {'available' if name in here else 'weights not present':20s} {spec.description}")
+        print(
+            f"{name:16s} {spec.kind:8s} {'available' if name in here else 'weights not present':20s} {spec.description}"
+        )
     return 0
 
 
@@ -50,8 +52,15 @@ def _cmd_eos(args) -> int:
     ok = df[df["status"] == "ok"]
     log.info(
         "%s: %d elements, %d failed, mean Δ %.2f meV/atom, median %.2f; load %.1f s, total %.1f s on %s -> %s",
-        args.model, len(df), n_failed, ok["delta_mev"].mean(), ok["delta_mev"].median(), t_load, t_total,
-        potential.device, args.out,
+        args.model,
+        len(df),
+        n_failed,
+        ok["delta_mev"].mean(),
+        ok["delta_mev"].median(),
+        t_load,
+        t_total,
+        potential.device,
+        args.out,
     )
     return 0
 
@@ -85,7 +94,14 @@ def _cmd_s2ef_predict(args) -> int:
     frames = read_frames(args.dataset)
     df = predict_frames(frames, load_potential(args.model, device=args.device))
     write_parquet(df, args.out, schema=prediction_schema())
-    log.info("%s on %s: %d frames, %d failed -> %s", args.model, args.dataset, len(df), int((df["status"] != "ok").sum()), args.out)
+    log.info(
+        "%s on %s: %d frames, %d failed -> %s",
+        args.model,
+        args.dataset,
+        len(df),
+        int((df["status"] != "ok").sum()),
+        args.out,
+    )
     return 0
 
 
@@ -137,7 +153,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("s2ef-predict", help="a potential's energies and forces on a dataset's frames")
     model_args(p)
-    p.add_argument("--dataset", required=True, help="extended XYZ / ASE db / any ASE-readable file, or 'ase-vasp-testdata'")
+    p.add_argument(
+        "--dataset", required=True, help="extended XYZ / ASE db / any ASE-readable file, or 'ase-vasp-testdata'"
+    )
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_s2ef_predict)
 

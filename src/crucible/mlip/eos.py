@@ -146,7 +146,13 @@ def _bm_coefficients(v0: float, b0_gpa: float, b0_prime: float) -> np.ndarray:
 
 
 def delta_gauge(
-    v0_a: float, b0_a: float, b0p_a: float, v0_b: float, b0_b: float, b0p_b: float, window: tuple[float, float] = (0.94, 1.06)
+    v0_a: float,
+    b0_a: float,
+    b0p_a: float,
+    v0_b: float,
+    b0_b: float,
+    b0p_b: float,
+    window: tuple[float, float] = (0.94, 1.06),
 ) -> float:
     """Delta (meV/atom) between two Birch–Murnaghan curves, each taken relative to its own
     minimum: sqrt(∫ (E_a − E_b)² dV / (V_f − V_i)) over [0.94, 1.06] × the mean of the two V0.
@@ -270,7 +276,16 @@ def _row(model, element, device, natoms, volumes, energies, ref, fit: BMFit | No
         **ref,
     }
     if fit is None:
-        row.update(e0=nan, v0=nan, b0=nan, b0_prime=nan, fit_rmse_mev=nan, fit_max_residual_mev=nan, v0_in_range=False, delta_mev=nan)
+        row.update(
+            e0=nan,
+            v0=nan,
+            b0=nan,
+            b0_prime=nan,
+            fit_rmse_mev=nan,
+            fit_max_residual_mev=nan,
+            v0_in_range=False,
+            delta_mev=nan,
+        )
     else:
         row.update(
             e0=fit.e0,
@@ -280,7 +295,9 @@ def _row(model, element, device, natoms, volumes, energies, ref, fit: BMFit | No
             fit_rmse_mev=fit.rmse_mev,
             fit_max_residual_mev=fit.max_abs_residual_mev,
             v0_in_range=fit.v0_in_range,
-            delta_mev=delta_gauge(fit.v0, fit.b0, fit.b0_prime, ref["wien2k_v0"], ref["wien2k_b0"], ref["wien2k_b0_prime"]),
+            delta_mev=delta_gauge(
+                fit.v0, fit.b0, fit.b0_prime, ref["wien2k_v0"], ref["wien2k_b0"], ref["wien2k_b0_prime"]
+            ),
         )
     for src in ("wien2k", "exp"):
         for q in ("v0", "b0", "b0_prime"):
@@ -362,8 +379,15 @@ def run_eos(
         if reason:
             log.warning("%s %s: %s", model, element, reason)
         rows.append(_row(model, element, device, len(atoms), volumes, energies, ref, fit, reason))
-        log.info("%s %s (%d/%d): %s in %.2f s", model, element, i, len(names), "ok" if reason is None else "failed",
-                 time.perf_counter() - t0)
+        log.info(
+            "%s %s (%d/%d): %s in %.2f s",
+            model,
+            element,
+            i,
+            len(names),
+            "ok" if reason is None else "failed",
+            time.perf_counter() - t0,
+        )
     return pd.DataFrame(rows, columns=EOS_SCHEMA.names)
 
 

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 ASE_VASP_TESTDATA = "ase-vasp-testdata"
 _ASE_VASP_FILES = ("OUTCAR_example_1", "vasprun_pstress.xml", "vasprun_dfpt.xml")
 
+
 def prediction_schema() -> pa.Schema:
     """The s2ef prediction table's schema; owned by :mod:`crucible.mlip.s2ef_scoring`."""
     from crucible.mlip.s2ef_scoring import S2EF_PREDICTION_SCHEMA
@@ -81,7 +82,9 @@ def _frames_from_file(path: Path) -> list[Frame]:
         except Exception as exc:
             raise DataValidationError(f"{where}: no reference forces (field 'forces'): {exc}") from exc
         if forces.shape != (len(atoms), 3):
-            raise DataValidationError(f"{where}: reference forces have shape {forces.shape}, expected ({len(atoms)}, 3)")
+            raise DataValidationError(
+                f"{where}: reference forces have shape {forces.shape}, expected ({len(atoms)}, 3)"
+            )
         if not math.isfinite(energy) or not np.isfinite(forces).all():
             raise DataValidationError(f"{where}: non-finite reference energy or forces")
         clean = atoms.copy()

@@ -181,9 +181,7 @@ class _Batch:
             p = self._get("prediction", name)
             t = self._get("target", name)
             if p.shape != t.shape:
-                raise MetricInputError(
-                    f"{name}: prediction shape {p.shape} differs from target shape {t.shape}"
-                )
+                raise MetricInputError(f"{name}: prediction shape {p.shape} differs from target shape {t.shape}")
             try:
                 self._cache[cache_key] = (p.astype(np.float64), t.astype(np.float64))
             except (TypeError, ValueError) as exc:
@@ -205,9 +203,7 @@ class _Batch:
             if in_p and in_t:
                 other = self._get("prediction", name)
                 if other.shape != value.shape or not np.array_equal(other, value):
-                    raise MetricInputError(
-                        f"{name}: prediction {other.tolist()} differs from target {value.tolist()}"
-                    )
+                    raise MetricInputError(f"{name}: prediction {other.tolist()} differs from target {value.tolist()}")
             self._cache[cache_key] = value
         return self._cache[cache_key]
 
@@ -227,13 +223,9 @@ class _Batch:
 def _rows_per_system(batch: _Batch, name: str, rows: int, n_systems: int | None = None) -> np.ndarray:
     natoms = batch.natoms()
     if int(natoms.sum()) != rows:
-        raise MetricInputError(
-            f"natoms {natoms.tolist()} sum to {int(natoms.sum())} but {name} has {rows} rows"
-        )
+        raise MetricInputError(f"natoms {natoms.tolist()} sum to {int(natoms.sum())} but {name} has {rows} rows")
     if n_systems is not None and natoms.size != n_systems:
-        raise MetricInputError(
-            f"natoms has {natoms.size} systems but energy has {n_systems} values"
-        )
+        raise MetricInputError(f"natoms has {natoms.size} systems but energy has {n_systems} values")
     return natoms
 
 
@@ -248,6 +240,7 @@ def _two_d(name: str, arr: np.ndarray, min_cols: int) -> None:
 
 # Metric functions: (batch, property) -> (total, numel). The property argument is what the
 # function was listed under; like the peer, some functions ignore it and read fixed arrays.
+
 
 def _mae(batch: _Batch, prop: str) -> tuple[float, int]:
     p, t = batch.pair(prop)

@@ -47,8 +47,9 @@ S2EF_TABLE_HEADERS = {
 }
 
 
-def write_table(df: pd.DataFrame, csv=None, md=None, tex=None, headers: Mapping[str, str] | None = None,
-                digits: int = 3) -> None:
+def write_table(
+    df: pd.DataFrame, csv=None, md=None, tex=None, headers: Mapping[str, str] | None = None, digits: int = 3
+) -> None:
     """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
     from crucible.report.tables import write_table as write
 
@@ -135,16 +136,34 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
                 colour = cmap(norm(max(row.delta_mev, lo)))
                 ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor=colour, edgecolor="black", lw=0.5))
                 text_colour = "white" if norm(max(row.delta_mev, lo)) < 0.55 else "black"
-                ax.text(x + 0.475, y + 0.33, row.element, ha="center", va="center", fontsize=9, weight="bold", color=text_colour)
+                ax.text(
+                    x + 0.475,
+                    y + 0.33,
+                    row.element,
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    weight="bold",
+                    color=text_colour,
+                )
                 label = f"{row.delta_mev:.1f}" if row.delta_mev < 100 else f"{row.delta_mev:.0f}"
                 ax.text(x + 0.475, y + 0.70, label, ha="center", va="center", fontsize=7, color=text_colour)
             else:
                 # Grey cell, hatch only in the lower strip: the symbol stays readable.
                 ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor="lightgrey", edgecolor="black", lw=0.5))
-                ax.add_patch(Rectangle((x, y + 0.56), 0.95, 0.39, facecolor="none", edgecolor="0.45", lw=0, hatch="////"))
+                ax.add_patch(
+                    Rectangle((x, y + 0.56), 0.95, 0.39, facecolor="none", edgecolor="0.45", lw=0, hatch="////")
+                )
                 ax.text(x + 0.475, y + 0.30, row.element, ha="center", va="center", fontsize=9, weight="bold")
-                ax.text(x + 0.475, y + 0.76, "failed", ha="center", va="center", fontsize=6,
-                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
+                ax.text(
+                    x + 0.475,
+                    y + 0.76,
+                    "failed",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5},
+                )
         ok = df[df["status"] == "ok"]
         n_failed = int((df["status"] != "ok").sum())
         ax.set_title(

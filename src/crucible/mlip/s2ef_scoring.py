@@ -60,7 +60,9 @@ def _forces_array(value: Any, frame_id: str, field: str, natoms: int) -> np.ndar
     try:
         arr = np.array([np.asarray(row, dtype=np.float64) for row in value], dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise DataValidationError(f"s2ef table, frame {frame_id!r}, field {field!r}: not a natoms×3 float array ({exc})") from None
+        raise DataValidationError(
+            f"s2ef table, frame {frame_id!r}, field {field!r}: not a natoms×3 float array ({exc})"
+        ) from None
     if arr.shape != (natoms, 3):
         raise DataValidationError(
             f"s2ef table, frame {frame_id!r}, field {field!r}: shape {arr.shape}, expected ({natoms}, 3) from natoms"
@@ -79,7 +81,9 @@ def _check_columns(table: pd.DataFrame) -> None:
         raise DataValidationError(f"s2ef table: missing column(s) {missing}; expected {S2EF_PREDICTION_SCHEMA.names}")
     ids = table["frame_id"]
     if ids.isna().any():
-        raise DataValidationError(f"s2ef table: field 'frame_id' is null in row(s) {np.flatnonzero(ids.isna().to_numpy()).tolist()}")
+        raise DataValidationError(
+            f"s2ef table: field 'frame_id' is null in row(s) {np.flatnonzero(ids.isna().to_numpy()).tolist()}"
+        )
     duplicated = ids[ids.duplicated()].unique().tolist()
     if duplicated:
         raise DataValidationError(f"s2ef table: duplicate frame_id(s) {sorted(map(str, duplicated))[:10]}")
@@ -102,13 +106,17 @@ def score_s2ef(table: pd.DataFrame) -> dict[str, Any]:
     failures = ordered.loc[ordered["status"] != OK, "status"].value_counts()
 
     evaluator = Evaluator("s2ef")
-    records = list(ok[["frame_id", "natoms", "energy_ref", "energy_pred", "forces_ref", "forces_pred"]].itertuples(index=False))
+    records = list(
+        ok[["frame_id", "natoms", "energy_ref", "energy_pred", "forces_ref", "forces_pred"]].itertuples(index=False)
+    )
     for start in range(0, len(records), S2EF_BATCH_FRAMES):
         chunk = records[start : start + S2EF_BATCH_FRAMES]
         natoms, e_ref, e_pred, f_ref, f_pred = [], [], [], [], []
         for frame_id, n, er, ep, fr, fp in chunk:
             if n is None or pd.isna(n) or int(n) != n or int(n) < 1:
-                raise DataValidationError(f"s2ef table, frame {frame_id!r}, field 'natoms': {n!r} is not a positive integer")
+                raise DataValidationError(
+                    f"s2ef table, frame {frame_id!r}, field 'natoms': {n!r} is not a positive integer"
+                )
             n = int(n)
             for field, value in (("energy_ref", er), ("energy_pred", ep)):
                 if value is None or not np.isfinite(value):

@@ -38,10 +38,12 @@ def _dummy(task_type: str, random_state: int):
     return MeanRegressor() if task_type == "regression" else PriorClassifier()
 
 
-register(ModelSpec(
-    name="dummy",
-    factory=_dummy,
-    input_kind="composition",
-    granularity="task",
-    description="training-fold mean (regression) / class prior (classification)",
-))
+register(
+    ModelSpec(
+        name="dummy",
+        factory=_dummy,
+        input_kind="composition",
+        granularity="task",
+        description="training-fold mean (regression) / class prior (classification)",
+    )
+)

@@ -39,8 +39,9 @@ class ScmMagpieForest(BaseEstimator):
     ``sine_coulomb_eigenvalues`` holding each row's eigenvalue array.
     """
 
-    def __init__(self, task_type: str = "regression", n_estimators: int = 500, random_state: int = 0,
-                 n_jobs: int | None = None) -> None:
+    def __init__(
+        self, task_type: str = "regression", n_estimators: int = 500, random_state: int = 0, n_jobs: int | None = None
+    ) -> None:
         self.task_type = task_type
         self.n_estimators = n_estimators
         self.random_state = random_state
@@ -60,7 +61,7 @@ class ScmMagpieForest(BaseEstimator):
         scm = np.zeros((len(eigs), self.scm_width_))
         for i, e in enumerate(eigs):
             if len(e) <= self.scm_width_:
-                scm[i, :len(e)] = e
+                scm[i, : len(e)] = e
             else:  # matminer's featurize fails here; automatminer imputes the training mean
                 scm[i] = np.nan
         out = np.hstack([magpie, scm])
@@ -72,8 +73,11 @@ class ScmMagpieForest(BaseEstimator):
 
     def fit(self, X: pd.DataFrame, y) -> "ScmMagpieForest":
         cls = RandomForestRegressor if self.task_type == "regression" else RandomForestClassifier
-        self.forest_ = cls(n_estimators=self.n_estimators, random_state=self.random_state,
-                           n_jobs=self.n_jobs if self.n_jobs is not None else _n_jobs())
+        self.forest_ = cls(
+            n_estimators=self.n_estimators,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs if self.n_jobs is not None else _n_jobs(),
+        )
         self.forest_.fit(self._matrix(X, fitting=True), y)
         if self.task_type != "regression":
             self.classes_ = self.forest_.classes_
@@ -102,21 +106,25 @@ def _embedding_boosting(task_type: str, random_state: int, **params):
     return cls(random_state=random_state, **params)
 
 
-register(ModelSpec(
-    name="rf-scm-magpie",
-    factory=_rf_scm_magpie,
-    input_kind="scm-magpie",
-    description="RF-SCM/Magpie as published: 500-tree random forest on Magpie + Sine Coulomb matrix "
-                "eigenvalues (structure tasks), Magpie alone on composition tasks",
-    defaults={"n_estimators": 500},
-    inputs=("formula", "structure"),
-))
+register(
+    ModelSpec(
+        name="rf-scm-magpie",
+        factory=_rf_scm_magpie,
+        input_kind="scm-magpie",
+        description="RF-SCM/Magpie as published: 500-tree random forest on Magpie + Sine Coulomb matrix "
+        "eigenvalues (structure tasks), Magpie alone on composition tasks",
+        defaults={"n_estimators": 500},
+        inputs=("formula", "structure"),
+    )
+)
 
-register(ModelSpec(
-    name="mlip-embed",
-    factory=_embedding_boosting,
-    input_kind="mlip-embedding",
-    description="gradient boosting on CHGNet 0.3.0 crystal feature vectors (pretrained, not fine-tuned)",
-    defaults={"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10},
-    inputs=("structure",),
-))
+register(
+    ModelSpec(
+        name="mlip-embed",
+        factory=_embedding_boosting,
+        input_kind="mlip-embedding",
+        description="gradient boosting on CHGNet 0.3.0 crystal feature vectors (pretrained, not fine-tuned)",
+        defaults={"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10},
+        inputs=("structure",),
+    )
+)

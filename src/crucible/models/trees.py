@@ -35,18 +35,22 @@ def _gradient_boosting(task_type: str, random_state: int, **params):
     return cls(random_state=random_state, **params)
 
 
-register(ModelSpec(
-    name="rf-magpie",
-    factory=_random_forest,
-    input_kind="magpie",
-    description="500-tree random forest on Magpie features (RF-SCM/Magpie, composition only)",
-    defaults={"n_estimators": 500},
-))
+register(
+    ModelSpec(
+        name="rf-magpie",
+        factory=_random_forest,
+        input_kind="magpie",
+        description="500-tree random forest on Magpie features (RF-SCM/Magpie, composition only)",
+        defaults={"n_estimators": 500},
+    )
+)
 
-register(ModelSpec(
-    name="gbm-magpie",
-    factory=_gradient_boosting,
-    input_kind="magpie",
-    description="histogram gradient boosting on Magpie features",
-    defaults={"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10},
-))
+register(
+    ModelSpec(
+        name="gbm-magpie",
+        factory=_gradient_boosting,
+        input_kind="magpie",
+        description="histogram gradient boosting on Magpie features",
+        defaults={"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10},
+    )
+)

@@ -229,8 +229,12 @@ class YieldModel(_Base):
         self.random_state = random_state
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {"max_iter": self.max_iter, "learning_rate": self.learning_rate, "fp_bits": self.fp_bits,
-                "random_state": self.random_state}
+        return {
+            "max_iter": self.max_iter,
+            "learning_rate": self.learning_rate,
+            "fp_bits": self.fp_bits,
+            "random_state": self.random_state,
+        }
 
     def fit(self, df, card):
         super().fit(df, card)
@@ -257,10 +261,16 @@ class YieldModel(_Base):
             from sklearn.ensemble import HistGradientBoostingRegressor
 
             train = self.df_[self.df_["substrate"] != substrate]
-            X = np.vstack([self._features(s, g[self.keys_].to_dict("records")) for s, g in train.groupby("substrate", sort=True)])
+            X = np.vstack(
+                [self._features(s, g[self.keys_].to_dict("records")) for s, g in train.groupby("substrate", sort=True)]
+            )
             y = np.concatenate([g["relative"].to_numpy() for _, g in train.groupby("substrate", sort=True)])
-            model = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
-                                                  early_stopping=False, random_state=self.random_state)
+            model = HistGradientBoostingRegressor(
+                max_iter=self.max_iter,
+                learning_rate=self.learning_rate,
+                early_stopping=False,
+                random_state=self.random_state,
+            )
             # One OpenMP thread: the DAG runs one job per core, and oversubscribed OpenMP on a busy
             # machine is many times slower (results do not depend on the thread count).
             from threadpoolctl import threadpool_limits
@@ -279,8 +289,11 @@ class YieldModel(_Base):
 
 
 MODELS: dict[str, Callable[..., _Base]] = {
-    "random": RandomChoice, "popularity": Popularity, "nearest-substrate": NearestSubstrate,
-    "yield-model": YieldModel, "oracle": Oracle,
+    "random": RandomChoice,
+    "popularity": Popularity,
+    "nearest-substrate": NearestSubstrate,
+    "yield-model": YieldModel,
+    "oracle": Oracle,
 }
 NEEDS_OTHER_SUBSTRATES = tuple(n for n, cls in MODELS.items() if cls.needs_other_substrates)
 
@@ -297,10 +310,16 @@ def expected_random(q: dict[str, Any]) -> dict[str, Any]:
         space = int(np.prod([len(q["input"]["candidate_values"][k]) for k in q["query_keys"]]))
         legal = q["meta"]["legal_combinations"]
         rel = [c["relative_score"] for c in legal]
-        return {"hit_rate": len(legal) / space, "avg_relative_score": float(np.mean(rel)) if rel else None,
-                "best_hit_rate_among_scored": float(np.mean([r >= 1 - 1e-12 for r in rel])) if rel else None}
+        return {
+            "hit_rate": len(legal) / space,
+            "avg_relative_score": float(np.mean(rel)) if rel else None,
+            "best_hit_rate_among_scored": float(np.mean([r >= 1 - 1e-12 for r in rel])) if rel else None,
+        }
     rel = q["meta"]["option_relative_scores"]
     yields, best_yield = q["meta"].get("yields") or [], q["meta"].get("best_yield")
-    ratio = (float(np.mean([(y or 0) / best_yield for y in yields])) if best_yield else None)
-    return {"avg_relative_score": float(np.mean(rel)), "exact_match_accuracy": len(q["answer"]) / len(rel),
-            "avg_yield_ratio": ratio}
+    ratio = float(np.mean([(y or 0) / best_yield for y in yields])) if best_yield else None
+    return {
+        "avg_relative_score": float(np.mean(rel)),
+        "exact_match_accuracy": len(q["answer"]) / len(rel),
+        "avg_yield_ratio": ratio,
+    }

@@ -55,8 +55,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _wrap(model: str, questions_path: str, predictions: dict) -> dict:
     from crucible.reactions.scoring import questions_fingerprint
 
-    return {"model": model, "questions_file": str(questions_path), "questions_sha256": questions_fingerprint(questions_path),
-            "predictions": predictions}
+    return {
+        "model": model,
+        "questions_file": str(questions_path),
+        "questions_sha256": questions_fingerprint(questions_path),
+        "predictions": predictions,
+    }
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
@@ -84,8 +88,14 @@ def _cmd_score(args: argparse.Namespace) -> int:
         types[qtype] = result
         if args.model == "random" and qs:
             exp = [baselines.expected_random(q) for q in qs]
-            expected[qtype] = {k: (float(sum(e[k] for e in exp if e[k] is not None) / max(1, sum(e[k] is not None for e in exp)))
-                                   if any(e[k] is not None for e in exp) else None) for k in exp[0]}
+            expected[qtype] = {
+                k: (
+                    float(sum(e[k] for e in exp if e[k] is not None) / max(1, sum(e[k] is not None for e in exp)))
+                    if any(e[k] is not None for e in exp)
+                    else None
+                )
+                for k in exp[0]
+            }
     write_json({"dataset": args.dataset, "model": args.model, "types": types, "expected": expected}, args.out)
     return 0
 
@@ -95,8 +105,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from crucible.report.figures import save_figure
 
     scores = [read_json(p) for p in args.scores]
-    table = report.write_tables(args.dataset, scores, args.out_csv, args.out_md, args.out_tex, args.out_paired_csv,
-                                args.out_paired_md, args.out_paired_tex, args.bootstrap, args.seed)
+    table = report.write_tables(
+        args.dataset,
+        scores,
+        args.out_csv,
+        args.out_md,
+        args.out_tex,
+        args.out_paired_csv,
+        args.out_paired_md,
+        args.out_paired_tex,
+        args.bootstrap,
+        args.seed,
+    )
     save_figure(report.relative_score_figure(args.dataset, table), *args.out_figure)
     return 0
 
@@ -111,8 +131,9 @@ def _cmd_package(args: argparse.Namespace) -> int:
     import pandas as pd
 
     table = pd.read_csv(args.table)
-    report.write_package(args.dataset, args.out_dir, args.questions, read_json(args.card), table,
-                         read_json(args.summary), examples)
+    report.write_package(
+        args.dataset, args.out_dir, args.questions, read_json(args.card), table, read_json(args.summary), examples
+    )
     return 0
 
 

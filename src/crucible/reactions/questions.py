@@ -81,8 +81,11 @@ class Table:
         return [{"content": s, "SMILES": s} for s in smiles.split(".") if s]
 
     def score(self, row: int) -> dict[str, Any]:
-        return {"yield": _none_if_nan(self.col["yield"][row]), "ee": _none_if_nan(self.col["ee"][row]),
-                "dr": _none_if_nan(self.col["dr"][row])}
+        return {
+            "yield": _none_if_nan(self.col["yield"][row]),
+            "ee": _none_if_nan(self.col["ee"][row]),
+            "dr": _none_if_nan(self.col["dr"][row]),
+        }
 
     def eff(self, rows) -> np.ndarray:
         return self.effective[np.asarray(rows, dtype=int)]
@@ -101,8 +104,16 @@ def sample_options(effective: np.ndarray, n_options: int, rng: np.random.Generat
     return chosen[rng.permutation(len(chosen))]
 
 
-def _mc_record(t: Table, qid: str, qtype: str, substrate: str, varying: list[str], option_rows: np.ndarray,
-               constant_rows: dict[str, int] | None, extra_meta: dict[str, Any]) -> dict[str, Any] | None:
+def _mc_record(
+    t: Table,
+    qid: str,
+    qtype: str,
+    substrate: str,
+    varying: list[str],
+    option_rows: np.ndarray,
+    constant_rows: dict[str, int] | None,
+    extra_meta: dict[str, Any],
+) -> dict[str, Any] | None:
     eff = t.eff(option_rows)
     best = float(eff.max())
     if best <= 0:
@@ -112,7 +123,9 @@ def _mc_record(t: Table, qid: str, qtype: str, substrate: str, varying: list[str
     yields = [_none_if_nan(t.col["yield"][r]) for r in option_rows]
     known = [y for y in yields if y is not None]
     relative = [float(e / best) for e in eff]
-    constant: dict[str, list[dict[str, str]]] = {k: [{"content": v, "SMILES": ""}] for k, v in sorted(t.constants.items())}
+    constant: dict[str, list[dict[str, str]]] = {
+        k: [{"content": v, "SMILES": ""}] for k, v in sorted(t.constants.items())
+    }
     for k, row in (constant_rows or {}).items():
         constant[k] = [t.item(k, row)]
     global_best = float(sub_eff.max())
@@ -146,15 +159,19 @@ def _mc_record(t: Table, qid: str, qtype: str, substrate: str, varying: list[str
     }
 
 
-def _references(t: Table, substrate: str, exclude: set[int], below: float, rng: np.random.Generator,
-                params: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+def _references(
+    t: Table, substrate: str, exclude: set[int], below: float, rng: np.random.Generator, params: dict[str, Any]
+) -> tuple[list[int], dict[str, Any]]:
     rows = t.rows[substrate]
     eff = t.eff(rows)
     cap = float(np.quantile(eff, params["reference_quantile"]))
     pool = [int(r) for r, e in zip(rows, eff) if int(r) not in exclude and e < below and e <= cap]
     lo, hi = params["n_references"]
-    info = {"rule": f"rows outside the options with effective < the options' best and <= the substrate's "
-                    f"{params['reference_quantile']:g} quantile ({cap:.4g})", "pool_size": len(pool)}
+    info = {
+        "rule": f"rows outside the options with effective < the options' best and <= the substrate's "
+        f"{params['reference_quantile']:g} quantile ({cap:.4g})",
+        "pool_size": len(pool),
+    }
     if len(pool) < lo:
         return [], info
     n = int(min(rng.integers(lo, hi + 1), len(pool)))
@@ -171,15 +188,26 @@ def _reference_entry(t: Table, row: int, with_substrate: bool = False) -> dict[s
     return entry
 
 
-def _with_references(rec: dict[str, Any], refs: list[dict[str, Any]], qtype: str, qid: str, info: dict[str, Any]) -> dict[str, Any]:
-    out = {**rec, "id": qid, "question_type": qtype,
-           "input": {**rec["input"], "reference_conditions": refs},
-           "meta": {**rec["meta"], "reference_info": info, "pair_id": rec["id"]}}
+def _with_references(
+    rec: dict[str, Any], refs: list[dict[str, Any]], qtype: str, qid: str, info: dict[str, Any]
+) -> dict[str, Any]:
+    out = {
+        **rec,
+        "id": qid,
+        "question_type": qtype,
+        "input": {**rec["input"], "reference_conditions": refs},
+        "meta": {**rec["meta"], "reference_info": info, "pair_id": rec["id"]},
+    }
     return out
 
 
 def _control(rec: dict[str, Any], qtype: str, qid: str, info: dict[str, Any]) -> dict[str, Any]:
-    return {**rec, "id": qid, "question_type": qtype, "meta": {**rec["meta"], "reference_info": info, "pair_id": rec["id"]}}
+    return {
+        **rec,
+        "id": qid,
+        "question_type": qtype,
+        "meta": {**rec["meta"], "reference_info": info, "pair_id": rec["id"]},
+    }
 
 
 def _single_group(t: Table, substrate: str, key: str, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
@@ -194,8 +222,12 @@ def _single_group(t: Table, substrate: str, key: str, rng: np.random.Generator) 
     top = max(coverage.values())
     best_groups = sorted(g for g, c in coverage.items() if c == top)
     chosen = best_groups[int(rng.integers(len(best_groups)))]
-    info = {"fixed_conditions": dict(zip(others, chosen)), "n_groups": len(groups), "max_coverage": top,
-            "n_groups_with_max_coverage": len(best_groups)}
+    info = {
+        "fixed_conditions": dict(zip(others, chosen)),
+        "n_groups": len(groups),
+        "max_coverage": top,
+        "n_groups_with_max_coverage": len(best_groups),
+    }
     return np.asarray(sorted(groups[chosen]), dtype=int), info
 
 
@@ -208,8 +240,16 @@ def build_multiple_choice(t: Table, params: dict[str, Any]) -> dict[str, list[di
         rng = _rng(seed, base_id)
         rows = t.rows[s]
         opt = rows[sample_options(t.eff(rows), k_opt, rng)]
-        rec = _mc_record(t, base_id, "all_varying", s, list(t.keys), opt, None,
-                         {"selection_info": {"rule": "best + one per score slice", "n_candidates": int(len(rows))}})
+        rec = _mc_record(
+            t,
+            base_id,
+            "all_varying",
+            s,
+            list(t.keys),
+            opt,
+            None,
+            {"selection_info": {"rule": "best + one per score slice", "n_candidates": int(len(rows))}},
+        )
         if rec is None:
             continue
         out["all_varying"].append(rec)
@@ -217,19 +257,27 @@ def build_multiple_choice(t: Table, params: dict[str, Any]) -> dict[str, list[di
         ref_rows, info = _references(t, s, set(int(r) for r in opt), best, _rng(seed, base_id + ":ref"), params)
         if ref_rows:
             refs = [_reference_entry(t, r) for r in ref_rows]
-            out["all_varying_reference"].append(_with_references(rec, refs, "all_varying_reference",
-                                                                 f"{t.dataset}:all_varying_reference:{s}", info))
-            out["all_varying_reference_control"].append(_control(rec, "all_varying_reference_control",
-                                                                 f"{t.dataset}:all_varying_reference_control:{s}", info))
+            out["all_varying_reference"].append(
+                _with_references(rec, refs, "all_varying_reference", f"{t.dataset}:all_varying_reference:{s}", info)
+            )
+            out["all_varying_reference_control"].append(
+                _control(rec, "all_varying_reference_control", f"{t.dataset}:all_varying_reference_control:{s}", info)
+            )
         others = [o for o in t.substrates if o != s and t.eff(t.rows[o]).max() > 0]
         if others:
             crng = _rng(seed, base_id + ":cross")
             pick = sorted(crng.choice(others, size=min(params["cross_references"], len(others)), replace=False))
             cross_rows = [int(t.rows[o][int(np.argmax(t.eff(t.rows[o])))]) for o in pick]
             cinfo = {"rule": "the best row of each of these other substrates", "substrates": [str(p) for p in pick]}
-            out["cross_substrate_reference"].append(_with_references(
-                rec, [_reference_entry(t, r, with_substrate=True) for r in cross_rows], "cross_substrate_reference",
-                f"{t.dataset}:cross_substrate_reference:{s}", cinfo))
+            out["cross_substrate_reference"].append(
+                _with_references(
+                    rec,
+                    [_reference_entry(t, r, with_substrate=True) for r in cross_rows],
+                    "cross_substrate_reference",
+                    f"{t.dataset}:cross_substrate_reference:{s}",
+                    cinfo,
+                )
+            )
         for key in t.keys:
             sid = f"{t.dataset}:single_varying:{s}:{key}"
             srng = _rng(seed, sid)
@@ -242,14 +290,24 @@ def build_multiple_choice(t: Table, params: dict[str, Any]) -> dict[str, list[di
             if srec is None:
                 continue
             out["single_varying"].append(srec)
-            ref_rows, rinfo = _references(t, s, set(int(r) for r in sopt), srec["meta"]["best_effective_score"],
-                                          _rng(seed, sid + ":ref"), params)
+            ref_rows, rinfo = _references(
+                t, s, set(int(r) for r in sopt), srec["meta"]["best_effective_score"], _rng(seed, sid + ":ref"), params
+            )
             if ref_rows:
                 refs = [_reference_entry(t, r) for r in ref_rows]
-                out["single_varying_reference"].append(_with_references(
-                    srec, refs, "single_varying_reference", f"{t.dataset}:single_varying_reference:{s}:{key}", rinfo))
-                out["single_varying_reference_control"].append(_control(
-                    srec, "single_varying_reference_control", f"{t.dataset}:single_varying_reference_control:{s}:{key}", rinfo))
+                out["single_varying_reference"].append(
+                    _with_references(
+                        srec, refs, "single_varying_reference", f"{t.dataset}:single_varying_reference:{s}:{key}", rinfo
+                    )
+                )
+                out["single_varying_reference_control"].append(
+                    _control(
+                        srec,
+                        "single_varying_reference_control",
+                        f"{t.dataset}:single_varying_reference_control:{s}:{key}",
+                        rinfo,
+                    )
+                )
     return out
 
 
@@ -261,7 +319,9 @@ def build_fill_in_blank(t: Table, params: dict[str, Any]) -> dict[str, list[dict
         values = {k: sorted(sub[k].unique()) for k in t.keys}
         index = {k: {v: i for i, v in enumerate(vals)} for k, vals in values.items()}
         first_row = {k: {v: int(sub.index[sub[k] == v][0]) for v in vals} for k, vals in values.items()}
-        candidates = {k: [{"index": i, **t.item(k, first_row[k][v])} for i, v in enumerate(vals)] for k, vals in values.items()}
+        candidates = {
+            k: [{"index": i, **t.item(k, first_row[k][v])} for i, v in enumerate(vals)] for k, vals in values.items()
+        }
         eff = t.eff(rows)
         best = float(eff.max())
         if best <= 0:
@@ -273,40 +333,73 @@ def build_fill_in_blank(t: Table, params: dict[str, Any]) -> dict[str, list[dict
             for r, e in zip(rows, eff):
                 if int(r) in exclude:
                     continue
-                out_rows.append({"combination": {k: index[k][t.col[k][r]] for k in t.keys}, **t.score(int(r)),
-                                 "effective_score": float(e), "relative_score": float(e / best), "row_index": int(r)})
+                out_rows.append(
+                    {
+                        "combination": {k: index[k][t.col[k][r]] for k in t.keys},
+                        **t.score(int(r)),
+                        "effective_score": float(e),
+                        "relative_score": float(e / best),
+                        "row_index": int(r),
+                    }
+                )
             return out_rows
 
         constant = {k: [{"content": v, "SMILES": ""}] for k, v in sorted(t.constants.items())}
         qid = f"{t.dataset}:all_blank:{s}"
         rec = {
-            "id": qid, "question_type": "all_blank", "query_keys": list(t.keys),
-            "input": {"reactants": t.reactants(s), "products": [], "constant_conditions": constant,
-                      "candidate_values": candidates},
-            "meta": {"dataset": t.dataset, "parent_table_id": f"{t.dataset}:{s}", "substrate": s,
-                     "source_file": t.card["source_file"], "source_sha256": t.card["source_sha256"],
-                     "total_entries_in_source_table": int(len(rows)), "best_effective_score": best,
-                     "search_space_size": int(np.prod([len(v) for v in values.values()])),
-                     "legal_combinations": legal(set())},
+            "id": qid,
+            "question_type": "all_blank",
+            "query_keys": list(t.keys),
+            "input": {
+                "reactants": t.reactants(s),
+                "products": [],
+                "constant_conditions": constant,
+                "candidate_values": candidates,
+            },
+            "meta": {
+                "dataset": t.dataset,
+                "parent_table_id": f"{t.dataset}:{s}",
+                "substrate": s,
+                "source_file": t.card["source_file"],
+                "source_sha256": t.card["source_sha256"],
+                "total_entries_in_source_table": int(len(rows)),
+                "best_effective_score": best,
+                "search_space_size": int(np.prod([len(v) for v in values.values()])),
+                "legal_combinations": legal(set()),
+            },
         }
         out["all_blank"].append(rec)
-        ref_rows, info = _references(t, s, set(), best, _rng(params["seed"], f"{t.dataset}:all_blank_reference:{s}"), params)
+        ref_rows, info = _references(
+            t, s, set(), best, _rng(params["seed"], f"{t.dataset}:all_blank_reference:{s}"), params
+        )
         if ref_rows:
-            rrec = {**rec, "id": f"{t.dataset}:all_blank_reference:{s}", "question_type": "all_blank_reference",
-                    "input": {**rec["input"], "reference_conditions": [_reference_entry(t, r) for r in ref_rows]},
-                    "meta": {**rec["meta"], "legal_combinations": legal(set(ref_rows)), "reference_info": info,
-                             "pair_id": qid}}
+            rrec = {
+                **rec,
+                "id": f"{t.dataset}:all_blank_reference:{s}",
+                "question_type": "all_blank_reference",
+                "input": {**rec["input"], "reference_conditions": [_reference_entry(t, r) for r in ref_rows]},
+                "meta": {
+                    **rec["meta"],
+                    "legal_combinations": legal(set(ref_rows)),
+                    "reference_info": info,
+                    "pair_id": qid,
+                },
+            }
             out["all_blank_reference"].append(rrec)
     return out
 
 
-def build_all(df: pd.DataFrame, card: dict[str, Any], params: dict[str, Any] | None = None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+def build_all(
+    df: pd.DataFrame, card: dict[str, Any], params: dict[str, Any] | None = None
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """Every question type of one dataset, and a build summary (counts, what was left out)."""
     params = {**DEFAULTS, **(params or {})}
     t = Table(df, card)
     sets = {**build_multiple_choice(t, params), **build_fill_in_blank(t, params)}
     summary = {
-        "dataset": t.dataset, "params": params, "substrates": len(t.substrates),
+        "dataset": t.dataset,
+        "params": params,
+        "substrates": len(t.substrates),
         "substrates_with_best_effective_0": [s for s in t.substrates if t.eff(t.rows[s]).max() <= 0],
         "questions": {q: len(sets[q]) for q in QUESTION_TYPES},
     }

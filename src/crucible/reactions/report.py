@@ -16,8 +16,19 @@ from crucible.reactions.prompts import FB_INSTRUCTION, MC_INSTRUCTION, SYSTEM_PR
 from crucible.reactions.scoring import FB_TYPES, PAIRS, QUESTION_TYPES, bootstrap_interval
 from crucible.report.tables import to_markdown, write_table
 
-COLUMNS = ["model", "question_type", "n", "avg_relative_score", "ci95_low", "ci95_high", "exact_match_accuracy",
-           "avg_yield_ratio", "hit_rate", "best_hit_rate_among_scored", "num_invalid"]
+COLUMNS = [
+    "model",
+    "question_type",
+    "n",
+    "avg_relative_score",
+    "ci95_low",
+    "ci95_high",
+    "exact_match_accuracy",
+    "avg_yield_ratio",
+    "hit_rate",
+    "best_hit_rate_among_scored",
+    "num_invalid",
+]
 
 
 def _relative_values(result: dict[str, Any]) -> list[float]:
@@ -34,20 +45,38 @@ def results_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 
                 continue
             summ = res["summary"]
             ci = bootstrap_interval(_relative_values(res), n_boot, seed)
-            rows.append({"model": sc["model"], "question_type": qtype, "n": summ["num_questions"],
-                         "avg_relative_score": summ["avg_relative_score"],
-                         "ci95_low": ci[0] if ci else None, "ci95_high": ci[1] if ci else None,
-                         "exact_match_accuracy": summ.get("exact_match_accuracy"),
-                         "avg_yield_ratio": summ.get("avg_yield_ratio"), "hit_rate": summ.get("hit_rate"),
-                         "best_hit_rate_among_scored": summ.get("best_hit_rate_among_scored"),
-                         "num_invalid": summ["num_invalid"]})
+            rows.append(
+                {
+                    "model": sc["model"],
+                    "question_type": qtype,
+                    "n": summ["num_questions"],
+                    "avg_relative_score": summ["avg_relative_score"],
+                    "ci95_low": ci[0] if ci else None,
+                    "ci95_high": ci[1] if ci else None,
+                    "exact_match_accuracy": summ.get("exact_match_accuracy"),
+                    "avg_yield_ratio": summ.get("avg_yield_ratio"),
+                    "hit_rate": summ.get("hit_rate"),
+                    "best_hit_rate_among_scored": summ.get("best_hit_rate_among_scored"),
+                    "num_invalid": summ["num_invalid"],
+                }
+            )
             expected = sc.get("expected", {}).get(qtype)
             if expected:
-                rows.append({"model": f"{sc['model']} (expected)", "question_type": qtype, "n": summ["num_questions"],
-                             "ci95_low": None, "ci95_high": None, "num_invalid": 0, **expected})
+                rows.append(
+                    {
+                        "model": f"{sc['model']} (expected)",
+                        "question_type": qtype,
+                        "n": summ["num_questions"],
+                        "ci95_low": None,
+                        "ci95_high": None,
+                        "num_invalid": 0,
+                        **expected,
+                    }
+                )
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"n": "int64", "num_invalid": "int64"}).astype(
-        {c: "float64" for c in COLUMNS if c not in ("model", "question_type", "n", "num_invalid")})
+        {c: "float64" for c in COLUMNS if c not in ("model", "question_type", "n", "num_invalid")}
+    )
 
 
 def paired_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -59,30 +88,78 @@ def paired_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0
             if not a or not b:
                 continue
             base = {r["pair_id"]: r["relative_score"] for r in b["per_question"]}
-            diffs = [r["relative_score"] - base[r["pair_id"]] for r in a["per_question"]
-                     if r["pair_id"] in base and r["relative_score"] is not None and base[r["pair_id"]] is not None]
+            diffs = [
+                r["relative_score"] - base[r["pair_id"]]
+                for r in a["per_question"]
+                if r["pair_id"] in base and r["relative_score"] is not None and base[r["pair_id"]] is not None
+            ]
             if not diffs:
                 continue
             ci = bootstrap_interval(diffs, n_boot, seed)
-            rows.append({"model": sc["model"], "with_references": with_ref, "without": control, "n_pairs": len(diffs),
-                         "mean_difference": float(np.mean(diffs)), "ci95_low": ci[0], "ci95_high": ci[1],
-                         "improved": int(sum(d > 0 for d in diffs)), "worsened": int(sum(d < 0 for d in diffs))})
-    cols = ["model", "with_references", "without", "n_pairs", "mean_difference", "ci95_low", "ci95_high", "improved", "worsened"]
+            rows.append(
+                {
+                    "model": sc["model"],
+                    "with_references": with_ref,
+                    "without": control,
+                    "n_pairs": len(diffs),
+                    "mean_difference": float(np.mean(diffs)),
+                    "ci95_low": ci[0],
+                    "ci95_high": ci[1],
+                    "improved": int(sum(d > 0 for d in diffs)),
+                    "worsened": int(sum(d < 0 for d in diffs)),
+                }
+            )
+    cols = [
+        "model",
+        "with_references",
+        "without",
+        "n_pairs",
+        "mean_difference",
+        "ci95_low",
+        "ci95_high",
+        "improved",
+        "worsened",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
-def write_tables(dataset: str, scores: list[dict[str, Any]], out_csv, out_md, out_tex, out_paired_csv, out_paired_md,
-                 out_paired_tex, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def write_tables(
+    dataset: str,
+    scores: list[dict[str, Any]],
+    out_csv,
+    out_md,
+    out_tex,
+    out_paired_csv,
+    out_paired_md,
+    out_paired_tex,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     table = results_table(scores, n_boot, seed)
-    preamble = (f"Reaction-condition selection, `{dataset}`: average relative score (predicted effective / best "
-                f"effective among the options; fill-in-blank: among scored) with bootstrap 95 % interval "
-                f"({n_boot} resamples of questions).\n\n")
-    write_table(table, out_csv, out_md, out_tex, digits=3, caption=f"Reaction-condition selection on {dataset}",
-                md_preamble=preamble)
+    preamble = (
+        f"Reaction-condition selection, `{dataset}`: average relative score (predicted effective / best "
+        f"effective among the options; fill-in-blank: among scored) with bootstrap 95 % interval "
+        f"({n_boot} resamples of questions).\n\n"
+    )
+    write_table(
+        table,
+        out_csv,
+        out_md,
+        out_tex,
+        digits=3,
+        caption=f"Reaction-condition selection on {dataset}",
+        md_preamble=preamble,
+    )
     paired = paired_table(scores, n_boot, seed)
-    write_table(paired, out_paired_csv, out_paired_md, out_paired_tex, digits=3,
-                caption=f"Paired effect of references on {dataset}",
-                md_preamble=f"`{dataset}`: relative score with references minus without, on the same questions.\n\n")
+    write_table(
+        paired,
+        out_paired_csv,
+        out_paired_md,
+        out_paired_tex,
+        digits=3,
+        caption=f"Paired effect of references on {dataset}",
+        md_preamble=f"`{dataset}`: relative score with references minus without, on the same questions.\n\n",
+    )
     return table
 
 
@@ -113,18 +190,30 @@ def _rxnoptbench_name(qtype: str) -> str:
     return f"fill_in_blank_{qtype}.json" if qtype in FB_TYPES else f"multiple_choice_{qtype}.json"
 
 
-def write_package(dataset: str, out_dir: str | os.PathLike, question_files: list[str], card: dict[str, Any],
-                  table: pd.DataFrame, build_summary: dict[str, Any], example_predictions: dict[str, dict[str, Any]]) -> None:
+def write_package(
+    dataset: str,
+    out_dir: str | os.PathLike,
+    question_files: list[str],
+    card: dict[str, Any],
+    table: pd.DataFrame,
+    build_summary: dict[str, Any],
+    example_predictions: dict[str, dict[str, Any]],
+) -> None:
     """RxnOptBench's self-contained output directory: data sets, prompt templates, example
     predictions and ``report.md`` (seed 003 §5)."""
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    lines = [f"# Reaction-condition selection package: `{dataset}`", "",
-             f"Source: {card['reference']}; file `{card['source_file']}` (SHA-256 `{card['source_sha256']}`), "
-             f"{card['rows']} rows, {card['substrates']} substrates, condition keys {', '.join(card['condition_keys'])}.", "",
-             "| file | question_type | questions |", "|---|---|---|"]
+    lines = [
+        f"# Reaction-condition selection package: `{dataset}`",
+        "",
+        f"Source: {card['reference']}; file `{card['source_file']}` (SHA-256 `{card['source_sha256']}`), "
+        f"{card['rows']} rows, {card['substrates']} substrates, condition keys {', '.join(card['condition_keys'])}.",
+        "",
+        "| file | question_type | questions |",
+        "|---|---|---|",
+    ]
     for path in question_files:
         qtype = Path(path).parent.name
         name = _rxnoptbench_name(qtype)
@@ -133,11 +222,26 @@ def write_package(dataset: str, out_dir: str | os.PathLike, question_files: list
         lines.append(f"| `{name}` | `{qtype}` | {len(questions)} |")
         instruction = FB_INSTRUCTION if qtype in FB_TYPES else MC_INSTRUCTION
         example = user_prompt(questions[0]) if questions else "(no question of this type)"
-        write_text(f"[system]\n{SYSTEM_PROMPT}\n\n[user, example: {questions[0]['id'] if questions else '-'}]\n{example}\n"
-                   f"\n[instruction]\n{instruction}\n", out / f"prompt_{qtype}.txt")
+        write_text(
+            f"[system]\n{SYSTEM_PROMPT}\n\n[user, example: {questions[0]['id'] if questions else '-'}]\n{example}\n"
+            f"\n[instruction]\n{instruction}\n",
+            out / f"prompt_{qtype}.txt",
+        )
         write_json(example_predictions.get(qtype, {}), out / f"example_prediction_{qtype}.json")
-    lines += ["", "Predictions: multiple choice `{id: option index}`; fill in the blank `{id: {key: candidate index}}`.",
-              "Score: `crucible reactions score --questions <file> --predictions <file> --out score.json`.", "",
-              "## Baselines", "", to_markdown(table, digits=3) if len(table) else "(none)", "",
-              "## Build", "", "```json", json.dumps(build_summary, indent=2, sort_keys=True), "```", ""]
+    lines += [
+        "",
+        "Predictions: multiple choice `{id: option index}`; fill in the blank `{id: {key: candidate index}}`.",
+        "Score: `crucible reactions score --questions <file> --predictions <file> --out score.json`.",
+        "",
+        "## Baselines",
+        "",
+        to_markdown(table, digits=3) if len(table) else "(none)",
+        "",
+        "## Build",
+        "",
+        "```json",
+        json.dumps(build_summary, indent=2, sort_keys=True),
+        "```",
+        "",
+    ]
     write_text("\n".join(lines), out / "report.md")

@@ -34,14 +34,23 @@ import numpy as np
 
 from crucible.errors import DataValidationError, PredictionFileError
 
-MC_TYPES = ("single_varying", "all_varying", "single_varying_reference", "single_varying_reference_control",
-            "all_varying_reference", "all_varying_reference_control", "cross_substrate_reference")
+MC_TYPES = (
+    "single_varying",
+    "all_varying",
+    "single_varying_reference",
+    "single_varying_reference_control",
+    "all_varying_reference",
+    "all_varying_reference_control",
+    "cross_substrate_reference",
+)
 FB_TYPES = ("all_blank", "all_blank_reference")
 QUESTION_TYPES = MC_TYPES + FB_TYPES
 # Paired designs: (with references, its control without).
-PAIRS = (("single_varying_reference", "single_varying_reference_control"),
-         ("all_varying_reference", "all_varying_reference_control"),
-         ("cross_substrate_reference", "all_varying"))
+PAIRS = (
+    ("single_varying_reference", "single_varying_reference_control"),
+    ("all_varying_reference", "all_varying_reference_control"),
+    ("cross_substrate_reference", "all_varying"),
+)
 RELATIVE_ONE = 1.0 - 1e-12
 
 
@@ -78,6 +87,7 @@ def relative_score(predicted_effective: float, best_effective: float) -> float:
 
 # ---------------------------------------------------------------- question files
 
+
 def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
     """A question file: a JSON list, ``{"samples"|"questions": [...]}``, or JSON lines."""
     path = Path(path)
@@ -103,8 +113,9 @@ def questions_fingerprint(path: str | os.PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def load_predictions(path: str | os.PathLike, questions: list[dict[str, Any]],
-                     questions_sha256: str | None = None) -> dict[str, Any]:
+def load_predictions(
+    path: str | os.PathLike, questions: list[dict[str, Any]], questions_sha256: str | None = None
+) -> dict[str, Any]:
     """``{id: prediction}`` from RxnOptBench's plain map or crucible's wrapped form.
 
     The wrapped form ``{"questions_sha256", "predictions"}`` is refused when it names another
@@ -129,8 +140,10 @@ def load_predictions(path: str | os.PathLike, questions: list[dict[str, Any]],
     ids = {q["id"] for q in questions}
     if doc and not ids.intersection(doc):
         example = next(iter(sorted(doc)))
-        raise PredictionFileError(f"{path}: none of its {len(doc)} ids is a question of this set "
-                                  f"(e.g. {example!r}); is it a prediction file for another dataset?")
+        raise PredictionFileError(
+            f"{path}: none of its {len(doc)} ids is a question of this set "
+            f"(e.g. {example!r}); is it a prediction file for another dataset?"
+        )
     return doc
 
 
@@ -164,7 +177,9 @@ def score_multiple_choice(questions: list[dict[str, Any]], predictions: dict[str
             best_yield = q["meta"].get("best_yield")
             y = q["meta"]["yields"][index] if q["meta"].get("yields") else None
             ratio = None if (best_yield in (None, 0) or _factor_missing(best_yield) or y is None) else y / best_yield
-            rec.update(relative_score=float(rel[index]), exact_match=index in q["answer"], yield_ratio=ratio, valid=True)
+            rec.update(
+                relative_score=float(rel[index]), exact_match=index in q["answer"], yield_ratio=ratio, valid=True
+            )
         per_question.append(rec)
     n = len(per_question)
     ratios = [r["yield_ratio"] for r in per_question if r["yield_ratio"] is not None]
@@ -176,8 +191,12 @@ def score_multiple_choice(questions: list[dict[str, Any]], predictions: dict[str
         "exact_match_accuracy": float(np.mean([r["exact_match"] for r in per_question])) if n else None,
         "avg_yield_ratio": float(np.mean(ratios)) if ratios else None,
     }
-    return {"summary": summary, "per_question": per_question, "invalid": invalid,
-            "unknown_ids": sorted(set(predictions) - {q["id"] for q in questions})}
+    return {
+        "summary": summary,
+        "per_question": per_question,
+        "invalid": invalid,
+        "unknown_ids": sorted(set(predictions) - {q["id"] for q in questions}),
+    }
 
 
 def _combination_key(combo: dict[str, int], keys: Iterable[str]) -> tuple[int, ...]:
@@ -207,8 +226,11 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
                     if why:
                         reason = f"{k}: {why}"
                         break
-        rec: dict[str, Any] = {"id": q["id"], "pair_id": q["meta"].get("pair_id", q["id"]),
-                               "prediction": pred if reason is None else None}
+        rec: dict[str, Any] = {
+            "id": q["id"],
+            "pair_id": q["meta"].get("pair_id", q["id"]),
+            "prediction": pred if reason is None else None,
+        }
         if reason is not None:
             invalid.append({"id": q["id"], "reason": reason})
             rec.update(status="invalid", relative_score=None)
@@ -231,8 +253,12 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
         "avg_relative_score": float(np.mean(scored)) if scored else None,
         "best_hit_rate_among_scored": float(np.mean([s >= RELATIVE_ONE for s in scored])) if scored else None,
     }
-    return {"summary": summary, "per_question": per_question, "invalid": invalid,
-            "unknown_ids": sorted(set(predictions) - {q["id"] for q in questions})}
+    return {
+        "summary": summary,
+        "per_question": per_question,
+        "invalid": invalid,
+        "unknown_ids": sorted(set(predictions) - {q["id"] for q in questions}),
+    }
 
 
 def score_file(questions_path: str | os.PathLike, predictions_path: str | os.PathLike) -> dict[str, Any]:
@@ -253,7 +279,9 @@ def score_questions(questions: list[dict[str, Any]], predictions: dict[str, Any]
     return result
 
 
-def bootstrap_interval(values: list[float], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
+def bootstrap_interval(
+    values: list[float], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the mean over questions."""
     arr = np.asarray([v for v in values if v is not None], dtype=float)
     if arr.size == 0:

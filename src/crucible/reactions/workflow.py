@@ -41,7 +41,9 @@ def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
     names = list(section(config).get("models", []))
     unknown = [m for m in names if m not in MODELS]
     if unknown:
-        raise ConfigError(f"reactions.models: unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(MODELS))}")
+        raise ConfigError(
+            f"reactions.models: unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(MODELS))}"
+        )
     if dataset in SINGLE_SUBSTRATE:
         names = [m for m in names if m not in NEEDS_OTHER_SUBSTRATES]
     return names
@@ -76,8 +78,10 @@ def raw_file(config: dict[str, Any], dataset: str) -> str:
 
 def custom_dataset_arg(config: dict[str, Any], dataset: str) -> str:
     """``--custom '<json>'`` for a user table, nothing for a built-in one (shell-quoted)."""
-    custom = (section(config).get("custom_datasets") or {})
-    return f"--custom {shlex.quote(json.dumps({dataset: custom[dataset]}, sort_keys=True))}" if dataset in custom else ""
+    custom = section(config).get("custom_datasets") or {}
+    return (
+        f"--custom {shlex.quote(json.dumps({dataset: custom[dataset]}, sort_keys=True))}" if dataset in custom else ""
+    )
 
 
 def system_prompt_arg(config: dict[str, Any]) -> str:

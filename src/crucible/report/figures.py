@@ -38,8 +38,9 @@ def save_figure(fig: "plt.Figure", *paths: str | os.PathLike) -> None:
             suffix = Path(path).suffix
             try:
                 with atomic_path(path, suffix) as tmp:
-                    fig.savefig(tmp, format=suffix.lstrip("."), metadata=_METADATA.get(suffix), dpi=150,
-                                bbox_inches="tight")
+                    fig.savefig(
+                        tmp, format=suffix.lstrip("."), metadata=_METADATA.get(suffix), dpi=150, bbox_inches="tight"
+                    )
             except Exception as exc:
                 cause = _os_error(exc)
                 if cause is None:
@@ -55,23 +56,45 @@ def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Fi
     x = np.arange(len(tasks))
     fig, ax = plt.subplots(figsize=(max(7.0, 0.7 * len(tasks) + 3), 4.5))
     # Published numbers are line/outline markers drawn above ours, so neither hides the other.
-    ref_styles = {"Dummy": ("_", "0.35"), "RF-SCM/Magpie": ("x", "tab:gray"), "CrabNet": ("+", "tab:brown"),
-                  "best": ("*", "goldenrod")}
-    models = [c[: -len("_scaled_error")] for c in table.columns if c.endswith("_scaled_error") and not c.startswith("published_")]
+    ref_styles = {
+        "Dummy": ("_", "0.35"),
+        "RF-SCM/Magpie": ("x", "tab:gray"),
+        "CrabNet": ("+", "tab:brown"),
+        "best": ("*", "goldenrod"),
+    }
+    models = [
+        c[: -len("_scaled_error")]
+        for c in table.columns
+        if c.endswith("_scaled_error") and not c.startswith("published_")
+    ]
     markers = "osD^vP"
     dodge = 0.12 if len(models) > 1 else 0.0  # models side by side, so equal values stay visible
     for i, model in enumerate(models):
-        ax.scatter(x + dodge * (i - (len(models) - 1) / 2), table[f"{model}_scaled_error"], marker=markers[i % len(markers)], s=45, alpha=0.85,
-                   label=model, zorder=2)
+        ax.scatter(
+            x + dodge * (i - (len(models) - 1) / 2),
+            table[f"{model}_scaled_error"],
+            marker=markers[i % len(markers)],
+            s=45,
+            alpha=0.85,
+            label=model,
+            zorder=2,
+        )
     for name in published_names:
         column = f"published_{name}_scaled_error"
         if column in table:
             marker, color = ref_styles.get(name, ("x", "k"))
             style = {"facecolors": "none", "edgecolors": color} if marker == "*" else {"color": color}
-            ax.scatter(x, table[column], marker=marker, s=110, linewidths=1.4, label=f"published {name}", zorder=4,
-                       **style)
-    ax.set_xticks(x, [f"{t.removeprefix('matbench_')} ({n})" for t, n in zip(tasks, table["n"])], rotation=40,
-                  ha="right", rotation_mode="anchor", fontsize=8)
+            ax.scatter(
+                x, table[column], marker=marker, s=110, linewidths=1.4, label=f"published {name}", zorder=4, **style
+            )
+    ax.set_xticks(
+        x,
+        [f"{t.removeprefix('matbench_')} ({n})" for t, n in zip(tasks, table["n"])],
+        rotation=40,
+        ha="right",
+        rotation_mode="anchor",
+        fontsize=8,
+    )
     ax.set_xlabel("task (rows), ordered by size", fontsize=8)
     ax.set_ylabel("scaled error (MAE/MAD or (1-AUC)/0.5)")
     ax.set_title("Matbench v0.1: scaled error by task (ordered by size)")

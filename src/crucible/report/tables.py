@@ -42,10 +42,19 @@ def to_markdown(df: pd.DataFrame, digits: int = 4, headers: Mapping[str, str] | 
     return "\n".join(lines) + "\n"
 
 
-_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "Å": r"\AA{}", "′": r"$'$", "–": "--", "±": r"$\pm$",
-                "−": "$-$"}
+_TEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+_TEX_UNICODE = {"Δ": r"$\Delta$", "Å³": r"\AA$^3$", "Å": r"\AA{}", "′": r"$'$", "–": "--", "±": r"$\pm$", "−": "$-$"}
 
 
 def _tex(text: str) -> str:
@@ -55,12 +64,18 @@ def _tex(text: str) -> str:
     return out
 
 
-def to_latex(df: pd.DataFrame, digits: int = 4, caption: str | None = None,
-             headers: Mapping[str, str] | None = None) -> str:
+def to_latex(
+    df: pd.DataFrame, digits: int = 4, caption: str | None = None, headers: Mapping[str, str] | None = None
+) -> str:
     """A booktabs ``tabular``; wrapped in a ``table`` float only when a caption is given."""
     align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
-    lines = [r"% requires \usepackage{booktabs}", rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(_tex(h) for h in _headers(df, headers)) + r" \\",
-             r"\midrule"]
+    lines = [
+        r"% requires \usepackage{booktabs}",
+        rf"\begin{{tabular}}{{{align}}}",
+        r"\toprule",
+        " & ".join(_tex(h) for h in _headers(df, headers)) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _rows(df, digits)]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
@@ -68,9 +83,17 @@ def to_latex(df: pd.DataFrame, digits: int = 4, caption: str | None = None,
     return "\n".join(lines) + "\n"
 
 
-def write_table(df: pd.DataFrame, csv: str | os.PathLike | None = None, md: str | os.PathLike | None = None,
-                tex: str | os.PathLike | None = None, digits: int = 4, caption: str | None = None,
-                md_preamble: str = "", headers: Mapping[str, str] | None = None, empty_note: str | None = None) -> None:
+def write_table(
+    df: pd.DataFrame,
+    csv: str | os.PathLike | None = None,
+    md: str | os.PathLike | None = None,
+    tex: str | os.PathLike | None = None,
+    digits: int = 4,
+    caption: str | None = None,
+    md_preamble: str = "",
+    headers: Mapping[str, str] | None = None,
+    empty_note: str | None = None,
+) -> None:
     """Write ``df`` in each requested format, atomically. CSV keeps full float precision.
 
     An empty table with an ``empty_note`` gets that sentence in Markdown instead of a bare header.

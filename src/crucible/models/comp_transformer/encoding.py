@@ -105,11 +105,15 @@ def encode_formulas(X: Any, symbols: Sequence[str]) -> _Encoded:
     parsed: list[tuple[tuple[str, float], ...]] = []
     for label, formula in zip(series.index.tolist(), series.to_numpy()):
         if not isinstance(formula, str) or not formula.strip():
-            raise DataValidationError(f"comp-transformer: row {label!r}: formula is missing or not a string ({formula!r})")
+            raise DataValidationError(
+                f"comp-transformer: row {label!r}: formula is missing or not a string ({formula!r})"
+            )
         try:
             pairs = parse_formula(formula)
         except Exception as exc:  # pymatgen raises several types for bad formulas
-            raise DataValidationError(f"comp-transformer: row {label!r}: cannot parse formula {formula!r}: {exc}") from None
+            raise DataValidationError(
+                f"comp-transformer: row {label!r}: cannot parse formula {formula!r}: {exc}"
+            ) from None
         for el, _ in pairs:
             if el not in lookup:
                 raise DataValidationError(

@@ -159,7 +159,9 @@ class CompTransformer(BaseEstimator):
         if self.d_model % self.n_heads:
             raise ConfigError(f"comp-transformer: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.target_scaling not in ("robust", "standard", "none"):
-            raise ConfigError(f"comp-transformer: target_scaling must be robust, standard or none, not {self.target_scaling!r}")
+            raise ConfigError(
+                f"comp-transformer: target_scaling must be robust, standard or none, not {self.target_scaling!r}"
+            )
 
     def _targets(self, y: Any, what: str) -> np.ndarray:
         arr = np.asarray(y)
@@ -169,7 +171,9 @@ class CompTransformer(BaseEstimator):
             return arr.astype(np.float32)
         arr = arr.astype(np.float64)
         if not np.isfinite(arr).all():
-            raise DataValidationError(f"comp-transformer: {what} has non-finite values at rows {np.flatnonzero(~np.isfinite(arr))[:5].tolist()}")
+            raise DataValidationError(
+                f"comp-transformer: {what} has non-finite values at rows {np.flatnonzero(~np.isfinite(arr))[:5].tolist()}"
+            )
         return arr
 
     def _amp_dtype(self, device: torch.device) -> torch.dtype | None:
@@ -252,16 +256,22 @@ class CompTransformer(BaseEstimator):
         with self._threads():
             seeds = [self.random_state + 1000 * i for i in range(self._n_models(len(enc)))]
             epochs, self.patience_ = self._schedule(len(enc))
-            net, history, best_epoch, best_score = self._train(table_t, enc, y_arr, val, epochs, device, amp_dtype, seeds[0])
+            net, history, best_epoch, best_score = self._train(
+                table_t, enc, y_arr, val, epochs, device, amp_dtype, seeds[0]
+            )
             epochs_run = len(history)
             if self.refit and val is not None:
                 # Retrain on train+validation rows for the length the validation rows chose.
                 X_all = pd.concat([_as_series(X), _as_series(X_val)], ignore_index=True)
                 y_all = np.concatenate([y_arr, val[1]])
                 enc_all = encode_formulas(X_all, symbols)
-                members = [self._train(table_t, enc_all, y_all, None, best_epoch, device, amp_dtype, s)[0] for s in seeds]
+                members = [
+                    self._train(table_t, enc_all, y_all, None, best_epoch, device, amp_dtype, s)[0] for s in seeds
+                ]
             else:
-                members = [net] + [self._train(table_t, enc, y_arr, val, epochs, device, amp_dtype, s)[0] for s in seeds[1:]]
+                members = [net] + [
+                    self._train(table_t, enc, y_arr, val, epochs, device, amp_dtype, s)[0] for s in seeds[1:]
+                ]
         net = Ensemble(members)
         self.net_ = net.eval()
         self.fit_info_ = {
@@ -319,7 +329,7 @@ class CompTransformer(BaseEstimator):
                     recent.append(score)
                     # A trailing mean over a few epochs: on 60-row validation sets a single
                     # lucky epoch would otherwise fix the refit length.
-                    score = float(np.mean(recent[-max(1, int(self.val_smoothing)):]))
+                    score = float(np.mean(recent[-max(1, int(self.val_smoothing)) :]))
                     record["val_smoothed"] = score
                     if score < best_score:
                         best_score, best_epoch, stale = score, epoch, 0
@@ -328,14 +338,25 @@ class CompTransformer(BaseEstimator):
                         stale += 1
                 history.append(record)
                 # Every epoch goes to the debug log; INFO at most every CRUCIBLE_PROGRESS_S, and the last.
-                log.log(logging.INFO if throttle.ready(last=epoch == epochs) else logging.DEBUG,
-                        "comp-transformer seed %d: epoch %d/%d, train loss %.5g%s", seed, epoch, epochs,
-                        record["train_loss"], f", validation {record['val_score']:.5g}" if val is not None else "")
+                log.log(
+                    logging.INFO if throttle.ready(last=epoch == epochs) else logging.DEBUG,
+                    "comp-transformer seed %d: epoch %d/%d, train loss %.5g%s",
+                    seed,
+                    epoch,
+                    epochs,
+                    record["train_loss"],
+                    f", validation {record['val_score']:.5g}" if val is not None else "",
+                )
                 if val is None and swa_start is not None and epoch >= swa_start:
                     average.update(net)
                 if val is not None and self.patience_ and stale >= self.patience_:
-                    log.info("comp-transformer seed %d: no improvement for %d epochs, stopping at epoch %d "
-                             "(best %d)", seed, stale, epoch, best_epoch)
+                    log.info(
+                        "comp-transformer seed %d: no improvement for %d epochs, stopping at epoch %d (best %d)",
+                        seed,
+                        stale,
+                        epoch,
+                        best_epoch,
+                    )
                     break
             if best_state is not None:
                 net.load_state_dict(best_state)
@@ -475,7 +496,9 @@ class CompTransformer(BaseEstimator):
         directory = Path(directory)
         meta = json.loads((directory / "model.json").read_text(encoding="utf-8"))
         if meta.get("format_version") != FORMAT_VERSION:
-            raise DataValidationError(f"{directory / 'model.json'}: unsupported format_version {meta.get('format_version')!r}")
+            raise DataValidationError(
+                f"{directory / 'model.json'}: unsupported format_version {meta.get('format_version')!r}"
+            )
         params = dict(meta["params"])
         params["device"] = device
         est = cls(**params)
