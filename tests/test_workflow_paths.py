@@ -53,6 +53,9 @@ CONFIG = {
         "custom_models": {"mine": {"class": "mymodels:MeanOrMajority", "input": "composition"}},
     },
     "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
+    # The other families of the default run, each on a small slice, so that their rules are quoted too.
+    "crystal": {"max_test_items": 6},
+    "reactions": {"datasets": ["direct-arylation"]},
 }
 
 
@@ -97,6 +100,8 @@ def test_every_output_is_built_from_a_path_with_spaces(run):
         "results/tables/mlip_eos.csv",
         "results/tables/mlip_s2ef_vasp.csv",
         "results/figures/matbench/mine/matbench_steels.png",
+        "results/tables/crystal_aflow-prototypes.csv",
+        "results/tables/reactions_direct-arylation.csv",
     ]:
         assert (workdir / rel).stat().st_size > 0, rel
 
