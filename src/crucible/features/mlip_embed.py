@@ -31,11 +31,20 @@ BATCH_SIZE = 16
 _REVISION = "1"
 
 
+def _installed_version(package: str) -> str:
+    # The workflow names the cache file while it plans the DAG, also where chgnet/torch are absent
+    # (e.g. the Python 3.12 leg); such a file name is never built there, the embedding job would fail.
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not-installed"
+
+
 def embed_version(model: str = "chgnet-0.3.0") -> str:
     _check_model(model)
     key = (
-        f"{_REVISION}|{model}|chgnet {importlib.metadata.version('chgnet')}|"
-        f"torch {importlib.metadata.version('torch')}|batch {BATCH_SIZE}"
+        f"{_REVISION}|{model}|chgnet {_installed_version('chgnet')}|"
+        f"torch {_installed_version('torch')}|batch {BATCH_SIZE}"
     )
     return f"{model}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
