@@ -35,22 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_main_job import aggregate, run_measured  # noqa: E402
 
-ALL_TASKS = [
-    "matbench_steels",
-    "matbench_jdft2d",
-    "matbench_phonons",
-    "matbench_expt_gap",
-    "matbench_dielectric",
-    "matbench_expt_is_metal",
-    "matbench_glass",
-    "matbench_log_gvrh",
-    "matbench_log_kvrh",
-    "matbench_perovskites",
-    "matbench_mp_gap",
-    "matbench_mp_is_metal",
-    "matbench_mp_e_form",
-]
-CLASSIFICATION = {"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"}
+from crucible.matbench.tasks import CLASSIFICATION_TASKS, TASKS  # noqa: E402
+
+# Task names and types are facts of Matbench, not of crucible's code: one home for them.
+ALL_TASKS = list(TASKS)
+CLASSIFICATION = CLASSIFICATION_TASKS
 MODELS = ["dummy", "gbm-magpie"]
 GBM = {"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10, "early_stopping": False}
 CRABNET = "resources/extracted/crabnet-2.0.8"
