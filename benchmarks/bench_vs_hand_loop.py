@@ -217,17 +217,19 @@ def main() -> int:
             for k, fold in enumerate(ours["folds"]):
                 worst = max(worst, abs(fold["scores"][metric] - hand["scores"][model][task][k]))
                 compared += 1
-    print()
-    print("| | wall (s) | job-seconds | CPU seconds (process tree) | peak memory (GiB) |")
-    print("|---|---|---|---|---|")
-    print(f"| hand loop | {hand_wall:.1f} | {hand_wall:.1f} | {hand_cpu:.1f} | {hand_peak / 2**30:.2f} |")
-    print(f"| crucible | {cru_wall:.1f} | {jobs['seconds'].sum():.1f} | {cru_cpu:.1f} | {cru_peak / 2**30:.2f} |")
-    print(f"| ratio loop/crucible | {hand_wall / cru_wall:.2f}x | | {hand_cpu / cru_cpu:.2f}x | |")
-    print(f"crucible no-op re-run: {noop_wall:.2f} s (rc {noop.returncode})")
-    print(
+    report = [
+        "| | wall (s) | job-seconds | CPU seconds (process tree) | peak memory (GiB) |",
+        "|---|---|---|---|---|",
+        f"| hand loop | {hand_wall:.1f} | {hand_wall:.1f} | {hand_cpu:.1f} | {hand_peak / 2**30:.2f} |",
+        f"| crucible | {cru_wall:.1f} | {jobs['seconds'].sum():.1f} | {cru_cpu:.1f} | {cru_peak / 2**30:.2f} |",
+        f"| ratio loop/crucible | {hand_wall / cru_wall:.2f}x | | {hand_cpu / cru_cpu:.2f}x | |",
+        "",
+        f"crucible no-op re-run: {noop_wall:.2f} s (rc {noop.returncode})",
         f"scores: {compared} fold scores compared, largest difference {worst:.3g} "
-        f"({'EQUAL' if worst <= 1e-9 else 'DIFFERENT'})"
-    )
+        f"({'EQUAL' if worst <= 1e-9 else 'DIFFERENT'})",
+    ]
+    print("\n" + "\n".join(report))
+    (workdir / "vs_hand_loop.md").write_text("\n".join(report) + "\n")
     return 0 if worst <= 1e-9 else 1
 
 

@@ -37,28 +37,79 @@ def test_models_are_routed_to_cpu_gpu_and_files():
         custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
         prediction_files={"theirs": {"dir": "/data/theirs"}},
     )
-    assert wf.models_of_kind(cfg, "cpu") == ["mine"]
-    # dummy fits faster than a job starts: one job per task (predict_matbench_task), not per fold
-    assert wf.models_of_kind(cfg, "task") == ["dummy"]
+    assert wf.models_of_kind(cfg, "cpu") == ["dummy", "mine"]
     assert wf.models_of_kind(cfg, "gpu") == ["comp-transformer"]
     assert wf.models_of_kind(cfg, "files") == ["theirs"]
     assert wf.user_prediction_file(cfg, "theirs", "matbench_steels", 3) == "/data/theirs/matbench_steels/fold_3.parquet"
     assert wf.model_features(cfg, "mine", "matbench_steels") == wf.magpie_slice("matbench_steels")
     assert wf.model_features(cfg, "dummy", "matbench_steels") == []
+    # GPU models and imported files are never fitted per task
+    assert wf.job_granularity(cfg, "comp-transformer", "matbench_steels") == "fold"
+    assert wf.job_granularity(cfg, "theirs", "matbench_steels") == "fold"
 
 
-def test_a_custom_model_is_fitted_per_fold_and_every_model_has_one_rule():
+def _rule_making(cfg, model, task, fold=2):
+    """Which CPU rule Snakemake would pick for a prediction file, by the rules' own output
+    patterns and the constraints the workflow gives them (Snakemake's regex, not a copy)."""
+    import re
+
+    from snakemake.io import regex_from_filepattern, update_wildcard_constraints
+
+    path = wf.prediction_file(model, task, fold)
+    outputs = {
+        "fold": wf.prediction_file("{model}", "{task}", "{fold}"),
+        "task": wf.fold_predictions("{model}", "{task}"),
+    }
+    making = []
+    for granularity, patterns in outputs.items():
+        constraint = {"model": wf.cpu_model_pattern(cfg, granularity)}
+        for pattern in [patterns] if isinstance(patterns, str) else patterns:
+            if re.match(regex_from_filepattern(update_wildcard_constraints(pattern, constraint, {})), path):
+                making.append(granularity)
+    return making
+
+
+def test_granularity_is_declared_per_model_and_task_size_and_one_rule_makes_each_file():
+    from crucible.matbench.tasks import N_SAMPLES, TASKS
+
     cfg = _config(
-        models=["dummy", "gbm-magpie", "mine"],
+        models=["dummy", "gbm-magpie", "rf-magpie", "mine"],
         custom_models={"mine": {"class": "sklearn.dummy:DummyRegressor", "input": "composition"}},
     )
-    assert wf.models_of_kind(cfg, "task") == ["dummy"]
-    assert wf.models_of_kind(cfg, "cpu") == ["gbm-magpie", "mine"]
-    assert wf.cpu_models(cfg) == ["dummy", "gbm-magpie", "mine"]  # user datasets: fold jobs for all
-    kinds = [k for m in wf.models(cfg) for k in wf.MODEL_KINDS if m in wf.models_of_kind(cfg, k)]
-    assert len(kinds) == len(wf.models(cfg))  # the rules' model constraints never overlap
+    assert wf.cpu_models(cfg) == ["dummy", "gbm-magpie", "rf-magpie", "mine"]  # user datasets: fold jobs for all
+    expected = {
+        "dummy": {t: "task" for t in TASKS},  # a fit costs less than a job's start-up everywhere
+        # gradient boosting: 1-5 s fits up to 20k rows go in one job per task, the mp tasks per fold
+        "gbm-magpie": {t: "task" if N_SAMPLES[t] <= 20_000 else "fold" for t in TASKS},
+        "rf-magpie": {t: "fold" for t in TASKS},
+        "mine": {t: "fold" for t in TASKS},  # a user's model: one job per fold unless it says otherwise
+    }
+    assert expected["gbm-magpie"]["matbench_perovskites"] == "task"
+    assert expected["gbm-magpie"]["matbench_mp_gap"] == "fold"
+    for model, by_task in expected.items():
+        for task, granularity in by_task.items():
+            assert wf.job_granularity(cfg, model, task) == granularity, (model, task)
+            for fold in wf.FOLDS:
+                # exactly one rule can make each fold file, and it is the declared one
+                assert _rule_making(cfg, model, task, fold) == [granularity], (model, task, fold)
+    # a model name that is a prefix of another must not capture its files
+    cfg = _config(models=["gbm-magpie", "gbm"], custom_models={"gbm": {"class": "sklearn.dummy:DummyRegressor"}})
+    assert _rule_making(cfg, "gbm", "matbench_steels") == ["fold"]
+    assert _rule_making(cfg, "gbm-magpie", "matbench_steels") == ["task"]
     with pytest.raises(ValueError, match="kind must be one of"):
-        wf.models_of_kind(cfg, "fold")
+        wf.models_of_kind(cfg, "task")
+    with pytest.raises(ValueError, match="granularity must be one of"):
+        wf.cpu_model_pattern(cfg, "fold-ish")
+    # no model of a granularity: a constraint that matches nothing
+    assert _rule_making(_config(models=["rf-magpie"]), "dummy", "matbench_steels") == []
+
+
+def test_task_sizes_are_the_official_metadata(members):
+    from crucible.matbench.tasks import N_SAMPLES, TASKS, load_metadata
+
+    metadata = load_metadata(members["matbench_v0.1_dataset_metadata.json"])
+    assert N_SAMPLES == {t: metadata[t]["n_samples"] for t in TASKS}
+    assert list(N_SAMPLES.values()) == sorted(N_SAMPLES.values())  # TASKS is ordered by size
 
 
 def test_feature_slices_sit_beside_the_cache_one_per_task_in_task_order():

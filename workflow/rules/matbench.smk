@@ -101,7 +101,7 @@ rule predict_matbench:
     benchmark:
         "benchmarks/runs/matbench/predict/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "cpu")),
+        model=matbench_wf.cpu_model_pattern(config, "fold"),
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -123,14 +123,16 @@ rule predict_matbench:
         "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
-# Models whose fit costs less than a job's start-up (granularity "task", e.g. dummy): one job
-# fits the task's five folds in turn and writes the same per-fold files as predict_matbench.
+# Fits that cost about as much as a job's start-up (dummy everywhere, gbm-magpie on tasks up to
+# 20k rows; ModelSpec.task_jobs_up_to): one job fits the task's five folds in turn and writes the
+# same per-fold files as predict_matbench. Which rule makes which file: cpu_model_pattern.
 rule predict_matbench_task:
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
         folds=rules.make_matbench_folds.output[0],
         features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
+        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
     output:
         predictions=matbench_wf.fold_predictions("{model}", "{task}"),
         info=matbench_wf.fold_prediction_infos("{model}", "{task}"),
@@ -139,7 +141,7 @@ rule predict_matbench_task:
     benchmark:
         "benchmarks/runs/matbench/predict/{model}/{task}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "task")),
+        model=matbench_wf.cpu_model_pattern(config, "task"),
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -148,6 +150,7 @@ rule predict_matbench_task:
         runtime=lambda wildcards, attempt: 60 * attempt,
     params:
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
+        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
         model_params=lambda wc: matbench_wf.model_params(config, wc.model),
         custom=matbench_wf.custom_models(config),
         folds=matbench_wf.fold_numbers(),
@@ -155,7 +158,7 @@ rule predict_matbench_task:
     shell:
         "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
         "--fold {params.folds} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "{params.features} {params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
         "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 

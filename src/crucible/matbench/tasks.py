@@ -32,6 +32,22 @@ TASKS: tuple[str, ...] = (
 
 # From the official metadata (matbench_v0.1_dataset_metadata.json), fixed for v0.1.
 CLASSIFICATION_TASKS = frozenset({"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"})
+# Rows per task (n_samples of the official metadata): what a fold job's fit cost grows with.
+N_SAMPLES: dict[str, int] = {
+    "matbench_steels": 312,
+    "matbench_jdft2d": 636,
+    "matbench_phonons": 1265,
+    "matbench_expt_gap": 4604,
+    "matbench_dielectric": 4764,
+    "matbench_expt_is_metal": 4921,
+    "matbench_glass": 5680,
+    "matbench_log_gvrh": 10987,
+    "matbench_log_kvrh": 10987,
+    "matbench_perovskites": 18928,
+    "matbench_mp_gap": 106113,
+    "matbench_mp_is_metal": 106113,
+    "matbench_mp_e_form": 132752,
+}
 COMPOSITION_TASKS = frozenset({"matbench_steels", "matbench_expt_gap", "matbench_expt_is_metal", "matbench_glass"})
 
 REGRESSION = "regression"

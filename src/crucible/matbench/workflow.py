@@ -9,6 +9,7 @@ raises :class:`~crucible.errors.ConfigError` naming the config key.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_meta
 MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
 CRABNET_DIR = "resources/extracted/crabnet-2.0.8"
 FOLDS = tuple(range(N_FOLDS))
-# cpu: one CPU job per fold; task: one CPU job fits a task's five folds in turn (models whose fit
-# costs less than a job's start-up, ModelSpec.granularity "task"); gpu: the GPU rule; files: import.
-MODEL_KINDS = ("cpu", "task", "gpu", "files")
+# cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU
+# rule; files: import of predictions made elsewhere.
+MODEL_KINDS = ("cpu", "gpu", "files")
+GRANULARITIES = ("fold", "task")
 
 
 def tasks(config: dict[str, Any]) -> list[str]:
@@ -37,36 +39,68 @@ def models(config: dict[str, Any]) -> list[str]:
 
 
 def model_kind(config: dict[str, Any], name: str) -> str:
-    """Which rule makes the model's predictions: one of :data:`MODEL_KINDS`.
+    """Which rules make the model's predictions: one of :data:`MODEL_KINDS`.
 
-    'files' for user-supplied predictions; else the registered model's device, gpu or cpu, where
-    a cpu model of granularity "task" (e.g. dummy) is 'task': one job per task, not per fold.
+    'files' for user-supplied predictions, else the registered model's device, gpu or cpu.
     """
-    from crucible.models.registry import get_spec
-
     mb = config["matbench"]
     if name in mb["prediction_files"]:
         return "files"
+    return _spec_checked(config, name).device
+
+
+def _spec_checked(config: dict[str, Any], name: str):
+    from crucible.models.registry import get_spec
+
     try:
-        spec = get_spec(name, mb["custom_models"])
+        return get_spec(name, config["matbench"]["custom_models"])
     except ConfigError as exc:
         raise ConfigError(f"config matbench.models: {exc}") from None
-    if spec.device == "cpu" and spec.granularity == "task":
-        return "task"
-    return spec.device
 
 
 def models_of_kind(config: dict[str, Any], kind: str) -> list[str]:
-    """The configured models routed to the CPU rule, the GPU rule, or the import rule."""
+    """The configured models routed to the CPU rules, the GPU rule, or the import rule."""
     if kind not in MODEL_KINDS:
         raise ValueError(f"kind must be one of {MODEL_KINDS}, not {kind!r}")
     return [m for m in models(config) if model_kind(config, m) == kind]
 
 
 def cpu_models(config: dict[str, Any]) -> list[str]:
-    """Models fitted on the CPU, per fold ('cpu') or per task ('task'): a user dataset's fold
-    jobs (one per fold whatever the granularity) take both."""
-    return [m for m in models(config) if model_kind(config, m) in ("cpu", "task")]
+    """Models fitted on the CPU (a user dataset's fold jobs, one per fold, take them all)."""
+    return models_of_kind(config, "cpu")
+
+
+def job_granularity(config: dict[str, Any], model: str, task: str) -> str:
+    """'task' when one job fits the model's five folds on this task in turn, else 'fold'.
+
+    Declared by the model for the task's size (``ModelSpec.task_jobs_up_to``): a cheap fit is
+    not worth a job's start-up, an expensive one is worth a job per fold. GPU models and
+    imported predictions are always per fold.
+    """
+    from crucible.matbench.tasks import N_SAMPLES
+
+    if model_kind(config, model) != "cpu":
+        return "fold"
+    return _spec_checked(config, model).granularity(N_SAMPLES[task])
+
+
+def cpu_model_pattern(config: dict[str, Any], granularity: str) -> str:
+    """The ``model`` wildcard constraint of the per-fold ("fold") or per-task ("task") CPU rule.
+
+    Granularity belongs to a (model, task) pair, but Snakemake constrains each wildcard on its
+    own. Both rules' outputs are ``.../predictions/{model}/{task}/fold_<k>...``, so each model's
+    branch carries a lookahead on the task directory that follows it: exactly one of the two
+    rules can make any prediction file, and a model may be per task on small tasks and per fold
+    on large ones.
+    """
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be one of {GRANULARITIES}, not {granularity!r}")
+    branches = []
+    for model in sorted(cpu_models(config)):
+        own = [t for t in TASKS if job_granularity(config, model, t) == granularity]
+        if own:
+            branches.append(f"{re.escape(model)}(?=/(?:{'|'.join(own)})/)")
+    return "|".join(branches) or "(?!x)x"
 
 
 def check_models(config: dict[str, Any]) -> None:

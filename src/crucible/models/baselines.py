@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from sklearn.dummy import DummyClassifier, DummyRegressor
 
 from crucible.models.registry import ModelSpec, register
@@ -43,7 +45,7 @@ register(
         name="dummy",
         factory=_dummy,
         input_kind="composition",
-        granularity="task",
+        task_jobs_up_to=math.inf,
         description="training-fold mean (regression) / class prior (classification)",
     )
 )

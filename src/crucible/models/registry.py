@@ -42,9 +42,14 @@ class ModelSpec:
     # "gpu" models go to the GPU rule (and the GPU partition on SLURM); they still run on CPU.
     device: str = "cpu"
     inputs: tuple[str, ...] = ("formula",)
-    # Job granularity: "fold" (one job per fold) or "task" (one job fits the five folds in turn),
-    # for models whose fit costs less than the ~2 s of interpreter and import start-up of a job.
-    granularity: str = "fold"
+    # Job granularity. One job per fold, except on tasks of at most ``task_jobs_up_to`` rows: there
+    # one job fits the five folds in turn, because each fit costs about as much as a job's ~1.5 s
+    # of interpreter and import start-up. 0: per fold everywhere; math.inf: per task everywhere.
+    task_jobs_up_to: float = 0
+
+    def granularity(self, n_rows: int) -> str:
+        """'task' (one job for the five folds) or 'fold' (one job each) on a task of n_rows."""
+        return "task" if n_rows <= self.task_jobs_up_to else "fold"
 
     def build(self, task_type: str, random_state: int, params: dict[str, Any] | None = None) -> Any:
         if task_type not in TASK_TYPES:
