@@ -34,14 +34,15 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 SKIP = 77
 
-# Small on purpose (CI time): one task, both CPU models, and for the GPU partition the EMT
+# Small on purpose (CI time): one task, a model of each CPU rule, and for the GPU partition the EMT
 # potential's EOS and s2ef jobs (GPU rules that need no torch). predict_matbench_gpu is routed by
 # the same set-resources mechanism; its dry-run placement is tested in tests/test_workflow.py.
 CONFIG = {
     "matbench": {
         "tasks": ["matbench_steels"],
-        "models": ["dummy", "gbm-magpie"],
-        "model_params": {"gbm-magpie": {"max_iter": 20}},
+        # dummy: one job per task (predict_matbench_task); rf-magpie: one per fold (predict_matbench)
+        "models": ["dummy", "rf-magpie"],
+        "model_params": {"rf-magpie": {"n_estimators": 20}},
     },
     "mlip": {
         "models": ["emt"],
