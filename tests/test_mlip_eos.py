@@ -301,6 +301,35 @@ def test_s2ef_predict_chgnet(chgnet):
     assert [len(f) for f in df["forces_pred"]] == [2, 2]
 
 
+@pytest.mark.slow  # loads SevenNet three times (~10 s each)
+def test_s2ef_forces_are_byte_identical_run_to_run_on_two_threads(tmp_path):
+    """Two torch threads summed SevenNet's force backward in a different order on every run
+    (forces moved by ~5e-7): the CLI asks torch for deterministic kernels."""
+    pytest.importorskip("sevenn", reason="SevenNet needs torch, absent on the Python 3.12 CI leg")
+    outs = []
+    for i in range(3):
+        out = tmp_path / f"run{i}.parquet"
+        cmd = [sys.executable, "-m", "crucible.cli", "mlip", "s2ef-predict", "--dataset", "ase-vasp-testdata"]
+        cmd += ["--model", "sevennet-0", "--threads", "2", "--out", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_configure_torch_asks_for_deterministic_kernels():
+    torch = pytest.importorskip("torch", reason="absent on the Python 3.12 CI leg")
+    from crucible.torch_setup import configure_torch
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
+    try:
+        configure_torch(1)
+        assert torch.are_deterministic_algorithms_enabled() and torch.get_num_threads() == 1
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.set_num_threads(before[1])
+
+
 def test_s2ef_bad_force_shape_raises():
     from crucible.mlip.frames import predict_frames, read_frames
 

@@ -61,11 +61,9 @@ def _cmd_relax(args) -> int:
     from crucible.catalysis.data import load_reactions
     from crucible.io import read_parquet
     from crucible.mlip.calculators import load_potential
+    from crucible.torch_setup import configure_torch
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    configure_torch(args.threads)
     ids = chunk_ids(
         list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks
     )

@@ -27,10 +27,9 @@ def _cmd_build_structures(args: argparse.Namespace) -> int:
 
 
 def _cmd_build_embeddings(args: argparse.Namespace) -> int:
-    if args.threads:
-        import torch
+    from crucible.torch_setup import configure_torch
 
-        torch.set_num_threads(args.threads)
+    configure_torch(args.threads)
     from crucible.features.mlip_embed import build_embedding_cache
 
     build_embedding_cache(args.data, args.out, args.model, args.device)

@@ -37,10 +37,11 @@ def _cmd_generate(args) -> int:
     from crucible.llm.generate import run_stage
 
     entry = _model_entry(args)
-    if args.threads and entry.get("backend") == "transformers":
-        import torch  # a local checkpoint on CPU otherwise takes every core of a shared node
+    if entry.get("backend") == "transformers":
+        from crucible.torch_setup import configure_torch
 
-        torch.set_num_threads(args.threads)
+        # threads: a local checkpoint on CPU otherwise takes every core of a shared node
+        configure_torch(args.threads)
     run_stage(
         args.prompts,
         args.model,

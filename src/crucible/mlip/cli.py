@@ -18,10 +18,9 @@ log = logging.getLogger(__name__)
 
 
 def _set_threads(n: int | None) -> None:
-    if n:
-        import torch
+    from crucible.torch_setup import configure_torch
 
-        torch.set_num_threads(n)
+    configure_torch(n)
 
 
 def _cmd_models(args) -> int:
