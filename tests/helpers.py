@@ -18,6 +18,23 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def run_snakemake(workdir: Path, config: dict, *args: str, env: dict[str, str], timeout: int = 900):
+    """The real Snakefile on ``config`` (written to ``workdir/config.yaml``) in ``workdir``, two
+    cores, with ``args`` (targets and flags) appended; the finished process, output captured."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = workdir / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    cmd += ["--configfile", str(cfg), "--cores", "2", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 SOURCES_FILE = REPO / "config" / "sources.yaml"
 
 # matbench.md section 3: the published Dummy per-fold MAE
@@ -256,6 +273,39 @@ def reaction_questions(dataset: str):
 
 
 # --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
+
+
+class StaticFileServer:
+    """A static file server on 127.0.0.1 that counts the requests it answers."""
+
+    def __init__(self, root: Path):
+        import http.server
+        import threading
+
+        self.hits: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(root), **kwargs)
+
+            def do_GET(self):
+                outer.hits.append(self.path)
+                outer.headers.append(dict(self.headers))
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class ChatServer:

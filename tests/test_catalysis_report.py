@@ -3,11 +3,8 @@ two-row headers read back with openpyxl; fetch's pin / no-pin behaviour on a loc
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
 
 import pytest
 
@@ -15,6 +12,8 @@ from crucible.catalysis import data, demo
 from crucible.catalysis.fetch import UnpinnedSourceError, fetch_dataset
 from crucible.cli import main
 from crucible.errors import HashMismatchError
+
+from helpers import StaticFileServer
 
 
 @pytest.fixture(scope="module")
@@ -197,12 +196,9 @@ def test_figures(scored, tmp_path):
 
 @pytest.fixture()
 def http_root(tmp_path):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    server = StaticFileServer(tmp_path)
+    yield tmp_path, server.url
+    server.close()
 
 
 def test_fetch_unpinned_refuses_and_prints_the_pin(http_root, catalysis_demo, tmp_path):

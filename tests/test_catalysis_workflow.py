@@ -12,34 +12,13 @@ import sys
 
 import pandas as pd
 import pytest
-import yaml
 
 from crucible.catalysis import demo
 from crucible.catalysis.workflow import final_outputs
 
-from helpers import REPO
+from helpers import REPO, run_snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def _snakemake(workdir, config, *args, env):
-    cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(cfg),
-        "--cores",
-        "2",
-        *args,
-    ]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +56,7 @@ def dag(catalysis_demo, tmp_path_factory, venv_env):
         },
     }
     # Only this family's targets: the Matbench part of the DAG has its own end-to-end test.
-    proc = _snakemake(workdir, config, *final_outputs(config), env=venv_env)
+    proc = run_snakemake(workdir, config, *final_outputs(config), env=venv_env)
     yield workdir, config, proc
     for root, _dirs, _files in os.walk(tree):
         os.chmod(root, stat.S_IRWXU)
@@ -112,7 +91,7 @@ def test_tables_agree_between_formats(dag):
 
 def test_nothing_to_do_on_a_second_run(dag, venv_env):
     workdir, config, _ = dag
-    proc = _snakemake(workdir, config, "--dry-run", *final_outputs(config), env=venv_env)
+    proc = run_snakemake(workdir, config, "--dry-run", *final_outputs(config), env=venv_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
@@ -135,8 +114,8 @@ def test_config_errors_stop_the_run(tmp_path, venv_env):
         "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
         "catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}},
     }
-    proc = _snakemake(tmp_path, config, "--dry-run", env=venv_env)
+    proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env)
     assert proc.returncode != 0 and "needs 'coefficients'" in proc.stdout + proc.stderr
     config["catalysis"]["datasets"]["x"] = {"format": "catbench-json", "path": "/a", "sha": "0"}
-    proc = _snakemake(tmp_path, config, "--dry-run", env=venv_env)
+    proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env)
     assert proc.returncode != 0 and "sha" in proc.stdout + proc.stderr

@@ -4,11 +4,9 @@ lock file, no-pin refusal), user CSV/JSONL/ASE db, the split, and the prompt ite
 
 from __future__ import annotations
 
-import http.server
 import json
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from crucible import sources
 from crucible.crystal import data, items
 from crucible.errors import DataValidationError, HashMismatchError
 
-from helpers import REPO
+from helpers import REPO, StaticFileServer
 
 PEROV = REPO / "tests" / "data" / "cdvae" / "perov_5"
 TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
@@ -29,25 +27,9 @@ def www(tmp_path):
     """Static files on 127.0.0.1 with the CDVAE layout; records the paths requested."""
     root = tmp_path / "www"
     shutil.copytree(PEROV, root / "perov_5")
-    hits = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(root), **kwargs)
-
-        def do_GET(self):
-            hits.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", root, hits
-    httpd.shutdown()
-    httpd.server_close()
+    server = StaticFileServer(root)
+    yield server.url, root, server.hits
+    server.close()
 
 
 # ---- AFLOW prototypes ----------------------------------------------------------------------

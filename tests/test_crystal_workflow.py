@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
-import yaml
 
 from crucible.crystal import workflow
 
-from helpers import REPO, aflow_prototypes_file
+from helpers import aflow_prototypes_file, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -34,33 +32,13 @@ CONFIG = {
 }
 
 
-def snakemake(workdir, *args, env, config):
-    cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(cfg),
-        "--cores",
-        "2",
-        *args,
-    ]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("crystal_dag")
     wheel = aflow_prototypes_file().parents[2] / "downloads" / "pymatgen-2026.10.24-py3-none-any.whl"
     (workdir / "resources" / "downloads").mkdir(parents=True)
     shutil.copy(wheel, workdir / "resources" / "downloads")  # hash-checked by the fetch rule, not re-downloaded
-    proc = snakemake(workdir, "crystal", env=venv_env, config=CONFIG)
+    proc = run_snakemake(workdir, CONFIG, "crystal", env=venv_env)
     assert proc.returncode == 0, proc.stderr[-6000:]
     return workdir, venv_env
 
@@ -103,13 +81,13 @@ def test_responses_follow_the_llm_contract(run):
 
 def test_noop_rerun(run):
     workdir, env = run
-    proc = snakemake(workdir, "crystal", "-n", env=env, config=CONFIG)
+    proc = run_snakemake(workdir, CONFIG, "crystal", "-n", env=env)
     assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr
 
 
 def test_unknown_dataset_stops_the_run(tmp_path, venv_env):
     bad = {**CONFIG, "crystal": {**CONFIG["crystal"], "datasets": ["mp-21"]}}
-    proc = snakemake(tmp_path, "crystal", "-n", env=venv_env, config=bad)
+    proc = run_snakemake(tmp_path, bad, "crystal", "-n", env=venv_env)
     assert proc.returncode != 0 and "config crystal.datasets: unknown mp-21" in proc.stdout + proc.stderr
 
 

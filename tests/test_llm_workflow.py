@@ -7,16 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
-import yaml
 
 from crucible.errors import ConfigError
 from crucible.llm import workflow
 
-from helpers import REPO, write_prompts
+from helpers import run_snakemake, write_prompts
 
 KEY = "sk-dag-SECRET-9876543210"
 
@@ -64,25 +61,6 @@ def test_response_targets_for_a_benchmark():
         workflow.llm_models({"llm": {"models": {"bad": {"backend": "openai", "model": "m"}}}})
 
 
-def snakemake(workdir, cfg, *args, env):
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
-        "--cores",
-        "2",
-        *args,
-    ]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_causal_lm, venv_env):
     env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
@@ -98,7 +76,7 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
         cfg, "reactions", [ds], models=["echo", "replayed"]
     )
     del cfg["crystal"]  # that section belongs to the crystal benchmark's schema, not here
-    proc = snakemake(tmp_path, cfg, *targets, env=env)
+    proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     # The transformers job asks for a GPU; the others do not.
@@ -122,7 +100,7 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     assert (tmp_path / "logs/llm/reactions/buchwald-hartwig/single_varying/echo.log").is_file()
     # Nothing to do the second time; a forced rerun is answered from the cache.
     (tmp_path / "results/crystal/mp-20/responses/echo.jsonl").unlink()
-    again = snakemake(tmp_path, cfg, *targets, env=env)
+    again = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert "1 of 1 steps" in again.stdout + again.stderr
     assert chat_server.count() == 5
@@ -136,7 +114,7 @@ def test_config_errors_stop_the_run(tmp_path, venv_env):
     cfg = config()
     del cfg["crystal"]
     cfg["llm"]["models"]["echo"]["temperture"] = 0
-    proc = snakemake(tmp_path, cfg, "-n", env=venv_env)
+    proc = run_snakemake(tmp_path, cfg, "-n", env=venv_env, timeout=600)
     assert proc.returncode != 0 and "temperture" in proc.stdout + proc.stderr
     with pytest.raises(ConfigError, match=r"llm.models.echo.backend: 'vllm' is not one of openai"):
         workflow.llm_models({"llm": {"models": {"echo": {**cfg["llm"]["models"]["echo"], "backend": "vllm"}}}})

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_sources import _Server
 
 from crucible.errors import ConfigError, DataValidationError
 from crucible.features.magpie import COLUMNS, magpie_features
@@ -22,7 +21,7 @@ from crucible.matbench.structure_inputs import check_inputs
 from crucible.models.registry import get_spec
 from crucible.sources import sha256_file
 
-from helpers import REPO, clean_task, li_o_structures, write_li_o_dataset
+from helpers import REPO, StaticFileServer, clean_task, li_o_structures, run_snakemake, write_li_o_dataset
 
 
 def test_structure_model_on_the_composition_mirror_says_to_switch_source():
@@ -156,7 +155,7 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
     www = tmp_path / "www"
     www.mkdir()
     raw = write_li_o_dataset(www / "li_o.json.gz")
-    server = _Server(www)
+    server = StaticFileServer(www)
     config = {
         "matbench": {
             "tasks": [],
@@ -181,22 +180,8 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
     }
     workdir = tmp_path / "run"
     workdir.mkdir()
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
-        "--cores",
-        "2",
-    ]
     try:
-        proc = subprocess.run(cmd, env=venv_env, capture_output=True, text=True, timeout=900)
+        proc = run_snakemake(workdir, config, env=venv_env)
     finally:
         server.close()
     assert proc.returncode == 0, proc.stderr[-6000:]

