@@ -46,10 +46,11 @@ def model_kind(config: dict[str, Any], name: str) -> str:
     mb = config["matbench"]
     if name in mb["prediction_files"]:
         return "files"
-    return _spec_checked(config, name).device
+    return _spec(config, name).device
 
 
-def _spec_checked(config: dict[str, Any], name: str):
+def _spec(config: dict[str, Any], name: str):
+    """The model's registry entry; an unknown name is a ConfigError naming the config key."""
     from crucible.models.registry import get_spec
 
     try:
@@ -81,7 +82,7 @@ def job_granularity(config: dict[str, Any], model: str, task: str) -> str:
 
     if model_kind(config, model) != "cpu":
         return "fold"
-    return _spec_checked(config, model).granularity(N_SAMPLES[task])
+    return _spec(config, model).granularity(N_SAMPLES[task])
 
 
 def cpu_model_pattern(config: dict[str, Any], granularity: str) -> str:
@@ -310,12 +311,6 @@ def official_outputs(config: dict[str, Any]) -> list[str]:
 # --- structure features, structure models and user datasets (issue 16) ------------------------
 
 SCM_KIND, EMBED_KIND = "scm-magpie", "mlip-embedding"
-
-
-def _spec(config: dict[str, Any], model: str):
-    from crucible.models.registry import get_spec
-
-    return get_spec(model, config["matbench"]["custom_models"])
 
 
 def user_datasets(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
