@@ -8,10 +8,12 @@ seen in ``fit``. That loop costs O(n^2) Python operations per structure.
 
 Here all structures with the same site count are stacked and every pair is computed with numpy
 at once; ``np.linalg.eig`` then runs on the stack (LAPACK's geev one matrix at a time, the same
-routine matminer calls). The 1x3 by 3x3 product and the norm go through the same BLAS
-products as matminer's ``np.matrix`` product and ``np.linalg.norm``, so
-the matrices agree bit for bit and the eigenvalues come out in the same order (tested on the 71
-Delta crystals and 47 Materials Project Li-O structures).
+routine matminer calls). Each pair's 1x3 by 3x3 product and its norm go through the same BLAS
+calls as matminer's ``np.matrix`` product (dgemv) and ``np.linalg.norm`` (ddot), on operands laid
+out as matminer's are, so the matrices agree bit for bit with matminer run on the same machine,
+whichever OpenBLAS kernel that machine selects, and the eigenvalues come out in the same order
+(tested on the 71 Delta crystals and 47 Materials Project Li-O structures under every x86-64
+``OPENBLAS_CORETYPE``).
 
 Padding is not done here: the cache stores each structure's own n eigenvalues, and the model
 pads to the width of its training rows (what ``fit`` on the training structures gives).
@@ -40,10 +42,15 @@ def sine_coulomb_matrices(structures: Sequence[ParsedStructure]) -> np.ndarray:
     z = np.stack([s.numbers for s in structures])  # (G, n)
     iu, ju = np.triu_indices(n, k=1)
     trig = np.sin(np.pi * (frac[:, iu, :] - frac[:, ju, :])) ** 2  # (G, P, 3)
-    # The same BLAS calls as matminer's per-pair ``np.matrix(v) * lattice`` and
-    # ``np.linalg.norm`` (a dot product): plain numpy sums or einsum differ in the last bit on
-    # about a tenth of the pairs, which can reorder the eigenvalues.
-    cart = np.matmul(trig, lattice)  # (G, P, 3)
+    # matminer computes ``np.matrix(v) * lattice`` (one dgemv per pair) and ``np.linalg.norm`` (one
+    # ddot on a freshly allocated 3-vector). Plain numpy sums, einsum, or one stacked (P, 3) x
+    # (3, 3) product (dgemm) differ in the last bit on some pairs with some OpenBLAS kernels
+    # (Haswell and Zen: 15 of the 118 test crystals), which can reorder the eigenvalues. So each
+    # pair is its own 1x3 product (matmul with m = 1 calls dgemv), and each 3-vector of the norm
+    # starts on a 16-byte boundary: the SSE kernels (Core2, Penryn, Opteron, ...) round ddot
+    # differently for unaligned operands.
+    cart = _aligned_rows(trig.shape[:-1])  # (G, P, 3) view, each row 32-byte aligned
+    cart[...] = np.matmul(trig[..., None, :], lattice[:, None, :, :])[..., 0, :]
     dist = np.sqrt(np.matmul(cart[..., None, :], cart[..., :, None])[..., 0, 0])
     dist = dist * ANG_TO_BOHR
     out = np.zeros((len(structures), n, n))
@@ -52,6 +59,14 @@ def sine_coulomb_matrices(structures: Sequence[ParsedStructure]) -> np.ndarray:
     d = np.arange(n)
     out[:, d, d] = 0.5 * z.astype(np.int64) ** 2.4
     return out
+
+
+def _aligned_rows(shape: tuple[int, ...]) -> np.ndarray:
+    """A zeroed float64 array of ``shape + (3,)`` whose rows start on 32-byte boundaries."""
+    count = int(np.prod(shape))
+    buffer = np.zeros(count * 4 + 4)
+    start = (-buffer.ctypes.data % 32) // 8
+    return buffer[start : start + count * 4].reshape(*shape, 4)[..., :3]
 
 
 def sine_coulomb_eigenvalues(structures: Sequence[ParsedStructure]) -> list[np.ndarray]:

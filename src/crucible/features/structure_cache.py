@@ -35,7 +35,7 @@ VERSION_KEY = b"crucible.structure_feature_version"
 KEY = "structure_hash"
 
 # Bump when our Sine Coulomb code changes in a way that can change output.
-_SCM_REVISION = "1"
+_SCM_REVISION = "2"  # 2: per-pair dgemv and aligned ddot, as matminer on every BLAS kernel
 
 
 def _scm_version() -> str:
