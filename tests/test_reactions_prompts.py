@@ -39,8 +39,8 @@ def test_prompts_follow_the_llm_contract_and_show_what_the_question_holds():
         ("answer: 2", True, None),
     ],
 )
-def test_parse_response(text, fill, expected):
-    assert prompts.parse_response(text, fill) == expected
+def test_parse_conditions_answer(text, fill, expected):
+    assert prompts.parse_conditions_answer(text, fill) == expected
 
 
 def test_llm_responses_go_through_the_same_scorer(tmp_path):
@@ -51,9 +51,14 @@ def test_llm_responses_go_through_the_same_scorer(tmp_path):
         {"id": qs[1]["id"], "response": None, "error": "timeout"},
         {"id": qs[2]["id"], "response": '{"answer": 99}', "error": None},
     ]
-    preds = prompts.parse_responses(lines, qs)
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    preds = prompts.read_predictions_from_responses(path, qs)
     res = scoring.score_multiple_choice(qs, preds)
     assert res["summary"]["num_valid"] == 1 and res["summary"]["num_invalid"] == 2
     assert res["per_question"][0]["relative_score"] == 1.0
-    with pytest.raises(DataValidationError, match="not a question of this set"):
-        prompts.parse_responses([{"id": "other:x", "response": "1"}], qs)
+    path.write_text(json.dumps({"id": "other:x", "response": "1"}) + "\n")
+    with pytest.raises(
+        DataValidationError, match=r"responses.jsonl: line 1: id 'other:x' is not a question of this set"
+    ):
+        prompts.read_predictions_from_responses(path, qs)
