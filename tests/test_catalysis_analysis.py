@@ -1,5 +1,5 @@
 """CatBench's analysis on hand-built reactions: every class, threshold edges, rates, MAEs,
-ADwT/AMDwT grids and the gas shift (peers.md §3.2–3.5, vectors of §3.8)."""
+ADwT/AMDwT grids and the gas shift (CatBench 1.1.6, ``catbench/adsorption/analysis/analysis.py``; vectors from CatBench's own test suite and by hand)."""
 
 from __future__ import annotations
 

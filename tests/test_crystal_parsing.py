@@ -1,4 +1,4 @@
-"""The OpenCompass MP-20 extraction and lattice rules (peers.md §2.2-2.3, vectors of §2.6),
+"""The OpenCompass MP-20 extraction and lattice rules (OpenCompass's ``opencompass/datasets/mp20/mp20.py``, opencompass 0.5.4; vectors run there),
 and a parser that never raises, whatever the text."""
 
 from __future__ import annotations

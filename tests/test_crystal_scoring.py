@@ -1,4 +1,4 @@
-"""OpenCompass MP-20 scoring: the peers.md §2.6 vectors, agreement with pymatgen's own
+"""OpenCompass MP-20 scoring (``opencompass/datasets/mp20/mp20.py``, 0.5.4): vectors run there, agreement with pymatgen's own
 StructureMatcher call on every matched pair of real crystals, the per-item time limit with a
 replaced worker, and a scorer that never crashes."""
 

@@ -36,7 +36,7 @@ def chgnet():
 
 
 def test_bm_energy_peers_vector_9():
-    # peers.md §3.8 vector 9 (needs CatBench's 1 GPa = 0.00624151 eV/Å³; 1/160.2177 gives ...938)
+    # by hand, with CatBench's 1 GPa = 0.00624151 eV/Å³ (catbench/eos/analysis/analysis.py, 1.1.6; 1/160.2177 gives ...938)
     e = birch_murnaghan_energy([18.0, 20.0, 22.0], -10.0, 20.0, 100.0, 4.5)
     assert round(float(e[0]), 7) == -9.9242891
     assert float(e[1]) == -10.0

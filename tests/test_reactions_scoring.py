@@ -1,4 +1,5 @@
-"""RxnOptBench's metrics: hand vectors (peers.md §4.3), invalid predictions, refused files."""
+"""RxnOptBench's metrics (songjhPKU/RxnOptBench, ``common_v6.py`` as its README states them): hand
+vectors, invalid predictions, refused files."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
-"""CatBench's analysis (peers.md §3.2–3.5): raw flags, exclusive anomaly classes, rates, MAEs,
-ADwT / AMDwT on exact decimal grids, time per step, and the gas-reference shift.
+"""CatBench's analysis: raw flags, exclusive anomaly classes, rates, MAEs, ADwT / AMDwT on exact
+decimal grids, time per step, and the gas-reference shift.
+
+Source: CatBench 1.1.6 (PyPI ``catbench==1.1.6``; github.com/JinukMoon/CatBench),
+``catbench/adsorption/analysis/analysis.py`` and ``catbench/utils/analysis_utils.py``, with the
+default thresholds of ``catbench/config.py``.
 
 All comparisons are strict ``>`` except the step check (``steps == n_crit_relax``). Classes, in
 priority order: reproduction failure, unphysical relaxation, adsorbate migration, energy

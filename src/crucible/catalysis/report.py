@@ -4,8 +4,9 @@ Input: one analysis JSON per potential (``crucible catalysis score``), holding t
 row, the anomaly row, per-adsorbate rows, the gas-shift block and the threshold sweep, plus the
 per-reaction parquet for parity plots.
 
-Gas-reference shift (CatBench ≥ 1.1.4, whose code we have not seen): our reading of its docs is
-in :func:`crucible.catalysis.analysis.gas_shift` — the **median** signed error per adsorbate over
+Gas-reference shift (CatBench ≥ 1.1.4; in CatBench 1.1.6 ``_compute_gas_shift_data`` of
+``catbench/adsorption/analysis/analysis.py``, PyPI ``catbench==1.1.6``): see
+:func:`crucible.catalysis.analysis.gas_shift` — the **median** signed error per adsorbate over
 Normal + Energy-anomaly reactions (≥ ``gas_shift_min_n``), subtracted from all that adsorbate's
 reactions, energy-anomaly test re-run on the structure-valid ones only.
 """
@@ -19,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-# (column, top header, second header) — CatBench 1.1.3's MLIP_Data sheet (peers.md §3.6).
+# (column, top header, second header) — CatBench's MLIP_Data sheet (``_create_mlip_data_sheet`` in
+# catbench/adsorption/analysis/analysis.py; the layout of 1.1.3, unchanged in 1.1.6).
 MLIP_DATA = [
     ("MLIP_name", "MLIP_name", ""),
     ("Normal_rate", "Normal rate (%)", ""),

@@ -1,6 +1,8 @@
 """Turn a model's response text into lattice parameters and fractional coordinates.
 
-Exactly OpenCompass's ``MP20Evaluator`` extraction (../shared/specs/peers.md §2.2-2.3):
+Exactly the extraction of OpenCompass's ``MP20Evaluator`` (``opencompass/datasets/mp20/mp20.py`` in
+open-compass/opencompass; PyPI ``opencompass==0.5.4``: ``_extract_last_large_json`` called with
+``min_length=50``, then the tag patterns and the forgiving parse):
 
 1. look for ``<material>…</material>`` (m1), ``output:\\n…\\n </think>`` (m2) and a
    ````` ```json…``` ````` block (m3), first occurrence each, non-greedy;

@@ -4,7 +4,8 @@ Every option, reference and legal combination is a real row of the table. Each q
 from its own generator seeded by (seed, question id), so a question does not change when
 another is added, and two builds are byte-identical.
 
-Multiple choice (seed 003 §6, peers.md §4.1):
+Multiple choice (the schema of RxnOptBench's ``build_multiple_choice.py``, Hugging Face dataset
+songjhPKU/RxnOptBench, testsetV6; record fields as in its ``multiple_choice_*.json``):
 
 - ``all_varying``: one question per substrate; ``n_options`` rows of that substrate, always the
   best one, the others one from each of ``n_options - 1`` equal slices of the substrate's rows

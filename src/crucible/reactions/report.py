@@ -263,7 +263,9 @@ def write_package(
     example_predictions: dict[str, dict[str, Any]],
 ) -> None:
     """RxnOptBench's self-contained output directory: data sets, prompt templates, example
-    predictions and ``report.md``."""
+    predictions and ``report.md``, as RxnOptBench's builders lay out one output package
+    (``build_multiple_choice.py`` / ``build_fill_in_blank.py`` of the Hugging Face dataset
+    songjhPKU/RxnOptBench, testsetV6 README)."""
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)

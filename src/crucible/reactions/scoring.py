@@ -1,6 +1,8 @@
 """RxnOptBench's metrics for multiple-choice and fill-in-blank question files.
 
-As the seed document (003) defines them:
+As RxnOptBench defines them (Hugging Face dataset songjhPKU/RxnOptBench, testsetV6: scoring in
+``common_v6.py``, used by ``evaluate_multiple_choice.py`` and ``evaluate_fill_in_blank.py``; the
+formulas below are from its README, the code itself was not available to check):
 
 - effective = yield × (100 + ee)/200 × dr/(dr + 1); a missing ee or dr is a factor 1. A missing
   yield (a selectivity-only screen such as thiol-addition) counts as 100, so that the utility is
