@@ -164,6 +164,21 @@ def load_dataset(
     return train, test
 
 
+def load_splits(
+    source: str, inputs: list[str], test_fraction: float = 0.5, seed: int = 0, max_sites: int | None = 20
+) -> dict[str, list]:
+    """``{split: [(id, Structure)]}`` for the audit: ``cdvae`` with three inputs (train, val, test
+    CSV) keeps its validation split; everything else is :func:`load_dataset`'s train and test."""
+    if source == "cdvae" and len(inputs) == 3:
+        splits = {name: load_cif_table(path, split=name) for name, path in zip(("train", "val", "test"), inputs)}
+        return {
+            name: sorted(((i, st) for i, st, _ in rows if not max_sites or len(st) <= max_sites), key=lambda r: r[0])
+            for name, rows in splits.items()
+        }
+    train, test = load_dataset(source, inputs, test_fraction, seed, max_sites)
+    return {"train": train, "test": test}
+
+
 def subsample(rows: list, n: int, seed: int) -> list:
     """At most ``n`` rows (0: all), a seeded choice kept in id order."""
     if not n or n >= len(rows):
