@@ -53,6 +53,82 @@ def _cmd_score(args: argparse.Namespace) -> int:
         info_path=args.info,
         timeout=args.timeout,
         progress=True,
+        audit_path=args.audit,
+    )
+    return 0
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
+    from crucible.crystal import samples
+
+    samples.write_generator_samples(
+        args.generator,
+        args.prompts,
+        args.k,
+        args.out,
+        args.out_info,
+        train_path=args.train,
+        seed=args.seed,
+        params=json.loads(args.params or "{}"),
+        progress=True,
+    )
+    return 0
+
+
+def _cmd_sample_prompts(args: argparse.Namespace) -> int:
+    from crucible.crystal import samples
+
+    samples.write_repeated_prompts(args.prompts, args.k, args.out)
+    return 0
+
+
+def _cmd_score_samples(args: argparse.Namespace) -> int:
+    from crucible.crystal import csp
+
+    csp.score_samples_file(
+        args.prompts,
+        args.samples,
+        args.responder,
+        args.k,
+        args.out,
+        args.out_summary,
+        fmt=args.format,
+        audit_path=args.audit,
+        info_path=args.info,
+        timeout=args.timeout,
+        progress=True,
+    )
+    return 0
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from crucible.crystal import audit
+
+    audit.run_audit(
+        args.source,
+        args.dataset,
+        args.inputs,
+        args.templates,
+        args.out_items,
+        args.out_summary,
+        args.csv,
+        args.md,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        max_sites=args.max_sites,
+        convention=args.convention,
+        max_comparisons=args.max_comparisons,
+        timeout=args.timeout,
+        progress=True,
+    )
+    return 0
+
+
+def _cmd_csp_table(args: argparse.Namespace) -> int:
+    from crucible.crystal import csp_table
+
+    csp_table.write_csp_table(
+        csp_table.read_csp_summaries(args.inputs), args.published, args.csv, args.md, args.tex
     )
     return 0
 
@@ -72,9 +148,12 @@ def _cmd_figure(args: argparse.Namespace) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    from crucible.crystal.audit import DEFAULT_MAX_COMPARISONS
+    from crucible.crystal.csp import DEFAULT_K
     from crucible.crystal.data import SOURCES
     from crucible.crystal.generators import GENERATORS
-    from crucible.crystal.scoring import TIMEOUT_S
+    from crucible.crystal.samples import FORMATS
+    from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -114,9 +193,70 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--generator", required=True, help="name shown in tables")
     p.add_argument("--info", help="the responses' sidecar JSON (timings), if any")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per item (OpenCompass: 10)")
+    p.add_argument("--audit", help="the audit's summary JSON: scores the de-duplicated test set too")
     p.add_argument("--out", required=True, help="per-item scores (parquet)")
     p.add_argument("--out-summary", required=True, help="summary JSON")
     p.set_defaults(func=_cmd_score)
+
+    p = sub.add_parser("sample", help="k samples per item of a generator (a samples file for score-samples)")
+    p.add_argument("--generator", required=True, choices=sorted(GENERATORS))
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--train", help="train.jsonl (the template generator needs it)")
+    p.add_argument("--k", type=int, default=DEFAULT_K, help=f"samples per item (default {DEFAULT_K})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--params", default="{}", help="JSON object of generator parameters")
+    p.add_argument("--out", required=True, help="samples/{generator}.jsonl")
+    p.add_argument("--out-info", required=True, help="sidecar JSON with parameters and timings")
+    p.set_defaults(func=_cmd_sample)
+
+    p = sub.add_parser("sample-prompts", help="the prompt set asking a language model for k answers per item")
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--k", type=int, default=DEFAULT_K)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_sample_prompts)
+
+    p = sub.add_parser("score-samples", help="match rate and RMSE at 1 and k samples, both matcher conventions")
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--samples", required=True, help="JSON lines, extended XYZ, a directory or tar of CIFs")
+    p.add_argument("--format", default="auto", choices=("auto", *FORMATS))
+    p.add_argument("--responder", required=True, help="name shown in tables")
+    p.add_argument("--k", type=int, default=DEFAULT_K, help="first k samples per item count")
+    p.add_argument("--audit", help="the audit's summary JSON: scores the de-duplicated test set too")
+    p.add_argument("--info", help="the samples' sidecar JSON (timings), if any")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per sample and convention")
+    p.add_argument("--out", required=True, help="per-sample scores (parquet)")
+    p.add_argument("--out-summary", required=True, help="CSP summary JSON")
+    p.set_defaults(func=_cmd_score_samples)
+
+    p = sub.add_parser("audit", help="duplicates, train/test leakage and distinct prompts of a crystal set")
+    p.add_argument("--source", required=True, choices=SOURCES)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--inputs", nargs="+", required=True, help="as build-items; cdvae: train, val, test CSV")
+    p.add_argument("--templates", default="config/crystal_prompts.yaml")
+    p.add_argument("--test-fraction", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-sites", type=int, default=20)
+    p.add_argument("--convention", default=DEFAULT_CONVENTION, choices=CONVENTION_NAMES)
+    p.add_argument(
+        "--max-comparisons",
+        type=int,
+        default=DEFAULT_MAX_COMPARISONS,
+        help="matcher calls per formula group and pass (past it: unchecked, counted)",
+    )
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S)
+    p.add_argument("--out-items", required=True, help="per-structure flags (parquet)")
+    p.add_argument("--out-summary", required=True, help="counts and de-duplicated test ids (JSON)")
+    p.add_argument("--csv", required=True)
+    p.add_argument("--md", required=True)
+    p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("csp-table", help="the CSP table: ours beside the published rows")
+    p.add_argument("--inputs", nargs="+", required=True, help="CSP summaries from score-samples")
+    p.add_argument("--published", default="config/published_crystal.yaml")
+    p.add_argument("--csv", required=True)
+    p.add_argument("--md", required=True)
+    p.add_argument("--tex", required=True)
+    p.set_defaults(func=_cmd_csp_table)
 
     p = sub.add_parser("table", help="generator x match rate, RMS, failures")
     p.add_argument("--inputs", nargs="+", required=True, help="summary JSONs from `score`")

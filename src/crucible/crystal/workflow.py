@@ -104,7 +104,7 @@ def get_crystal_outputs(config: dict[str, Any]) -> list[str]:
         if names:
             out += [f"results/tables/crystal_{ds}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/crystal_{ds}_match_by_nsites.{ext}" for ext in ("png", "pdf")]
-    return out
+    return out + get_csp_outputs(config)
 
 
 def cdvae_mirror_args(config: dict) -> str:
@@ -113,3 +113,119 @@ def cdvae_mirror_args(config: dict) -> str:
 
     prefix = (config.get("crystal") or {}).get("cdvae_url_prefix")
     return f"--url-prefix {shlex.quote(prefix)}" if prefix else ""
+
+
+# ---------------------------------------------------------------- CSP at k samples and the audit
+
+
+def csp_section(config: dict[str, Any]) -> dict[str, Any]:
+    """``crystal.csp`` with its defaults: k, the responders answering k times, samples files."""
+    from crucible.crystal.csp import DEFAULT_K
+
+    csp = section(config).get("csp") or {}
+    return {
+        "k": int(csp.get("k", DEFAULT_K)),
+        "responders": list(csp.get("responders") or []),
+        "samples_files": dict(csp.get("samples_files") or {}),
+    }
+
+
+def csp_responders(config: dict[str, Any]) -> list[str]:
+    """Who is scored at k samples: the listed generators and language models (each checked to be
+    configured as one), then the samples files' models."""
+    csp = csp_section(config)
+    gens, models = generators(config), llm_models(config)
+    unknown = [r for r in csp["responders"] if r not in gens and r not in models]
+    if unknown:
+        raise ConfigError(
+            f"config crystal.csp.responders: {', '.join(unknown)} not in crystal.generators or crystal.llm_models"
+        )
+    files = csp["samples_files"]
+    clash = sorted(set(files) & (set(gens) | set(models)))
+    if clash:
+        raise ConfigError(f"config crystal.csp.samples_files: {', '.join(clash)} is also a generator or LLM model")
+    ds = set(datasets(config))
+    for name, per_dataset in files.items():
+        extra = sorted(set(per_dataset) - ds)
+        if extra:
+            raise ConfigError(
+                f"config crystal.csp.samples_files.{name}: dataset(s) {', '.join(extra)} not in crystal.datasets"
+            )
+    if csp["k"] < 1 and (csp["responders"] or files):
+        raise ConfigError(f"config crystal.csp.k must be at least 1, got {csp['k']}")
+    return csp["responders"] + sorted(files)
+
+
+def csp_dataset_responders(config: dict[str, Any], dataset: str) -> list[str]:
+    """The CSP responders with samples for ``dataset`` (a samples file covers the datasets it names)."""
+    files = csp_section(config)["samples_files"]
+    return [r for r in csp_responders(config) if r not in files or dataset in files[r]]
+
+
+def sample_prompts_path(config: dict[str, Any], dataset: str) -> str:
+    return f"results/crystal/{dataset}/k{csp_section(config)['k']}/prompts.jsonl"
+
+
+def samples_input(config: dict[str, Any], dataset: str, responder: str) -> str:
+    """Where a CSP responder's samples come from: a generator's samples rule, the LLM stage's
+    answers to the repeated prompt set, or the configured samples file."""
+    csp = csp_section(config)
+    if responder in csp["samples_files"]:
+        return csp["samples_files"][responder][dataset]
+    if responder in llm_models(config):
+        return f"results/crystal/{dataset}/k{csp['k']}/responses/{responder}.jsonl"
+    return f"results/crystal/{dataset}/samples/k{csp['k']}/{responder}.jsonl"
+
+
+def samples_format(config: dict[str, Any], responder: str) -> str:
+    return "responses" if responder in llm_models(config) else "auto"
+
+
+def samples_info(samples_path: str) -> str:
+    """The sidecar next to a generator's samples file (absent for other samples: optional)."""
+    import os
+
+    return f"{os.path.splitext(samples_path)[0]}.json"
+
+
+def audit_inputs(config: dict[str, Any], dataset: str) -> list[str]:
+    """Raw files for the audit: as build-items, plus the validation CSV of a CDVAE set."""
+    if dataset_source(config, dataset) != "cdvae":
+        return dataset_inputs(config, dataset)
+    folder = BUILTIN_DATASETS[dataset][1]
+    return [f"resources/downloads/cdvae-{folder}-{split}.csv" for split in ("train", "val", "test")]
+
+
+def audit_params(config: dict[str, Any]) -> dict[str, Any]:
+    from crucible.crystal.audit import DEFAULT_MAX_COMPARISONS
+    from crucible.crystal.scoring import DEFAULT_CONVENTION
+
+    audit = section(config).get("audit") or {}
+    return {
+        "convention": audit.get("convention", DEFAULT_CONVENTION),
+        "max_comparisons": int(audit.get("max_comparisons", DEFAULT_MAX_COMPARISONS)),
+    }
+
+
+def csp_summaries(config: dict[str, Any]) -> list[str]:
+    return [
+        f"results/crystal/{ds}/csp/{r}.json" for ds in datasets(config) for r in csp_dataset_responders(config, ds)
+    ]
+
+
+def get_csp_outputs(config: dict[str, Any]) -> list[str]:
+    """Per dataset the audit; with CSP responders their summaries and the CSP table."""
+    out = []
+    for ds in datasets(config):
+        out += [f"results/crystal/{ds}/audit.json"] + [f"results/tables/crystal_{ds}_audit.{e}" for e in ("csv", "md")]
+    summaries = csp_summaries(config)
+    if summaries:
+        out += summaries + [f"results/tables/crystal_csp.{e}" for e in ("csv", "md", "tex")]
+    return out
+
+
+def csp_llm_responses(config: dict[str, Any]) -> list[str]:
+    """The LLM stage's answers to the repeated prompt sets (language models among the CSP responders)."""
+    models = [r for r in csp_section(config)["responders"] if r in llm_models(config)]
+    k = csp_section(config)["k"]
+    return [f"results/crystal/{ds}/k{k}/responses/{m}.jsonl" for ds in datasets(config) for m in models]
