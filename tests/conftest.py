@@ -17,6 +17,7 @@ from helpers import (  # noqa: F401  (re-exported, and used by the fixtures belo
     TEST_FOLD_SIZES,
     ChatServer,
     aflow_prototypes_file,
+    archive_file,
     cache_root,
     clean_task,
     matbench_members,
@@ -48,8 +49,10 @@ def official_validation():
 
 @pytest.fixture(scope="session")
 def crabnet_wheel() -> Path:
-    """The crabnet 2.0.8 wheel, fetched and hash-checked by crucible's own fetch stage."""
-    return matbench_members()["crabnet-2.0.8"]
+    """The composition mirror's wheel (crabnet), fetched and hash-checked by crucible's own fetch stage."""
+    from crucible.matbench.tasks import TASKS, mirror_role
+
+    return archive_file(mirror_role(TASKS[0]))
 
 
 @pytest.fixture(scope="session")

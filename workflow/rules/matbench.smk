@@ -6,7 +6,7 @@
 rule clean_matbench_task:
     input:
         raw=lambda wc: matbench_wf.raw_task_file(config, wc.task),
-        metadata=matbench_wf.MATBENCH_METADATA,
+        metadata=matbench_wf.metadata_file(),
     output:
         data=matbench_wf.data_file("{task}"),
         card=matbench_wf.card_file("{task}"),
@@ -23,11 +23,10 @@ rule clean_matbench_task:
         source=config["matbench"]["source"],
         provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
-        metadata_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
         version=CRUCIBLE_VERSION,
     shell:
         "crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
-        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} --metadata-sha256 {params.metadata_sha256} "
+        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} "
         "--artifact {params.provenance:q} --out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
@@ -35,7 +34,7 @@ rule make_matbench_folds:
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
-        validation=matbench_wf.MATBENCH_VALIDATION,
+        validation=matbench_wf.validation_file(),
     output:
         matbench_wf.folds_file("{task}"),
     log:
@@ -51,12 +50,10 @@ rule make_matbench_folds:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
-        validation_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_validation.json"),
         version=CRUCIBLE_VERSION,
     shell:
         "crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
-        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} "
-        "--validation-sha256 {params.validation_sha256} --inner-fraction {params.fraction} "
+        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} --inner-fraction {params.fraction} "
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
@@ -189,7 +186,6 @@ use rule predict_matbench as predict_matbench_gpu with:
         extra=lambda wildcards, input, output: " ".join(
             [
                 shared_wf.flag("--element-table", input.element_table),
-                matbench_wf.element_table_pin(config, SOURCES, wildcards.model),
                 shared_wf.flag("--out-model-dir", output.weights),
             ]
         ),

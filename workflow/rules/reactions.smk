@@ -28,10 +28,9 @@ rule clean_reactions:
         "../../envs/reactions.yaml"
     params:
         custom=lambda wc: rxn.custom_dataset_arg(config, wc.rxn_dataset),
-        artifact=_rxn_artifact_sha,
     shell:
         "crucible reactions clean --dataset {wildcards.rxn_dataset:q} --input {input:q} {params.custom} "
-        "{params.artifact} --out {output.data:q} --out-card {output.card:q} 2> {log:q}"
+        "--out {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
 rule build_questions:

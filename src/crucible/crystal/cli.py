@@ -10,7 +10,9 @@ from pathlib import Path
 def _cmd_build_items(args: argparse.Namespace) -> int:
     from crucible.crystal import data, items
 
-    train, test = data.load_dataset(args.source, args.inputs, args.test_fraction, args.seed, args.max_sites)
+    train, test = data.load_dataset(
+        args.source, args.inputs, args.test_fraction, args.seed, args.max_sites, dataset=args.dataset
+    )
     test = data.subsample(test, args.max_test_items, args.seed)
     train = data.subsample(train, args.max_train_items, args.seed)
     templates = items.load_templates(args.templates)

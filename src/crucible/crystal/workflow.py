@@ -5,17 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
 from crucible.errors import ConfigError
-
-# Built-in crystal sets: (loader source, CDVAE folder or None)
-BUILTIN_DATASETS = {
-    "aflow-prototypes": ("aflow", None),
-    "mp-20": ("cdvae", "mp_20"),
-    "perov-5": ("cdvae", "perov_5"),
-    "carbon-24": ("cdvae", "carbon_24"),
-}
-AFLOW_FILE = "resources/extracted/pymatgen-2026.10.24/aflow_prototypes.json.gz"
-LOCK_FILE = "resources/sources.lock.json"
+from crucible.sources import resource_path
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +30,7 @@ def datasets(config: dict[str, Any]) -> list[str]:
 def dataset_source(config: dict[str, Any], dataset: str) -> str:
     if dataset in section(config).get("user_datasets", {}):
         return "user"
-    return BUILTIN_DATASETS[dataset][0]
+    return BUILTIN_DATASETS[dataset]
 
 
 def dataset_inputs(config: dict[str, Any], dataset: str) -> list[str]:
@@ -46,10 +38,7 @@ def dataset_inputs(config: dict[str, Any], dataset: str) -> list[str]:
     user = section(config).get("user_datasets", {})
     if dataset in user:
         return [user[dataset]]
-    source, folder = BUILTIN_DATASETS[dataset]
-    if source == "aflow":
-        return [AFLOW_FILE]
-    return [f"resources/downloads/cdvae-{folder}-{split}.csv" for split in ("train", "test")]
+    return [str(resource_path(role)) for role in dataset_roles(dataset)]
 
 
 def generators(config: dict[str, Any]) -> list[str]:
@@ -105,11 +94,3 @@ def get_crystal_outputs(config: dict[str, Any]) -> list[str]:
             out += [f"results/tables/crystal_{ds}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/crystal_{ds}_match_by_nsites.{ext}" for ext in ("png", "pdf")]
     return out
-
-
-def cdvae_mirror_args(config: dict) -> str:
-    """The fetch command's --url-prefix for a CDVAE mirror (crystal.cdvae_url_prefix), or ''."""
-    import shlex
-
-    prefix = (config.get("crystal") or {}).get("cdvae_url_prefix")
-    return f"--url-prefix {shlex.quote(prefix)}" if prefix else ""

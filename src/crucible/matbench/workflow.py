@@ -14,13 +14,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from crucible import sources as pins
 from crucible.errors import ConfigError
-from crucible.matbench.tasks import N_FOLDS, TASKS
-from crucible.workflow import member_pin
+from crucible.matbench.tasks import METADATA_ROLE, N_FOLDS, TASKS, VALIDATION_ROLE, mirror_role
 
-MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"
-MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
-CRABNET_DIR = "resources/extracted/crabnet-2.0.8"
 FOLDS = tuple(range(N_FOLDS))
 # cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU
 # rule; files: import of predictions made elsewhere.
@@ -116,10 +113,20 @@ def check_models(config: dict[str, Any]) -> None:
         raise ConfigError(f"config matbench: {exc}") from None
 
 
+def metadata_file() -> str:
+    """The official dataset metadata, as a rule's input (where the fetch stage extracts it)."""
+    return str(pins.resource_path(METADATA_ROLE))
+
+
+def validation_file() -> str:
+    """The official validation splits, as a rule's input."""
+    return str(pins.resource_path(VALIDATION_ROLE))
+
+
 def raw_task_file(config: dict[str, Any], task: str) -> str:
     if config["matbench"]["source"] == "matminer":
         return f"resources/downloads/{task}.json.gz"
-    return f"{CRABNET_DIR}/{task}.csv"
+    return str(pins.resource_path(mirror_role(task)))
 
 
 def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
@@ -131,7 +138,7 @@ def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -
         mirror = mb.get("matminer", {})
         spec = matminer_artifact(task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(task))
     else:
-        spec = sources["artifacts"]["crabnet-2.0.8"]
+        spec = sources["artifacts"][pins.find_pin(mirror_role(task), sources).artifact]
     return f"{spec['filename']}={spec['sha256']}"
 
 
@@ -139,7 +146,7 @@ def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
     """The pinned SHA-256 of the task's raw file: checked where it is read, and the task card must record it."""
     if config["matbench"]["source"] == "matminer":
         return raw_provenance(config, sources, task).rsplit("=", 1)[1]
-    return member_pin(sources, "crabnet-2.0.8", f"{task}.csv")
+    return pins.find_pin(mirror_role(task), sources).sha256
 
 
 def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
@@ -226,19 +233,11 @@ def custom_models(config: dict[str, Any]) -> str:
 
 
 def element_table(config: dict[str, Any], model: str) -> str:
-    """The element embedding table of a composition network, as a hash-checked input."""
-    table = config["matbench"]["model_params"].get(model, {}).get("element_table", "mat2vec")
-    if table in ("mat2vec", "magpie"):
-        return f"{CRABNET_DIR}/{table}.csv"
-    return table
+    """The element embedding table of a composition network: a pinned table by its name
+    (the job checks it against its pin), or the user's own CSV."""
+    from crucible.models.element_tables import DEFAULT_TABLE, table_file
 
-
-def element_table_pin(config: dict[str, Any], sources: dict[str, Any], model: str) -> str:
-    """``--element-table-sha256 <pin>`` for the fetched tables; a user's own table has no pin."""
-    table = config["matbench"]["model_params"].get(model, {}).get("element_table", "mat2vec")
-    if table in ("mat2vec", "magpie"):
-        return f"--element-table-sha256 {member_pin(sources, 'crabnet-2.0.8', f'{table}.csv')}"
-    return ""
+    return table_file(config["matbench"]["model_params"].get(model, {}).get("element_table", DEFAULT_TABLE))
 
 
 def user_prediction_file(config: dict[str, Any], model: str, task: str, fold: int | str) -> str:

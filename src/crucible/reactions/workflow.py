@@ -11,6 +11,7 @@ from crucible.reactions.baselines import MODELS, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
+from crucible.sources import resource_path
 
 # Built-in tables with a single substrate: the leave-one-substrate-out baselines have nothing to
 # learn from there.
@@ -72,7 +73,7 @@ def model_params(config: dict[str, Any], model: str) -> str:
 def raw_file(config: dict[str, Any], dataset: str) -> str:
     if dataset in DATASETS:
         spec = DATASETS[dataset]
-        return f"resources/extracted/{spec.artifact}/{spec.member}"
+        return str(resource_path(spec.role))
     return str(section(config)["custom_datasets"][dataset]["csv"])
 
 
