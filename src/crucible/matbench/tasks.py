@@ -30,7 +30,7 @@ TASKS: tuple[str, ...] = (
     "matbench_mp_e_form",
 )
 
-# From the official metadata (matbench_v0.1_dataset_metadata.json), fixed for v0.1.
+# From the official dataset metadata (role matbench/metadata), fixed for v0.1.
 CLASSIFICATION_TASKS = frozenset({"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"})
 # Rows per task (n_samples of the official metadata): what a fold job's fit cost grows with.
 N_SAMPLES: dict[str, int] = {
