@@ -110,7 +110,9 @@ def test_a_blob_pinned_file_is_checked_against_the_lock_file_then_the_blob(tmp_p
         sources.pinned("test/set/train", path, sources=doc, lock=lock)
     assert f"recorded in {lock}" in str(err.value) and SHA in str(err.value) and "fetched again" in str(err.value)
     lock.unlink()
-    with pytest.raises(HashMismatchError, match=rf"git blob id {sources.git_blob_id(path)} differs from the pin {blob}"):
+    with pytest.raises(
+        HashMismatchError, match=rf"git blob id {sources.git_blob_id(path)} differs from the pin {blob}"
+    ):
         sources.pinned("test/set/train", path, sources=doc, resources=tmp_path)
     # a SHA-256 in the sources file wins over the lock file
     doc = _doc(git_blob=blob, role="test/set/train", sha256=SHA)
@@ -123,7 +125,9 @@ def test_real_cdvae_pins_go_through_the_lock_file():
     """The CDVAE sets of config/sources.yaml: pinned by blob, some also by SHA-256."""
     pins = sources.roles(prefix="crystal/")
     cdvae = {r: p for r, p in pins.items() if p.git_blob}
-    assert sorted(cdvae) == sorted(f"crystal/{d}/{s}" for d in ("mp-20", "perov-5", "carbon-24") for s in ("train", "val", "test"))
+    assert sorted(cdvae) == sorted(
+        f"crystal/{d}/{s}" for d in ("mp-20", "perov-5", "carbon-24") for s in ("train", "val", "test")
+    )
     assert all(p.member is None and p.location.startswith("downloads/") for p in cdvae.values())
     assert {r for r, p in cdvae.items() if p.sha256 is None} == {
         "crystal/mp-20/train",
@@ -195,7 +199,12 @@ def test_readers_refuse_an_edited_pinned_file(tmp_path, members):
     from crucible.models.element_tables import checked_table
 
     edited = {}
-    for role in (tasks.METADATA_ROLE, tasks.VALIDATION_ROLE, tasks.mirror_role("matbench_steels"), "element-table/mat2vec"):
+    for role in (
+        tasks.METADATA_ROLE,
+        tasks.VALIDATION_ROLE,
+        tasks.mirror_role("matbench_steels"),
+        "element-table/mat2vec",
+    ):
         path = tmp_path / role.replace("/", "_")
         path.write_bytes(members[role].read_bytes() + b"\n")
         edited[role] = path
@@ -205,7 +214,9 @@ def test_readers_refuse_an_edited_pinned_file(tmp_path, members):
         folds.load_validation(edited[tasks.VALIDATION_ROLE])
     metadata = tasks.load_metadata(members[tasks.METADATA_ROLE])
     with pytest.raises(HashMismatchError, match="matbench/mirror/matbench_steels"):
-        clean.clean_task("matbench_steels", "composition-mirror", edited[tasks.mirror_role("matbench_steels")], metadata)
+        clean.clean_task(
+            "matbench_steels", "composition-mirror", edited[tasks.mirror_role("matbench_steels")], metadata
+        )
     with pytest.raises(HashMismatchError, match="element-table/mat2vec"):
         checked_table(None, edited["element-table/mat2vec"])  # the default table is mat2vec
     with pytest.raises(HashMismatchError, match="element-table/mat2vec"):
@@ -235,3 +246,19 @@ def test_user_predict_takes_predicts_arguments_and_checks_the_element_table(tmp_
     )
     with pytest.raises(HashMismatchError, match=rf"{edited}: SHA-256 .* differs from the pin"):
         args.func(args)
+
+
+def test_a_pinned_catalysis_dataset_is_checked_where_it_is_read(tmp_path):
+    """A user's dataset with a pin (catalysis.datasets.<name>.sha256): file or folder."""
+    from crucible.catalysis import data
+
+    tree = tmp_path / "tree"
+    (tree / "H").mkdir(parents=True)
+    (tree / "H" / "OUTCAR").write_text("energy 1\n")
+    pin = data.tree_sha256(tree)
+    assert data.check_pin(tree, pin) == pin
+    (tree / "H" / "OUTCAR").write_text("energy 2\n")
+    with pytest.raises(
+        HashMismatchError, match=rf"{tree}: SHA-256 {data.tree_sha256(tree)} differs from the pin {pin}"
+    ):
+        data.read_dataset("vasp-tree", tree, {"H": {"slab": -1, "adslab": 1}}, sha256=pin)

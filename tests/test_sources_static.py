@@ -47,7 +47,7 @@ def test_the_check_sees_the_ways_a_path_is_built(tmp_path):
     sample.write_text(
         'A = "resources/extracted/x-1.0/t.csv"\n'
         'B = Path("resources") / "extracted" / name\n'
-        "C = f\"{root}/extracted/{artifact}/{member}\"\n"
+        'C = f"{root}/extracted/{artifact}/{member}"\n'
         'D = "a file edited after it was extracted"\n'
     )
     hits = [t for _, t in _string_literals(sample) if EXTRACTED_PATH.search(t) or "resources/extracted" in t]

@@ -156,7 +156,9 @@ def test_an_edited_element_table_stops_predict_and_user_predict(tmp_path, venv_e
         proc = run_snakemake(work, config, official, user, "--keep-going", env=venv_env)
         pin = find_pin(role).sha256
         _assert_stopped(proc, work / "logs/matbench/predict/comp-transformer/matbench_steels/fold_0.log", member, pin)
-        _assert_stopped(proc, work / "logs/matbench/user/li_o_band_gap/predict/comp-transformer/fold_0.log", member, pin)
+        _assert_stopped(
+            proc, work / "logs/matbench/user/li_o_band_gap/predict/comp-transformer/fold_0.log", member, pin
+        )
         path.unlink()
         proc = run_snakemake(work, config, official, user, env=venv_env)
         assert proc.returncode == 0, proc.stderr[-4000:]

@@ -44,8 +44,9 @@ rule clean_catalysis:
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(_cat_spec(wc)),
         tolerance=lambda wc: _cat_spec(wc).get("tolerance", 1e-4),
         energy_source=lambda wc: _cat_spec(wc).get("energy_source", "DFT, as given by the source"),
+        sha256=lambda wc: shared_wf.flag("--sha256", _cat_spec(wc).get("sha256")),
     shell:
-        "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q}"
+        "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q} {params.sha256}"
         " --tolerance {params.tolerance} --energy-source {params.energy_source:q} --out {output.table:q}"
         " --out-db {output.db:q} --out-card {output.card:q} 2> {log:q}"
 

@@ -34,7 +34,7 @@ def _cmd_fetch(args) -> int:
 def _cmd_clean(args) -> int:
     from crucible.catalysis.data import clean, read_dataset, tree_sha256
 
-    reactions = read_dataset(args.format, args.input, _json_arg(args.coefficients))
+    reactions = read_dataset(args.format, args.input, _json_arg(args.coefficients), sha256=args.sha256 or None)
     source = {"format": args.format, "path": str(args.input), "sha256": tree_sha256(args.input)}
     if args.url:
         source["url"] = args.url
@@ -243,6 +243,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", type=float, default=1e-4, help="eV, Σ stoi·E vs stated reaction energy")
     p.add_argument("--energy-source", default=DEFAULT_ENERGY_SOURCE)
     p.add_argument("--url", help="where the input was downloaded from (recorded in the card)")
+    p.add_argument("--sha256", help="the dataset's pin: refuse the input if it differs")
     p.add_argument("--out", required=True)
     p.add_argument("--out-db", required=True)
     p.add_argument("--out-card", required=True)
