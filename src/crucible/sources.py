@@ -456,19 +456,21 @@ def pinned(
     )
     if not path.is_file():
         raise CrucibleError(
-            f"{path}: missing; it should hold {pin.what}. Rerun the workflow, which {verb[:-2]}s it "
+            f"{path}: missing; it should hold {pin.what}. Rerun the workflow, which "
+            f"{'extracts' if pin.member else 'fetches'} it "
             f"(by hand: crucible sources provide --role {role})"
         )
     if pin.sha256:
-        expected, where = pin.sha256, "the pin"
+        expected, where = pin.sha256, "in config/sources.yaml"
     else:
         lock = Path(lock) if lock is not None else Path(resources) / LOCK_NAME
-        expected, where = read_lock(lock).get(pin.artifact), f"the SHA-256 recorded in {lock} when it was fetched"
+        expected = read_lock(lock).get(pin.artifact)
+        where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
     if expected:
         actual = sha256_file(path)
         if actual != expected:
             raise HashMismatchError(
-                f"{path}: SHA-256 {actual} differs from {where} {expected} of {pin.what} in config/sources.yaml; "
+                f"{path}: SHA-256 {actual} differs from the pin {expected} of {pin.what} {where}; "
                 f"the file changed after it was {verb}. {again}"
             )
     elif pin.git_blob:
