@@ -127,7 +127,7 @@ def _cmd_package(args: argparse.Namespace) -> int:
     examples = {}
     for q_path in args.questions:
         qs = scoring.load_questions(q_path)[:3]
-        examples[Path(q_path).parent.name] = baselines.RandomChoice(seed=0).predict(qs)
+        examples[Path(q_path).parent.name] = baselines.RandomChoice(random_state=0).predict(qs)
     import pandas as pd
 
     table = pd.read_csv(args.table)
