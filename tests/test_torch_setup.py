@@ -171,16 +171,19 @@ def test_catalysis_relax_and_relative(spied, tmp_path, catalysis_demo):
     assert not spied and not ProbeEMT.seen  # cleaning runs no potential
     _run(
         ["catalysis", "relax", "--reactions", reactions, "--db", db, "--model", "probe", "--chunk", "0"]
-        + ["--n-chunks", "9", "--params", json.dumps({"seeds": 1, "max_steps": 3}), "--out", str(tmp_path / "c.json")]
+        + ["--n-chunks", "9", "--params", json.dumps({"seeds": 1, "max_steps": 3}), "--threads", "1"]
+        + ["--out", str(tmp_path / "c.json")]
     )
     _potential_was_configured_first(spied)
+    assert 1 in spied  # the job's threads reach torch
     torch.use_deterministic_algorithms(False)
     spied.clear(), ProbeEMT.seen.clear()
     _run(
         ["catalysis", "relative", "--task", "surface", "--input", str(catalysis_demo / "emt-demo_surface")]
-        + ["--model", "probe", "--out", str(tmp_path / "rel.parquet")]
+        + ["--model", "probe", "--threads", "1", "--out", str(tmp_path / "rel.parquet")]
     )
     _potential_was_configured_first(spied)
+    assert 1 in spied
 
 
 def test_crystal_mlip_search(spied, tmp_path):
