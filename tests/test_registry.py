@@ -4,6 +4,7 @@ lazy entries imported only when asked for)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -35,7 +36,12 @@ NAMES = {
 def test_every_family_registry_has_the_one_shape_and_its_names(which):
     reg = _registries()[which]
     assert isinstance(reg, Registry) and reg.names() == NAMES[which] == sorted(reg)
-    for name, spec in reg.items():
+    for name in reg:
+        try:
+            spec = reg[name]
+        except ImportError as exc:  # comp-transformer on the Python 3.12 leg, which has no torch
+            assert exc.name.split(".")[0] == "torch" and importlib.util.find_spec("torch") is None
+            continue
         assert isinstance(spec, Spec) and spec.name == name
         assert spec.device in ("cpu", "gpu") and spec.inputs and spec.granularity()
     with pytest.raises(ConfigError, match=f"unknown {reg.kind} 'nope'; known {reg.kind}s: {', '.join(NAMES[which])}$"):
@@ -48,7 +54,8 @@ def test_devices_and_inputs_say_what_the_rules_need():
     assert [n for n, s in regs["generators"].items() if s.device == "gpu"] == ["mlip-search"]
     assert regs["generators"]["template"].needs_train and not regs["generators"]["random-symmetric"].needs_train
     assert regs["potentials"]["emt"].device == "cpu" and regs["potentials"]["chgnet-0.3.0"].device == "gpu"
-    assert regs["models"]["comp-transformer"].device == "gpu" and regs["models"]["comp-transformer"].runs_torch
+    if importlib.util.find_spec("torch") is not None:
+        assert regs["models"]["comp-transformer"].device == "gpu" and regs["models"]["comp-transformer"].runs_torch
     assert regs["models"]["mlip-embed"].inputs == ("structure",)
     assert (
         regs["models"]["dummy"].granularity(10**9) == "task" and regs["models"]["rf-magpie"].granularity(10) == "fold"
