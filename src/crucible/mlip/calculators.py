@@ -17,7 +17,9 @@ The registry is a :class:`crucible.registry.Registry` of :class:`PotentialSpec`.
 
 A non-finite energy or force is never passed on as a number: :func:`single_energy` and
 :func:`single_point` raise :class:`NonFiniteError` (its message says which quantity), and
-:mod:`crucible.mlip.relax` stops a relaxation with a failure status. Models that offer a batched forward pass also give
+:mod:`crucible.mlip.relax` stops a relaxation with a failure status.
+
+Models that offer a batched forward pass also give
 ``Potential.batch_energies(list_of_atoms) -> list[float]`` (total energies, eV); on CUDA this is
 what makes a GPU worth having. :func:`evaluate_energies` uses it and falls back to one structure
 at a time when a batch fails, so that one bad structure is pinned down instead of sinking the
