@@ -1,69 +1,43 @@
-"""The real Snakefile on the EMT demo: adsorption (CatBench JSON and a read-only VASP tree, two
-chunks), surface and formation energies; then a no-op rerun, and the default config's dry run
-without this benchmark."""
+"""The real Snakefile on the EMT demo (.test/catalysis): adsorption (CatBench JSON and a read-only
+VASP tree, two chunks), surface and formation energies; then a no-op rerun, and the default
+config's dry run without this benchmark."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import stat
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from crucible.catalysis import demo
 from crucible.catalysis.workflow import final_outputs
 
-from helpers import REPO, run_snakemake
+from helpers import REPO, load_test_config, run_snakemake, test_config
 
 pytestmark = pytest.mark.slow
+
+CONFIG = load_test_config("catalysis")
 
 
 @pytest.fixture(scope="module")
 def dag(catalysis_demo, tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("catalysis_dag")
-    tree = workdir / "user_vasp"
-    shutil.copytree(catalysis_demo / "emt-demo_vasp", tree)
+    # The demo where the test config looks for it; the VASP tree read-only, as a user's data may be.
+    shutil.copytree(catalysis_demo, workdir / "demo")
+    tree = workdir / "demo" / "emt-demo_vasp"
     for root, _dirs, files in os.walk(tree):
         for f in files:
             os.chmod(os.path.join(root, f), stat.S_IRUSR)
         os.chmod(root, stat.S_IRUSR | stat.S_IXUSR)
-    config = {
-        # An empty Matbench model list is refused (issue 10); the targets below are catalysis only.
-        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-        "catalysis": {
-            "models": ["emt"],
-            "seeds": 1,
-            "chunks": 2,
-            "datasets": {
-                "demo": {
-                    "format": "catbench-json",
-                    "path": str(catalysis_demo / "emt-demo_adsorption.json"),
-                    "energy_source": demo.ENERGY_SOURCE,
-                },
-                "mine": {"format": "vasp-tree", "path": str(tree), "coefficients": demo.COEFFICIENTS},
-            },
-            "relative": {
-                "surf": {"task": "surface", "path": str(catalysis_demo / "emt-demo_surface")},
-                "form": {
-                    "task": "bulk_formation",
-                    "path": str(catalysis_demo / "emt-demo_formation"),
-                    "coefficients": demo.FORMATION_COEFFICIENTS,
-                },
-            },
-        },
-    }
-    # Only this family's targets: the Matbench part of the DAG has its own end-to-end test.
-    proc = run_snakemake(workdir, config, *final_outputs(config), env=venv_env)
-    yield workdir, config, proc
+    proc = run_snakemake(workdir, [test_config("catalysis")], "catalysis", env=venv_env)
+    yield workdir, proc
     for root, _dirs, _files in os.walk(tree):
         os.chmod(root, stat.S_IRWXU)
 
 
 def test_every_catalysis_target_is_built(dag):
-    workdir, _, proc = dag
+    workdir, proc = dag
     assert proc.returncode == 0, proc.stderr[-5000:]
     for name in ("demo", "mine"):
         for suffix in ("", "_anomaly", "_adsorbates", "_shifted"):
@@ -81,7 +55,7 @@ def test_every_catalysis_target_is_built(dag):
 
 
 def test_tables_agree_between_formats(dag):
-    workdir, _, _ = dag
+    workdir, _ = dag
     a = pd.read_csv(workdir / "results/tables/catalysis_demo.csv")
     b = pd.read_csv(workdir / "results/tables/catalysis_mine.csv")
     assert a["Num_total"].iloc[0] == b["Num_total"].iloc[0] == 9
@@ -90,30 +64,20 @@ def test_tables_agree_between_formats(dag):
 
 
 def test_nothing_to_do_on_a_second_run(dag, venv_env):
-    workdir, config, _ = dag
-    proc = run_snakemake(workdir, config, "--dry-run", *final_outputs(config), env=venv_env)
+    workdir, _ = dag
+    proc = run_snakemake(workdir, [test_config("catalysis")], "--dry-run", *final_outputs(CONFIG), env=venv_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_default_config_does_not_run_catalysis(venv_env):
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--dry-run", "--cores", "1"],
-        cwd=REPO,
-        env=venv_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_default_config_does_not_run_catalysis(tmp_path, venv_env):
+    proc = run_snakemake(tmp_path, [REPO / "config" / "config.yaml"], "--dry-run", env=venv_env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "catalysis" not in proc.stdout
 
 
 def test_config_errors_stop_the_run(tmp_path, venv_env):
-    config = {
-        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-        "catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}},
-    }
+    config = {"catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}}}
     proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env)
     assert proc.returncode != 0 and "needs 'coefficients'" in proc.stdout + proc.stderr
     config["catalysis"]["datasets"]["x"] = {"format": "catbench-json", "path": "/a", "sha": "0"}

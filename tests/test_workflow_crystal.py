@@ -5,7 +5,6 @@ table and figure; then a no-op re-run. Also the score CLI on a language model's 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import pandas as pd
@@ -13,39 +12,25 @@ import pytest
 
 from crucible.crystal import workflow
 
-from helpers import aflow_prototypes_file, run_snakemake
+from helpers import load_test_config, provide_downloads, run_snakemake, test_config
 
 pytestmark = pytest.mark.slow
 
-CONFIG = {
-    "matbench": {
-        "tasks": ["matbench_steels"],
-        "models": ["dummy"],
-    },  # empty lists are refused; targets stay this family's
-    "mlip": {"models": []},
-    "crystal": {
-        "datasets": ["aflow-prototypes"],
-        "generators": ["template", "random-symmetric"],
-        "max_test_items": 30,
-        "split": {"test_fraction": 0.5, "seed": 0},
-    },
-}
+CONFIG = load_test_config("crystal")  # the crystal section only
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("crystal_dag")
-    wheel = aflow_prototypes_file().parents[2] / "downloads" / "pymatgen-2026.10.24-py3-none-any.whl"
-    (workdir / "resources" / "downloads").mkdir(parents=True)
-    shutil.copy(wheel, workdir / "resources" / "downloads")  # hash-checked by the fetch rule, not re-downloaded
-    proc = run_snakemake(workdir, CONFIG, "crystal", env=venv_env)
+    provide_downloads(workdir, "pymatgen-2026.10.24")  # from the test cache, not downloaded by the DAG
+    proc = run_snakemake(workdir, [test_config("crystal")], "crystal", env=venv_env)
     assert proc.returncode == 0, proc.stderr[-6000:]
     return workdir, venv_env
 
 
 def test_targets_are_the_workflow_functions_list(run):
     workdir, _ = run
-    for rel in workflow.get_crystal_outputs(CONFIG):
+    for rel in workflow.final_outputs(CONFIG):
         assert (workdir / rel).exists(), rel
     assert (workdir / "resources/extracted/pymatgen-2026.10.24/aflow_prototypes.json.gz").exists()
 
@@ -81,7 +66,7 @@ def test_responses_follow_the_llm_contract(run):
 
 def test_noop_rerun(run):
     workdir, env = run
-    proc = run_snakemake(workdir, CONFIG, "crystal", "-n", env=env)
+    proc = run_snakemake(workdir, [test_config("crystal")], "crystal", "-n", env=env)
     assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr
 
 

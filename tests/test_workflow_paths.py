@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import zipfile
 
 import pytest
 import yaml
 
-from helpers import REPO
+from helpers import REPO, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -61,21 +59,7 @@ CONFIG = {
 
 def _snakemake(workdir, *args, env):
     # The clone itself lives under a path with spaces: its Snakefile, config and sources file too.
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(workdir / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "my config.yaml"),
-        "--cores",
-        "2",
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+    return run_snakemake(workdir, [workdir / "my config.yaml"], *args, env=env, snakefile=workdir / "Snakefile")
 
 
 @pytest.fixture(scope="module")
