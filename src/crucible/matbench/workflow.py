@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from crucible.config import section
 from crucible.errors import ConfigError
 from crucible.families import Family
 from crucible.matbench.tasks import N_FOLDS, TASKS
-from crucible.workflow import alternation, member_pin
+from crucible.workflow import alternation, flag, member_pin
 
 MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"
 MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
@@ -179,14 +178,10 @@ def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
 
 
 def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
+    """The matminer download's --url-prefix (a mirror) and --sha256 (its pin), where configured."""
     mirror = _section(config)["matminer"]
-    args = []
-    if mirror.get("url_prefix"):
-        args += ["--url-prefix", mirror["url_prefix"]]
-    pinned = mirror.get("sha256", {}).get(task)
-    if pinned:
-        args += ["--sha256", pinned]
-    return " ".join(shlex.quote(a) for a in args)
+    args = [flag("--url-prefix", mirror.get("url_prefix")), flag("--sha256", mirror.get("sha256", {}).get(task))]
+    return " ".join(a for a in args if a)
 
 
 def data_file(task: str) -> str:
