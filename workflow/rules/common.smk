@@ -16,6 +16,13 @@ from crucible.sources import load_sources
 
 FAMILIES = families.families()
 
+# Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
+# also when its virtual environment is not activated (conda envs, if used, still come first).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+# Custom model modules beside the project (matbench.custom_models: {class: "mymodels:MyModel"})
+# are imported by the start-up check from the working directory; jobs see the same directory.
+put_on_python_path(os.getcwd())
+
 # Before any job starts: the schema of every family's section (each stands alone; a key that no
 # schema knows is refused, naming its path), then each family's own checks (model names, inputs a
 # model cannot get, ...). One line with the key and the cause, never the schema.
@@ -31,13 +38,6 @@ fill_defaults(config)
 envvars:
     "PATH",
 
-
-# Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
-# also when its virtual environment is not activated (conda envs, if used, still come first).
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-# Custom model modules beside the project (matbench.custom_models: {class: "mymodels:MyModel"})
-# are imported by the start-up check from the working directory; jobs see the same directory.
-put_on_python_path(os.getcwd())
 
 REPO = Path(workflow.current_basedir).parents[1]  # workflow/rules -> repository root
 SOURCES_FILE = str(REPO / "config" / "sources.yaml")
