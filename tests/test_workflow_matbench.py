@@ -14,7 +14,14 @@ import pytest
 from crucible.io import read_json, read_parquet
 from crucible.sources import sha256_file
 
-from helpers import StaticFileServer, clean_task, matbench_members, run_snakemake, write_li_o_dataset
+from helpers import (
+    StaticFileServer,
+    clean_task,
+    matbench_members,
+    provide_downloads,
+    run_snakemake,
+    write_li_o_dataset,
+)
 
 
 @pytest.mark.slow
@@ -140,6 +147,7 @@ def test_custom_estimator_and_prediction_files(tmp_path, venv_env):
     }
     work = tmp_path / "run"
     work.mkdir()
+    provide_downloads(work, "matbench-0.6", "crabnet-2.0.8")  # from the test cache, not fetched by the DAG
     proc = run_snakemake(work, config, "matbench", env=venv_env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ridge = json.loads((work / "results/matbench/scores/my-ridge/matbench_steels.json").read_text())
@@ -214,6 +222,7 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
         }
         workdir = tmp_path / "run"
         workdir.mkdir()
+        provide_downloads(workdir, "matbench-0.6")
         proc = run_snakemake(workdir, config, "matbench_data", env=venv_env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]
     finally:

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 import yaml
 
-from helpers import REPO, run_snakemake
+from helpers import REPO, provide_downloads, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +68,8 @@ def run(tmp_path_factory, venv_env):
     workdir.mkdir(parents=True)
     for name in ("Snakefile", "workflow", "config", "envs"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
+    # the archives this config reads, from the test cache (PyPI the first time: marks `network`)
+    provide_downloads(workdir, "matbench-0.6", "crabnet-2.0.8", "pymatgen-2026.10.24", "baybe-0.15.0")
     (workdir / "my config.yaml").write_text(yaml.safe_dump(CONFIG))
     (workdir / "mymodels.py").write_text(MODULE)
     env = {k: v for k, v in venv_env.items() if k != "PYTHONPATH"}
