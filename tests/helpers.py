@@ -16,23 +16,117 @@ import time
 import zipfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_snakemake(workdir: Path, config: dict, *args: str, env: dict[str, str], timeout: int = 900):
-    """The real Snakefile on ``config`` (written to ``workdir/config.yaml``) in ``workdir``, two
-    cores, with ``args`` (targets and flags) appended; the finished process, output captured."""
+def downloads(fn):
+    """Declares a helper that may fetch from a package registry (when the test cache lacks the
+    file). conftest marks `network` every test that reaches one, through its fixtures or the
+    test module's own functions, so that `pytest -m "not network"` never goes online."""
+    fn.downloads = True
+    return fn
+
+
+def run_snakemake(
+    workdir: Path,
+    config: dict | Sequence[str | Path] | None,
+    *args: str,
+    env: dict[str, str],
+    timeout: int = 900,
+    snakefile: Path | None = None,
+    register: Sequence[str] = (),
+    cores: str | None = "2",
+):
+    """The one way the tests run Snakemake: the real Snakefile (or ``snakefile``, e.g. of a copy of
+    the repository) in ``workdir``, two cores, with ``args`` (targets and flags) appended; the
+    finished process, output captured.
+
+    ``config``: a dict (written to ``workdir/config.yaml``), config files (``.test/<family>/config.yaml``;
+    several are merged, later ones winning), or None for the workflow's own ``config/config.yaml``.
+    ``register``: more family packages, appended to crucible.families.FAMILY_PACKAGES in the
+    Snakemake process (what adding a family's line to the registry does). ``cores=None``: the
+    profile's (a cluster run).
+    """
     import subprocess
     import sys
 
     import yaml
 
-    cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
-    cmd += ["--configfile", str(cfg), "--cores", "2", *args]
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile or REPO / "Snakefile")]
+    if isinstance(config, dict):
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+        cmd += ["--configfile", str(workdir / "config.yaml")]
+    elif config:
+        cmd += ["--configfile", *(str(c) for c in config)]
+    # --directory ends the list of config files, so that the targets in args are read as targets.
+    cmd += ["--directory", str(workdir), *(["--cores", cores] if cores else []), *args]
+    if register:
+        prelude = (
+            "import sys; import crucible.families as f; "
+            f"f.FAMILY_PACKAGES = f.FAMILY_PACKAGES + {tuple(register)!r}; "
+            "from snakemake.cli import main; sys.exit(main(sys.argv[1:]))"
+        )
+        cmd[1:3] = ["-c", prelude]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_config(family: str, name: str = "config.yaml") -> Path:
+    """``.test/<family>/<name>``: a family's tiny config, runnable by hand (see its header)."""
+    return REPO / ".test" / family / name
+
+
+test_config.__test__ = False  # a helper, not a test
+
+
+def load_test_config(family: str, name: str = "config.yaml") -> dict:
+    import yaml
+
+    return yaml.safe_load(test_config(family, name).read_text())
+
+
+RULES_SCRIPT = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, Quietness, ResourceSettings, StorageSettings
+
+snakefile, workdir, *configs = sys.argv[1:]
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    wapi = api.workflow(
+        snakefile=Path(snakefile), workdir=Path(workdir), resource_settings=ResourceSettings(),
+        config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]), storage_settings=StorageSettings(),
+    )
+    rules = {}
+    for rule in wapi._workflow.rules:
+        outputs = []
+        for f in rule.output:
+            flag = f.flags.get("report")
+            outputs.append({"pattern": str(f), "caption": str(flag.caption) if flag and flag.caption else None})
+        rules[rule.name] = {
+            "snakefile": str(rule.snakefile),
+            "resources": sorted(rule.resources),
+            "conda_env": str(rule.conda_env) if rule.conda_env else None,
+            "output": outputs,
+        }
+print("RULES-JSON " + json.dumps(rules))
+"""
+
+
+def workflow_rules(workdir: Path, configfiles: Sequence[str | Path], env: dict[str, str]) -> dict[str, dict]:
+    """Every rule of the workflow loaded on these configs, without running anything: its rule file,
+    the names of its resources, its conda env and its outputs, each with its report caption (or
+    None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", RULES_SCRIPT, str(REPO / "Snakefile"), str(workdir), *map(str, configfiles)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RULES-JSON ")]
+    assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(line[0].removeprefix("RULES-JSON "))
 
 
 SOURCES_FILE = REPO / "config" / "sources.yaml"
@@ -78,6 +172,7 @@ def sources() -> dict:
     return load_sources(SOURCES_FILE)
 
 
+@downloads
 def pinned_file(role: str) -> Path:
     """The file of ``role`` (config/sources.yaml) in the test cache: fetched and extracted the
     first time, checked against its pin every time."""
@@ -95,6 +190,7 @@ def archive_member(role: str) -> tuple[str, str]:
     return member["path"], member["sha256"]
 
 
+@downloads
 def archive_file(role: str) -> Path:
     """The downloaded archive that holds the member of ``role`` (fetched, hash-checked)."""
     from crucible.sources import fetch, find_pin
@@ -118,6 +214,7 @@ def repinned(role: str, path: Path) -> dict:
 
 
 @lru_cache(maxsize=None)
+@downloads
 def matbench_members() -> dict[str, Path]:
     """Every pinned file the Matbench tests read, by role: the official metadata and validation
     splits, the composition mirror's tables, the element tables."""
@@ -164,6 +261,21 @@ def task_formulas() -> dict[str, list[str]]:
     return out
 
 
+@downloads
+def provide_downloads(workdir: Path, *roles: str) -> None:
+    """Put the archives that hold the files of ``roles`` (config/sources.yaml), from the test
+    cache (fetched there once, hash-checked), into ``workdir/resources/downloads`` so that a DAG
+    run does not fetch them. Roles, not artifact names: a version bump stays an edit of
+    config/sources.yaml alone."""
+    import shutil
+
+    target = workdir / "resources" / "downloads"
+    target.mkdir(parents=True, exist_ok=True)
+    for role in roles:
+        archive = archive_file(role)
+        shutil.copy(archive, target / archive.name)
+
+
 def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
     """A prompts.jsonl (the llm stage's input contract) with one user message per item."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +287,7 @@ def write_prompts(path: Path, contents: list[str], system: str | None = None) ->
     return path
 
 
+@downloads
 def aflow_prototypes_file() -> Path:
     """The AFLOW prototype library, taken (hash-checked) out of its pinned wheel."""
     return pinned_file("crystal/aflow-prototypes")
@@ -183,6 +296,7 @@ def aflow_prototypes_file() -> Path:
 # --- issue 16: real crystal structures -------------------------------------------------------
 
 
+@downloads
 def li_o_json() -> Path:
     """The 47 Materials Project Li-O entries of a pinned wheel (hash-checked)."""
     return pinned_file("structures/li-o")
@@ -228,6 +342,7 @@ def delta_structures():
 
 
 @lru_cache(maxsize=None)
+@downloads
 def reaction_members() -> dict[str, Path]:
     """The raw reaction tables (crucible.reactions), fetched and extracted (hash-checked) once, by role."""
     from crucible.sources import roles

@@ -1,6 +1,8 @@
 # Matbench v0.1: clean -> folds -> predict (one job per model, task, fold; one per task for cheap
 # models) -> score -> results file.
 # Thin rules: paths, target lists and params come from crucible.matbench.workflow.
+from crucible import __version__ as CRUCIBLE_VERSION
+from crucible.matbench import workflow as matbench_wf
 
 
 rule clean_matbench_task:
@@ -82,7 +84,8 @@ rule tabulate_matbench_tasks:
 
 # CPU models. One thread per fold job: folds run in parallel instead. OpenMP gradient boosting
 # with 2 threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
-# --set-threads predict_matbench=8.
+# --set-threads predict_matbench=8. Every other predict rule (per task, GPU, user datasets) is
+# this one with other inputs and outputs (`use rule`), so they all run the same command.
 rule predict_matbench:
     input:
         data=rules.clean_matbench_task.output.data,
@@ -92,7 +95,7 @@ rule predict_matbench:
         structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
     output:
         predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
-        info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
+        info=matbench_wf.prediction_info_file("{model}", "{task}", "{fold}"),
     log:
         "logs/matbench/predict/{model}/{task}/fold_{fold}.log",
     benchmark:
@@ -106,6 +109,9 @@ rule predict_matbench:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
     params:
+        command="predict",
+        task=lambda wc: shared_wf.flag("--task", wc.task),
+        folds=lambda wc: wc.fold,
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
         structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
         model_params=lambda wc: matbench_wf.model_params(config, wc.model),
@@ -114,22 +120,16 @@ rule predict_matbench:
         extra="",
         version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
-        "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} {params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} {params.extra} "
-        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
+        "crucible matbench {params.command} --model {wildcards.model:q} {params.task} --fold {params.folds} "
+        "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
+        "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Fits that cost about as much as a job's start-up (dummy everywhere, gbm-magpie on tasks up to
 # 20k rows; ModelSpec.task_jobs_up_to): one job fits the task's five folds in turn and writes the
 # same per-fold files as predict_matbench. Which rule makes which file: cpu_model_pattern.
-rule predict_matbench_task:
-    input:
-        data=rules.clean_matbench_task.output.data,
-        card=rules.clean_matbench_task.output.card,
-        folds=rules.make_matbench_folds.output[0],
-        features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
-        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
+use rule predict_matbench as predict_matbench_task with:
     output:
         predictions=matbench_wf.fold_predictions("{model}", "{task}"),
         info=matbench_wf.fold_prediction_infos("{model}", "{task}"),
@@ -139,39 +139,18 @@ rule predict_matbench_task:
         "benchmarks/runs/matbench/predict/{model}/{task}.tsv"
     wildcard_constraints:
         model=matbench_wf.cpu_model_pattern(config, "task"),
-    conda:
-        "../../envs/matbench.yaml"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
-        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
-        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
-        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
-        custom=matbench_wf.custom_models(config),
         folds=matbench_wf.fold_numbers(),
-        version=CRUCIBLE_VERSION,
-    shell:
-        "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
-        "--fold {params.folds} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} {params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
-        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
 # also keeps the trained weights.
 use rule predict_matbench as predict_matbench_gpu with:
     input:
-        data=rules.clean_matbench_task.output.data,
-        card=rules.clean_matbench_task.output.card,
-        folds=rules.make_matbench_folds.output[0],
-        features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
-        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
+        **rules.predict_matbench.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),
     output:
-        predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
-        info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
+        **rules.predict_matbench.output,
         weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
