@@ -148,7 +148,9 @@ def test_custom_estimator_and_prediction_files(tmp_path, venv_env):
     }
     work = tmp_path / "run"
     work.mkdir()
-    provide_downloads(work, "matbench/metadata", "matbench/mirror/matbench_steels")  # from the test cache, not fetched by the DAG
+    provide_downloads(
+        work, "matbench/metadata", "matbench/mirror/matbench_steels"
+    )  # from the test cache, not fetched by the DAG
     proc = run_snakemake(work, config, "matbench", env=venv_env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     ridge = json.loads((work / "results/matbench/scores/my-ridge/matbench_steels.json").read_text())

@@ -69,7 +69,13 @@ def run(tmp_path_factory, venv_env):
     for name in ("Snakefile", "workflow", "config", "envs"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
     # the archives this config reads, from the test cache (PyPI the first time: marks `network`)
-    provide_downloads(workdir, "matbench/metadata", "matbench/mirror/matbench_steels", "crystal/aflow-prototypes", "reactions/direct-arylation")
+    provide_downloads(
+        workdir,
+        "matbench/metadata",
+        "matbench/mirror/matbench_steels",
+        "crystal/aflow-prototypes",
+        "reactions/direct-arylation",
+    )
     (workdir / "my config.yaml").write_text(yaml.safe_dump(CONFIG))
     (workdir / "mymodels.py").write_text(MODULE)
     env = {k: v for k, v in venv_env.items() if k != "PYTHONPATH"}
