@@ -9,7 +9,7 @@ import pytest
 from crucible.crystal import audit, data, items
 from crucible.crystal.scoring import CONVENTIONS
 
-from helpers import REPO
+from helpers import REPO, slice_sources
 
 PEROV = REPO / "tests" / "data" / "cdvae" / "perov_5"
 
@@ -38,7 +38,9 @@ def planted():
     train: a rewritten copy of train[1] (a duplicate inside train);
     test: a rewritten copy of train[0] (leak), a rewritten copy of test[0] (duplicate inside test),
     a sheared train[2] (same formula, another structure: a polymorph of a training crystal)."""
-    splits = data.load_splits("cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")])
+    splits = data.load_splits(
+        "cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")], dataset="perov-5", sources=slice_sources()
+    )
     train, test = list(splits["train"]), list(splits["test"])
     train.append(("zz-train-dup", _rewritten(train[1][1])))
     test += [

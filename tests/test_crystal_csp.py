@@ -23,7 +23,7 @@ from crucible.crystal.scoring import (
     score_sample,
 )
 
-from helpers import REPO
+from helpers import REPO, slice_sources
 
 PEROV = REPO / "tests" / "data" / "cdvae" / "perov_5"
 TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
@@ -32,7 +32,9 @@ TEMPLATES = items.load_templates(REPO / "config" / "crystal_prompts.yaml")
 @pytest.fixture(scope="module")
 def perov():
     """(test items, training records) of the real perov-5 slice: 20 test rows, 40 training rows."""
-    train, test = data.load_dataset("cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")])
+    train, test = data.load_dataset(
+        "cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")], dataset="perov-5", sources=slice_sources()
+    )
     return items.build_items("perov-5", train, test, "composition-v1", TEMPLATES["composition-v1"])
 
 
@@ -138,9 +140,7 @@ def test_per_item_verdicts_equal_pymatgens_own_matcher(perov):
     checked = matched = 0
     for source in ("template", "random-symmetric"):
         smp = {
-            it["id"]: [
-                samples.Sample(it["id"], j, TEXT, text) for name, j, text in drawn[it["id"]] if name == source
-            ]
+            it["id"]: [samples.Sample(it["id"], j, TEXT, text) for name, j, text in drawn[it["id"]] if name == source]
             for it in test
         }
         # the reference itself (another cell of it) as sample 3 of half the items
@@ -310,7 +310,9 @@ def test_language_model_samples_come_from_the_repeated_prompt_set(perov, tmp_pat
     assert per_item.loc[sub[0]["id"], "first_match_rank"] == 1 and not per_item.loc[sub[0]["id"], "matched_at_1"]
     assert not per_item["matched_at_k"].iloc[1:].any()
     with pytest.raises(Exception, match="not of the repeated prompt set"):
-        samples.read_samples(_write_jsonl(tmp_path / "plain.jsonl", [{"id": sub[0]["id"], "response": "x"}]), [], "responses")
+        samples.read_samples(
+            _write_jsonl(tmp_path / "plain.jsonl", [{"id": sub[0]["id"], "response": "x"}]), [], "responses"
+        )
 
 
 def test_per_prompt_and_deduplicated_rates(perov):

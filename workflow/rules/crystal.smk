@@ -4,17 +4,6 @@
 # Language models' responses/{model}.jsonl come from the LLM inference stage (llm_generate); these
 # rules only score them.
 from crucible.crystal import workflow as crystal_workflow
-from crucible.crystal.generators import GENERATORS as CRYSTAL_GENERATORS
-
-try:
-    CRYSTAL_DATASETS = crystal_workflow.datasets(config)
-    crystal_workflow.responders(config)
-    crystal_workflow.csp_responders(config)
-except ConfigError as exc:
-    raise WorkflowError(str(exc))
-CRYSTAL_BUILD = crystal_workflow.build_params(config)
-CRYSTAL_SEED = config.get("crystal", {}).get("seed", 0)
-CRYSTAL_TIMEOUT = config.get("crystal", {}).get("score_timeout_s", 10)
 
 
 rule build_crystal_items:
@@ -27,11 +16,11 @@ rule build_crystal_items:
     log:
         "logs/crystal/{crystal_dataset}/build_items.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     params:
-        **CRYSTAL_BUILD,
+        **crystal_workflow.build_params(config),
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
     shell:
         "crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
@@ -43,8 +32,7 @@ rule build_crystal_items:
 
 rule generate_crystals:
     input:
-        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
-        train="results/crystal/{crystal_dataset}/train.jsonl",
+        **rules.build_crystal_items.output,
     output:
         responses="results/crystal/{crystal_dataset}/responses/{crystal_generator}.jsonl",
         info="results/crystal/{crystal_dataset}/responses/{crystal_generator}.json",
@@ -53,8 +41,7 @@ rule generate_crystals:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/generate_{crystal_generator}.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "cpu"]),
+        **crystal_workflow.wildcard_constraints(config, device="cpu"),
     conda:
         "../../envs/crystal.yaml"
     resources:
@@ -62,7 +49,7 @@ rule generate_crystals:
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
-        seed=CRYSTAL_SEED,
+        seed=crystal_workflow.generation_seed(config),
     shell:
         "crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
         " --train {input.train:q} --seed {params.seed} --params {params.gen:q}"
@@ -73,8 +60,7 @@ rule generate_crystals:
 # command uses CUDA when torch sees one, else the CPU).
 use rule generate_crystals as generate_crystals_gpu with:
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "gpu"]),
+        **crystal_workflow.wildcard_constraints(config, device="gpu"),
     threads: 2
     resources:
         gpu=1,
@@ -84,7 +70,7 @@ use rule generate_crystals as generate_crystals_gpu with:
 
 rule score_crystals:
     input:
-        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        prompts=rules.build_crystal_items.output.prompts,
         responses="results/crystal/{crystal_dataset}/responses/{responder}.jsonl",
         audit="results/crystal/{crystal_dataset}/audit.json",
     output:
@@ -95,7 +81,7 @@ rule score_crystals:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/score_{responder}.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     resources:
@@ -104,8 +90,8 @@ rule score_crystals:
     params:
         # the sidecar is optional (a language model's comes from the LLM stage), so it is a
         # param, not an input
-        info=lambda wc, input: f"{os.path.splitext(input.responses)[0]}.json",
-        timeout=CRYSTAL_TIMEOUT,
+        info=lambda wc, input: crystal_workflow.response_info(input.responses),
+        timeout=crystal_workflow.score_timeout(config),
     shell:
         "crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
         " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
@@ -114,9 +100,7 @@ rule score_crystals:
 
 rule tabulate_crystals:
     input:
-        lambda wc: expand(
-            "results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset, r=crystal_workflow.responders(config)
-        ),
+        lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
     output:
         csv=report(
             "results/tables/crystal_{crystal_dataset}.csv",
@@ -129,7 +113,7 @@ rule tabulate_crystals:
     log:
         "logs/crystal/{crystal_dataset}/table.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     shell:
@@ -139,9 +123,7 @@ rule tabulate_crystals:
 
 rule plot_crystals:
     input:
-        lambda wc: expand(
-            "results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset, r=crystal_workflow.responders(config)
-        ),
+        lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
     output:
         png=report(
             "results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
@@ -153,7 +135,7 @@ rule plot_crystals:
     log:
         "logs/crystal/{crystal_dataset}/figure.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     shell:
@@ -178,17 +160,17 @@ rule audit_crystal_set:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/audit.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     resources:
         mem_mb=lambda wc, attempt: 4000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        **CRYSTAL_BUILD,
+        **crystal_workflow.build_params(config),
         **crystal_workflow.audit_params(config),
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
-        timeout=CRYSTAL_TIMEOUT,
+        timeout=crystal_workflow.score_timeout(config),
     shell:
         "crucible crystal audit --source {params.source} --dataset {wildcards.crystal_dataset:q}"
         " --inputs {input.raw:q} --templates {input.templates:q} --test-fraction {params.test_fraction}"
@@ -212,8 +194,7 @@ rule sample_crystals:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/sample_k{crystal_k}_{crystal_generator}.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "cpu"]),
+        **crystal_workflow.wildcard_constraints(config, device="cpu"),
         crystal_k=r"[0-9]+",
     conda:
         "../../envs/crystal.yaml"
@@ -222,7 +203,7 @@ rule sample_crystals:
         runtime=lambda wc, attempt: 240 * attempt,
     params:
         gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
-        seed=CRYSTAL_SEED,
+        seed=crystal_workflow.generation_seed(config),
     shell:
         "crucible crystal sample --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
         " --train {input.train:q} --k {wildcards.crystal_k} --seed {params.seed} --params {params.gen:q}"
@@ -231,8 +212,7 @@ rule sample_crystals:
 
 use rule sample_crystals as sample_crystals_gpu with:
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "gpu"]),
+        **crystal_workflow.wildcard_constraints(config, device="gpu"),
         crystal_k=r"[0-9]+",
     threads: 2
     resources:
@@ -249,7 +229,7 @@ rule build_crystal_sample_prompts:
     log:
         "logs/crystal/{crystal_dataset}/sample_prompts_k{crystal_k}.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
         crystal_k=r"[0-9]+",
     conda:
         "../../envs/crystal.yaml"
@@ -271,7 +251,7 @@ rule score_crystal_samples:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/score_csp_{responder}.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     resources:
@@ -281,7 +261,7 @@ rule score_crystal_samples:
         k=crystal_workflow.csp_section(config)["k"],
         fmt=lambda wc: crystal_workflow.samples_format(config, wc.responder),
         info=lambda wc, input: crystal_workflow.samples_info(input.samples),
-        timeout=CRYSTAL_TIMEOUT,
+        timeout=crystal_workflow.score_timeout(config),
     shell:
         "crucible crystal score-samples --prompts {input.prompts:q} --samples {input.samples:q}"
         " --format {params.fmt} --responder {wildcards.responder:q} --k {params.k} --audit {input.audit:q}"
@@ -304,8 +284,3 @@ rule tabulate_crystal_csp:
     shell:
         "crucible crystal csp-table --inputs {input.summaries:q} --published {input.published:q}"
         " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
-
-
-rule crystal:
-    input:
-        crystal_workflow.get_crystal_outputs(config),

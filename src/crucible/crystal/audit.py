@@ -161,7 +161,7 @@ def audit_splits(
     with MatcherWorker(timeout) as worker:
         match = Matcher(worker, convention)
         multi = [g for g, v in groups.items() if sum(len(m) for m in v.values()) > 1]
-        for g, by_split in tqdm(sorted(groups.items()), desc="audit", disable=not progress):
+        for _, by_split in tqdm(sorted(groups.items()), desc="audit", disable=not progress):
             reps: dict[str, list] = {}
             hit_cap = False
             for s in names:
@@ -273,13 +273,21 @@ def audit_rows(dataset: str, summary: dict[str, Any]) -> pd.DataFrame:
 
     def add(check: str, split: str, count: int, total: int, note: str = "", share: bool = True) -> None:
         pct = round(100.0 * count / total, 2) if total and share else None
-        rows.append({"check": check, "split": split, "count": int(count), "of": int(total), "percent": pct, "note": note})
+        rows.append(
+            {"check": check, "split": split, "count": int(count), "of": int(total), "percent": pct, "note": note}
+        )
 
     splits = summary["splits"]
     for s, c in splits.items():
         add("items", s, c["items"], c["items"])
         add("distinct structures", s, c["distinct_structures"], c["items"])
-        add("duplicates within the split", s, c["duplicates_within"], c["items"], "items beyond the first of their cluster")
+        add(
+            "duplicates within the split",
+            s,
+            c["duplicates_within"],
+            c["items"],
+            "items beyond the first of their cluster",
+        )
         add("distinct reduced formulas", s, c["distinct_formulas"], c["items"])
     n_test = splits.get("test", {}).get("items", 0)
     if "val" in splits:
@@ -301,7 +309,13 @@ def audit_rows(dataset: str, summary: dict[str, Any]) -> pd.DataFrame:
         "one per test cluster, none matching train or val",
     )
     for name, p in summary.get("prompts", {}).items():
-        add(f"distinct prompts: {name}", "test", p["distinct_prompts"], p["items"], f"largest group {p['largest_group']}")
+        add(
+            f"distinct prompts: {name}",
+            "test",
+            p["distinct_prompts"],
+            p["items"],
+            f"largest group {p['largest_group']}",
+        )
     cap_note = (
         f"{summary['groups_capped']} group(s) hit the cap of {summary['max_comparisons']} comparisons; "
         f"{summary['unchecked']} structure(s) unchecked"
@@ -333,7 +347,7 @@ def run_audit(
     from crucible.io import write_json, write_parquet
     from crucible.report.tables import write_table
 
-    splits = data.load_splits(source, inputs, test_fraction, seed, max_sites)
+    splits = data.load_splits(source, inputs, test_fraction, seed, max_sites, dataset=dataset)
     table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress)
     summary["dataset"] = dataset
     summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates_path))

@@ -127,9 +127,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 def _cmd_csp_table(args: argparse.Namespace) -> int:
     from crucible.crystal import csp_table
 
-    csp_table.write_csp_table(
-        csp_table.read_csp_summaries(args.inputs), args.published, args.csv, args.md, args.tex
-    )
+    csp_table.write_csp_table(csp_table.read_csp_summaries(args.inputs), args.published, args.csv, args.md, args.tex)
     return 0
 
 

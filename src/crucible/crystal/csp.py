@@ -74,7 +74,9 @@ def score_samples(
                     elif sample.payload is None:
                         rms, reason, detail = None, parsing.NO_RESPONSE, sample.error or ""
                     else:
-                        rms, reason, detail = worker.score_sample(sample.kind, sample.payload, item["ground_truth"], name)
+                        rms, reason, detail = worker.score_sample(
+                            sample.kind, sample.payload, item["ground_truth"], name
+                        )
                     rows.append(
                         {
                             "id": item["id"],

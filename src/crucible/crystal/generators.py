@@ -10,8 +10,12 @@ generator goes through the same parser and scorer as a language model:
   the elements' atomic volumes;
 * ``random-symmetric``: a pyxtal random crystal of the right composition in a compatible space
   group (the prompt's when given), seeded per item;
-* ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions) with an
-  interatomic potential from ``crucible.mlip.calculators``; the lowest energy per atom wins.
+* ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions: FIRE
+  with a Fréchet cell filter, :func:`crucible.mlip.relax.relax`) with an interatomic potential
+  loaded by :func:`crucible.mlip.calculators.load_potential`; the lowest energy per atom wins. A
+  candidate whose relaxation meets a non-finite energy or force is a failed candidate.
+
+The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpec`.
 
 For match@k (:mod:`crucible.crystal.csp`) each generator draws k different candidates per item
 (:meth:`samples`), the first of which is its single answer: ``template`` the k best-ranked
@@ -35,6 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from crucible.errors import ConfigError
+from crucible.registry import Registry, Spec
 
 log = logging.getLogger(__name__)
 
@@ -261,28 +266,29 @@ class MlipSearchGenerator:
         steps: int = 100,
         device: str | None = None,
     ):
-        from crucible.mlip.calculators import get_calculator
+        from crucible.mlip.calculators import load_potential
 
         self.seed, self.n_candidates, self.fmax, self.steps = seed, int(n_candidates), float(fmax), int(steps)
         self.model = model
-        self.calc = get_calculator(model, device)
+        self.potential = load_potential(model, device)
 
     def _relax(self, structure):
-        import warnings
-
-        from ase.filters import FrechetCellFilter
-        from ase.optimize import FIRE
         from pymatgen.io.ase import AseAtomsAdaptor
 
-        atoms = AseAtomsAdaptor.get_atoms(structure)
-        atoms.calc = self.calc
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            FIRE(FrechetCellFilter(atoms), logfile=None).run(fmax=self.fmax, steps=self.steps)
-            energy = float(atoms.get_potential_energy()) / len(atoms)
-        if not math.isfinite(energy):
-            raise ValueError("non-finite energy")
-        return energy, AseAtomsAdaptor.get_structure(atoms)
+        from crucible.mlip.relax import relax
+
+        result = relax(
+            AseAtomsAdaptor.get_atoms(structure),
+            self.potential,
+            optimizer="FIRE",
+            fmax=self.fmax,
+            steps=self.steps,
+            cell_filter="frechet",
+            quiet=True,
+        )
+        if not result.ok:
+            raise ValueError(result.reason)
+        return result.energy / len(result.atoms), AseAtomsAdaptor.get_structure(result.atoms)
 
     def _relaxed_candidates(self, item: dict[str, Any]) -> list:
         """(energy per atom, relaxed structure) of every candidate that relaxed, lowest first."""
@@ -309,24 +315,44 @@ class MlipSearchGenerator:
         return [answer_from_structure(st, item["meta"]["elements"]) for _, st in ranked]
 
 
-@dataclass(frozen=True)
-class GeneratorSpec:
-    name: str
-    factory: Callable[..., Any]
-    device: str  # "cpu" or "gpu"
-    needs_train: bool
+@dataclass(frozen=True, kw_only=True)
+class GeneratorSpec(Spec):
+    """A crystal generator: ``factory(train=..., seed=..., **params)`` -> an object with ``answer(item)``.
+
+    One job answers every item of one dataset; ``inputs`` says whether it reads the training set."""
+
+    inputs: tuple[str, ...] = ("prompts",)
+
+    @property
+    def needs_train(self) -> bool:
+        return "train" in self.inputs
 
 
-GENERATORS: dict[str, GeneratorSpec] = {
-    "template": GeneratorSpec("template", TemplateGenerator, "cpu", True),
-    "random-symmetric": GeneratorSpec("random-symmetric", RandomSymmetricGenerator, "cpu", False),
-    "mlip-search": GeneratorSpec("mlip-search", MlipSearchGenerator, "gpu", False),
-}
+GENERATORS: Registry[GeneratorSpec] = Registry(
+    "crystal generator",
+    [
+        GeneratorSpec(
+            name="template",
+            factory=TemplateGenerator,
+            description="the training crystal of the nearest composition, species substituted",
+            inputs=("prompts", "train"),
+        ),
+        GeneratorSpec(
+            name="random-symmetric",
+            factory=RandomSymmetricGenerator,
+            description="a pyxtal random crystal of the composition, seeded per item",
+        ),
+        GeneratorSpec(
+            name="mlip-search",
+            factory=MlipSearchGenerator,
+            description="random-symmetric candidates relaxed with an interatomic potential, lowest energy wins",
+            device="gpu",
+        ),
+    ],
+)
 
 
 def get_generator_spec(name: str) -> GeneratorSpec:
-    if name not in GENERATORS:
-        raise ConfigError(f"unknown crystal generator {name!r}; known: {', '.join(GENERATORS)}")
     return GENERATORS[name]
 
 
@@ -343,7 +369,7 @@ def generate(
 
     spec = get_generator_spec(name)
     t0 = time.perf_counter()
-    gen = spec.factory(train=train or [], seed=seed, **(params or {}))
+    gen = spec.build(train=train or [], seed=seed, **(params or {}))
     setup_s = time.perf_counter() - t0
     responses, seconds = [], []
     for item in tqdm(items, desc=name, disable=not progress):
@@ -396,7 +422,9 @@ def generate_samples(
             drawn = [exc]
         for j, out in enumerate(drawn):
             if isinstance(out, Exception):
-                lines.append({"id": item["id"], "sample": j, "response": None, "error": f"{type(out).__name__}: {out}"[:500]})
+                lines.append(
+                    {"id": item["id"], "sample": j, "response": None, "error": f"{type(out).__name__}: {out}"[:500]}
+                )
             else:
                 lines.append({"id": item["id"], "sample": j, "response": out, "error": None})
         seconds.append(time.perf_counter() - t1)

@@ -146,9 +146,14 @@ def _extra_summaries(
 ) -> dict[str, Any]:
     # a convention counts where every item has its verdict (tables built by hand may lack one)
     scored = [DEFAULT_CONVENTION] + [
-        c for c in OTHER_CONVENTIONS if f"matched_{convention_slug(c)}" in df and df[f"matched_{convention_slug(c)}"].notna().all()
+        c
+        for c in OTHER_CONVENTIONS
+        if f"matched_{convention_slug(c)}" in df and df[f"matched_{convention_slug(c)}"].notna().all()
     ]
-    out: dict[str, Any] = {"default_convention": DEFAULT_CONVENTION, "conventions": {c: _summary(df, c) for c in scored}}
+    out: dict[str, Any] = {
+        "default_convention": DEFAULT_CONVENTION,
+        "conventions": {c: _summary(df, c) for c in scored},
+    }
     if dedup_ids is not None:
         keep = set(dedup_ids)
         out["deduplicated"] = {c: _summary(df[df["id"].isin(keep)], c) for c in out["conventions"]}

@@ -223,7 +223,9 @@ def read_samples(
             raise DataValidationError(f"{where}: id {sample.id!r} is not an item of {items_path}{hint}")
         key = (sample.id, sample.number)
         if key in seen:
-            raise DataValidationError(f"{where}: sample {sample.number} of id {sample.id!r} already given at {seen[key]}")
+            raise DataValidationError(
+                f"{where}: sample {sample.number} of id {sample.id!r} already given at {seen[key]}"
+            )
         seen[key] = where
         out[sample.id].append(sample)
     for samples in out.values():

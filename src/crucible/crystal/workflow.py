@@ -1,31 +1,28 @@
-"""Pure functions from the config dict to the crystal family's targets and rule parameters."""
+"""Pure functions from the config dict to the crystal family's targets and rule parameters. The
+``crystal`` section is read with the schema's defaults filled in (:func:`crucible.config.section`);
+:data:`FAMILY` declares the family to :mod:`crucible.families`."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from crucible import config as _config
+from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
 from crucible.errors import ConfigError
-
-# Built-in crystal sets: (loader source, CDVAE folder or None)
-BUILTIN_DATASETS = {
-    "aflow-prototypes": ("aflow", None),
-    "mp-20": ("cdvae", "mp_20"),
-    "perov-5": ("cdvae", "perov_5"),
-    "carbon-24": ("cdvae", "carbon_24"),
-}
-AFLOW_FILE = "resources/extracted/pymatgen-2026.10.24/aflow_prototypes.json.gz"
-LOCK_FILE = "resources/sources.lock.json"
+from crucible.families import Family
+from crucible.sources import resource_path
+from crucible.workflow import alternation
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:
-    return config.get("crystal") or {}
+    return _config.section(config, "crystal")
 
 
 def datasets(config: dict[str, Any]) -> list[str]:
     crystal = section(config)
-    names = list(crystal.get("datasets", []))
-    user = crystal.get("user_datasets", {})
+    names = list(crystal["datasets"])
+    user = crystal["user_datasets"]
     unknown = [d for d in names if d not in BUILTIN_DATASETS and d not in user]
     if unknown:
         raise ConfigError(
@@ -36,26 +33,23 @@ def datasets(config: dict[str, Any]) -> list[str]:
 
 
 def dataset_source(config: dict[str, Any], dataset: str) -> str:
-    if dataset in section(config).get("user_datasets", {}):
+    if dataset in section(config)["user_datasets"]:
         return "user"
-    return BUILTIN_DATASETS[dataset][0]
+    return BUILTIN_DATASETS[dataset]
 
 
 def dataset_inputs(config: dict[str, Any], dataset: str) -> list[str]:
     """Raw files of a dataset, in the order ``crucible crystal build-items --inputs`` wants."""
-    user = section(config).get("user_datasets", {})
+    user = section(config)["user_datasets"]
     if dataset in user:
         return [user[dataset]]
-    source, folder = BUILTIN_DATASETS[dataset]
-    if source == "aflow":
-        return [AFLOW_FILE]
-    return [f"resources/downloads/cdvae-{folder}-{split}.csv" for split in ("train", "test")]
+    return [str(resource_path(role)) for role in dataset_roles(dataset)]
 
 
 def generators(config: dict[str, Any]) -> list[str]:
     from crucible.crystal.generators import get_generator_spec
 
-    names = list(section(config).get("generators", []))
+    names = list(section(config)["generators"])
     for name in names:
         get_generator_spec(name)
     return names
@@ -79,55 +73,82 @@ def responders(config: dict[str, Any]) -> list[str]:
 
 
 def generator_params(config: dict[str, Any], name: str) -> str:
-    return json.dumps(section(config).get("generator_params", {}).get(name, {}), sort_keys=True)
+    return json.dumps(section(config)["generator_params"].get(name, {}), sort_keys=True)
 
 
 def build_params(config: dict[str, Any]) -> dict[str, Any]:
     crystal = section(config)
-    split = crystal.get("split", {})
     return {
-        "template": crystal.get("prompt_template", "composition-v1"),
-        "test_fraction": split.get("test_fraction", 0.5),
-        "seed": split.get("seed", 0),
-        "max_sites": crystal.get("max_sites", 20),
-        "max_test_items": crystal.get("max_test_items") or 0,
-        "max_train_items": crystal.get("max_train_items") or 0,
+        "template": crystal["prompt_template"],
+        "test_fraction": crystal["split"]["test_fraction"],
+        "seed": crystal["split"]["seed"],
+        "max_sites": crystal["max_sites"],
+        "max_test_items": crystal["max_test_items"],
+        "max_train_items": crystal["max_train_items"],
     }
 
 
-def get_crystal_outputs(config: dict[str, Any]) -> list[str]:
+def generation_seed(config: dict[str, Any]) -> int:
+    return section(config)["seed"]
+
+
+def score_timeout(config: dict[str, Any]) -> float:
+    """Seconds the structure matcher may spend on one answer."""
+    return section(config)["score_timeout_s"]
+
+
+def generators_on(device: str) -> list[str]:
+    """The registered generators that run on ``device`` ('cpu' or 'gpu')."""
+    from crucible.crystal.generators import GENERATORS
+
+    return [name for name, spec in GENERATORS.items() if spec.device == device]
+
+
+def wildcard_constraints(config: dict[str, Any], device: str | None = None) -> dict[str, str]:
+    """The crystal rules' constraints (per rule); ``device``: the generator rule's generators."""
+    out = {"crystal_dataset": alternation(datasets(config))}
+    if device:
+        out["crystal_generator"] = alternation(generators_on(device))
+    return out
+
+
+def response_info(responses: str) -> str:
+    """The sidecar JSON beside a response file (``{model}.json`` beside ``{model}.jsonl``)."""
+    return responses[: -len(".jsonl")] + ".json" if responses.endswith(".jsonl") else responses + ".json"
+
+
+def score_summaries(config: dict[str, Any], dataset: str) -> list[str]:
+    """Every responder's score summary on one dataset: what its table and figure are made from."""
+    return [f"results/crystal/{dataset}/scores/{g}.json" for g in responders(config)]
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
     out = []
     names = responders(config)
     for ds in datasets(config):
         out.append(f"results/crystal/{ds}/prompts.jsonl")
-        out += [f"results/crystal/{ds}/scores/{g}.json" for g in names]
+        out += score_summaries(config, ds)
         if names:
             out += [f"results/tables/crystal_{ds}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/crystal_{ds}_match_by_nsites.{ext}" for ext in ("png", "pdf")]
     return out + get_csp_outputs(config)
 
 
-def cdvae_mirror_args(config: dict) -> str:
-    """The fetch command's --url-prefix for a CDVAE mirror (crystal.cdvae_url_prefix), or ''."""
-    import shlex
-
-    prefix = (config.get("crystal") or {}).get("cdvae_url_prefix")
-    return f"--url-prefix {shlex.quote(prefix)}" if prefix else ""
+def check(config: dict[str, Any]) -> None:
+    """Unknown datasets or generators, language models not defined under llm.models, a name
+    used both as generator and as language model; CSP responders that are neither."""
+    datasets(config)
+    responders(config)
+    csp_responders(config)
 
 
 # ---------------------------------------------------------------- CSP at k samples and the audit
 
 
 def csp_section(config: dict[str, Any]) -> dict[str, Any]:
-    """``crystal.csp`` with its defaults: k, the responders answering k times, samples files."""
-    from crucible.crystal.csp import DEFAULT_K
-
-    csp = section(config).get("csp") or {}
-    return {
-        "k": int(csp.get("k", DEFAULT_K)),
-        "responders": list(csp.get("responders") or []),
-        "samples_files": dict(csp.get("samples_files") or {}),
-    }
+    """``crystal.csp`` (schema defaults filled): k, the responders answering k times, samples files."""
+    csp = section(config)["csp"]
+    return {"k": int(csp["k"]), "responders": list(csp["responders"]), "samples_files": dict(csp["samples_files"])}
 
 
 def csp_responders(config: dict[str, Any]) -> list[str]:
@@ -189,28 +210,20 @@ def samples_info(samples_path: str) -> str:
 
 
 def audit_inputs(config: dict[str, Any], dataset: str) -> list[str]:
-    """Raw files for the audit: as build-items, plus the validation CSV of a CDVAE set."""
+    """Raw files for the audit: as build-items, plus the validation CSV of a CDVAE set (train,
+    val, test: the order ``crucible crystal audit --inputs`` wants)."""
     if dataset_source(config, dataset) != "cdvae":
         return dataset_inputs(config, dataset)
-    folder = BUILTIN_DATASETS[dataset][1]
-    return [f"resources/downloads/cdvae-{folder}-{split}.csv" for split in ("train", "val", "test")]
+    return [str(resource_path(f"crystal/{dataset}/{split}")) for split in ("train", "val", "test")]
 
 
 def audit_params(config: dict[str, Any]) -> dict[str, Any]:
-    from crucible.crystal.audit import DEFAULT_MAX_COMPARISONS
-    from crucible.crystal.scoring import DEFAULT_CONVENTION
-
-    audit = section(config).get("audit") or {}
-    return {
-        "convention": audit.get("convention", DEFAULT_CONVENTION),
-        "max_comparisons": int(audit.get("max_comparisons", DEFAULT_MAX_COMPARISONS)),
-    }
+    audit = section(config)["audit"]
+    return {"convention": audit["convention"], "max_comparisons": int(audit["max_comparisons"])}
 
 
 def csp_summaries(config: dict[str, Any]) -> list[str]:
-    return [
-        f"results/crystal/{ds}/csp/{r}.json" for ds in datasets(config) for r in csp_dataset_responders(config, ds)
-    ]
+    return [f"results/crystal/{ds}/csp/{r}.json" for ds in datasets(config) for r in csp_dataset_responders(config, ds)]
 
 
 def get_csp_outputs(config: dict[str, Any]) -> list[str]:
@@ -224,8 +237,24 @@ def get_csp_outputs(config: dict[str, Any]) -> list[str]:
     return out
 
 
-def csp_llm_responses(config: dict[str, Any]) -> list[str]:
-    """The LLM stage's answers to the repeated prompt sets (language models among the CSP responders)."""
+def llm_responses(config: dict[str, Any]) -> list[str]:
+    """The response files the language models of ``crystal.llm_models`` are asked for, and those
+    of the CSP responders among them for the repeated prompt sets (dataset ``{dataset}/k{k}``)."""
+    from crucible.llm.workflow import response_targets
+
+    out = response_targets(config, "crystal", datasets(config), llm_models(config))
     models = [r for r in csp_section(config)["responders"] if r in llm_models(config)]
-    k = csp_section(config)["k"]
-    return [f"results/crystal/{ds}/k{k}/responses/{m}.jsonl" for ds in datasets(config) for m in models]
+    if models:
+        k = csp_section(config)["k"]
+        out += response_targets(config, "crystal", [f"{ds}/k{k}" for ds in datasets(config)], models)
+    return out
+
+
+FAMILY = Family(
+    name="crystal",
+    package="crucible.crystal",
+    final_outputs=final_outputs,
+    check=check,
+    captions=("crystal_table.rst", "crystal_figure.rst"),
+    llm_responses=llm_responses,
+)
