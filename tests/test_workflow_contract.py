@@ -52,6 +52,7 @@ def stand_ins(workdir: Path) -> Path:
     (workdir / "answers/crystal").mkdir(parents=True, exist_ok=True)
     for d in ("aflow-prototypes", "mp-20"):
         (workdir / f"answers/crystal/{d}.jsonl").touch()
+    (workdir / "answers/crystal-samples.jsonl").touch()  # crystal.csp.samples_files
     return workdir
 
 

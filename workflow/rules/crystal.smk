@@ -153,7 +153,12 @@ rule audit_crystal_set:
     output:
         per_item="results/crystal/{crystal_dataset}/audit.parquet",
         summary="results/crystal/{crystal_dataset}/audit.json",
-        csv="results/tables/crystal_{crystal_dataset}_audit.csv",
+        csv=report(
+            "results/tables/crystal_{crystal_dataset}_audit.csv",
+            caption="../report/crystal_audit.rst",
+            category="Crystal",
+            labels={"dataset": "{crystal_dataset}", "kind": "audit"},
+        ),
         md="results/tables/crystal_{crystal_dataset}_audit.md",
     log:
         "logs/crystal/{crystal_dataset}/audit.log",
@@ -274,7 +279,12 @@ rule tabulate_crystal_csp:
         summaries=crystal_workflow.csp_summaries(config),
         published=str(REPO / "config" / "published_crystal.yaml"),
     output:
-        csv="results/tables/crystal_csp.csv",
+        csv=report(
+            "results/tables/crystal_csp.csv",
+            caption="../report/crystal_csp.rst",
+            category="Crystal",
+            labels={"dataset": "all", "kind": "CSP table"},
+        ),
         md="results/tables/crystal_csp.md",
         tex="results/tables/crystal_csp.tex",
     log:

@@ -255,6 +255,6 @@ FAMILY = Family(
     package="crucible.crystal",
     final_outputs=final_outputs,
     check=check,
-    captions=("crystal_table.rst", "crystal_figure.rst"),
+    captions=("crystal_table.rst", "crystal_figure.rst", "crystal_csp.rst", "crystal_audit.rst"),
     llm_responses=llm_responses,
 )
