@@ -119,7 +119,9 @@ def test_mlip_search_generator_relaxes_with_the_cell_filter():
 
 def test_step_and_time_accounting():
     slab = _slab()
+    t0 = time.perf_counter()
     capped = relax(slab, EMT(), fmax=1e-6, steps=5)
+    capped_wall = time.perf_counter() - t0
     assert capped.steps == 5 and not capped.converged and capped.ok
     none = relax(slab, EMT(), fmax=1e-6, steps=0)
     assert none.steps == 0 and none.energy == pytest.approx(relax(slab, EMT(), steps=0).energy)
@@ -127,7 +129,9 @@ def test_step_and_time_accounting():
     full = relax(slab, EMT(), fmax=0.05, steps=999)
     wall = time.perf_counter() - t0
     assert full.converged and 5 < full.steps < 999
-    assert 0 < capped.time < full.time <= wall
+    # each relaxation's time is its own, bounded by the wall time around it (comparing the two
+    # relaxations' times with each other would be a timing test, flaky on a loaded machine)
+    assert 0 < capped.time <= capped_wall and 0 < full.time <= wall
 
 
 def test_unknown_optimizer_or_filter_is_refused():
