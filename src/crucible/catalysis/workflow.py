@@ -11,10 +11,12 @@ Config section (validated by the schema)::
       gas_max_steps: 500
       mode: basic                     # or oc20
       chunks: 1                       # relaxation jobs per (potential, dataset)
+      structure_cache: true           # CatBench's: a shared clean slab is relaxed once per seed
       thresholds: {disp_thrs: 0.5, energy_thrs: 2.0, reproduction_thrs: 0.2,
                    bond_length_change_threshold: 0.2, energy_cutoff: null, gas_shift_min_n: 5}
       datasets:
         MamunHighT2019: {format: catbench-json, url: "https://.../{name}_adsorption.json", sha256: ...}
+        hub: {format: cathub-raw, path: raw.json, filtering: catbench}   # or strict: refuse, do not drop
         mine: {format: vasp-tree, path: /data/my_vasp, coefficients: {H: {slab: -1, adslab: 1, H2gas: -0.5}}}
       relative:
         my_surfaces: {task: surface, path: /data/surfaces}
@@ -131,6 +133,15 @@ def final_outputs(config: dict) -> list[str]:
     for name, spec in relative_datasets(config).items():
         out += [f"results/tables/catalysis_{spec['task']}_{name}.{e}" for e in ("csv", "md", "tex")]
     return out
+
+
+def clean_options(spec: dict) -> str:
+    """The filtering flags of ``crucible catalysis clean`` for one dataset: CatBench's rules unless
+    ``filtering: strict``; a configured ``tolerance`` replaces the rule set's own."""
+    flags = f"--filtering {spec.get('filtering', 'catbench')}"
+    if spec.get("tolerance") is not None:
+        flags += f" --tolerance {float(spec['tolerance'])!r}"
+    return flags
 
 
 def coefficients_arg(spec: dict) -> str:
