@@ -33,6 +33,7 @@ rule clean_catalysis:
         table="results/catalysis/{cat_dataset}/reactions.parquet",
         db="results/catalysis/{cat_dataset}/structures.db",
         card="results/catalysis/{cat_dataset}/card.json",
+        catbench="results/catalysis/{cat_dataset}/{cat_dataset}_adsorption.json",
     log:
         "logs/catalysis/clean_{cat_dataset}.log",
     wildcard_constraints:
@@ -42,12 +43,12 @@ rule clean_catalysis:
     params:
         fmt=lambda wc: _cat_spec(wc).get("format", "catbench-json"),
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(_cat_spec(wc)),
-        tolerance=lambda wc: _cat_spec(wc).get("tolerance", 1e-4),
+        filtering=lambda wc: catalysis_workflow.clean_options(_cat_spec(wc)),
         energy_source=lambda wc: _cat_spec(wc).get("energy_source", "DFT, as given by the source"),
     shell:
         "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q}"
-        " --tolerance {params.tolerance} --energy-source {params.energy_source:q} --out {output.table:q}"
-        " --out-db {output.db:q} --out-card {output.card:q} 2> {log:q}"
+        " {params.filtering} --energy-source {params.energy_source:q} --out {output.table:q}"
+        " --out-db {output.db:q} --out-card {output.card:q} --out-catbench {output.catbench:q} 2> {log:q}"
 
 
 rule relax_catalysis:
@@ -84,7 +85,8 @@ rule relax_catalysis:
 
 rule score_catalysis:
     input:
-        _cat_chunks,
+        chunks=_cat_chunks,
+        card="results/catalysis/{cat_dataset}/card.json",
     output:
         analysis="results/catalysis/{cat_dataset}/analysis/{cat_model}.json",
         reactions="results/catalysis/{cat_dataset}/analysis/{cat_model}.parquet",
@@ -99,7 +101,7 @@ rule score_catalysis:
     params:
         thresholds=lambda wc: catalysis_workflow.thresholds(config),
     shell:
-        "crucible catalysis score --inputs {input:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
+        "crucible catalysis score --inputs {input.chunks:q} --card {input.card:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
         " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
 
 

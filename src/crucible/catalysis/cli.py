@@ -1,7 +1,7 @@
 """``crucible catalysis ...``: adsorption energies with CatBench's semantics, and relative energies.
 
 crucible catalysis fetch --dataset MamunHighT2019 --url URL [--sha256 HEX] --out resources/catalysis/...
-crucible catalysis clean --format catbench-json --input raw.json --out reactions.parquet --out-db structures.db --out-card card.json
+crucible catalysis clean --format catbench-json --input raw.json --out reactions.parquet --out-db structures.db --out-card card.json [--filtering strict] [--out-catbench clean_adsorption.json]
 crucible catalysis relax --reactions reactions.parquet --db structures.db --model emt --chunk 0 --n-chunks 1 --params '{}' --out chunk_0.json
 crucible catalysis score --inputs chunk_0.json ... --model emt --thresholds '{}' --out analysis.json --out-reactions reactions.parquet
 crucible catalysis tables --inputs analysis/*.json --out-prefix results/tables/catalysis_X --out-xlsx results/tables/catalysis_X.xlsx
@@ -32,10 +32,12 @@ def _cmd_fetch(args) -> int:
 
 
 def _cmd_clean(args) -> int:
-    from crucible.catalysis.data import clean, read_dataset, tree_sha256
+    from crucible.catalysis.data import clean, file_md5, read_dataset, tree_sha256
 
-    reactions = read_dataset(args.format, args.input, _json_arg(args.coefficients))
+    reactions = read_dataset(args.format, args.input, _json_arg(args.coefficients), args.filtering, args.tolerance)
     source = {"format": args.format, "path": str(args.input), "sha256": tree_sha256(args.input)}
+    if file_md5(args.input):
+        source["md5"] = file_md5(args.input)  # the input stamp CatBench's Coverage sheet shows
     if args.url:
         source["url"] = args.url
     card = clean(
@@ -45,14 +47,20 @@ def _cmd_clean(args) -> int:
         args.out_card,
         source=source,
         tolerance=args.tolerance,
+        filtering=args.filtering,
         energy_source=args.energy_source,
+        out_catbench=args.out_catbench,
     )
     log.info(
-        "%d reactions (%s); worst |Σ stoi·E − stated| = %.3g eV",
+        "%d of %d reactions kept (%s); dropped by rule %s; worst |Σ stoi·E − stated| = %.3g eV",
         card["n_reactions"],
+        card["n_input"],
         card["reactions_per_adsorbate"],
+        card["dropped_by_rule"],
         card["energy_check"]["worst_abs_difference_eV"],
     )
+    for d in card["dropped"]:
+        log.info("dropped %s (Catalysis-Hub id %s): %s", d["reaction_id"], d.get("cathub_id"), d["reason"])
     return 0
 
 
@@ -64,9 +72,9 @@ def _cmd_relax(args) -> int:
     from crucible.torch_setup import configure_torch
 
     configure_torch(args.threads)
-    ids = chunk_ids(
-        list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks
-    )
+    table = read_parquet(args.reactions)
+    groups = list(table["relax_group"]) if "relax_group" in table else None
+    ids = chunk_ids(list(table["reaction_id"]), args.chunk, args.n_chunks, groups)
     reactions = load_reactions(args.reactions, args.db, ids)
     potential = load_potential(args.model, device=args.device)
     run_chunk(reactions, potential.calculator, _json_arg(args.params), args.out, args.model, device=potential.device)
@@ -77,11 +85,16 @@ def _cmd_score(args) -> int:
     from crucible.catalysis.analysis import CLASSES, Thresholds, shifted_mlip_row, summarize, threshold_sensitivity
     from crucible.io import read_json, write_json, write_parquet
 
-    records = []
+    records, devices = [], set()
     for path in args.inputs:
-        records += read_json(path)["reactions"]
+        chunk = read_json(path)
+        records += chunk["reactions"]
+        devices.add(str(chunk.get("device", "unknown")))
     thr = Thresholds(**_json_arg(args.thresholds))
-    s = summarize(records, thr, args.model)
+    card = read_json(args.card) if args.card else {}
+    provenance = {"calculator": args.model, "device": ", ".join(sorted(devices)) or "unknown"}
+    provenance["input_md5"] = (card.get("source") or {}).get("md5")
+    s = summarize(records, thr, args.model, card.get("n_reactions"), provenance)
     shifted_row = shifted_mlip_row(s["shifted"], s["mlip"])
     shifted_anomaly = dict(s["anomaly"])
     sh = s["shifted"]
@@ -106,6 +119,7 @@ def _cmd_score(args) -> int:
         {
             "model": args.model,
             "thresholds": thr.as_dict(),
+            "coverage": s["coverage"],
             "mlip": s["mlip"],
             "anomaly": s["anomaly"],
             "per_adsorbate": s["per_adsorbate"],
@@ -225,7 +239,7 @@ def _cmd_demo(args) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from crucible.catalysis.data import DEFAULT_ENERGY_SOURCE, FORMATS
+    from crucible.catalysis.data import DEFAULT_ENERGY_SOURCE, FILTERINGS, FORMATS
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -240,7 +254,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--input", required=True, help="the file or folder (only read)")
     p.add_argument("--coefficients", help="JSON: adsorbate -> {slab, adslab, ...gas} (vasp-tree)")
-    p.add_argument("--tolerance", type=float, default=1e-4, help="eV, Σ stoi·E vs stated reaction energy")
+    p.add_argument(
+        "--filtering",
+        choices=FILTERINGS,
+        default="catbench",
+        help="catbench: drop what CatBench 1.1.6 drops and list it in the card; strict: refuse the dataset instead",
+    )
+    p.add_argument(
+        "--tolerance", type=float, help="eV, Σ stoi·E vs stated reaction energy (default 1e-3 catbench, 1e-4 strict)"
+    )
+    p.add_argument("--out-catbench", help="also write the cleaned reactions as a CatBench dataset file")
     p.add_argument("--energy-source", default=DEFAULT_ENERGY_SOURCE)
     p.add_argument("--url", help="where the input was downloaded from (recorded in the card)")
     p.add_argument("--out", required=True)
@@ -264,6 +287,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", nargs="+", required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--thresholds", help="JSON of analysis thresholds")
+    p.add_argument("--card", help="the dataset's card.json: input count and hash for the Coverage row")
     p.add_argument("--out", required=True)
     p.add_argument("--out-reactions", required=True)
     p.add_argument(
