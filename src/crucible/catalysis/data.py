@@ -969,3 +969,39 @@ def load_reactions(
                 )
             )
     return out
+
+
+def clean_input(
+    fmt: str,
+    path: str | os.PathLike,
+    out_parquet: str | os.PathLike,
+    out_db: str | os.PathLike,
+    out_card: str | os.PathLike,
+    *,
+    coefficients: dict | None = None,
+    url: str | None = None,
+    filtering: str = "catbench",
+    tolerance: float | None = None,
+    energy_source: str = DEFAULT_ENERGY_SOURCE,
+    out_catbench: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Read a dataset in any supported format with ``filtering``'s rules and :func:`clean` it,
+    recording where it came from (format, path, SHA-256 of the file or tree, the MD5 that CatBench
+    stamps as ``input_md5``, and the download URL when given) in the card."""
+    reactions = read_dataset(fmt, path, coefficients, filtering, tolerance)
+    source: dict[str, Any] = {"format": fmt, "path": str(path), "sha256": tree_sha256(path)}
+    if file_md5(path):
+        source["md5"] = file_md5(path)
+    if url:
+        source["url"] = url
+    return clean(
+        reactions,
+        out_parquet,
+        out_db,
+        out_card,
+        source=source,
+        tolerance=tolerance,
+        filtering=filtering,
+        energy_source=energy_source,
+        out_catbench=out_catbench,
+    )

@@ -9,34 +9,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-
-from crucible.errors import ConfigError
-
-
-def _model_entry(args) -> dict:
-    if args.model_spec:
-        try:
-            entry = json.loads(args.model_spec)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
-        return entry
-    import yaml
-
-    with open(args.config_file, encoding="utf-8") as fh:
-        config = yaml.safe_load(fh) or {}
-    models = (config.get("llm") or {}).get("models") or {}
-    if args.model not in models:
-        raise ConfigError(
-            f"{args.config_file}: llm.models has no {args.model!r} (has: {', '.join(sorted(models)) or 'none'})"
-        )
-    return models[args.model]
 
 
 def _cmd_generate(args) -> int:
     from crucible.llm.generate import run_stage
+    from crucible.llm.spec import model_entry
 
-    entry = _model_entry(args)
+    entry = model_entry(args.model, args.model_spec, args.config_file)
     if entry.get("backend") == "transformers":
         from crucible.torch_setup import configure_torch
 

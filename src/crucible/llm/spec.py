@@ -62,3 +62,23 @@ def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     if "top_p" in out:
         out["top_p"] = float(out["top_p"])
     return dict(sorted(out.items()))
+
+
+def model_entry(name: str, spec_json: str | None = None, config_file: str | None = None) -> dict[str, Any]:
+    """A model's config entry: ``spec_json`` (the entry as JSON) if given, else
+    ``llm.models.<name>`` of the crucible config at ``config_file``."""
+    import json
+
+    if spec_json:
+        try:
+            return json.loads(spec_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
+    import yaml
+
+    with open(config_file, encoding="utf-8") as fh:
+        config = yaml.safe_load(fh) or {}
+    models = (config.get("llm") or {}).get("models") or {}
+    if name not in models:
+        raise ConfigError(f"{config_file}: llm.models has no {name!r} (has: {', '.join(sorted(models)) or 'none'})")
+    return models[name]
