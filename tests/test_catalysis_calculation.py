@@ -114,9 +114,9 @@ class CountingEMT(EMT):
 def _counting(monkeypatch):
     original = C.relax
 
-    def counting_relax(atoms, calc_, fmax, steps):
+    def counting_relax(atoms, calc_, fmax, steps, **kw):
         calc_.count()
-        return original(atoms, calc_, fmax, steps)
+        return original(atoms, calc_, fmax, steps, **kw)
 
     monkeypatch.setattr(C, "relax", counting_relax)
 

@@ -6,13 +6,14 @@
 # already in the response cache (results/llm/cache/) are not asked for again.
 # transformers models run in generate_llm_responses_gpu (gpu=1: the SLURM profile sends it to the
 # GPU partition); openai and replay models need no GPU and run in generate_llm_responses.
-# Own wildcard names (llm_*) so that the global constraints of common.smk do not apply.
+# Own wildcard names (llm_*) so that no family's global constraints apply.
+from crucible.llm import workflow as llm_workflow
 
 
 rule generate_llm_responses:
     input:
         prompts="results/{llm_benchmark}/{llm_dataset}/prompts.jsonl",
-        replay=get_llm_replay_input,
+        replay=lambda wc: llm_workflow.replay_input(config, wc.llm_model, wc.llm_benchmark, wc.llm_dataset),
     output:
         responses="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.jsonl",
         record="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.json",
@@ -21,9 +22,7 @@ rule generate_llm_responses:
     benchmark:
         "benchmarks/runs/llm/{llm_benchmark}/{llm_dataset}/{llm_model}.tsv"
     wildcard_constraints:
-        llm_benchmark=r"[A-Za-z0-9][A-Za-z0-9_-]*",
-        llm_dataset=r"[A-Za-z0-9][A-Za-z0-9._/-]*",
-        llm_model=llm_model_alternation(["openai", "replay"]),
+        **llm_workflow.wildcard_constraints(config, ["openai", "replay"]),
     conda:
         "../../envs/llm.yaml"
     threads: 1
@@ -31,9 +30,9 @@ rule generate_llm_responses:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        spec=lambda wc: get_llm_model_entry(wc.llm_model),
-        cache_dir=get_llm_cache_dir(),
-        replay=lambda wc, input: get_llm_replay_flag(input.replay),
+        spec=lambda wc: llm_workflow.model_entry_json(config, wc.llm_model),
+        cache_dir=llm_workflow.cache_dir(config),
+        replay=lambda wc, input: llm_workflow.replay_flag(input.replay),
     shell:
         "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} --model-spec {params.spec:q}"
         " --cache-dir {params.cache_dir:q} {params.replay} --threads {threads} --out {output.responses:q} --out-record {output.record:q}"
@@ -42,9 +41,7 @@ rule generate_llm_responses:
 
 use rule generate_llm_responses as generate_llm_responses_gpu with:
     wildcard_constraints:
-        llm_benchmark=r"[A-Za-z0-9][A-Za-z0-9_-]*",
-        llm_dataset=r"[A-Za-z0-9][A-Za-z0-9._/-]*",
-        llm_model=llm_model_alternation(["transformers"]),
+        **llm_workflow.wildcard_constraints(config, ["transformers"]),
     threads: 4
     resources:
         gpu=1,

@@ -3,11 +3,15 @@
 Per seed (CatBench 1.1.6, ``catbench/adsorption/calculation/calculation.py`` and
 ``catbench/utils/calculation_utils.py``): slab and adslab relaxed from the reference geometries with ASE's LBFGS
 (``fmax`` 0.05 eV/Å, at most ``max_steps``; FixAtoms from the data), gas molecules relaxed with
-their heaviest atom fixed (at most ``gas_max_steps``), E_ads = Σ stoi·E; displacements are
-minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
+one of their heaviest atoms fixed (at most ``gas_max_steps``), all through
+:func:`crucible.mlip.relax.relax`; E_ads = Σ stoi·E; displacements are minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
 NaN last, position ⌊(K−1)/2⌋) and max − min ranges over seeds. ``single_calculation`` holds
 single-point energies of the unrelaxed structures with the first seed. OC20 mode relaxes only
 the adslab and takes its energy as E_ads.
+
+A non-finite energy or force from the potential (a relaxation's failure status, or a NaN single
+point) makes the reaction a calculation failure, recorded with its reason like an exception from
+the potential: it is counted in ``Num_failed``, never rated.
 
 As in CatBench 1.1.6 (``catbench/adsorption/calculation/calculation.py``, ``structure_cache``),
 a clean slab that another reaction of the chunk already relaxed with the same seed is not relaxed
@@ -31,7 +35,6 @@ import logging
 import math
 import os
 import re
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Sequence
@@ -146,19 +149,20 @@ def _catbench_copy(atoms):
     return work
 
 
-def relax(atoms, calc, fmax: float, max_steps: int) -> dict[str, Any]:
-    """LBFGS relaxation of a copy of ``atoms``; energy, steps, displacement stats, wall time."""
-    from ase.optimize import LBFGS
+def relax(atoms, calc, fmax: float, max_steps: int, fixed: Sequence[int] = (), what: str = "") -> dict[str, Any]:
+    """LBFGS relaxation (:func:`crucible.mlip.relax.relax`) of a copy of ``atoms`` with tags 1;
+    energy, steps, displacement stats, wall time.
 
-    work = _catbench_copy(atoms)
-    work.calc = calc
-    t0 = time.perf_counter()
-    opt = LBFGS(work, logfile=None)
-    opt.run(fmax=fmax, steps=max_steps)
-    energy = float(work.get_potential_energy())
-    elapsed = time.perf_counter() - t0
-    out = {"energy": energy, "steps": int(opt.get_number_of_steps()), "time": elapsed, "atoms": work}
-    out.update(displacement_stats(atoms, work))
+    Raises :class:`~crucible.mlip.calculators.NonFiniteError` (naming ``what``) when the
+    potential returns a non-finite energy or force."""
+    from crucible.mlip.calculators import NonFiniteError
+    from crucible.mlip.relax import relax as relax_structure
+
+    result = relax_structure(_catbench_copy(atoms), calc, optimizer="LBFGS", fmax=fmax, steps=max_steps, fixed=fixed)
+    if not result.ok:
+        raise NonFiniteError(f"{what} relaxation: {result.reason}" if what else str(result.reason))
+    out = {"energy": result.energy, "steps": result.steps, "time": result.time, "atoms": result.atoms}
+    out.update(displacement_stats(atoms, result.atoms))
     return out
 
 
@@ -172,12 +176,12 @@ def gas_fixed_atom(atoms, seed: int, key: str) -> int:
     return int(heaviest[rng.integers(len(heaviest))])
 
 
-def _gas_fixed(atoms, seed: int = 0, key: str = ""):
-    from ase.constraints import FixAtoms
-
-    work = atoms.copy()
-    work.set_constraint(FixAtoms(indices=[gas_fixed_atom(work, seed, key)]))
-    return work
+def relax_gas(gas, calc, p: dict[str, Any], seed: int) -> float:
+    """Relaxed energy of a gas molecule, its one fixed atom (:func:`gas_fixed_atom`) its only constraint."""
+    atoms = gas.atoms.copy()
+    atoms.set_constraint()
+    fixed = [gas_fixed_atom(atoms, seed, gas.key)]
+    return relax(atoms, calc, p["fmax"], p["gas_max_steps"], fixed=fixed, what=f"seed {seed}: gas {gas.key}")["energy"]
 
 
 def _fingerprint(atoms) -> str:
@@ -199,10 +203,13 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _single_point(calc, atoms) -> float:
-    work = _catbench_copy(atoms)
-    work.calc = calc
-    return float(work.get_potential_energy())
+def _single_point(calc, atoms, what: str) -> float:
+    from crucible.mlip.calculators import NonFiniteError, single_energy
+
+    try:
+        return single_energy(calc, _catbench_copy(atoms))
+    except NonFiniteError as exc:
+        raise NonFiniteError(f"{what} single point: {exc}") from None
 
 
 SLAB_FIELDS = ("slab_tot_eng", "slab_steps", "slab_max_disp", "slab_pos_mae", "slab_pos_rmsd")
@@ -290,51 +297,6 @@ class RelaxationCache:
                 record["seeds"][n].update({f"{role}_cached": True, f"{role}_time": 0.0})
             _count_work(record)
         return record
-        gases = {g.key: g for g in reaction.structures if g.role == "gas"}
-        new_structures, new_gas = [], {}
-        for seed_rec in record["seeds"]:
-            seed = seed_rec["seed"]
-            for role, fields in (("slab", SLAB_FIELDS), ("adslab", ADSLAB_FIELDS)):
-                if not self.structures or not any(s.role == role for s in reaction.structures):
-                    continue
-                values = {k: seed_rec.get(k) for k in fields}
-                cached = self.find(reaction, role, seed)
-                if cached is None and not seed_rec.get(f"{role}_cached"):
-                    new_structures.append((role, seed, values))
-                elif cached != values:
-                    return False
-            for key, energy in (seed_rec.get("gas_energies") or {}).items():
-                if key not in gases:
-                    return False
-                gkey = self.gas_key(gases[key], seed)
-                if self.gas.get(gkey, new_gas.get(gkey, energy)) != energy:
-                    return False
-                new_gas[gkey] = energy
-        for role, seed, values in new_structures:
-            self.add(reaction, role, seed, values)
-        for gkey, energy in new_gas.items():
-            self.gas.setdefault(gkey, energy)
-        return True
-        gases = {g.key: g for g in reaction.structures if g.role == "gas"}
-        for seed_rec in record["seeds"]:
-            seed = seed_rec["seed"]
-            for role, fields in (("slab", SLAB_FIELDS), ("adslab", ADSLAB_FIELDS)):
-                if not any(s.role == role for s in reaction.structures) or seed_rec.get(f"{role}_time") is None:
-                    continue
-                values = {k: seed_rec[k] for k in fields}
-                cached = self.find(reaction, role, seed)
-                if seed_rec.get(f"{role}_cached"):
-                    if cached != values:
-                        return False
-                elif cached is None:
-                    self.add(reaction, role, seed, values)
-                elif cached != values:
-                    return False
-            for key, energy in (seed_rec.get("gas_energies") or {}).items():
-                gkey = self.gas_key(gases[key], seed)
-                if self.gas.setdefault(gkey, energy) != energy:
-                    return False
-        return True
 
 
 def _count_work(record: dict[str, Any]) -> None:
@@ -351,7 +313,7 @@ def _relaxed_slab(reaction: Reaction, slab, calc, p, seed: int, cache: Relaxatio
     hit = cache.find(reaction, "slab", seed)
     if hit is not None:
         return {**hit, "slab_time": 0.0, "slab_cached": True}
-    sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"])
+    sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: slab")
     out = {
         "slab_tot_eng": sl["energy"],
         "slab_steps": sl["steps"],
@@ -367,7 +329,7 @@ def _relaxed_adslab(reaction: Reaction, adslab, calc, p, seed: int, cache: Relax
     hit = cache.find(reaction, "adslab", seed)
     if hit is not None:
         return {**hit, "adslab_time": 0.0, "adslab_cached": True}
-    ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"])
+    ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: adslab")
     out = {
         "adslab_tot_eng": ads["energy"],
         "adslab_steps": ads["steps"],
@@ -418,12 +380,12 @@ def run_reaction(
         _seed_everything(0)
         if oc20:
             stage = "single_point:adslab"
-            single = _single_point(calc, adslab.atoms)
+            single = _single_point(calc, adslab.atoms, "adslab")
         else:
             single = 0.0
             for s in reaction.structures:
                 stage = f"single_point:{s.role if s.role != 'gas' else 'gas:' + s.key}"
-                single += s.stoi * _single_point(calc, s.atoms)
+                single += s.stoi * _single_point(calc, s.atoms, s.role if s.role != "gas" else f"gas {s.key}")
         if not oc20 and slab is None:
             stage = "input"
             raise ValueError("no clean slab ('star') structure")
@@ -453,9 +415,7 @@ def run_reaction(
                     stage = f"relax:gas:{g.key}"
                     key = cache.gas_key(g, seed)
                     if key not in cache.gas:
-                        cache.gas[key] = relax(_gas_fixed(g.atoms, seed, g.key), calc, p["fmax"], p["gas_max_steps"])[
-                            "energy"
-                        ]
+                        cache.gas[key] = relax_gas(g, calc, p, seed)
                     gas_e[g.key] = cache.gas[key]
                 e_ads = (
                     adslab.stoi * rec["adslab_tot_eng"]

@@ -760,8 +760,14 @@ def read_dataset(
     coefficients: dict | None = None,
     filtering: str = "catbench",
     tolerance: float | None = None,
+    sha256: str | None = None,
 ) -> Reactions:
+    """The reactions of a dataset, read with ``filtering``'s rules; one with a pin
+    (``catalysis.datasets.<name>.sha256``) is checked against it first, so a file or folder
+    changed after its fetch stops here."""
     _check_filtering(filtering)
+    if sha256:
+        check_pin(path, sha256)
     if fmt == "catbench-json":
         return read_catbench_json(path, filtering)
     if fmt == "cathub-raw":
@@ -796,6 +802,20 @@ def file_md5(path: str | os.PathLike) -> str | None:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def check_pin(path: str | os.PathLike, sha256: str) -> str:
+    """:func:`tree_sha256` of ``path``, which must equal the dataset's pin."""
+    from crucible.errors import HashMismatchError
+
+    actual = tree_sha256(path)
+    if actual != sha256.lower():
+        raise HashMismatchError(
+            f"{path}: SHA-256 {actual} differs from the pin {sha256.lower()} of this catalysis dataset in the config "
+            "(catalysis.datasets.<name>.sha256); it changed after it was fetched: delete it and rerun, so that it "
+            "is fetched again (or pin the new hash if you changed it on purpose)"
+        )
+    return actual
 
 
 # ---------------------------------------------------------------------------------------------
@@ -982,13 +1002,15 @@ def clean_input(
     url: str | None = None,
     filtering: str = "catbench",
     tolerance: float | None = None,
+    sha256: str | None = None,
     energy_source: str = DEFAULT_ENERGY_SOURCE,
     out_catbench: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Read a dataset in any supported format with ``filtering``'s rules and :func:`clean` it,
     recording where it came from (format, path, SHA-256 of the file or tree, the MD5 that CatBench
-    stamps as ``input_md5``, and the download URL when given) in the card."""
-    reactions = read_dataset(fmt, path, coefficients, filtering, tolerance)
+    stamps as ``input_md5``, and the download URL when given) in the card. ``sha256``: the
+    dataset's pin, checked before anything is read."""
+    reactions = read_dataset(fmt, path, coefficients, filtering, tolerance, sha256=sha256)
     source: dict[str, Any] = {"format": fmt, "path": str(path), "sha256": tree_sha256(path)}
     if file_md5(path):
         source["md5"] = file_md5(path)
