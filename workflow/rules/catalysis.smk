@@ -80,10 +80,11 @@ rule relax_catalysis:
     params:
         relax=lambda wc: catalysis_workflow.relax_params(config),
         n_chunks=lambda wc: catalysis_workflow.n_chunks(config),
+        custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
         "crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
-        " --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q} --threads {threads}"
-        " --out {output:q} 2> {log:q}"
+        " {params.custom} --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q}"
+        " --threads {threads} --out {output:q} 2> {log:q}"
 
 
 rule score_catalysis:
@@ -214,9 +215,10 @@ rule compute_relative_energies:
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(
             catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)
         ),
+        custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
         "crucible catalysis relative --task {params.task:q} --input {input:q} --coefficients {params.coefficients:q}"
-        " --model {wildcards.cat_model:q} --out {output:q} 2> {log:q}"
+        " --model {wildcards.cat_model:q} {params.custom} --out {output:q} 2> {log:q}"
 
 
 rule tabulate_relative_energies:

@@ -14,6 +14,7 @@ statistic.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -21,6 +22,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+
+from crucible.errors import DataValidationError
 
 CLASSES = ("reproduction_failure", "unphysical_relaxation", "adsorbate_migration", "energy_anomaly", "normal")
 SEED_FLAGS = ("ads_eng_seed", "ads_seed", "slab_seed")
@@ -481,20 +484,31 @@ def score_calculation_files(
     per-reaction parquet and, when asked, CatBench's anomaly-detection JSON. Returns the record.
     The dataset's ``card`` (when given) supplies the input count and hash of the Coverage row."""
     from crucible.io import read_json, write_json, write_parquet
+    from crucible.mlip.calculators import provenance_text
 
     records: list[dict[str, Any]] = []
-    devices = set()
+    devices, potentials = set(), {}
     for path in inputs:
         chunk = read_json(path)
         records += chunk["reactions"]
         devices.add(str(chunk.get("device", "unknown")))
+        identity = {k: v for k, v in (chunk.get("potential") or {}).items() if k != "device"}
+        potentials[json.dumps(identity, sort_keys=True)] = identity
+    if len(potentials) > 1:
+        raise DataValidationError(
+            f"{', '.join(map(str, inputs))}: chunks of {model!r} were computed by different potentials "
+            f"({'; '.join(provenance_text(p) for p in potentials.values())}); rerun the relaxations"
+        )
+    potential = next(iter(potentials.values()), {})
     info = read_json(card) if card else {}
     provenance = {
-        "calculator": model,
+        # CatBench's calculator stamp: the class (here with its params and package version)
+        "calculator": provenance_text(potential) or model,
         "device": ", ".join(sorted(devices)) or "unknown",
         "input_md5": (info.get("source") or {}).get("md5"),
     }
     record, reactions = analyse(records, Thresholds(**thresholds), model, info.get("n_reactions"), provenance)
+    record["potential"] = potential
     write_json(record, out)
     if out_anomaly:
         write_json({"thresholds": record["thresholds"], **record["anomaly_detection"]}, out_anomaly)

@@ -478,8 +478,17 @@ def _part_name(reaction_id: str) -> str:
     return f"{safe}-{hashlib.sha256(reaction_id.encode()).hexdigest()[:8]}.json"
 
 
-def settings_key(params: dict[str, Any], model: str) -> str:
+IDENTITY_FIELDS = ("class", "params", "package", "version", "module_sha256")
+
+
+def settings_key(params: dict[str, Any], model: str, potential: dict[str, Any] | None = None) -> str:
+    """Digest of the relaxation settings, the model name and what the model is
+    (:func:`crucible.mlip.calculators.provenance`: class, params, package version, a local
+    module's hash): a part written by another version or configuration of the potential is not
+    resumed."""
     p = {**DEFAULTS, **params, "model": model}
+    if potential:
+        p["potential"] = {k: potential.get(k) for k in IDENTITY_FIELDS if k in potential}
     return hashlib.sha256(json.dumps(p, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -526,7 +535,7 @@ def _saved_record(part: Path, reaction: Reaction, key: str, set_aside: Path) -> 
         )
         return None
     if stored_settings != key:
-        _set_aside(part, set_aside, "was written with other settings or another model")
+        _set_aside(part, set_aside, "was written with other settings or another model (or version of it)")
         return None
     if stored_input != input_key(reaction):
         _set_aside(part, set_aside, "was written for other input structures or energies of this reaction")
@@ -542,9 +551,12 @@ def run_chunk(
     model: str,
     progress: bool = True,
     device: str | None = None,
+    potential: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Relax ``reactions`` (one chunk), keeping each finished reaction in ``{out}.parts/`` so a
-    killed run resumes; then write the chunk's JSON to ``out`` and remove the parts."""
+    killed run resumes; then write the chunk's JSON to ``out`` and remove the parts.
+    ``potential``: the potential's provenance (``Potential.provenance``), recorded in the chunk
+    and part of the key a part must match."""
     from tqdm import tqdm
 
     from crucible.io import write_json
@@ -556,7 +568,7 @@ def run_chunk(
     parts = out.with_name(out.name + ".parts")
     set_aside = out.with_name(out.name + ".set-aside")
     parts.mkdir(parents=True, exist_ok=True)
-    key = settings_key(params, model)
+    key = settings_key(params, model, potential)
     cache = RelaxationCache(bool(p["structure_cache"]) and p["mode"] != "oc20")
     records, n_resumed, n_computed = [], 0, 0
     for reaction in tqdm(
@@ -580,6 +592,7 @@ def run_chunk(
     doc = {
         "model": model,
         "device": device or "cpu",
+        "potential": dict(potential or {}),
         "settings": p,
         "settings_key": key,
         "n_reactions": len(records),

@@ -71,8 +71,18 @@ def _cmd_relax(args) -> int:
     groups = list(table["relax_group"]) if "relax_group" in table else None
     ids = chunk_ids(list(table["reaction_id"]), args.chunk, args.n_chunks, groups)
     reactions = load_reactions(args.reactions, args.db, ids)
-    potential = load_potential(args.model, device=args.device, threads=args.threads)
-    run_chunk(reactions, potential.calculator, _json_arg(args.params), args.out, args.model, device=potential.device)
+    potential = load_potential(
+        args.model, device=args.device, threads=args.threads, custom=_json_arg(args.custom_potentials)
+    )
+    run_chunk(
+        reactions,
+        potential.calculator,
+        _json_arg(args.params),
+        args.out,
+        args.model,
+        device=potential.device,
+        potential=dict(potential.provenance),
+    )
     return 0
 
 
@@ -118,16 +128,18 @@ def _cmd_figures(args) -> int:
 def _cmd_relative(args) -> int:
     from crucible.catalysis.relative import read_formation_tree, read_surface_tree, run_relative
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.calculators import load_potential, provenance_metadata
 
     systems = (
         read_surface_tree(args.input)
         if args.task == "surface"
         else read_formation_tree(args.input, _json_arg(args.coefficients))
     )
-    potential = load_potential(args.model, device=args.device, threads=args.threads)
+    potential = load_potential(
+        args.model, device=args.device, threads=args.threads, custom=_json_arg(args.custom_potentials)
+    )
     df = run_relative(args.task, systems, potential.calculator, args.model)
-    write_parquet(df, args.out)
+    write_parquet(df, args.out, metadata=provenance_metadata(potential))
     return 0
 
 
@@ -187,6 +199,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--params", help="JSON: seeds, fmax, max_steps, gas_max_steps, mode, chemical_bond_cutoff")
     p.add_argument("--device")
     p.add_argument("--threads", type=int)
+    p.add_argument(
+        "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+    )
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_relax)
 
@@ -225,6 +240,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--device")
     p.add_argument("--threads", type=int)
+    p.add_argument(
+        "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+    )
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_relative)
 

@@ -484,11 +484,15 @@ def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, pr
     """``{prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
     from crucible.catalysis.relative import UNITS, relative_table
     from crucible.io import read_parquet
+    from crucible.mlip.calculators import provenance_text, read_provenance
     from crucible.report.tables import write_table
 
     unit = UNITS[task]
+    table = relative_table([read_parquet(p) for p in frame_paths])
+    # what ran, as stored with each potential's energies (one file per potential, in table order)
+    table["potential"] = [provenance_text(read_provenance(p)) for p in frame_paths]
     write_table(
-        relative_table([read_parquet(p) for p in frame_paths]),
+        table,
         csv=f"{prefix}.csv",
         md=f"{prefix}.md",
         tex=f"{prefix}.tex",
@@ -499,5 +503,6 @@ def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, pr
             "max_error": f"max |error| ({unit})",
             "n_systems": "systems",
             "n_failed": "failed",
+            "potential": "potential (class, params, version)",
         },
     )

@@ -99,6 +99,8 @@ def raw_input(config: dict, name: str) -> str:
 
 def problems(config: dict) -> list[str]:
     """Problems a dry run should stop on (besides the schema): empty list when fine."""
+    from crucible.mlip.workflow import potential_names
+
     problems = []
     for name, spec in datasets(config).items():
         if bool(spec.get("url")) == bool(spec.get("path")):
@@ -109,6 +111,13 @@ def problems(config: dict) -> list[str]:
             problems.append(f"catalysis.datasets.{name}: format vasp-tree needs 'coefficients'")
     if (datasets(config) or relative_datasets(config)) and not models(config):
         problems.append("catalysis: no potentials (set catalysis.models or mlip.models)")
+    known = potential_names(config)
+    unknown = [m for m in models(config) if m not in known]
+    if unknown and (datasets(config) or relative_datasets(config)):
+        problems.append(
+            f"catalysis.models: unknown potential(s) {', '.join(unknown)} (registered or mlip.custom_potentials: "
+            f"{', '.join(known)})"
+        )
     return problems
 
 
@@ -199,6 +208,13 @@ def clean_options(spec: dict) -> str:
     if spec.get("tolerance") is not None:
         flags += f" --tolerance {float(spec['tolerance'])!r}"
     return flags
+
+
+def custom_potential_arg(config: dict, model: str) -> str:
+    """``--custom-potentials`` for a job running ``model`` when it is a user's potential."""
+    from crucible.mlip.workflow import custom_potential_arg as arg
+
+    return arg(config, model)
 
 
 def coefficients_arg(spec: dict) -> str:

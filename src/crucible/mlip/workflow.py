@@ -26,14 +26,48 @@ def models(config: dict[str, Any]) -> list[str]:
     return list(_section(config)["models"])
 
 
-def check_models(config: dict[str, Any]) -> None:
-    """Fail at start-up on a potential name that is not registered."""
+def custom_potentials(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``mlip.custom_potentials``: name -> {class, params} (see :mod:`crucible.mlip.custom`)."""
+    return {k: dict(v) for k, v in sorted(_section(config)["custom_potentials"].items())}
+
+
+def potential_names(config: dict[str, Any]) -> list[str]:
+    """Every potential name a config may use: the registered ones and the user's own."""
     from crucible.mlip.calculators import registered_models
 
-    known = registered_models()
-    unknown = [m for m in models(config) if m not in known]
+    return sorted(set(registered_models()) | set(custom_potentials(config)))
+
+
+def check_potential_names(config: dict[str, Any], names: list[str], key: str) -> None:
+    """Fail at start-up on a potential name (at config ``key``) that is neither registered nor custom."""
+    known = potential_names(config)
+    unknown = [m for m in names if m not in known]
     if unknown:
-        raise ConfigError(f"config mlip.models: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        raise ConfigError(f"config {key}: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
+def check_models(config: dict[str, Any]) -> None:
+    """Fail at start-up on a potential name that is not registered or custom, or on a custom
+    potential whose factory does not import (the error names its config key)."""
+    from crucible.mlip.calculators import registered_models
+    from crucible.mlip.custom import check_custom_potentials
+
+    check_custom_potentials(custom_potentials(config), registered_models())
+    check_potential_names(config, models(config), "mlip.models")
+
+
+def custom_potential_arg(config: dict[str, Any], name: str) -> str:
+    """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
+    (only its own entry: a changed class or params reruns its jobs and no other); "" for a
+    registered one."""
+    import json
+
+    from crucible.workflow import flag
+
+    custom = custom_potentials(config)
+    if name not in custom:
+        return ""
+    return flag("--custom-potentials", json.dumps({name: custom[name]}, sort_keys=True))
 
 
 def check_eos(config: dict[str, Any]) -> None:
