@@ -266,3 +266,27 @@ def test_crystal_mlip_search_relaxes_with_it_and_its_sidecar_says_so():
     summary = {"generator": "mlip-search", "match_rate": 0.0, "mean_rms_dist": None, "matched": 0, "total": 1}
     row = generator_table([{**summary, "failures": {}, "generation": info}]).iloc[0]
     assert row["potential"].startswith('custom_calculators:scaled_emt {"scale": 2.0}')
+
+
+def test_only_a_module_beside_the_project_is_a_job_input(tmp_path, monkeypatch):
+    import shutil
+    import sys
+
+    from helpers import REPO
+
+    beside = tmp_path / "my_potentials.py"
+    shutil.copy(REPO / "tests" / "custom_calculators.py", beside)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = {
+        "mlip": {
+            "custom_potentials": {
+                "here": {"class": "my_potentials:scaled_emt"},
+                "installed": {"class": "ase.calculators.emt:EMT"},
+            }
+        }
+    }
+    assert mlip_wf.custom_potential_sources(cfg, "here") == ["my_potentials.py"]
+    assert mlip_wf.custom_potential_sources(cfg, "installed") == []  # its package version says what it is
+    assert mlip_wf.custom_potential_sources(cfg, "emt") == []
+    sys.modules.pop("my_potentials", None)

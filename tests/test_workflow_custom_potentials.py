@@ -1,7 +1,7 @@
 """The real Snakefile with a user's own potential (``mlip.custom_potentials``): the module sits
 beside the project (copied into the working directory, as a user's would), EOS and catalysis run
 it through the same rules as the registered EMT, its provenance reaches the tables, a change of
-its params reruns its jobs and no other, and a class path that does not import stops the run at
+its params or of its module's source reruns its jobs and no other, and a class path that does not import stops the run at
 start-up naming the key."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_eos_and_catalysis_run_the_users_potential_and_record_it(dag):
     assert coverage.set_index("MLIP_name").loc["scaled", "calculator"].startswith("custom_calculators:scaled_emt")
 
 
-def test_changed_params_rerun_its_jobs_only(dag, venv_env):
+def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     workdir, _ = dag
     proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", env=venv_env)
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
@@ -80,6 +80,13 @@ def test_changed_params_rerun_its_jobs_only(dag, venv_env):
     jobs = _job_counts(proc.stdout)
     assert jobs.get("run_eos") == 1 and jobs.get("relax_catalysis") == 1, proc.stdout[-3000:]
     assert "clean_catalysis" not in jobs and "output: results/mlip/eos/scaled.parquet" in proc.stdout
+    assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
+    # the module beside the project is an input of its jobs: editing it reruns them, and only them
+    module = workdir / "custom_calculators.py"
+    module.write_text(module.read_text() + "\n# tuned\n")
+    proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", env=venv_env)
+    jobs = _job_counts(proc.stdout)
+    assert jobs.get("run_eos") == 1 and jobs.get("relax_catalysis") == 1, proc.stdout[-3000:]
     assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
 
 

@@ -59,6 +59,7 @@ rule relax_catalysis:
     input:
         table=rules.clean_catalysis.output.table,
         db=rules.clean_catalysis.output.db,
+        potential=lambda wc: catalysis_workflow.potential_sources(config, wc.cat_model),
     output:
         "results/catalysis/{cat_dataset}/calc/{cat_model}/chunk_{chunk}.json",
     log:
@@ -197,7 +198,8 @@ rule plot_catalysis:
 
 rule compute_relative_energies:
     input:
-        lambda wc: catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)["path"],
+        tree=lambda wc: catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)["path"],
+        potential=lambda wc: catalysis_workflow.potential_sources(config, wc.cat_model),
     output:
         "results/catalysis/relative/{rel_dataset}/{cat_model}.parquet",
     log:
@@ -217,7 +219,7 @@ rule compute_relative_energies:
         ),
         custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
-        "crucible catalysis relative --task {params.task:q} --input {input:q} --coefficients {params.coefficients:q}"
+        "crucible catalysis relative --task {params.task:q} --input {input.tree:q} --coefficients {params.coefficients:q}"
         " --model {wildcards.cat_model:q} {params.custom} --out {output:q} 2> {log:q}"
 
 

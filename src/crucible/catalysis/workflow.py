@@ -217,6 +217,13 @@ def custom_potential_arg(config: dict, model: str) -> str:
     return arg(config, model)
 
 
+def potential_sources(config: dict, model: str) -> list[str]:
+    """A user's potential's source file beside the project (editing it reruns its jobs)."""
+    from crucible.mlip.workflow import custom_potential_sources
+
+    return custom_potential_sources(config, model)
+
+
 def coefficients_arg(spec: dict) -> str:
     """A dataset's stoichiometric coefficients as the one-line JSON the CLI's --coefficients takes."""
     return json.dumps(spec["coefficients"], sort_keys=True)

@@ -90,6 +90,16 @@ def generator_params(config: dict[str, Any], name: str) -> str:
     return json.dumps(params, sort_keys=True)
 
 
+def potential_sources(config: dict[str, Any], generator: str) -> list[str]:
+    """The source file of mlip-search's potential when it is a user's module beside the project."""
+    from crucible.mlip.workflow import custom_potential_sources
+
+    if generator != "mlip-search":
+        return []
+    model = section(config)["generator_params"].get("mlip-search", {}).get("model", MLIP_SEARCH_DEFAULT_MODEL)
+    return custom_potential_sources(config, model)
+
+
 def check_mlip_search(config: dict[str, Any]) -> None:
     """mlip-search's potential must be registered or one of ``mlip.custom_potentials``."""
     from crucible.mlip.workflow import check_potential_names

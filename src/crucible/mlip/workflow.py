@@ -56,6 +56,28 @@ def check_models(config: dict[str, Any]) -> None:
     check_potential_names(config, models(config), "mlip.models")
 
 
+def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
+    """The source file of a user's potential whose module sits beside the project (under the
+    working directory), as a job input: editing it reruns the potential's jobs. An installed
+    module's version is in its provenance instead; a registered potential has none."""
+    import importlib.util
+    import os
+
+    custom = custom_potentials(config)
+    if name not in custom:
+        return []
+    module = custom[name]["class"].partition(":")[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []  # the start-up check names the key
+    origin = Path(spec.origin).resolve() if spec and spec.origin and spec.has_location else None
+    here = Path(os.getcwd()).resolve()
+    if origin is None or not origin.is_file() or here not in origin.parents:
+        return []
+    return [origin.relative_to(here).as_posix()]
+
+
 def custom_potential_arg(config: dict[str, Any], name: str) -> str:
     """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
     (only its own entry: a changed class or params reruns its jobs and no other); "" for a
