@@ -268,7 +268,8 @@ def test_crystal_mlip_search_relaxes_with_it_and_its_sidecar_says_so():
     assert row["potential"].startswith('custom_calculators:scaled_emt {"scale": 2.0}')
 
 
-def test_only_a_module_beside_the_project_is_a_job_input(tmp_path, monkeypatch):
+def test_only_a_module_beside_the_project_is_a_job_input_and_imports_by_hand(tmp_path, monkeypatch):
+    import os
     import shutil
     import sys
 
@@ -277,7 +278,9 @@ def test_only_a_module_beside_the_project_is_a_job_input(tmp_path, monkeypatch):
     beside = tmp_path / "my_potentials.py"
     shutil.copy(REPO / "tests" / "custom_calculators.py", beside)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    # what put_on_python_path changes, restored afterwards
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     cfg = {
         "mlip": {
             "custom_potentials": {
@@ -286,6 +289,10 @@ def test_only_a_module_beside_the_project_is_a_job_input(tmp_path, monkeypatch):
             }
         }
     }
+    # by hand (crucible mlip eos ... --custom-potentials), from the project directory: it imports
+    assert str(tmp_path) not in sys.path
+    potential = load_potential("here", custom=cfg["mlip"]["custom_potentials"])
+    assert type(potential.calculator).__module__ == "my_potentials"
     assert mlip_wf.custom_potential_sources(cfg, "here") == ["my_potentials.py"]
     assert mlip_wf.custom_potential_sources(cfg, "installed") == []  # its package version says what it is
     assert mlip_wf.custom_potential_sources(cfg, "emt") == []

@@ -18,8 +18,10 @@ result (:func:`~crucible.mlip.calculators.provenance`).
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Mapping
 
+from crucible.config import put_on_python_path
 from crucible.errors import ConfigError
 
 CONFIG_KEY = "mlip.custom_potentials"
@@ -38,6 +40,9 @@ def import_factory(name: str, entry: Mapping[str, Any]) -> Any:
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f'{_where(name, "class")}: {path!r} is not "package.module:factory"')
+    # A module beside the project imports from the working directory, as in the workflow's jobs
+    # (crucible.config.put_on_python_path), also when the command is run by hand.
+    put_on_python_path(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

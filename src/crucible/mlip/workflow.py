@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crucible.config import section
+from crucible.config import put_on_python_path, section
 from crucible.errors import ConfigError
 from crucible.families import Family
 
@@ -67,6 +67,7 @@ def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
     if name not in custom:
         return []
     module = custom[name]["class"].partition(":")[0]
+    put_on_python_path(os.getcwd())  # where a module beside the project is found (common.smk does the same)
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
