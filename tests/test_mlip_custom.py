@@ -297,3 +297,17 @@ def test_only_a_module_beside_the_project_is_a_job_input_and_imports_by_hand(tmp
     assert mlip_wf.custom_potential_sources(cfg, "installed") == []  # its package version says what it is
     assert mlip_wf.custom_potential_sources(cfg, "emt") == []
     sys.modules.pop("my_potentials", None)
+
+
+def test_catalysis_relative_energies_run_it_and_the_table_says_so(tmp_path, catalysis_demo):
+    for name, extra in (("emt", []), ("mine", ["--custom-potentials", _custom("mine", SCALED)])):
+        args = ["catalysis", "relative", "--task", "surface", "--input", str(catalysis_demo / "emt-demo_surface")]
+        assert main([*args, "--model", name, *extra, "--out", str(tmp_path / f"{name}.parquet")]) == 0
+    emt, mine = (read_parquet(tmp_path / f"{m}.parquet") for m in ("emt", "mine"))
+    assert np.allclose(mine["mlip"], 2 * emt["mlip"], rtol=1e-9)  # surface energies scale with the energies
+    assert read_provenance(tmp_path / "mine.parquet")["params"] == {"scale": 2.0}
+    inputs = [str(tmp_path / f"{m}.parquet") for m in ("emt", "mine")]
+    main(["catalysis", "relative-table", "--task", "surface", "--inputs", *inputs, "--out-prefix", str(tmp_path / "t")])
+    table = pd.read_csv(tmp_path / "t.csv").set_index("model")
+    assert table.loc["mine", "potential"].startswith('custom_calculators:scaled_emt {"scale": 2.0}')
+    assert table.loc["emt", "potential"].startswith("ase.calculators.emt:EMT (ase ")
