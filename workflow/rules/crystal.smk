@@ -33,6 +33,8 @@ rule build_crystal_items:
 rule generate_crystals:
     input:
         **rules.build_crystal_items.output,
+        # mlip-search's potential, when it is a user's module beside the project
+        potential=lambda wc: crystal_workflow.potential_sources(config, wc.crystal_generator),
     output:
         responses="results/crystal/{crystal_dataset}/responses/{crystal_generator}.jsonl",
         info="results/crystal/{crystal_dataset}/responses/{crystal_generator}.json",

@@ -87,6 +87,8 @@ def summarize(df: pd.DataFrame, generator: str, generation: dict[str, Any] | Non
 
 
 def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    from crucible.mlip.calculators import provenance_text
+
     rows = []
     for s in summaries:
         sub = s.get("by_formula_in_train", {})
@@ -101,6 +103,8 @@ def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
         }
         row.update({f"fail_{r}": int(s["failures"].get(r, 0)) for r in parsing.REASONS})
         row["seconds_per_item"] = (s.get("generation") or {}).get("seconds_per_item")
+        # the potential that relaxed mlip-search's candidates ("" for other generators)
+        row["potential"] = provenance_text((s.get("generation") or {}).get("potential") or {})
         rows.append(row)
     df = pd.DataFrame(rows)
     for col in ("mean_rms_dist", "match_rate_seen", "match_rate_unseen", "seconds_per_item"):

@@ -17,6 +17,12 @@ import time
 log = logging.getLogger(__name__)
 
 
+def _custom(args) -> dict:
+    import json
+
+    return json.loads(args.custom_potentials) if args.custom_potentials else {}
+
+
 def _cmd_models(args) -> int:
     from crucible.mlip.calculators import REGISTRY, available_models
 
@@ -30,16 +36,16 @@ def _cmd_models(args) -> int:
 
 def _cmd_eos(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.calculators import load_potential, provenance_metadata
     from crucible.mlip.eos import EOS_SCHEMA, parse_elements, run_eos
 
     elements = parse_elements(args.elements)  # fail on a typo before loading a model
     t0 = time.perf_counter()
-    potential = load_potential(args.model, device=args.device, threads=args.threads)
+    potential = load_potential(args.model, device=args.device, threads=args.threads, custom=_custom(args))
     t_load = time.perf_counter() - t0
     df = run_eos(potential, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
     t_total = time.perf_counter() - t0
-    write_parquet(df, args.out, schema=EOS_SCHEMA)
+    write_parquet(df, args.out, schema=EOS_SCHEMA, metadata=provenance_metadata(potential))
     n_failed = int((df["status"] != "ok").sum())
     ok = df[df["status"] == "ok"]
     log.info(
@@ -79,12 +85,13 @@ def _cmd_eos_figures(args) -> int:
 
 def _cmd_s2ef_predict(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.calculators import load_potential, provenance_metadata
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
 
     frames = read_frames(args.dataset)
-    df = predict_frames(frames, load_potential(args.model, device=args.device, threads=args.threads))
-    write_parquet(df, args.out, schema=prediction_schema())
+    potential = load_potential(args.model, device=args.device, threads=args.threads, custom=_custom(args))
+    df = predict_frames(frames, potential)
+    write_parquet(df, args.out, schema=prediction_schema(), metadata=provenance_metadata(potential))
     log.info(
         "%s on %s: %d frames, %d failed -> %s",
         args.model,
@@ -112,9 +119,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_models)
 
     def model_args(p):
-        p.add_argument("--model", required=True, help="registered potential, e.g. emt, chgnet-0.3.0, sevennet-0")
+        p.add_argument(
+            "--model", required=True, help="registered potential (emt, chgnet-0.3.0, sevennet-0, ...) or a custom one"
+        )
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+        p.add_argument(
+            "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+        )
 
     p = sub.add_parser("eos", help="EOS of the Delta-set elements with one potential")
     model_args(p)

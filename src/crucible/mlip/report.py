@@ -27,6 +27,7 @@ EOS_TABLE_HEADERS = {
     "v0_mae_exp": "V0 MAE vs exp. (Å³/atom)",
     "b0_mae_exp": "B0 MAE vs exp. (GPa)",
     "n_v0_outside_sampled_range": "V0 outside sampled range",
+    "potential": "potential (class, params, version)",
 }
 
 
@@ -44,6 +45,7 @@ S2EF_TABLE_HEADERS = {
     "energy_forces_within_threshold": "EFwT (0.02 eV, 0.03 eV/Å)",
     "n_frames": "frames",
     "n_failed": "failed",
+    "potential": "potential (class, params, version)",
 }
 
 
@@ -215,9 +217,11 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
 
 def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd.DataFrame]:
     """Read per-model parquet files into {model: frame}; the model name comes from the ``model``
-    column (one value per file) or, failing that, the file stem."""
+    column (one value per file) or, failing that, the file stem. Each frame's
+    ``attrs["potential"]`` holds the provenance stored with the file (empty if none)."""
     from crucible.errors import DataValidationError
     from crucible.io import read_parquet
+    from crucible.mlip.calculators import read_provenance
 
     out: dict[str, pd.DataFrame] = {}
     for path in paths:
@@ -227,5 +231,6 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
             raise DataValidationError(f"{path}: expected one {key} per file, found {names}")
         if names[0] in out:
             raise DataValidationError(f"{path}: {key} {names[0]!r} given twice")
+        df.attrs["potential"] = read_provenance(path)
         out[names[0]] = df
     return out
