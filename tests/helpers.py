@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import time
 import zipfile
 from functools import lru_cache
@@ -315,6 +316,13 @@ class ChatServer:
     ``#500`` (always 500), ``#slow`` (answers after ``slow_s``), ``#401`` (refuses, echoing the
     key the way hosted APIs do); anything else is answered ``echo: <content>``. Every request is
     recorded (content, Authorization header); ``delay_s`` slows every answer down.
+
+    Misbehaving servers (issue 22), each with ``#once`` only on the first request for that
+    content: ``#notjson`` (200, ``application/json``, a body that is not JSON), ``#nochoices``
+    (a 200 object without ``choices``), ``#badtypes`` (``content`` a number), ``#trickle``
+    (a whole reply sent one byte every ``trickle_s``), ``#trickleheaders`` (the status line and
+    headers sent that way), ``#drop`` (the connection closed without a reply), ``#dropbody``
+    (half the body, then closed).
     """
 
     def __init__(self):
@@ -324,6 +332,7 @@ class ChatServer:
         self.requests: list[tuple[str, str]] = []
         self.delay_s = 0.0
         self.slow_s = 1.5
+        self.trickle_s = 0.2
         self.lock = threading.Lock()
         server = self
 
@@ -357,6 +366,9 @@ class ChatServer:
                     server.requests.append((content, auth))
                 if server.delay_s:
                     time.sleep(server.delay_s)
+                if "#once" not in content or seen == 0:
+                    if self._misbehave(content, body):
+                        return None
                 if "#500" in content:
                     return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
                 if "#429once" in content and seen == 0:
@@ -379,24 +391,67 @@ class ChatServer:
                     return None
                 if "#slow" in content:
                     time.sleep(server.slow_s)
+                self._send(200, self._reply(content, body, seen))
+
+            def _reply(self, content, body, seen):
                 answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
-                self._send(
-                    200,
-                    {
-                        "id": "chatcmpl-test",
-                        "object": "chat.completion",
-                        "created": 1767225600,
-                        "model": f"served/{body['model']}",
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
-                        ],
-                        "usage": {
-                            "prompt_tokens": len(content.split()),
-                            "completion_tokens": len(answer.split()),
-                            "total_tokens": len(content.split()) + len(answer.split()),
-                        },
+                return {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion",
+                    "created": 1767225600,
+                    "model": f"served/{body['model']}",
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(content.split()),
+                        "completion_tokens": len(answer.split()),
+                        "total_tokens": len(content.split()) + len(answer.split()),
                     },
-                )
+                }
+
+            def _trickle(self, data: bytes) -> None:
+                for k in range(len(data)):
+                    self.wfile.write(data[k : k + 1])
+                    self.wfile.flush()
+                    time.sleep(server.trickle_s)
+
+            def _misbehave(self, content, body) -> bool:
+                """Send one of the broken replies the content asks for; False if it asks for none."""
+                reply = json.dumps(self._reply(content, body, 0)).encode()
+                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(reply)}\r\n\r\n"
+                try:
+                    if "#notjson" in content:
+                        data = b"upstream overloaded, try later"
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                    elif "#nochoices" in content:
+                        self._send(200, {"id": "chatcmpl-test", "object": "chat.completion", "model": "m"})
+                    elif "#badtypes" in content:
+                        broken = self._reply(content, body, 0)
+                        broken["choices"][0]["message"]["content"] = 42
+                        self._send(200, broken)
+                    elif "#trickleheaders" in content:
+                        self._trickle(head.encode() + reply)
+                    elif "#trickle" in content:
+                        self.wfile.write(head.encode())
+                        self._trickle(reply)
+                    elif "#dropbody" in content:
+                        self.wfile.write(head.encode() + reply[: len(reply) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    elif "#drop" in content:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    else:
+                        return False
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    self.close_connection = True  # the client gave up: that is the point of the test
+                return True
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

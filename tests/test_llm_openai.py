@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -230,3 +231,110 @@ def test_killed_run_resumes_without_asking_again(tmp_path, chat_server, venv_env
     assert [r["response"] for r in rows] == [f"echo: formula {k}" for k in range(n)]
     info = json.loads(out.with_suffix(".json").read_text())
     assert info["n_cached"] == len(entries) and info["n_new"] == n - len(entries)
+
+
+# --- issue 22: a server that misbehaves ------------------------------------------------------
+
+
+def test_malformed_replies_are_retried_item_failures_with_their_reason(tmp_path, chat_server):
+    contents = ["#notjson", "#nochoices", "#badtypes", "#notjson #once", "#badtypes #once", "#nochoices #once", "ok"]
+    info, rows, _ = stage(tmp_path, chat_server, contents, max_retries=2, max_failed_fraction=1.0)
+    by_content = dict(zip(contents, rows))
+    assert "the reply is not JSON" in by_content["#notjson"]["error"]
+    assert "'upstream overloaded, try later'" in by_content["#notjson"]["error"]
+    assert "the reply has no 'choices'" in by_content["#nochoices"]["error"]
+    assert "choices[0].message.content is a int, not a string" in by_content["#badtypes"]["error"]
+    for broken in ("#notjson", "#nochoices", "#badtypes"):
+        assert by_content[broken]["error"].startswith(f"model m1: item {by_content[broken]['id']}: gave up after 3")
+        assert chat_server.count(broken) - chat_server.count(f"{broken} #once") == 3, "retried like a 5xx"
+        once = by_content[f"{broken} #once"]
+        assert once["response"] == f"echo: {broken} #once" and once["error"] is None
+        assert chat_server.count(f"{broken} #once") == 2
+    assert by_content["ok"]["response"] == "echo: ok"
+    assert info["n_failed"] == 3 and info["n_not_sent"] == 0
+
+
+def test_a_non_json_reply_fails_the_job_cleanly_and_stops_sending(tmp_path, chat_server):
+    """The issue's run: one non-JSON 200 among many items, max_failed_fraction 0. Before, the
+    client's JSONDecodeError escaped, no response file was written and every queued request
+    was still sent with its answer thrown away."""
+    contents = [f"formula {k}" for k in range(3)] + ["formula 3 #notjson"] + [f"formula {k}" for k in range(4, 12)]
+    with pytest.raises(GenerationFailedError) as err:
+        stage(tmp_path, chat_server, contents, concurrency=1, max_retries=1)
+    assert "9 of 12 items failed" in str(err.value) and "8 of them not sent" in str(err.value)
+    assert chat_server.count() == 3 + 2, "nothing sent once the job was bound to fail"
+    rows = read_responses(tmp_path / "results/bench/ds/responses/m1.jsonl")
+    assert [r["response"] for r in rows[:3]] == [f"echo: formula {k}" for k in range(3)]
+    assert "the reply is not JSON" in rows[3]["error"]
+    assert all("not sent: 1 of 12 items had already failed" in r["error"] for r in rows[4:])
+    assert len(list((tmp_path / "results/llm/cache").rglob("*.json"))) == 3, "the answers received are cached"
+    # The rerun, the server mended, asks only for what was not answered.
+    chat_server.reset()
+    info, rows, _ = stage(tmp_path, chat_server, [c.replace(" #notjson", "") for c in contents])
+    assert chat_server.count() == 9 and info["n_cached"] == 3 and info["n_failed"] == 0
+
+
+def test_the_deadline_bounds_a_server_that_trickles(tmp_path, chat_server):
+    """One byte every 0.2 s never trips the 1 s read timeout; the reply (~300 bytes) would take
+    about a minute. Before, the request lasted as long as the server kept sending."""
+    t0 = time.monotonic()
+    info, rows, _ = stage(
+        tmp_path,
+        chat_server,
+        ["#trickle", "#trickleheaders", "#trickle #once", "ok"],
+        timeout_s=1.0,
+        deadline_s=1.0,
+        max_retries=1,
+        concurrency=4,
+        max_failed_fraction=1.0,
+    )
+    wall = time.monotonic() - t0
+    assert wall < 6, f"{wall:.1f} s: the deadline did not hold"
+    for row in rows[:2]:
+        assert (
+            "gave up after 2 attempt(s)" in row["error"] and "no complete reply within deadline_s=1 s" in row["error"]
+        )
+    assert rows[2]["response"] == "echo: #trickle #once", "the retry after a deadline is answered"
+    assert rows[3]["response"] == "echo: ok"
+    assert chat_server.count("#trickle") == 2 + 2 + 2
+
+
+def test_the_deadline_defaults_to_twice_the_timeout():
+    from crucible.llm.spec import model_spec
+
+    spec = model_spec("m", {"backend": "openai", "model": "x", "base_url": "http://h/v1", "timeout_s": 7})
+    assert spec["deadline_s"] == 14.0
+    assert model_spec("m", {"backend": "openai", "model": "x", "base_url": "http://h/v1"})["deadline_s"] == 240.0
+
+
+def test_dropped_connections_are_retried(tmp_path, chat_server):
+    info, rows, _ = stage(tmp_path, chat_server, ["#drop #once", "#dropbody #once", "#drop"], max_failed_fraction=1.0)
+    assert [r["response"] for r in rows[:2]] == ["echo: #drop #once", "echo: #dropbody #once"]
+    assert chat_server.count("#drop #once") == 2 and chat_server.count("#dropbody #once") == 2
+    assert "gave up after 4 attempt(s)" in rows[2]["error"] and "Connection" in rows[2]["error"]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b'{"choices": {"0": 1}}', "no 'choices'"),
+        (b'{"choices": [], "error": {"message": "overloaded"}}', "an empty list); it says 'overloaded'"),
+        (b'{"choices": ["text"]}', "choices[0].message is not an object"),
+        (b'{"choices": [{"message": {"content": "x"}, "finish_reason": 1}]}', "finish_reason is a int"),
+        (b'{"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": true}}', "not a token count"),
+        (b'{"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": -1}}', "not a token count"),
+        (b'{"choices": [{"message": {"content": "x"}}], "usage": []}', "'usage' is a list"),
+        (b'{"choices": [{"message": {"content": "x"}}], "model": 3}', "'model' is a int"),
+        (b"\xff\xfe", "not JSON"),
+    ],
+)
+def test_reply_shapes_refused_with_what_is_wrong(body, reason):
+    from crucible.llm.openai_backend import MalformedReplyError, parse_reply
+
+    with pytest.raises(MalformedReplyError, match=re.escape(reason)):
+        parse_reply(body)
+    ok = parse_reply(
+        b'{"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": {"total_tokens": 3}}'
+    )
+    assert ok == {"content": "x", "finish_reason": "stop", "model": None, "usage": {"total_tokens": 3}}

@@ -93,3 +93,21 @@ def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_
     (bare / "tokenizer_config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="llm.models.tiny: the checkpoint .* has no chat template"):
         TransformersBackend("tiny", str(bare), device="cpu").load()
+
+
+def test_a_stopped_job_runs_no_further_batch(tiny_causal_lm):
+    from crucible.llm.generate import FailureBudget
+
+    backend = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=2, device="cpu")
+    budget = FailureBudget(0.0, len(QUESTIONS))
+    seen = []
+
+    def on_done(i, c):
+        seen.append(i)
+        if len(seen) == 2:  # after the first batch, the stage stops the job (e.g. its cache broke)
+            budget.stop("the response cache cannot be written")
+
+    out = backend.generate(prompts(), {"max_tokens": 4, "temperature": 0.0}, on_done=on_done, budget=budget)
+    assert sum(c.response is not None for c in out) == 2 and len(seen) == len(QUESTIONS)
+    assert sorted(budget.not_sent_ids) == sorted(c.id for c in out if c.response is None)
+    assert all("not sent: the response cache cannot be written" in c.error for c in out if c.response is None)

@@ -33,6 +33,60 @@ class GenerationFailedError(CrucibleError):
     """More items failed than the model's ``max_failed_fraction`` allows."""
 
 
+def too_many_failed(failed: int, n_items: int, max_failed_fraction: float) -> bool:
+    """The job's verdict, one formula for the stop while sending and the check at the end."""
+    return n_items > 0 and failed / n_items > float(max_failed_fraction)
+
+
+class FailureBudget:
+    """How many items may fail before the job is bound to fail; then nothing more is sent.
+
+    Backends ``record`` each outcome and check ``stopped`` before each request (and before each
+    retry), so that a job over its ``max_failed_fraction`` stops paying for answers it will not
+    use; the items it did not send come back as failures saying why (``not_sent``). ``stop``
+    also serves the stage itself (a cache that cannot be written). Thread-safe.
+    """
+
+    def __init__(self, max_failed_fraction: float | None, n_items: int):
+        self.max_failed_fraction = max_failed_fraction  # None: never stop for failures
+        self.n_items = n_items
+        self.failed = 0
+        self.reason: str | None = None
+        self.not_sent_ids: list[str] = []
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def stopped(self) -> bool:
+        return self._event.is_set()
+
+    def stop(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+        self._event.set()
+
+    def record(self, c: Completion) -> None:
+        if c.error is None:
+            return
+        with self._lock:
+            self.failed += 1
+            over = self.max_failed_fraction is not None and too_many_failed(
+                self.failed, self.n_items, self.max_failed_fraction
+            )
+        if over:
+            self.stop(f"{self.failed} of {self.n_items} items had already failed, more than max_failed_fraction allows")
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the job stops meanwhile."""
+        self._event.wait(seconds)
+
+    def not_sent(self, where: str, item_id: str) -> Completion:
+        with self._lock:
+            self.not_sent_ids.append(item_id)
+        return Completion(item_id, error=f"{where}: not sent: {self.reason}")
+
+
 class Backend(Protocol):
     """What every backend provides (openai_backend, transformers_backend, replay)."""
 
@@ -43,9 +97,14 @@ class Backend(Protocol):
         """Import the client or load the weights; called only when something is not cached."""
 
     def generate(
-        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+        self,
+        prompts: list[Prompt],
+        params: dict[str, Any],
+        on_done: Callable[[int, Completion], None] | None = None,
+        budget: FailureBudget | None = None,
     ) -> list[Completion]:
-        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes."""
+        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes;
+        nothing more is asked once ``budget.stopped`` (those items: ``budget.not_sent``)."""
 
 
 def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike | None = None) -> Backend:
@@ -60,6 +119,7 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
             spec.get("api_key_env"),
             concurrency=spec["concurrency"],
             timeout_s=spec["timeout_s"],
+            deadline_s=spec["deadline_s"],
             max_retries=spec["max_retries"],
             backoff_s=spec["backoff_s"],
             max_backoff_s=spec["max_backoff_s"],
@@ -114,9 +174,18 @@ class _Progress:
 
 
 def generate(
-    prompts: list[Prompt], backend: Backend, params: dict[str, Any], cache: ResponseCache | None, model_name: str
+    prompts: list[Prompt],
+    backend: Backend,
+    params: dict[str, Any],
+    cache: ResponseCache | None,
+    model_name: str,
+    max_failed_fraction: float | None = None,
 ) -> tuple[list[Completion], dict[str, Any]]:
-    """Completions for ``prompts`` in order, and counts; cached answers are not asked again."""
+    """Completions for ``prompts`` in order, and counts; cached answers are not asked again.
+
+    Once more than ``max_failed_fraction`` of the items have failed (the job will fail), nothing
+    more is sent: the answers already received are cached, the rest are failures "not sent".
+    """
     seen: dict[str, int] = {}
     samples = []
     for p in prompts:
@@ -143,20 +212,26 @@ def generate(
         len(todo),
     )
     progress = _Progress(len(prompts), n_cached, model_name)
+    budget = FailureBudget(max_failed_fraction, len(prompts))
+    cache_errors: list[CrucibleError] = []
 
     def on_done(j: int, c: Completion) -> None:
         i = todo[j]
-        if cache is not None and c.response is not None:
-            cache.put(
-                keys[i],
-                backend=backend.kind,
-                model_name=model_name,
-                model=backend.model,
-                messages=prompts[i].messages,
-                params=params,
-                completion=c,
-                sample=samples[i],
-            )
+        if cache is not None and c.response is not None and not cache_errors:
+            try:
+                cache.put(
+                    keys[i],
+                    backend=backend.kind,
+                    model_name=model_name,
+                    model=backend.model,
+                    messages=prompts[i].messages,
+                    params=params,
+                    completion=c,
+                    sample=samples[i],
+                )
+            except CrucibleError as exc:  # e.g. a full disk: stop paying for answers that cannot be kept
+                cache_errors.append(exc)
+                budget.stop(f"the response cache cannot be written ({exc})")
         progress.update(c)
 
     load_s = 0.0
@@ -169,12 +244,14 @@ def generate(
     t0 = time.perf_counter()
     try:
         if todo:
-            new = backend.generate([prompts[i] for i in todo], params, on_done=on_done)
+            new = backend.generate([prompts[i] for i in todo], params, on_done=on_done, budget=budget)
             for j, c in enumerate(new):
                 c.id = prompts[todo[j]].id
                 results[todo[j]] = c
     finally:
         progress.close()
+    if cache_errors:
+        raise cache_errors[0]
     wall = time.perf_counter() - t0
     new_items = [results[i] for i in todo]
     completion_tokens = sum(int(c.usage.get("completion_tokens", 0)) for c in new_items)
@@ -184,6 +261,7 @@ def generate(
         "n_new": sum(c.error is None for c in new_items),
         "n_failed": sum(c.error is not None for c in results),
         "failed_ids": sorted(c.id for c in results if c.error is not None),
+        "n_not_sent": len(budget.not_sent_ids),
         "load_s": round(load_s, 3),
         "generation_wall_s": round(wall, 3),
         "new_usage": {
@@ -227,7 +305,7 @@ def run_stage(
     backend = make_backend(model_name, spec, replay_file)
     cache = ResponseCache(cache_dir) if cache_dir and spec["backend"] != "replay" else None
     params = spec["params"]
-    results, stats = generate(prompts, backend, params, cache, model_name)
+    results, stats = generate(prompts, backend, params, cache, model_name, float(spec["max_failed_fraction"]))
     write_responses(results, out)
     template_hashes = sorted({str(p.meta["template_hash"]) for p in prompts if "template_hash" in p.meta})
     info: dict[str, Any] = {
@@ -265,10 +343,13 @@ def run_stage(
         info["wall_s"],
         out,
     )
-    if n and failed / n > float(spec["max_failed_fraction"]):
+    if too_many_failed(failed, n, spec["max_failed_fraction"]):
         shown = ", ".join(stats["failed_ids"][:10]) + (" ..." if failed > 10 else "")
+        not_sent = stats["n_not_sent"]
+        held_back = f", {not_sent} of them not sent once the job was bound to fail" if not_sent else ""
         raise GenerationFailedError(
-            f"model {model_name}: {failed} of {n} items failed ({shown}); their reasons are in {out} and the log. "
+            f"model {model_name}: {failed} of {n} items failed ({shown}{held_back}); their reasons are in {out} "
+            f"and the log. "
             f"Successful answers are cached, so a rerun asks only for these; to accept failures as wrong "
             f"answers, raise llm.models.{model_name}.max_failed_fraction (now {spec['max_failed_fraction']})"
         )

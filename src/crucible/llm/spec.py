@@ -22,6 +22,7 @@ DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 PARAM_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 
 OPENAI_DEFAULTS = {"concurrency": 4, "timeout_s": 120.0, "max_retries": 6, "backoff_s": 1.0, "max_backoff_s": 60.0}
+DEADLINE_PER_TIMEOUT = 2.0
 TRANSFORMERS_DEFAULTS = {"batch_size": 8, "device": "auto", "dtype": "auto"}
 
 
@@ -39,6 +40,11 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     spec = dict(entry)
     if backend == "openai":
         spec = {**OPENAI_DEFAULTS, **spec}
+        # timeout_s bounds each wait for a byte; deadline_s the whole attempt, so that a server
+        # trickling its reply cannot hold a request for ever. A normal reply arrives in one piece
+        # once generated, within timeout_s, so twice that never cuts a healthy server short.
+        if spec.get("deadline_s") is None:
+            spec["deadline_s"] = DEADLINE_PER_TIMEOUT * float(spec["timeout_s"])
     elif backend == "transformers":
         spec = {**TRANSFORMERS_DEFAULTS, **spec}
     spec.setdefault("max_failed_fraction", 0.0)

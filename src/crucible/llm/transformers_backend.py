@@ -113,7 +113,11 @@ class TransformersBackend:
         )
 
     def generate(
-        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+        self,
+        prompts: list[Prompt],
+        params: dict[str, Any],
+        on_done: Callable[[int, Completion], None] | None = None,
+        budget=None,
     ) -> list[Completion]:
         import torch
 
@@ -138,6 +142,12 @@ class TransformersBackend:
         results: list[Completion | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
+            if budget is not None and budget.stopped:  # the job is failing: no more GPU time on it
+                for i in idx:
+                    results[i] = budget.not_sent(f"model {self.name}: item {prompts[i].id}", prompts[i].id)
+                    if on_done is not None:
+                        on_done(i, results[i])
+                continue
             batch = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False).to(
                 self.device
             )
