@@ -338,3 +338,73 @@ def test_reply_shapes_refused_with_what_is_wrong(body, reason):
         b'{"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": {"total_tokens": 3}}'
     )
     assert ok == {"content": "x", "finish_reason": "stop", "model": None, "usage": {"total_tokens": 3}}
+
+
+def test_an_edited_cache_entry_is_asked_again(tmp_path, chat_server):
+    contents = [f"structure {k}" for k in range(3)]
+    _, _, out = stage(tmp_path, chat_server, contents)
+    first = out.read_bytes()
+    entry_path = sorted((tmp_path / "results/llm/cache").rglob("*.json"))[0]
+    entry = json.loads(entry_path.read_text())
+    entry_path.write_text(json.dumps({**entry, "response": "answer: 7"}))  # still valid JSON
+    info, _, out = stage(tmp_path, chat_server, contents)
+    assert chat_server.count() == 4 and info["n_cached"] == 2 and info["n_new"] == 1
+    assert out.read_bytes() == first, "the edited answer was not used"
+    assert json.loads(entry_path.read_text())["response"] == entry["response"], "and it was replaced"
+
+
+def test_a_full_disk_names_the_path_and_stops_sending(tmp_path, chat_server, monkeypatch):
+    import errno
+
+    import crucible.llm.cache as cache_module
+    from crucible.llm.cache import CacheWriteError
+
+    real_write, written = cache_module.write_json, []
+
+    def fills_up(obj, path):
+        if len(written) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(obj, path)
+        written.append(path)
+
+    monkeypatch.setattr(cache_module, "write_json", fills_up)
+    with pytest.raises(CacheWriteError) as err:
+        stage(tmp_path, chat_server, [f"formula {k}" for k in range(30)], concurrency=1)
+    assert re.search(
+        r"response cache: cannot write \S+/results/llm/cache/../[0-9a-f]{64}\.json: No space left", str(err.value)
+    )
+    assert "the job stopped sending requests" in str(err.value)
+    assert chat_server.count() <= 4, "nothing more was paid for once the cache could not keep it"
+    assert len(list((tmp_path / "results/llm/cache").rglob("*.json"))) == 2
+
+
+@pytest.mark.slow
+def test_two_jobs_sharing_a_cache_pay_once_per_item(tmp_path, chat_server, venv_env):
+    """Two benchmarks asking the same 12 prompts at the same time (before: 24 requests)."""
+    (tmp_path / "logs").mkdir()
+    n = 12
+    env = {
+        **venv_env,
+        "CRUCIBLE_TEST_KEY": KEY,
+        "NO_PROXY": "127.0.0.1",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    chat_server.delay_s = 1.0  # 6 s of answers per job: the two overlap
+    procs, outs = [], []
+    for bench in ("bench-a", "bench-b"):
+        prompts = write_prompts(tmp_path / f"results/{bench}/ds/prompts.jsonl", [f"formula {k}" for k in range(n)])
+        out = tmp_path / f"results/{bench}/ds/responses/m1.jsonl"
+        cmd = [sys.executable, "-m", "crucible", "-v", "llm", "generate", "--prompts", str(prompts), "--model", "m1"]
+        cmd += ["--model-spec", json.dumps(entry(chat_server, concurrency=2)), "--cache-dir", str(tmp_path / "cache")]
+        cmd += ["--out", str(out), "--out-record", str(out.with_suffix(".json"))]
+        log = open(tmp_path / "logs" / f"{bench}.log", "w")
+        procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=tmp_path))
+        outs.append(out)
+    for proc, bench in zip(procs, ("bench-a", "bench-b")):
+        assert proc.wait(timeout=120) == 0, (tmp_path / "logs" / f"{bench}.log").read_text()
+    assert chat_server.count() == n, "each item asked once, by one of the two jobs"
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    records = [json.loads(o.with_suffix(".json").read_text()) for o in outs]
+    assert sum(r["n_new"] for r in records) == n
+    assert sum(r["n_from_other_jobs"] for r in records) > 0, "one job waited for the other's answers"
+    assert list((tmp_path / "cache").rglob("*.claim")) == []

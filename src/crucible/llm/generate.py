@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from crucible import __version__
 from crucible.errors import CrucibleError
 from crucible.io import write_json
-from crucible.llm.cache import ResponseCache, request_key
+from crucible.llm.cache import CacheWriteError, Claims, ResponseCache, request_key
 from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, write_responses
 from crucible.llm.spec import model_spec
 
@@ -214,9 +214,11 @@ def generate(
     progress = _Progress(len(prompts), n_cached, model_name)
     budget = FailureBudget(max_failed_fraction, len(prompts))
     cache_errors: list[CrucibleError] = []
+    claims: Claims | None = None
+    sent: list[int] = []  # what this job asked the backend for
+    clock = {"load_s": 0.0, "wall_s": 0.0}
 
-    def on_done(j: int, c: Completion) -> None:
-        i = todo[j]
+    def keep(i: int, c: Completion) -> None:
         if cache is not None and c.response is not None and not cache_errors:
             try:
                 cache.put(
@@ -232,46 +234,135 @@ def generate(
             except CrucibleError as exc:  # e.g. a full disk: stop paying for answers that cannot be kept
                 cache_errors.append(exc)
                 budget.stop(f"the response cache cannot be written ({exc})")
+        if claims is not None:
+            claims.release(keys[i])  # after the entry: a job waiting on the claim finds the answer
         progress.update(c)
 
-    load_s = 0.0
-    if todo:
-        # Client import or model load before the clock starts: tokens/s measures generation only,
-        # and nothing is loaded at all when every answer is cached.
-        t_load = time.perf_counter()
-        backend.prepare()
-        load_s = time.perf_counter() - t_load
-    t0 = time.perf_counter()
+    def send(batch: list[int]) -> None:
+        if not sent:
+            # Client import or model load before the clock starts: tokens/s measures generation
+            # only, and nothing is loaded at all when every answer is cached.
+            t_load = time.perf_counter()
+            backend.prepare()
+            clock["load_s"] = time.perf_counter() - t_load
+        sent.extend(batch)
+        t0 = time.perf_counter()
+        try:
+            new = backend.generate(
+                [prompts[i] for i in batch], params, on_done=lambda j, c: keep(batch[j], c), budget=budget
+            )
+        finally:
+            clock["wall_s"] += time.perf_counter() - t0
+        for j, c in enumerate(new):
+            c.id = prompts[batch[j]].id
+            results[batch[j]] = c
+
+    def take_answer(i: int) -> bool:
+        hit = cache.get(keys[i]) if cache is not None else None
+        if hit is None:
+            return False
+        hit.id = prompts[i].id
+        results[i] = hit
+        progress.update(hit)
+        return True
+
+    n_from_others = 0
     try:
-        if todo:
-            new = backend.generate([prompts[i] for i in todo], params, on_done=on_done, budget=budget)
-            for j, c in enumerate(new):
-                c.id = prompts[todo[j]].id
-                results[todo[j]] = c
+        if cache is None:
+            if todo:
+                send(todo)
+        else:
+            with cache.claims() as claims:
+                pending = todo
+                while pending:
+                    mine, theirs = [], []
+                    for i in pending:
+                        if not claims.take(keys[i]):
+                            theirs.append(i)
+                        elif take_answer(i):  # answered by the job that held it until just now
+                            claims.release(keys[i])
+                            n_from_others += 1
+                        else:
+                            mine.append(i)
+                    if mine:
+                        send(mine)
+                    pending, answered = _wait_for_others(theirs, keys, claims, budget, take_answer, model_name)
+                    n_from_others += answered
+                    for i in pending if budget.stopped else []:
+                        results[i] = budget.not_sent(f"model {model_name}: item {prompts[i].id}", prompts[i].id)
+                        progress.update(results[i])
+                    if budget.stopped:
+                        pending = []
     finally:
         progress.close()
     if cache_errors:
-        raise cache_errors[0]
-    wall = time.perf_counter() - t0
-    new_items = [results[i] for i in todo]
+        received = sum(results[i] is not None and results[i].response is not None for i in sent)
+        raise CacheWriteError(
+            f"{cache_errors[0]}; the job stopped sending requests ({received} answers were received, "
+            f"those before the failure are cached)"
+        ) from cache_errors[0]
+    wall = clock["wall_s"]
+    new_items = [results[i] for i in sent]
     completion_tokens = sum(int(c.usage.get("completion_tokens", 0)) for c in new_items)
     stats = {
         "n_items": len(prompts),
-        "n_cached": n_cached,
+        "n_cached": n_cached + n_from_others,
+        "n_from_other_jobs": n_from_others,
         "n_new": sum(c.error is None for c in new_items),
         "n_failed": sum(c.error is not None for c in results),
         "failed_ids": sorted(c.id for c in results if c.error is not None),
         "n_not_sent": len(budget.not_sent_ids),
-        "load_s": round(load_s, 3),
+        "load_s": round(clock["load_s"], 3),
         "generation_wall_s": round(wall, 3),
         "new_usage": {
             "prompt_tokens": sum(int(c.usage.get("prompt_tokens", 0)) for c in new_items),
             "completion_tokens": completion_tokens,
         },
-        "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if todo and wall > 0 else None,
+        "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if sent and wall > 0 else None,
         "model_ids": sorted({c.model_id for c in results if c.model_id}),
     }
     return results, stats  # type: ignore[return-value]
+
+
+WAIT_POLL_S = 0.5
+
+
+def _wait_for_others(
+    theirs: list[int],
+    keys: list[str],
+    claims: Claims,
+    budget: FailureBudget,
+    take_answer: Callable[[int], bool],
+    model_name: str,
+) -> tuple[list[int], int]:
+    """Wait while other jobs ask for ``theirs``; (the items to claim again, the number answered).
+
+    An item comes back to be claimed when its claim is released without an answer (the other
+    job failed it) or has gone stale (the other job died).
+    """
+    waiting = list(theirs)
+    if waiting:
+        log.info(
+            "model %s: %d item(s) are being asked for by another job (%s); waiting for its answers",
+            model_name,
+            len(waiting),
+            claims.holder(keys[waiting[0]]),
+        )
+    retry: list[int] = []
+    answered = 0
+    while waiting and not budget.stopped:
+        still = []
+        for i in waiting:
+            if take_answer(i):
+                answered += 1
+            elif claims.is_free(keys[i]) or claims.stale(keys[i]) is not None:
+                retry.append(i)
+            else:
+                still.append(i)
+        waiting = still
+        if waiting:
+            budget.wait(WAIT_POLL_S)
+    return sorted(retry + waiting), answered
 
 
 def _public_url(url: str) -> str:
