@@ -107,15 +107,20 @@ def test_429_is_retried_then_answered(tmp_path, chat_server):
 
 
 def test_500_storm_fails_the_item_with_model_and_id_never_dropped(tmp_path, chat_server):
-    with pytest.raises(GenerationFailedError, match=r"model m1: 1 of 3 items failed \(q001\)"):
+    with pytest.raises(GenerationFailedError, match=r"model m1: 1 of 3 items failed \(q001\); each item's reason is in \S+/responses/failed/m1.json \(kept after"):
         stage(tmp_path, chat_server, ["a", "broken #500", "c"])
     assert chat_server.count("#500") == 4  # first try + max_retries 3
+    # The reasons outlive the failed job's outputs (which Snakemake deletes): a file of their own.
+    failed = json.loads((tmp_path / "results/bench/ds/responses/failed/m1.json").read_text())
+    assert [f["id"] for f in failed["failed"]] == ["q001"] and "gave up after 4" in failed["failed"][0]["error"]
+    assert failed["n_items"] == 3 and failed["model_name"] == "m1" and len(failed["prompts_sha256"]) == 64
     info, rows, _ = stage(tmp_path, chat_server, ["a", "broken #500", "c"], max_failed_fraction=0.5)
     assert [r["id"] for r in rows] == ["q000", "q001", "q002"]
     assert rows[1]["response"] is None
     assert rows[1]["error"].startswith("model m1: item q001: gave up after 4 attempt(s)") and "500" in rows[1]["error"]
     assert rows[0]["response"] == "echo: a" and info["n_failed"] == 1 and info["failed_ids"] == ["q001"]
     assert info["n_cached"] == 2, "the answered items of the failed run were cached"
+    assert not (tmp_path / "results/bench/ds/responses/failed/m1.json").exists(), "a job that passes removes it"
 
 
 def test_slow_reply_past_the_timeout_is_retried_then_fails(tmp_path, chat_server):

@@ -374,6 +374,21 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
+def failure_file(out: str | os.PathLike) -> Path:
+    """``responses/failed/{model}.json`` beside ``responses/{model}.jsonl``: no job's output."""
+    out = Path(out)
+    return out.parent / "failed" / f"{out.stem}.json"
+
+
+def write_failures(results: list[Completion], path: Path, info: dict[str, Any]) -> None:
+    """Which run failed (model, prompts file and hash, counts) and each failed item's reason,
+    in prompt-set order."""
+    keys = ("model_name", "backend", "model", "prompts_file", "prompts_sha256", "n_items", "n_failed", "n_not_sent")
+    report = {k: info[k] for k in keys}
+    report["failed"] = [{"id": c.id, "error": c.error} for c in results if c.error is not None]
+    write_json(report, path)
+
+
 def run_stage(
     prompts_path: str | os.PathLike,
     model_name: str,
@@ -387,8 +402,11 @@ def run_stage(
     """Read the prompt set, generate, write ``out`` (responses) and ``record`` (sidecar JSON).
 
     Both files are written even when items failed (failures as rows with their reason); then,
-    if more than ``max_failed_fraction`` of the items failed, GenerationFailedError is raised so
-    that the DAG stops instead of scoring a broken run. Successes stay cached for the rerun.
+    if more than ``max_failed_fraction`` of the items failed, the failed items' reasons go to
+    :func:`failure_file` and GenerationFailedError is raised, so that the DAG stops instead of
+    scoring a broken run. Snakemake deletes the outputs of a failed job, ``out`` and ``record``
+    among them; the failure file is no output, so it stays (a later successful run removes it).
+    Successes stay cached for the rerun.
     """
     t0 = time.perf_counter()
     spec = model_spec(model_name, entry)
@@ -434,13 +452,17 @@ def run_stage(
         info["wall_s"],
         out,
     )
-    if too_many_failed(failed, n, spec["max_failed_fraction"]):
+    failures = failure_file(out)
+    if not too_many_failed(failed, n, spec["max_failed_fraction"]):
+        failures.unlink(missing_ok=True)  # an earlier run's reasons no longer describe the outputs
+    else:
+        write_failures(results, failures, info)
         shown = ", ".join(stats["failed_ids"][:10]) + (" ..." if failed > 10 else "")
         not_sent = stats["n_not_sent"]
         held_back = f", {not_sent} of them not sent once the job was bound to fail" if not_sent else ""
         raise GenerationFailedError(
-            f"model {model_name}: {failed} of {n} items failed ({shown}{held_back}); their reasons are in {out} "
-            f"and the log. "
+            f"model {model_name}: {failed} of {n} items failed ({shown}{held_back}); each item's reason is in "
+            f"{failures} (kept after the job fails, unlike its outputs) and the log. "
             f"Successful answers are cached, so a rerun asks only for these; to accept failures as wrong "
             f"answers, raise llm.models.{model_name}.max_failed_fraction (now {spec['max_failed_fraction']})"
         )
