@@ -107,7 +107,10 @@ def test_429_is_retried_then_answered(tmp_path, chat_server):
 
 
 def test_500_storm_fails_the_item_with_model_and_id_never_dropped(tmp_path, chat_server):
-    with pytest.raises(GenerationFailedError, match=r"model m1: 1 of 3 items failed \(q001\); each item's reason is in \S+/responses/failed/m1.json \(kept after"):
+    with pytest.raises(
+        GenerationFailedError,
+        match=r"model m1: 1 of 3 items failed \(q001\); each item's reason is in \S+/responses/failed/m1.json \(kept after",
+    ):
         stage(tmp_path, chat_server, ["a", "broken #500", "c"])
     assert chat_server.count("#500") == 4  # first try + max_retries 3
     # The reasons outlive the failed job's outputs (which Snakemake deletes): a file of their own.

@@ -156,8 +156,12 @@ def llm_model_alternation(backends):
     return _alternation(llm_workflow.models_by_backend(config, backends))
 
 
-def get_llm_model_entry(name):
-    return llm_workflow.model_entry_json(config, name)
+def get_llm_model_sha256(name):
+    return llm_workflow.model_sha256(config, name)
+
+
+def get_llm_config_flags():
+    return llm_workflow.config_file_flags(workflow.configfiles, workflow.overwrite_configfiles)
 
 
 def get_llm_replay_input(wildcards):

@@ -7,7 +7,12 @@ parameters, which goes into every cache key and every record.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from crucible.errors import ConfigError
 
@@ -37,6 +42,8 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in REQUIRED[backend] if not entry.get(k)]
     if missing:
         raise ConfigError(f"{where}: backend {backend} needs {', '.join(missing)}")
+    if backend == "openai":
+        _check_base_url(where, str(entry["base_url"]))
     spec = dict(entry)
     if backend == "openai":
         spec = {**OPENAI_DEFAULTS, **spec}
@@ -68,3 +75,63 @@ def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     if "top_p" in out:
         out["top_p"] = float(out["top_p"])
     return dict(sorted(out.items()))
+
+
+def _check_base_url(where: str, url: str) -> None:
+    """No credentials in the address: the URL is logged and recorded, and the client would send
+    them as HTTP Basic auth instead of the configured key. The message does not repeat them."""
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        host = parts.hostname or ""
+        shown = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+        raise ConfigError(
+            f"{where}.base_url: credentials in the URL (user:password@) are refused, because the URL is "
+            f"written to logs and records; use {shown} and give the key through api_key_env, the NAME of an "
+            f"environment variable holding it"
+        )
+
+
+def spec_sha256(name: str, entry: dict[str, Any]) -> str:
+    """SHA-256 of the checked entry with its defaults: the same for two spellings of one model."""
+    canon = json.dumps(model_spec(name, entry), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Nested update, later values winning: how Snakemake merges its config files."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def entry_from_config_files(paths: Iterable[str | os.PathLike], name: str) -> dict[str, Any]:
+    """``llm.models.<name>`` of the config files merged in order (later files win).
+
+    The model entry reaches a job this way, by name, and never as a command-line argument,
+    which Snakemake prints and records.
+    """
+    import yaml
+
+    paths = [str(p) for p in paths]
+    config: dict[str, Any] = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                loaded = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top, got {type(loaded).__name__}")
+        config = _merge(config, loaded)
+    models = (config.get("llm") or {}).get("models") or {}
+    if name not in models:
+        raise ConfigError(
+            f"{', '.join(paths)}: llm.models has no {name!r} (has: {', '.join(sorted(models)) or 'none'})"
+        )
+    return models[name]
