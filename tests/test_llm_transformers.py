@@ -82,9 +82,25 @@ def test_fingerprint_follows_content_not_location(tiny_causal_lm, tmp_path):
     assert checkpoint_fingerprint(moved) != checkpoint_fingerprint(tiny_causal_lm)
 
 
+def test_a_gguf_file_is_named_by_its_content(tmp_path):
+    one, other = tmp_path / "a" / "m.Q4_1.gguf", tmp_path / "b" / "m.Q4_1.gguf"
+    for path, body in ((one, b"GGUF" + bytes(range(256)) * 40000), (other, b"GGUF" + bytes(range(256)) * 40000)):
+        path.parent.mkdir()
+        path.write_bytes(body)
+    assert checkpoint_fingerprint(one) == checkpoint_fingerprint(other), "moving the file keeps its name"
+    backend = TransformersBackend("m", str(one))
+    assert backend.gguf and backend.model == f"m.Q4_1.gguf@{checkpoint_fingerprint(one)}"
+    with open(other, "r+b") as fh:  # a different last MiB: another quantisation
+        fh.seek(-10, 2)
+        fh.write(b"0123456789")
+    assert checkpoint_fingerprint(one) != checkpoint_fingerprint(other)
+
+
 def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_path):
-    with pytest.raises(ConfigError, match="is not a checkpoint directory"):
+    with pytest.raises(ConfigError, match=r"is neither a checkpoint directory \(no config.json\) nor a .gguf file"):
         TransformersBackend("tiny", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"llm.models.tiny.path: \S+/missing.gguf does not exist"):
+        TransformersBackend("tiny", str(tmp_path / "missing.gguf"))
     bare = tmp_path / "bare"
     shutil.copytree(tiny_causal_lm, bare)
     (bare / "chat_template.jinja").unlink()

@@ -1,8 +1,9 @@
 """A local checkpoint run inside the job with ``transformers``: CUDA with bf16 when present, else CPU.
 
-Weights are never downloaded: the checkpoint is a directory, loaded with ``local_files_only``
-and the hub switched offline, so a missing file is an error instead of a silent download on a
-compute node. The tokenizer's chat template turns messages into text; prompts are sorted by
+Weights are never downloaded: the checkpoint is a directory, or a single GGUF file (llama.cpp's
+format, which transformers dequantizes on load with the ``gguf`` package; tokenizer and chat
+template come from its metadata), loaded with ``local_files_only`` and the hub switched
+offline, so a missing file is an error instead of a silent download on a compute node. The tokenizer's chat template turns messages into text; prompts are sorted by
 length and generated in left-padded batches, then put back in the prompt set's order.
 """
 
@@ -33,8 +34,9 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
     """
     root = Path(path)
     digest = hashlib.sha256()
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = file.relative_to(root).as_posix()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for file in files:
+        rel = file.name if file == root else file.relative_to(root).as_posix()
         if rel.startswith("."):
             continue
         size = file.stat().st_size
@@ -64,8 +66,14 @@ class TransformersBackend:
     ):
         self.name = name
         self.path = Path(path)
-        if not (self.path / "config.json").is_file():
-            raise ConfigError(f"config llm.models.{name}.path: {path} is not a checkpoint directory (no config.json)")
+        self.gguf = self.path.suffix == ".gguf"
+        if self.gguf and not self.path.is_file():
+            raise ConfigError(f"config llm.models.{name}.path: {path} does not exist")
+        if not self.gguf and not (self.path / "config.json").is_file():
+            raise ConfigError(
+                f"config llm.models.{name}.path: {path} is neither a checkpoint directory (no config.json) "
+                f"nor a .gguf file"
+            )
         self.batch_size = max(1, int(batch_size))
         self.device_request = device
         self.dtype_request = dtype
@@ -94,7 +102,10 @@ class TransformersBackend:
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
         t0 = time.perf_counter()
-        tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        where = {"pretrained_model_name_or_path": self.path, "local_files_only": True}
+        if self.gguf:
+            where = {**where, "pretrained_model_name_or_path": self.path.parent, "gguf_file": self.path.name}
+        tokenizer = AutoTokenizer.from_pretrained(**where)
         tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -105,7 +116,7 @@ class TransformersBackend:
                 f"config llm.models.{self.name}: the checkpoint {self.path} has no chat template; "
                 f"set llm.models.{self.name}.chat_template"
             )
-        model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True, dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(**where, dtype=getattr(torch, dtype))
         model.to(device).eval()
         self._model, self._tokenizer, self.device, self.dtype = model, tokenizer, device, dtype
         log.info(
