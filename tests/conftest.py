@@ -138,7 +138,7 @@ def aflow_file() -> Path:
     return aflow_prototypes_file()
 
 
-CSCL = {  # peers.md §2.6: cubic 4.12 Å, Cs at the origin, Cl at the body centre
+CSCL = {  # OpenCompass MP-20 test vector: cubic 4.12 Å, Cs at the origin, Cl at the body centre
     "lattice": [[4.12, 0.0, 0.0], [0.0, 4.12, 0.0], [0.0, 0.0, 4.12]],
     "sites": [
         {"element": "Cs", "fractional_coordinates": [0.0, 0.0, 0.0]},

@@ -1,5 +1,5 @@
 """CatBench's analysis on hand-built reactions: every class, threshold edges, rates, MAEs,
-ADwT/AMDwT grids and the gas shift (peers.md §3.2–3.5, vectors of §3.8)."""
+ADwT/AMDwT grids and the gas shift (CatBench 1.1.6, ``catbench/adsorption/analysis/analysis.py``; vectors from CatBench's own test suite and by hand)."""
 
 from __future__ import annotations
 
@@ -235,3 +235,65 @@ def test_threshold_sensitivity_grids():
     assert disp.loc[1.3, "adsorbate_migration"] == 50.0 and disp.loc[1.3, "normal"] == 50.0
     bond = sweep[sweep["threshold"] == "bond_length_change_threshold"]
     assert len(bond) == 21 and bond["value"].max() == 0.5
+
+
+def test_score_files_write_the_analysis_the_anomaly_lists_and_the_reactions(tmp_path):
+    import json
+
+    import pandas as pd
+
+    normal, energy = record(rid="n"), record(rid="e", dft=1.5)  # |Δ| = 2.5 eV: energy anomaly
+    unphys = record(rid="u", substrate=0.6, adslab_steps=(999, 10, 10))
+    repro = record(rid="p", slab_range=0.25)
+    migr = record(rid="m", ads="O", bond=25.0)
+    bad = {
+        "reaction_id": "z",
+        "adsorbate": "H",
+        "dft_ads_eng": 0.0,
+        "error": "ValueError: x",
+        "seeds": [],
+        "final": None,
+        "single_calculation": None,
+    }
+    chunks = [tmp_path / "chunk_0.json", tmp_path / "chunk_1.json"]
+    chunks[0].write_text(json.dumps({"reactions": [normal, energy, unphys]}))
+    chunks[1].write_text(json.dumps({"reactions": [repro, migr, bad]}))
+    out, out_rx, out_anomaly = tmp_path / "a.json", tmp_path / "r.parquet", tmp_path / "anomaly.json"
+    rec = A.score_calculation_files(chunks, {"energy_thrs": 2.0}, "emt", out, out_rx, out_anomaly)
+    written = json.loads(out.read_text())
+    assert written["model"] == "emt" and written["thresholds"]["energy_thrs"] == 2.0
+    det = written["anomaly_detection"]
+    assert {c: det[c] for c in A.CLASSES} == {
+        "reproduction_failure": ["p"],
+        "unphysical_relaxation": ["u"],
+        "adsorbate_migration": ["m"],
+        "energy_anomaly": ["e"],
+        "normal": ["n"],
+    }
+    assert det["unphysical_issues"] == {"u": ["ads_conv", "ads_move"]} and det["calculation_error"] == ["z"]
+    assert json.loads(out_anomaly.read_text()) == {"thresholds": written["thresholds"], **det}
+    # Anomaly total = reproduction + unphysical + energy (migration apart); after the shift (H has
+    # fewer than gas_shift_min_n valid reactions: no shift) the counts are the same.
+    assert rec["anomaly"]["Anomaly_total"] == 3 and rec["anomaly_shifted"] == rec["anomaly"]
+    assert len(written["sensitivity"]) == len(A.DISP_GRID) + len(A.BOND_GRID)
+    rx = pd.read_parquet(out_rx)
+    assert list(rx.columns) == A.REACTION_COLUMNS + ["model", "mlip_ads_eng_shifted", "class_shifted"]
+    assert sorted(rx["reaction_id"]) == ["e", "m", "n", "p", "u", "z"] and set(rx["model"]) == {"emt"}
+    assert rx["mlip_ads_eng_shifted"].equals(rx["mlip_ads_eng"])  # NaN for the failed one too
+
+
+def test_shifted_anomaly_row_recounts_only_the_energy_test():
+    import pandas as pd
+
+    base = {
+        "Num_normal": 1,
+        "Num_adsorbate_migration": 2,
+        "Anomaly_total": 4,
+        "Anomaly_reproduction_failure": 1,
+        "Anomaly_unphysical_relaxation": 1,
+        "Anomaly_energy_anomaly": 2,
+    }
+    shifted = pd.DataFrame({"class": ["normal", "normal", "normal", "energy_anomaly", "calculation_error"]})
+    row = A.shifted_anomaly_row(base, shifted)
+    assert row["Num_normal"] == 3 and row["Anomaly_energy_anomaly"] == 1 and row["Anomaly_total"] == 3
+    assert row["Num_adsorbate_migration"] == 2 and base["Num_normal"] == 1  # the input is not changed

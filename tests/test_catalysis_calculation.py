@@ -1,4 +1,4 @@
-"""Per-seed geometry measures (peers.md §3.8 vector 3), a reaction with EMT, OC20 mode, and
+"""Per-seed geometry measures (CatBench 1.1.6's ``catbench/utils/calculation_utils.py``; vectors from CatBench's own test suite), a reaction with EMT, OC20 mode, and
 resume after a kill without recomputing finished reactions."""
 
 from __future__ import annotations

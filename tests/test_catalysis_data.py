@@ -54,7 +54,7 @@ def test_fixed_atoms_survive_every_format(catalysis_demo):
 def test_hand_vector_adsorption_energy():
     from ase import Atoms
 
-    # peers.md §3.8 vector 7: adslab −3.0, slab −1.0, H2 −6.8 → +1.4 eV
+    # by hand, CatBench's E_ads = Σ stoi·E: adslab −3.0, slab −1.0, H2 −6.8 → +1.4 eV
     s = [
         data.Structure("star", "slab", -1, -1.0, Atoms("H")),
         data.Structure("Hstar", "adslab", 1, -3.0, Atoms("H2")),

@@ -30,7 +30,7 @@ def test_template_answers_parse_with_the_prompted_site_count(aflow_items):
     prompts, train = aflow_items
     gen = generators.TemplateGenerator(train)
     for item in prompts[:40]:
-        parsed = parsing.parse_response(gen.answer(_blind(item)))
+        parsed = parsing.parse_crystal_response(gen.answer(_blind(item)))
         assert isinstance(parsed, parsing.ParsedCrystal), item["id"]
         assert len(parsed.coordinates) == item["meta"]["nsites"]
 
@@ -48,7 +48,7 @@ def test_template_substitutes_species_and_rescales_volume():
     item = items.make_item("t", "kbr", kbr, "composition-v1", TEMPLATES["composition-v1"], {"AB"})
     text = generators.TemplateGenerator(train).answer(_blind(item))
     assert '"element": "K"' in text and '"element": "Br"' in text
-    parsed = parsing.parse_response(text)
+    parsed = parsing.parse_crystal_response(text)
     assert parsed.lattice_parameters[0] > nacl.lattice.a  # K, Br are bigger than Na, Cl
     rms, reason, _ = scoring.score_text(text, item["ground_truth"])
     assert reason is None and rms < 1e-6  # same prototype: a perfect answer
@@ -69,7 +69,7 @@ def test_random_symmetric_is_seeded_and_uses_the_prompted_group(aflow_file):
     in_group = 0
     for p, r in zip(prompts, a):
         assert r["error"] is None, r
-        parsed = parsing.parse_response(r["response"])
+        parsed = parsing.parse_crystal_response(r["response"])
         assert len(parsed.coordinates) == p["meta"]["nsites"]
         s = scoring.predicted_structure(parsed, p["ground_truth"])
         in_group += SpacegroupAnalyzer(s, symprec=0.1).get_space_group_number() == p["meta"]["spacegroup_number"]
@@ -127,7 +127,7 @@ def test_tiny_mlip_search_with_emt():
     gen._relax = spy
     text = gen.answer(_blind(item))
     assert len(energies) == 2
-    parsed = parsing.parse_response(text)
+    parsed = parsing.parse_crystal_response(text)
     assert len(parsed.coordinates) == 4
     # the answer is the lower-energy candidate: recompute its EMT energy per atom
     from ase.calculators.emt import EMT

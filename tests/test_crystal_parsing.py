@@ -1,4 +1,4 @@
-"""The OpenCompass MP-20 extraction and lattice rules (peers.md §2.2-2.3, vectors of §2.6),
+"""The OpenCompass MP-20 extraction and lattice rules (OpenCompass's ``opencompass/datasets/mp20/mp20.py``, opencompass 0.5.4; vectors run there),
 and a parser that never raises, whatever the text."""
 
 from __future__ import annotations
@@ -41,26 +41,29 @@ def test_impossible_angles_give_a_flat_cell_not_nan():
 
 
 def test_material_tag_is_read():
-    parsed = parsing.parse_response("Here: <material>" + material() + "</material>")
+    parsed = parsing.parse_crystal_response("Here: <material>" + material() + "</material>")
     assert parsed.lattice_parameters == (4.12, 4.12, 4.12, 90.0, 90.0, 90.0)
     assert parsed.coordinates == [[0.0, 0.0, 0.0], [0.5, 0.5, 0.5]]
 
 
 def test_json_block_wins_over_material_tag():  # vector 8
     text = "<material>" + material(a=9.0) + "</material>\nor rather\n```json\n" + material(a=4.12) + "\n```"
-    parsed = parsing.parse_response(text)
+    parsed = parsing.parse_crystal_response(text)
     np.testing.assert_allclose(parsing.lattice_matrix(*parsed.lattice_parameters)[0], [4.12, 0, 0])
 
 
 def test_think_output_block_beats_material_but_not_json_block():
     think = "output:\n" + material(a=5.0) + "\n </think>"
-    assert parsing.parse_response("<material>" + material(a=9.0) + "</material>" + think).lattice_parameters[0] == 5.0
-    assert parsing.parse_response(think + "```json" + material(a=6.0) + "```").lattice_parameters[0] == 6.0
+    assert (
+        parsing.parse_crystal_response("<material>" + material(a=9.0) + "</material>" + think).lattice_parameters[0]
+        == 5.0
+    )
+    assert parsing.parse_crystal_response(think + "```json" + material(a=6.0) + "```").lattice_parameters[0] == 6.0
 
 
 def test_without_tags_the_last_large_json_is_used():  # vector 9
     text = 'First {"a": 1} then ' + material(a=4.3) + ' then {"short": true}'
-    assert parsing.parse_response(text).lattice_parameters[0] == 4.3
+    assert parsing.parse_crystal_response(text).lattice_parameters[0] == 4.3
 
 
 def test_fifty_character_boundary():  # vector 10
@@ -69,7 +72,7 @@ def test_fifty_character_boundary():  # vector 10
     assert (len(short), len(exact)) == (49, 50)
     assert parsing.last_large_json(short) is None
     assert parsing.last_large_json(exact) == {"k": "v" * 41}
-    assert parsing.parse_response(short).reason == parsing.NO_JSON
+    assert parsing.parse_crystal_response(short).reason == parsing.NO_JSON
 
 
 def test_values_nested_in_a_decoded_value_are_not_candidates():
@@ -83,7 +86,7 @@ def test_python_literal_fallback():  # vector 11
         "<material>{'lattice_parameters': {'a': 4.12, 'b': 4.12, 'c': 4.12}, 'ok': True, 'atomic_sites': "
         "[{'element': 'Cs', 'coordinate': [0, 0, 0]}, {'element': 'Cl', 'coordinate': [0.5, 0.5, 0.5]}]}</material>"
     )
-    parsed = parsing.parse_response(text)
+    parsed = parsing.parse_crystal_response(text)
     assert parsed.coordinates == [[0, 0, 0], [0.5, 0.5, 0.5]]
     assert parsed.lattice_parameters[3:] == (90.0, 90.0, 90.0)  # angles default to 90
 
@@ -93,12 +96,12 @@ def test_quote_rewrite_fallback_after_literal_fails():
     text = (
         "<material>{'lattice_parameters': {'a': 4}, 'x': true, 'atomic_sites': [{'coordinate': [0, 0, 0]}]}</material>"
     )
-    assert parsing.parse_response(text).lattice_parameters[0] == 4.0
+    assert parsing.parse_crystal_response(text).lattice_parameters[0] == 4.0
 
 
 def test_trailing_text_after_the_json_is_ignored():
     text = "```json\n" + material() + "\nThat is my answer {not json}```"
-    assert parsing.parse_response(text).lattice_parameters[0] == 4.12
+    assert parsing.parse_crystal_response(text).lattice_parameters[0] == 4.12
 
 
 @pytest.mark.parametrize(
@@ -118,18 +121,20 @@ def test_trailing_text_after_the_json_is_ignored():
     ],
 )
 def test_failures_carry_a_reason(text, reason):
-    result = parsing.parse_response(text)
+    result = parsing.parse_crystal_response(text)
     assert isinstance(result, parsing.ParseFailure)
     assert result.reason == reason
 
 
 def test_missing_lengths_default_to_zero_and_strings_are_numbers_like_float():
-    parsed = parsing.parse_response('<material>{"lattice_parameters": {"b": "3.5"}, "atomic_sites": []}</material>')
+    parsed = parsing.parse_crystal_response(
+        '<material>{"lattice_parameters": {"b": "3.5"}, "atomic_sites": []}</material>'
+    )
     assert parsed.lattice_parameters[:3] == (0.0, 3.5, 0.0)
 
 
 def test_no_response_is_its_own_reason():
-    assert parsing.parse_response(None).reason == parsing.NO_RESPONSE
+    assert parsing.parse_crystal_response(None).reason == parsing.NO_RESPONSE
 
 
 # ---- fuzzing: the parser returns, never raises --------------------------------------------
@@ -168,7 +173,7 @@ ADVERSARIAL = [
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_adversarial_texts_do_not_raise(text):
-    result = parsing.parse_response(text)
+    result = parsing.parse_crystal_response(text)
     assert isinstance(result, (parsing.ParsedCrystal, parsing.ParseFailure))
 
 
@@ -183,7 +188,7 @@ def test_hundred_thousand_sites_parse():
         )
         + "</material>"
     )
-    assert len(parsing.parse_response(text).coordinates) == 100_000
+    assert len(parsing.parse_crystal_response(text).coordinates) == 100_000
 
 
 def test_random_strings_do_not_raise():
@@ -198,7 +203,7 @@ def test_random_strings_do_not_raise():
             for _ in range(rng.randint(1, 8))
         ]
         text = "".join(parts)
-        result = parsing.parse_response(text)
+        result = parsing.parse_crystal_response(text)
         assert isinstance(result, (parsing.ParsedCrystal, parsing.ParseFailure)), text
 
 
@@ -216,4 +221,4 @@ def test_mutated_answers_do_not_raise():
                 chars.insert(i, rng.choice("{}[]\",:'0.9e-NaI"))
             else:
                 chars[i] = rng.choice("{}[]\",:'0.9e-")
-        assert isinstance(parsing.parse_response("".join(chars)), (parsing.ParsedCrystal, parsing.ParseFailure))
+        assert isinstance(parsing.parse_crystal_response("".join(chars)), (parsing.ParsedCrystal, parsing.ParseFailure))

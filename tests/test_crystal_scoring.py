@@ -1,4 +1,4 @@
-"""OpenCompass MP-20 scoring: the peers.md §2.6 vectors, agreement with pymatgen's own
+"""OpenCompass MP-20 scoring (``opencompass/datasets/mp20/mp20.py``, 0.5.4): vectors run there, agreement with pymatgen's own
 StructureMatcher call on every matched pair of real crystals, the per-item time limit with a
 replaced worker, and a scorer that never crashes."""
 
@@ -117,7 +117,7 @@ def test_matches_equal_pymatgens_own_call_on_real_crystals(aflow_file):
     matched = 0
     for source in (answers, guesses):
         for p, s in zip(prompts, scoring.score_items(source, prompts)):
-            parsed = parsing.parse_response(source[p["id"]])
+            parsed = parsing.parse_crystal_response(source[p["id"]])
             pred = scoring.predicted_structure(parsed, p["ground_truth"])
             ref = scoring.reference_structure(p["ground_truth"])
             theirs = matcher.get_rms_dist(pred, ref)

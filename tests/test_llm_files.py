@@ -112,3 +112,36 @@ def test_write_responses_one_line_per_item(tmp_path):
     assert out.read_text() == (
         '{"error": null, "id": "a", "response": "yes"}\n{"error": "boom", "id": "b", "response": null}\n'
     )
+
+
+def test_prompt_records_keep_a_benchmarks_own_fields_and_are_checked_the_same(tmp_path):
+    from crucible.llm.files import read_prompt_records
+
+    from helpers import write_prompts
+
+    path = write_prompts(tmp_path / "p.jsonl", ["a", "b"], system="s")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["ground_truth"] = {"lattice": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]}
+    lines(path, rows)
+    records = read_prompt_records(path)
+    assert records == rows and [p.id for p in read_prompts(path)] == [r["id"] for r in records]
+    lines(path, [rows[0], {"id": "q009", "messages": []}])
+    with pytest.raises(DataValidationError, match=r"line 2 \(id q009\): field 'messages' must be a non-empty list"):
+        read_prompt_records(path)
+
+
+def test_iter_responses_gives_line_numbers_and_names_a_bad_line(tmp_path):
+    from crucible.llm.files import iter_responses
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "a", "response": "x\\u2028y"}\n\n{"id": "b", "response": null, "error": "e"}\n')
+    assert list(iter_responses(path)) == [
+        (1, {"id": "a", "response": "x\u2028y", "error": None}),
+        (3, {"id": "b", "response": None, "error": "e"}),
+    ]
+    # A raw U+2028 inside a string (ensure_ascii=False) is one line, not two.
+    path.write_text(json.dumps({"id": "a", "response": "x\u2028y"}, ensure_ascii=False) + "\n")
+    assert [r["response"] for _, r in iter_responses(path)] == ["x\u2028y"]
+    path.write_text('{"id": "a", "response": "x"}\n{"id": "b", "respo\n')
+    with pytest.raises(DataValidationError, match=r"r.jsonl: line 2: not valid JSON"):
+        list(iter_responses(path))

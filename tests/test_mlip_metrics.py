@@ -1,4 +1,4 @@
-"""crucible.mlip.metrics against FAIRChem's own Evaluator, the hand vectors of peers.md §1.5,
+"""crucible.mlip.metrics against FAIRChem's own Evaluator, hand vectors worked from FAIRChem's ``src/fairchem/core/modules/evaluator.py``,
 and crucible.mlip.s2ef_scoring.
 
 The peer is ``fairchem/core/modules/evaluator.py`` from the ``fairchem-core`` wheel. It imports
@@ -305,7 +305,7 @@ def test_peer_agrees_with_hand_vectors(peer):
         _assert_same(ours.compute(), peer.Evaluator(task="is2rs").eval(_torch(pred), _torch(target)), f"d={d}")
 
 
-# --------------------------------------------------------------------------- peers.md §1.5
+# --------------------------------------------------------------------------- hand vectors
 
 
 def test_vector1_magnitude_error():

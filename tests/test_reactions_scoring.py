@@ -1,4 +1,5 @@
-"""RxnOptBench's metrics: hand vectors (peers.md §4.3), invalid predictions, refused files."""
+"""RxnOptBench's metrics (songjhPKU/RxnOptBench, ``common_v6.py`` as its README states them): hand
+vectors, invalid predictions, refused files."""
 
 from __future__ import annotations
 
@@ -117,3 +118,35 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
     values = [0.1, 0.5, 0.9, 1.0, 0.3]
     a, b = scoring.bootstrap_interval(values, seed=3), scoring.bootstrap_interval(values, seed=3)
     assert a == b and a[0] < sum(values) / 5 < a[1]
+
+
+def test_score_files_with_the_random_baselines_exact_expectation(tmp_path):
+    from crucible.io import write_json
+
+    q_path = tmp_path / "all_varying" / "questions.json"
+    q_path.parent.mkdir()
+    write_json(QUESTIONS, q_path)
+    p_path = tmp_path / "random.json"
+    write_json(scoring.prediction_record("random", q_path, {"q0": 0, "q1": 0, "q2": 1}), p_path)
+    rec = scoring.score_prediction_files([q_path], [p_path], "ds", "random")
+    assert rec["dataset"] == "ds" and rec["model"] == "random" and list(rec["types"]) == ["all_varying"]
+    assert rec["types"]["all_varying"]["summary"]["num_invalid"] == 1  # q3 has no prediction
+    expected = rec["expected"]["all_varying"]
+    # per question: mean relative score over the options, share of best options, mean yield ratio
+    assert expected["avg_relative_score"] == pytest.approx((1.5 / 3 + 1.25 / 2 + 1.0 + 1.1 / 2) / 4)
+    assert expected["exact_match_accuracy"] == pytest.approx((1 / 3 + 1 / 2 + 1 + 1 / 2) / 4)
+    assert expected["avg_yield_ratio"] == pytest.approx((120 / 80 / 3 + 100 / 80 / 2 + 1.0 + 55 / 50 / 2) / 4)
+    # Another model: no expectation; the same predictions score the same.
+    other = scoring.score_prediction_files([q_path], [p_path], "ds", "popularity")
+    assert other["expected"] == {} and other["types"] == rec["types"]
+    with pytest.raises(Exception, match="one prediction file per question file"):
+        scoring.score_prediction_files([q_path], [], "ds", "random")
+
+
+def test_expected_means_skip_questions_where_a_metric_is_undefined():
+    qs = [_mc("a", [1.0, 0.0], [0, 0], [0]), _mc("b", [1.0, 0.5], [10, 5], [0])]
+    qs[0]["meta"]["best_yield"] = 0  # no yield ratio for a question whose best yield is 0
+    means = scoring.expected_random_means(qs)
+    assert means["avg_yield_ratio"] == pytest.approx(0.75)  # question b only
+    assert means["avg_relative_score"] == pytest.approx((0.5 + 0.75) / 2)
+    assert scoring.expected_random_means([]) == {}

@@ -11,7 +11,7 @@ import pytest
 
 from crucible.matbench.leaderboard import PUBLISHED_COLUMNS, leaderboard, leaderboard_display, load_published
 from crucible.report import figures
-from crucible.report.tables import to_latex, to_markdown
+from crucible.report.tables import to_latex
 
 from helpers import REPO
 
@@ -118,96 +118,6 @@ def test_roc_title_and_caption_say_the_auc_is_pooled_not_the_fold_mean():
     assert "pooled" in caption and "mean of the five per-fold" in caption
 
 
-def _eos_frame(model, rows):
-    return pd.DataFrame(
-        [
-            {"model": model, "element": el, "status": st, "delta_mev": d, "b0": 100.0, "wien2k_b0": 110.0}
-            for el, st, d in rows
-        ]
-    )
-
-
-def test_periodic_table_keeps_failed_symbols_readable_and_the_colour_bar_plain(monkeypatch):
-    from crucible.mlip import report
-
-    captured = {}
-    monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
-    frames = {
-        "emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0), ("Na", "failed", np.nan), ("Ni", "ok", 35.0)])
-    }
-    report.delta_periodic_table(frames)
-    fig = captured["fig"]
-    fig.canvas.draw()
-    ax = fig.axes[0]
-    symbols = [t for t in ax.texts if t.get_text() in ("Cu", "Al", "Na", "Ni")]
-    for patch in ax.patches:
-        if patch.get_hatch():
-            for text in symbols:
-                x, y = text.get_position()
-                assert not patch.contains_point(ax.transData.transform((x, y))), f"hatch over {text.get_text()}"
-    colorbar = fig.axes[1]
-    labels = [t.get_text() for t in colorbar.get_yticklabels() + colorbar.get_yticklabels(minor=True) if t.get_text()]
-    assert labels, "the colour bar has tick labels"
-    assert not any("times" in s or "^" in s or "$" in s for s in labels), labels
-
-
-def test_task_table_headers_are_words_and_an_empty_overlap_table_says_so(members, tmp_path):
-    from crucible.cli import main
-    from crucible.io import write_json, write_parquet
-
-    from helpers import clean_task
-
-    data, card, _ = clean_task("matbench_steels")
-    write_json(card, tmp_path / "matbench_steels.json")
-    write_parquet(data, tmp_path / "matbench_steels.parquet")
-    out = {k: tmp_path / f"{k}" for k in ("t.csv", "t.md", "o.csv", "o.md")}
-    assert (
-        main(
-            [
-                "matbench",
-                "tasks-table",
-                "--cards",
-                str(tmp_path / "matbench_steels.json"),
-                "--data",
-                str(tmp_path / "matbench_steels.parquet"),
-                "--out-csv",
-                str(out["t.csv"]),
-                "--out-md",
-                str(out["t.md"]),
-                "--out-overlap-csv",
-                str(out["o.csv"]),
-                "--out-overlap-md",
-                str(out["o.md"]),
-            ]
-        )
-        == 0
-    )
-    header = next(line for line in out["t.md"].read_text().splitlines() if line.startswith("| "))
-    assert "mad_or_frac_true" not in header and "dup_formula_rows_pct" not in header and "inputs_here" not in header
-    overlap = out["o.md"].read_text()
-    assert "No two of the configured tasks share a reduced formula" in overlap
-    # The CSV keeps machine names for tools.
-    assert "mad_or_frac_true" in out["t.csv"].read_text()
-
-
-def test_s2ef_table_headers_carry_units():
-    from crucible.mlip.report import S2EF_TABLE_HEADERS
-
-    table = pd.DataFrame(
-        {
-            "dataset": ["vasp"],
-            "model": ["emt"],
-            "energy_mae": [55.4],
-            "forces_mae": [0.35],
-            "forces_cosine_similarity": [0.78],
-            "n_frames": [3],
-            "n_failed": [1],
-        }
-    )
-    md = to_markdown(table, headers=S2EF_TABLE_HEADERS)
-    assert "energy MAE (eV)" in md and "force MAE (eV/Å)" in md
-
-
 def test_latex_says_it_needs_booktabs_and_numeric_cells_hold_numbers_only():
     table = leaderboard(RECORDS, PUBLISHED)
     display = leaderboard_display(table, PUBLISHED)
@@ -217,25 +127,6 @@ def test_latex_says_it_needs_booktabs_and_numeric_cells_hold_numbers_only():
         if column.startswith("gbm-magpie (") or column.startswith("dummy ("):
             assert not display[column].str.contains("proba").any(), column
     assert "AUC from probabilities" in " ".join(display.columns)
-
-
-def test_b0_parity_log_axes_have_plain_labels(monkeypatch):
-    from crucible.mlip import report
-
-    captured = {}
-    monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
-    report.b0_parity(
-        {
-            "emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0)]).assign(
-                b0=[140.0, 40.0], wien2k_b0=[141.0, 78.0]
-            )
-        }
-    )
-    fig = captured["fig"]
-    fig.canvas.draw()
-    ax = fig.axes[0]
-    labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_xticklabels(minor=True) if t.get_text()]
-    assert labels and not any("times" in s or "$" in s for s in labels), labels
 
 
 def _full_disk(monkeypatch):

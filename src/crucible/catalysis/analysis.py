@@ -1,5 +1,9 @@
-"""CatBench's analysis (peers.md §3.2–3.5): raw flags, exclusive anomaly classes, rates, MAEs,
-ADwT / AMDwT on exact decimal grids, time per step, and the gas-reference shift.
+"""CatBench's analysis: raw flags, exclusive anomaly classes, rates, MAEs, ADwT / AMDwT on exact
+decimal grids, time per step, and the gas-reference shift.
+
+Source: CatBench 1.1.6 (PyPI ``catbench==1.1.6``; github.com/JinukMoon/CatBench),
+``catbench/adsorption/analysis/analysis.py`` and ``catbench/utils/analysis_utils.py``, with the
+default thresholds of ``catbench/config.py``.
 
 All comparisons are strict ``>`` except the step check (``steps == n_crit_relax``). Classes, in
 priority order: reproduction failure, unphysical relaxation, adsorbate migration, energy
@@ -11,6 +15,7 @@ statistic.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
@@ -355,3 +360,82 @@ def threshold_sensitivity(records: Sequence[dict[str, Any]], thr: Thresholds) ->
             total = sum(counts.values())
             rows.append({"threshold": name, "value": value, **{c: _rate(n, total) for c, n in counts.items()}})
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# one potential's analysis record (what `crucible catalysis score` writes)
+
+
+def shifted_anomaly_row(anomaly_row: dict[str, Any], shifted: pd.DataFrame) -> dict[str, Any]:
+    """The anomaly row after the gas shift: only the energy test was re-run, so only the normal
+    and energy-anomaly counts (and the anomaly total) change."""
+    row = dict(anomaly_row)
+    row.update(
+        Num_normal=int((shifted["class"] == "normal").sum()),
+        Anomaly_energy_anomaly=int((shifted["class"] == "energy_anomaly").sum()),
+    )
+    row["Anomaly_total"] = (
+        row["Anomaly_reproduction_failure"] + row["Anomaly_unphysical_relaxation"] + row["Anomaly_energy_anomaly"]
+    )
+    return row
+
+
+def anomaly_detection(df: pd.DataFrame) -> dict[str, Any]:
+    """CatBench's ``{mlip}_anomaly_detection.json`` lists: reaction ids per class, the issues of
+    each unphysical relaxation, and (ours) the reactions whose calculation failed."""
+    detection: dict[str, Any] = {c: sorted(df.loc[df["class"] == c, "reaction_id"]) for c in CLASSES}
+    detection["unphysical_issues"] = {
+        row.reaction_id: [k for k in UNPHYSICAL_FLAGS if getattr(row, f"flag_{k}")]
+        for row in df[df["class"] == "unphysical_relaxation"].itertuples(index=False)
+    }
+    detection[FAILED] = sorted(df.loc[df["class"] == FAILED, "reaction_id"])
+    return detection
+
+
+REACTION_COLUMNS = ["reaction_id", "adsorbate", "dft_ads_eng", "mlip_ads_eng", "single_ads_eng", "class"]
+
+
+def analyse(records: Sequence[dict[str, Any]], thr: Thresholds, model: str) -> tuple[dict[str, Any], pd.DataFrame]:
+    """(the analysis record of one potential, its per-reaction table with shifted energies)."""
+    s = summarize(records, thr, model)
+    df, sh = s["reactions"], s["shifted"]
+    record = {
+        "model": model,
+        "thresholds": thr.as_dict(),
+        "mlip": s["mlip"],
+        "anomaly": s["anomaly"],
+        "per_adsorbate": s["per_adsorbate"],
+        "gas_shift": s["gas_shift"],
+        "mlip_shifted": shifted_mlip_row(sh, s["mlip"]),
+        "anomaly_shifted": shifted_anomaly_row(s["anomaly"], sh),
+        "sensitivity": threshold_sensitivity(records, thr).to_dict(orient="records"),
+        "anomaly_detection": anomaly_detection(df),
+    }
+    reactions = df[REACTION_COLUMNS].copy()
+    reactions["model"] = model
+    reactions["mlip_ads_eng_shifted"] = sh["mlip_ads_eng"].to_numpy()
+    reactions["class_shifted"] = sh["class"].to_numpy()
+    return record, reactions
+
+
+def score_calculation_files(
+    inputs: Sequence[str | os.PathLike],
+    thresholds: dict[str, Any],
+    model: str,
+    out: str | os.PathLike,
+    out_reactions: str | os.PathLike,
+    out_anomaly: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Analyse a potential's calculation chunks (``relax`` outputs): the analysis JSON, the
+    per-reaction parquet and, when asked, CatBench's anomaly-detection JSON. Returns the record."""
+    from crucible.io import read_json, write_json, write_parquet
+
+    records: list[dict[str, Any]] = []
+    for path in inputs:
+        records += read_json(path)["reactions"]
+    record, reactions = analyse(records, Thresholds(**thresholds), model)
+    write_json(record, out)
+    if out_anomaly:
+        write_json({"thresholds": record["thresholds"], **record["anomaly_detection"]}, out_anomaly)
+    write_parquet(reactions, out_reactions)
+    return record

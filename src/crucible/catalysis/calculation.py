@@ -1,6 +1,7 @@
 """Relax every reaction K times with one potential and record CatBench's per-seed quantities.
 
-Per seed (peers.md §3.1): slab and adslab relaxed from the reference geometries with ASE's LBFGS
+Per seed (CatBench 1.1.6, ``catbench/adsorption/calculation/calculation.py`` and
+``catbench/utils/calculation_utils.py``): slab and adslab relaxed from the reference geometries with ASE's LBFGS
 (``fmax`` 0.05 eV/Å, at most ``max_steps``; FixAtoms from the data), gas molecules relaxed with
 their heaviest atom fixed (at most ``gas_max_steps``), E_ads = Σ stoi·E; displacements are
 minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,

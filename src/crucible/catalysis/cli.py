@@ -32,18 +32,16 @@ def _cmd_fetch(args) -> int:
 
 
 def _cmd_clean(args) -> int:
-    from crucible.catalysis.data import clean, read_dataset, tree_sha256
+    from crucible.catalysis.data import clean_input
 
-    reactions = read_dataset(args.format, args.input, _json_arg(args.coefficients))
-    source = {"format": args.format, "path": str(args.input), "sha256": tree_sha256(args.input)}
-    if args.url:
-        source["url"] = args.url
-    card = clean(
-        reactions,
+    card = clean_input(
+        args.format,
+        args.input,
         args.out,
         args.out_db,
         args.out_card,
-        source=source,
+        coefficients=_json_arg(args.coefficients),
+        url=args.url,
         tolerance=args.tolerance,
         energy_source=args.energy_source,
     )
@@ -74,108 +72,35 @@ def _cmd_relax(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    from crucible.catalysis.analysis import CLASSES, Thresholds, shifted_mlip_row, summarize, threshold_sensitivity
-    from crucible.io import read_json, write_json, write_parquet
+    from crucible.catalysis.analysis import score_calculation_files
 
-    records = []
-    for path in args.inputs:
-        records += read_json(path)["reactions"]
-    thr = Thresholds(**_json_arg(args.thresholds))
-    s = summarize(records, thr, args.model)
-    shifted_row = shifted_mlip_row(s["shifted"], s["mlip"])
-    shifted_anomaly = dict(s["anomaly"])
-    sh = s["shifted"]
-    shifted_anomaly.update(
-        Num_normal=int((sh["class"] == "normal").sum()),
-        Anomaly_energy_anomaly=int((sh["class"] == "energy_anomaly").sum()),
+    record = score_calculation_files(
+        args.inputs, _json_arg(args.thresholds), args.model, args.out, args.out_reactions, args.out_anomaly
     )
-    shifted_anomaly["Anomaly_total"] = (
-        shifted_anomaly["Anomaly_reproduction_failure"]
-        + shifted_anomaly["Anomaly_unphysical_relaxation"]
-        + shifted_anomaly["Anomaly_energy_anomaly"]
-    )
-    df = s["reactions"]
-    sweep = threshold_sensitivity(records, thr)
-    detection = {c: sorted(df.loc[df["class"] == c, "reaction_id"]) for c in CLASSES}
-    issues = {}
-    for row in df[df["class"] == "unphysical_relaxation"].itertuples(index=False):
-        issues[row.reaction_id] = [
-            k for k in ("ads_conv", "ads_move", "slab_conv", "slab_move") if getattr(row, f"flag_{k}")
-        ]
-    write_json(
-        {
-            "model": args.model,
-            "thresholds": thr.as_dict(),
-            "mlip": s["mlip"],
-            "anomaly": s["anomaly"],
-            "per_adsorbate": s["per_adsorbate"],
-            "gas_shift": s["gas_shift"],
-            "mlip_shifted": shifted_row,
-            "anomaly_shifted": shifted_anomaly,
-            "sensitivity": sweep.to_dict(orient="records"),
-            "anomaly_detection": {
-                **detection,
-                "unphysical_issues": issues,
-                "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"]),
-            },
-        },
-        args.out,
-    )
-    if args.out_anomaly:
-        write_json(
-            {
-                "thresholds": thr.as_dict(),
-                **detection,
-                "unphysical_issues": issues,
-                "calculation_error": sorted(df.loc[df["class"] == "calculation_error", "reaction_id"]),
-            },
-            args.out_anomaly,
-        )
-    keep = ["reaction_id", "adsorbate", "dft_ads_eng", "mlip_ads_eng", "single_ads_eng", "class"]
-    out = df[keep].copy()
-    out["model"] = args.model
-    out["mlip_ads_eng_shifted"] = sh["mlip_ads_eng"].to_numpy()
-    out["class_shifted"] = sh["class"].to_numpy()
-    write_parquet(out, args.out_reactions)
-    log.info("%s: %s", args.model, {k: s["mlip"][k] for k in ("Num_total", "Normal_rate", "MAE_total", "MAE_normal")})
+    mlip = record["mlip"]
+    log.info("%s: %s", args.model, {k: mlip[k] for k in ("Num_total", "Normal_rate", "MAE_total", "MAE_normal")})
     return 0
 
 
 def _cmd_tables(args) -> int:
-    from crucible.catalysis.report import write_tables, write_workbook
-    from crucible.io import read_json
+    from crucible.catalysis.report import write_table_files
 
-    analyses = [read_json(p) for p in args.inputs]
-    unit = analyses[0]["thresholds"].get("time_unit", "ms") if analyses else "ms"
-    write_tables(analyses, args.out_prefix, unit)
-    if args.out_xlsx:
-        write_workbook(analyses, args.out_xlsx, unit)
+    write_table_files(args.inputs, args.out_prefix, args.out_xlsx)
     return 0
 
 
 def _cmd_figures(args) -> int:
-    import pandas as pd
+    from crucible.catalysis.report import write_figure_files
 
-    from crucible.catalysis.report import parity_figure, sensitivity_figure, single_parity_figure
-    from crucible.io import read_json, read_parquet
-    from crucible.report.figures import save_figure
-
-    analyses = [read_json(p) for p in args.inputs]
-    reactions = {}
-    for p in args.reactions:
-        df = read_parquet(p)
-        reactions[str(df["model"].iloc[0]) if len(df) else p] = df
-    order = [a["model"] for a in analyses]
-    reactions = {m: reactions[m] for m in order if m in reactions}
-    save_figure(parity_figure(reactions, args.dataset), *args.out_parity)
-    if args.out_parity_shifted:
-        save_figure(parity_figure(reactions, args.dataset, shifted=True), *args.out_parity_shifted)
-    save_figure(
-        sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, args.dataset),
-        *args.out_sensitivity,
+    write_figure_files(
+        args.inputs,
+        args.reactions,
+        args.dataset,
+        parity=args.out_parity,
+        sensitivity=args.out_sensitivity,
+        parity_shifted=args.out_parity_shifted or (),
+        model_parity=args.out_model_parity or (),
     )
-    for model, path in zip(order, args.out_model_parity or []):
-        save_figure(single_parity_figure(reactions[model], args.dataset, model), path)
     return 0
 
 
@@ -195,26 +120,9 @@ def _cmd_relative(args) -> int:
 
 
 def _cmd_relative_table(args) -> int:
-    from crucible.catalysis.relative import UNITS, relative_table
-    from crucible.io import read_parquet
-    from crucible.report.tables import write_table
+    from crucible.catalysis.report import write_relative_table
 
-    table = relative_table([read_parquet(p) for p in args.inputs])
-    unit = UNITS[args.task]
-    write_table(
-        table,
-        csv=f"{args.out_prefix}.csv",
-        md=f"{args.out_prefix}.md",
-        tex=f"{args.out_prefix}.tex",
-        digits=3,
-        headers={
-            "MAE": f"MAE ({unit})",
-            "RMSE": f"RMSE ({unit})",
-            "max_error": f"max |error| ({unit})",
-            "n_systems": "systems",
-            "n_failed": "failed",
-        },
-    )
+    write_relative_table(args.inputs, args.task, args.out_prefix)
     return 0
 
 

@@ -523,3 +523,32 @@ def load_reactions(
                 )
             )
     return out
+
+
+def clean_input(
+    fmt: str,
+    path: str | os.PathLike,
+    out_parquet: str | os.PathLike,
+    out_db: str | os.PathLike,
+    out_card: str | os.PathLike,
+    *,
+    coefficients: dict | None = None,
+    url: str | None = None,
+    tolerance: float = 1e-4,
+    energy_source: str = DEFAULT_ENERGY_SOURCE,
+) -> dict[str, Any]:
+    """Read a dataset in any supported format and :func:`clean` it, recording where it came from
+    (format, path, SHA-256 of the file or tree, and the download URL when given) in the card."""
+    reactions = read_dataset(fmt, path, coefficients)
+    source: dict[str, Any] = {"format": fmt, "path": str(path), "sha256": tree_sha256(path)}
+    if url:
+        source["url"] = url
+    return clean(
+        reactions,
+        out_parquet,
+        out_db,
+        out_card,
+        source=source,
+        tolerance=tolerance,
+        energy_source=energy_source,
+    )

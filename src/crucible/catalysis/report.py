@@ -4,8 +4,9 @@ Input: one analysis JSON per potential (``crucible catalysis score``), holding t
 row, the anomaly row, per-adsorbate rows, the gas-shift block and the threshold sweep, plus the
 per-reaction parquet for parity plots.
 
-Gas-reference shift (CatBench ≥ 1.1.4, whose code we have not seen): our reading of its docs is
-in :func:`crucible.catalysis.analysis.gas_shift` — the **median** signed error per adsorbate over
+Gas-reference shift (CatBench ≥ 1.1.4; in CatBench 1.1.6 ``_compute_gas_shift_data`` of
+``catbench/adsorption/analysis/analysis.py``, PyPI ``catbench==1.1.6``): see
+:func:`crucible.catalysis.analysis.gas_shift` — the **median** signed error per adsorbate over
 Normal + Energy-anomaly reactions (≥ ``gas_shift_min_n``), subtracted from all that adsorbate's
 reactions, energy-anomaly test re-run on the structure-valid ones only.
 """
@@ -19,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-# (column, top header, second header) — CatBench 1.1.3's MLIP_Data sheet (peers.md §3.6).
+# (column, top header, second header) — CatBench's MLIP_Data sheet (``_create_mlip_data_sheet`` in
+# catbench/adsorption/analysis/analysis.py; the layout of 1.1.3, unchanged in 1.1.6).
 MLIP_DATA = [
     ("MLIP_name", "MLIP_name", ""),
     ("Normal_rate", "Normal rate (%)", ""),
@@ -347,3 +349,77 @@ def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
     axes[0][1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# from the stage's files (what `crucible catalysis tables|figures|relative-table` write)
+
+
+def write_table_files(
+    analysis_paths: Sequence[str | os.PathLike], prefix: str, xlsx: str | os.PathLike | None = None
+) -> list[str]:
+    """:func:`write_tables` (and the workbook) of the potentials' analysis JSONs, in the time
+    unit the analyses were made with."""
+    from crucible.io import read_json
+
+    analyses = [read_json(p) for p in analysis_paths]
+    unit = analyses[0]["thresholds"].get("time_unit", "ms") if analyses else "ms"
+    written = write_tables(analyses, prefix, unit)
+    if xlsx:
+        write_workbook(analyses, xlsx, unit)
+        written.append(str(xlsx))
+    return written
+
+
+def write_figure_files(
+    analysis_paths: Sequence[str | os.PathLike],
+    reaction_paths: Sequence[str | os.PathLike],
+    dataset: str,
+    parity: Sequence[str | os.PathLike],
+    sensitivity: Sequence[str | os.PathLike],
+    parity_shifted: Sequence[str | os.PathLike] = (),
+    model_parity: Sequence[str | os.PathLike] = (),
+) -> None:
+    """Parity (all potentials, and gas-shifted when asked), threshold sensitivity and one parity
+    plot per potential (``model_parity`` in analysis order), from the ``score`` outputs."""
+    from crucible.io import read_json, read_parquet
+    from crucible.report.figures import save_figure
+
+    analyses = [read_json(p) for p in analysis_paths]
+    reactions = {}
+    for p in reaction_paths:
+        df = read_parquet(p)
+        reactions[str(df["model"].iloc[0]) if len(df) else p] = df
+    order = [a["model"] for a in analyses]
+    reactions = {m: reactions[m] for m in order if m in reactions}
+    save_figure(parity_figure(reactions, dataset), *parity)
+    if parity_shifted:
+        save_figure(parity_figure(reactions, dataset, shifted=True), *parity_shifted)
+    save_figure(
+        sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, dataset), *sensitivity
+    )
+    for model, path in zip(order, model_parity or []):
+        save_figure(single_parity_figure(reactions[model], dataset, model), path)
+
+
+def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, prefix: str) -> None:
+    """``{prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
+    from crucible.catalysis.relative import UNITS, relative_table
+    from crucible.io import read_parquet
+    from crucible.report.tables import write_table
+
+    unit = UNITS[task]
+    write_table(
+        relative_table([read_parquet(p) for p in frame_paths]),
+        csv=f"{prefix}.csv",
+        md=f"{prefix}.md",
+        tex=f"{prefix}.tex",
+        digits=3,
+        headers={
+            "MAE": f"MAE ({unit})",
+            "RMSE": f"RMSE ({unit})",
+            "max_error": f"max |error| ({unit})",
+            "n_systems": "systems",
+            "n_failed": "failed",
+        },
+    )

@@ -4,29 +4,34 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def _cmd_build_items(args: argparse.Namespace) -> int:
-    from crucible.crystal import data, items
+    from crucible.crystal import items
 
-    train, test = data.load_dataset(args.source, args.inputs, args.test_fraction, args.seed, args.max_sites)
-    test = data.subsample(test, args.max_test_items, args.seed)
-    train = data.subsample(train, args.max_train_items, args.seed)
-    templates = items.load_templates(args.templates)
-    prompts, train_records = items.build_items(
-        args.dataset, train, test, args.template, items.get_template(templates, args.template)
+    items.build_item_files(
+        args.source,
+        args.dataset,
+        args.inputs,
+        args.templates,
+        args.template,
+        args.out_prompts,
+        args.out_train,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        max_sites=args.max_sites,
+        max_test_items=args.max_test_items,
+        max_train_items=args.max_train_items,
     )
-    items.write_jsonl(prompts, args.out_prompts)
-    items.write_jsonl(train_records, args.out_train)
     return 0
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from crucible.crystal import generators, items
     from crucible.io import write_json
+    from crucible.llm.files import read_prompt_records
 
-    prompts = items.read_jsonl(args.prompts)
+    prompts = read_prompt_records(args.prompts)
     train = items.read_jsonl(args.train) if args.train else []
     responses, info = generators.generate(
         args.generator, prompts, train, args.seed, json.loads(args.params or "{}"), progress=True
@@ -37,47 +42,32 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from crucible.crystal import items, report, scoring
-    from crucible.errors import DataValidationError
-    from crucible.io import read_json, write_json, write_parquet
+    from crucible.crystal import report
 
-    prompts = items.read_jsonl(args.prompts)
-    records = items.read_jsonl(args.responses)
-    known = {p["id"] for p in prompts}
-    responses = {}
-    for n, rec in enumerate(records, 1):
-        if rec["id"] not in known:
-            raise DataValidationError(f"{args.responses}: line {n}: id {rec['id']!r} is not an item of {args.prompts}")
-        if rec["id"] in responses:
-            raise DataValidationError(f"{args.responses}: line {n}: id {rec['id']!r} repeated")
-        responses[rec["id"]] = rec.get("response")
-    scores = scoring.score_items(responses, prompts, timeout=args.timeout, progress=True)
-    df = report.scores_frame(scores, prompts)
-    info = read_json(args.info) if args.info and Path(args.info).exists() else {}
-    write_parquet(df, args.out, schema=report.SCORE_SCHEMA)
-    write_json(report.summarize(df, args.generator, info), args.out_summary)
+    report.score_response_file(
+        args.prompts,
+        args.responses,
+        args.generator,
+        args.out,
+        args.out_summary,
+        info_path=args.info,
+        timeout=args.timeout,
+        progress=True,
+    )
     return 0
-
-
-def _load_summaries(paths):
-    from crucible.io import read_json
-
-    return [read_json(p) for p in paths]
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
     from crucible.crystal import report
 
-    report.write_table_files(_load_summaries(args.inputs), args.dataset, args.csv, args.md, args.tex)
+    report.write_table_files(report.read_summaries(args.inputs), args.dataset, args.csv, args.md, args.tex)
     return 0
 
 
 def _cmd_figure(args: argparse.Namespace) -> int:
     from crucible.crystal import report
-    from crucible.report.figures import save_figure
 
-    fig = report.match_rate_by_nsites_figure(_load_summaries(args.inputs), args.dataset)
-    save_figure(fig, args.out_png, args.out_pdf)
+    report.write_match_rate_figure(report.read_summaries(args.inputs), args.dataset, args.out_png, args.out_pdf)
     return 0
 
 

@@ -164,3 +164,29 @@ def build_items(dataset: str, train: list, test: list, template_name: str, templ
     anonymized = {r["meta"]["anonymized_formula"] for r in train_records}
     items = [make_item(dataset, i, s, template_name, template, anonymized) for i, s in test]
     return items, train_records
+
+
+def build_item_files(
+    source: str,
+    dataset: str,
+    inputs: list[str],
+    templates_path: str | os.PathLike,
+    template_name: str,
+    out_prompts: str | os.PathLike,
+    out_train: str | os.PathLike,
+    test_fraction: float = 0.5,
+    seed: int = 0,
+    max_sites: int = 20,
+    max_test_items: int = 0,
+    max_train_items: int = 0,
+) -> None:
+    """``prompts.jsonl`` (the seeded test items) and ``train.jsonl`` of one crystal set."""
+    from crucible.crystal import data
+
+    train, test = data.load_dataset(source, inputs, test_fraction, seed, max_sites)
+    test = data.subsample(test, max_test_items, seed)
+    train = data.subsample(train, max_train_items, seed)
+    template = get_template(load_templates(templates_path), template_name)
+    prompts, train_records = build_items(dataset, train, test, template_name, template)
+    write_jsonl(prompts, out_prompts)
+    write_jsonl(train_records, out_train)

@@ -1,6 +1,8 @@
 """Turn a model's response text into lattice parameters and fractional coordinates.
 
-Exactly OpenCompass's ``MP20Evaluator`` extraction (../shared/specs/peers.md §2.2-2.3):
+Exactly the extraction of OpenCompass's ``MP20Evaluator`` (``opencompass/datasets/mp20/mp20.py`` in
+open-compass/opencompass; PyPI ``opencompass==0.5.4``: ``_extract_last_large_json`` called with
+``min_length=50``, then the tag patterns and the forgiving parse):
 
 1. look for ``<material>…</material>`` (m1), ``output:\\n…\\n </think>`` (m2) and a
    ````` ```json…``` ````` block (m3), first occurrence each, non-greedy;
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crucible.llm.json_text import DECODE_ERRORS, decode_prefix, embedded_json
+
 MIN_JSON_CHARS = 50  # OpenCompass passes 50 (the helper's own default is 100)
 
 _M1 = re.compile(r"<material>(.*?)</material>", re.DOTALL)
@@ -33,7 +37,6 @@ _M2 = re.compile(r"output:\n(.*?)\n </think>", re.DOTALL)
 _M3 = re.compile(r"```json(.*?)```", re.DOTALL)
 _TAGS = ("<lattice>", "</lattice>", "<sites>", "</sites>", "<material>", "</material>", "</think>")
 _KEYWORDS = re.compile(r"\b(True|False|None)\b")
-_DECODER = json.JSONDecoder()
 
 # Failure reasons, in the order the report lists them.
 NO_JSON = "no_json"
@@ -59,39 +62,16 @@ class ParseFailure:
     detail: str
 
 
-def _decode_prefix(text: str, start: int):
-    """Strict JSON decode of the longest valid value starting at ``start``; None if none."""
-    try:
-        return _DECODER.raw_decode(text, start)
-    except (ValueError, RecursionError, MemoryError, OverflowError):
-        return None
-
-
 def last_large_json(text: str, min_chars: int = MIN_JSON_CHARS):
     """The last JSON value (object or array) in ``text`` whose source spans ``min_chars`` or more.
 
-    Scans ``{``/``[`` positions left to right; a decoded value, large or not, moves the scan past
-    its end, so values nested in an already-decoded one are never candidates.
+    Values nested in an already-decoded one are never candidates, large or not (the scan of
+    :func:`crucible.llm.json_text.embedded_json`).
     """
     found = None
-    # No object or array can start after the last closing bracket: stopping there gives the same
-    # answer and keeps texts like "[[[[…" (10^5 openers) linear instead of quadratic.
-    n = max(text.rfind("}"), text.rfind("]"))
-    pos = 0
-    while pos < n:
-        brace, bracket = text.find("{", pos), text.find("[", pos)
-        starts = [i for i in (brace, bracket) if i >= 0]
-        if not starts:
-            break
-        start = min(starts)
-        decoded = _decode_prefix(text, start)
-        if decoded is None:
-            pos = start + 1
-            continue
-        value, end = decoded
+    for value, start, end in embedded_json(text, "{["):
         if end - start >= min_chars:
             found = value
-        pos = end
     return found
 
 
@@ -103,7 +83,7 @@ def robust_parse(text: str):
     if first < 0:
         raise ValueError("no '{' in the captured text")
     text = text[first:]
-    decoded = _decode_prefix(text, 0)
+    decoded = decode_prefix(text, 0)
     if decoded is not None:
         value = decoded[0]
     else:
@@ -116,7 +96,7 @@ def robust_parse(text: str):
             )
             try:
                 value = json.loads(rewritten)
-            except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            except DECODE_ERRORS as exc:
                 raise ValueError(f"neither JSON nor a Python literal: {exc}") from None
     if not isinstance(value, dict):
         raise ValueError(f"top-level value is a {type(value).__name__}, not an object")
@@ -148,7 +128,7 @@ def _as_float(value, field: str) -> float:
         raise ValueError(f"{field}: {exc}") from None
 
 
-def parse_response(response: str | None):
+def parse_crystal_response(response: str | None):
     """:class:`ParsedCrystal` or :class:`ParseFailure` for one response text (None: no response)."""
     if response is None:
         return ParseFailure(NO_RESPONSE, "the generator returned no response")

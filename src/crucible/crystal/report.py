@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crucible.crystal import parsing
-from crucible.crystal.scoring import ItemScore, MatchRateMetric
+from crucible.crystal.scoring import TIMEOUT_S, ItemScore, MatchRateMetric
 
 SCORE_SCHEMA = pa.schema(
     [
@@ -157,3 +157,47 @@ def write_table_files(
     )
     write_table(df, csv=csv, md=md, tex=tex, digits=4, caption=caption, headers=TABLE_HEADERS)
     return df
+
+
+def score_response_file(
+    prompts_path: str | os.PathLike,
+    responses_path: str | os.PathLike,
+    generator: str,
+    out: str | os.PathLike,
+    out_summary: str | os.PathLike,
+    info_path: str | os.PathLike | None = None,
+    timeout: float = TIMEOUT_S,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score one responder's response file against the items of a prompt set: the per-item
+    scores (parquet) and their summary (JSON, with the generation sidecar ``info_path`` when it
+    exists). Returns the summary."""
+    from pathlib import Path
+
+    from crucible.crystal.scoring import item_responses, score_items
+    from crucible.io import read_json, write_json, write_parquet
+    from crucible.llm.files import read_prompt_records
+
+    items = read_prompt_records(prompts_path)
+    responses = item_responses(responses_path, items, prompts_path)
+    df = scores_frame(score_items(responses, items, timeout=timeout, progress=progress), items)
+    info = read_json(info_path) if info_path and Path(info_path).exists() else {}
+    summary = summarize(df, generator, info)
+    write_parquet(df, out, schema=SCORE_SCHEMA)
+    write_json(summary, out_summary)
+    return summary
+
+
+def read_summaries(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
+    """The summary JSONs of :func:`score_response_file`, in the given order (the table's rows)."""
+    from crucible.io import read_json
+
+    return [read_json(p) for p in paths]
+
+
+def write_match_rate_figure(
+    summaries: list[dict[str, Any]], dataset: str, png: str | os.PathLike, pdf: str | os.PathLike
+) -> None:
+    from crucible.report.figures import save_figure
+
+    save_figure(match_rate_by_nsites_figure(summaries, dataset), png, pdf)

@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing as mp
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
 
 from crucible.crystal import parsing
+from crucible.errors import DataValidationError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def _matcher():
 def score_text(response: str | None, ground_truth: dict[str, Any]) -> tuple[float | None, str | None, str]:
     """(rms, reason, detail) for one item, in this process. Never raises."""
     try:
-        parsed = parsing.parse_response(response)
+        parsed = parsing.parse_crystal_response(response)
         if isinstance(parsed, parsing.ParseFailure):
             return None, parsed.reason, parsed.detail
         n_ref = len(ground_truth["sites"])
@@ -157,6 +159,29 @@ class MatcherWorker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def item_responses(
+    responses_path: str | os.PathLike, items: Iterable[dict[str, Any]], prompts_path: str | os.PathLike = "the prompts"
+) -> dict[str, str | None]:
+    """``{id: response text}`` of a response file (read through :mod:`crucible.llm.files`).
+
+    An id that is not an item of the prompt set, or one given twice, is refused naming the file
+    and line; an item without a line is scored ``no_response``.
+    """
+    from crucible.llm.files import iter_responses
+
+    known = {it["id"] for it in items}
+    responses: dict[str, str | None] = {}
+    for lineno, rec in iter_responses(responses_path):
+        if rec["id"] not in known:
+            raise DataValidationError(
+                f"{responses_path}: line {lineno}: id {rec['id']!r} is not an item of {prompts_path}"
+            )
+        if rec["id"] in responses:
+            raise DataValidationError(f"{responses_path}: line {lineno}: id {rec['id']!r} repeated")
+        responses[rec["id"]] = rec["response"]
+    return responses
 
 
 def score_items(

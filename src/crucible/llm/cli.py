@@ -12,34 +12,13 @@ does); ``--model-sha256`` (the rule passes it) makes sure that it is the entry S
 from __future__ import annotations
 
 import argparse
-import json
-
-from crucible.errors import ConfigError
-
-
-def _model_entry(args) -> dict:
-    from crucible.llm.spec import entry_from_config_files, spec_sha256
-
-    if args.model_spec:
-        try:
-            entry = json.loads(args.model_spec)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
-    else:
-        entry = entry_from_config_files(args.config_file, args.model)
-    if args.model_sha256 and spec_sha256(args.model, entry) != args.model_sha256:
-        raise ConfigError(
-            f"llm.models.{args.model} in {', '.join(args.config_file or ['--model-spec'])} is not the entry the "
-            f"workflow was planned with (was it set with --config on the command line, or a config file edited "
-            f"since?); put it in a config file and run again"
-        )
-    return entry
 
 
 def _cmd_generate(args) -> int:
     from crucible.llm.generate import run_stage
+    from crucible.llm.spec import model_entry
 
-    entry = _model_entry(args)
+    entry = model_entry(args.model, args.model_spec, args.config_file, sha256=args.model_sha256)
     if entry.get("backend") == "transformers":
         from crucible.torch_setup import configure_torch
 

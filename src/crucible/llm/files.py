@@ -72,10 +72,9 @@ def _name_ids(ids: Iterable[str], limit: int = 10) -> str:
     return f"{shown} (and {len(ids) - limit} more)" if len(ids) > limit else shown
 
 
-def read_prompts(path: str | os.PathLike) -> list[Prompt]:
-    """The prompt set at ``path``, checked: ids unique, messages a non-empty list of role/content."""
-    path = Path(path)
-    prompts: list[Prompt] = []
+def _checked_prompt_lines(path: Path) -> list[tuple[int, dict, Prompt]]:
+    """(line number, the whole record, its :class:`Prompt`) per line; ids unique, messages checked."""
+    rows: list[tuple[int, dict, Prompt]] = []
     for lineno, obj in _read_jsonl(path):
         pid = _check_id(path, lineno, obj)
         messages = obj.get("messages")
@@ -89,11 +88,26 @@ def read_prompts(path: str | os.PathLike) -> list[Prompt]:
                 )
         clean = tuple({"role": m["role"], "content": m["content"]} for m in messages)
         meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
-        prompts.append(Prompt(pid, clean, meta))
-    dup = _duplicates([p.id for p in prompts])
+        rows.append((lineno, obj, Prompt(pid, clean, meta)))
+    dup = _duplicates([p.id for _, _, p in rows])
     if dup:
         raise DataValidationError(f"{path}: duplicated id(s): {_name_ids(dup)}")
-    return prompts
+    return rows
+
+
+def read_prompts(path: str | os.PathLike) -> list[Prompt]:
+    """The prompt set at ``path``, checked: ids unique, messages a non-empty list of role/content."""
+    return [prompt for _, _, prompt in _checked_prompt_lines(Path(path))]
+
+
+def read_prompt_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The prompt set's records whole, checked as :func:`read_prompts` checks them.
+
+    For a benchmark whose prompt lines carry more than the stage reads (crystal's items hold
+    their reference structure): the benchmark reads its own fields, the contract stays checked
+    in one place.
+    """
+    return [obj for _, obj, _ in _checked_prompt_lines(Path(path))]
 
 
 def prompt_set_hash(prompts: list[Prompt]) -> str:
@@ -157,11 +171,18 @@ def write_responses(completions: list[Completion], path: str | os.PathLike) -> N
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def read_responses(path: str | os.PathLike) -> list[dict]:
-    """A response file as written by :func:`write_responses` (for scorers and tests)."""
+def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
+    """``(line number, {"id", "response", "error"})`` per line of a response file, in file order.
+
+    Only the contract is checked here (a JSON object with a non-empty string id): what a
+    benchmark does with repeated, unknown or missing ids is the benchmark's decision.
+    """
     path = Path(path)
-    out = []
     for lineno, obj in _read_jsonl(path):
         _check_id(path, lineno, obj)
-        out.append({"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")})
-    return out
+        yield lineno, {"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")}
+
+
+def read_responses(path: str | os.PathLike) -> list[dict]:
+    """A response file as written by :func:`write_responses` (for scorers and tests)."""
+    return [row for _, row in iter_responses(path)]

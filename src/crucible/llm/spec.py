@@ -135,3 +135,35 @@ def entry_from_config_files(paths: Iterable[str | os.PathLike], name: str) -> di
             f"{', '.join(paths)}: llm.models has no {name!r} (has: {', '.join(sorted(models)) or 'none'})"
         )
     return models[name]
+
+
+def model_entry(
+    name: str,
+    spec_json: str | None = None,
+    config_file: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    sha256: str | None = None,
+) -> dict[str, Any]:
+    """A model's config entry: ``spec_json`` (the entry as JSON) if given, else ``llm.models.<name>``
+    of the crucible config file(s) at ``config_file`` (several: merged in order, as Snakemake does).
+
+    ``sha256`` (the rule passes :func:`spec_sha256` of the entry Snakemake planned with) refuses
+    any other entry: one given with ``--config`` on Snakemake's command line, or a file edited since.
+    """
+    if spec_json:
+        try:
+            entry = json.loads(spec_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
+        where = "--model-spec"
+    else:
+        files = [config_file] if isinstance(config_file, (str, os.PathLike)) else list(config_file or [])
+        if not files:
+            raise ConfigError(f"language model {name!r}: no config file and no --model-spec to read it from")
+        entry = entry_from_config_files(files, name)
+        where = ", ".join(str(f) for f in files)
+    if sha256 and spec_sha256(name, entry) != sha256:
+        raise ConfigError(
+            f"llm.models.{name} in {where} is not the entry the workflow was planned with (was it set with "
+            f"--config on the command line, or a config file edited since?); put it in a config file and run again"
+        )
+    return entry

@@ -22,9 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.errors import ConfigError
 from crucible.io import read_json, read_parquet
 from crucible.matbench.cli_user import add_user_commands
 from crucible.matbench.tasks import N_FOLDS, TASK_TYPES
@@ -70,31 +69,9 @@ def _cmd_folds(args: argparse.Namespace) -> int:
 
 
 def _cmd_tasks_table(args: argparse.Namespace) -> int:
-    from crucible.matbench.tasktable import OVERLAP_TABLE_HEADERS, TASK_TABLE_HEADERS, build_tables
-    from crucible.report.tables import write_table
+    from crucible.matbench.tasktable import write_task_tables
 
-    cards = {Path(p).stem: read_json(p) for p in args.cards}
-    datas = {Path(p).stem: read_parquet(p, columns=["mbid", "formula", "structure", "target"]) for p in args.data}
-    if set(cards) != set(datas):
-        raise ConfigError("tasks-table: --cards and --data name different tasks")
-    tasks_df, overlap_df = build_tables(cards, datas)
-    write_table(
-        tasks_df,
-        csv=args.out_csv,
-        md=args.out_md,
-        digits=4,
-        headers=TASK_TABLE_HEADERS,
-        md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n",
-    )
-    write_table(
-        overlap_df,
-        csv=args.out_overlap_csv,
-        md=args.out_overlap_md,
-        digits=1,
-        headers=OVERLAP_TABLE_HEADERS,
-        md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
-        empty_note="No two of the configured tasks share a reduced formula.",
-    )
+    write_task_tables(args.cards, args.data, args.out_csv, args.out_md, args.out_overlap_csv, args.out_overlap_md)
     return 0
 
 
@@ -143,119 +120,74 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_predictions(args: argparse.Namespace) -> int:
-    from crucible.matbench.prediction_files import read_predictions, write_predictions
+    from crucible.matbench.prediction_files import import_predictions
 
-    card = read_json(args.card)
-    folds = read_parquet(args.folds, columns=["mbid", "fold"])
-    expected = folds.loc[folds["fold"] == args.fold, "mbid"].tolist()
-    table = read_predictions(args.predictions, card["task_type"], expected, args.fold)
-    write_predictions(table, args.out, card["task_type"])
+    import_predictions(args.predictions, args.card, args.folds, args.fold, args.out)
     return 0
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from crucible.matbench.scoring import write_scores
-    from crucible.matbench.taskdata import card_values, score_prediction_files
+    from crucible.matbench.taskdata import score_task_files
 
-    task_type, mad = args.task_type, args.mad
-    if args.card:
-        card_type, card_mad = card_values(read_json(args.card), args.task, args.card)
-        task_type = task_type or card_type
-        mad = card_mad if mad is None else mad
-    elif task_type is None or mad is None:
-        raise DataValidationError("score needs --card, or both --task-type and --mad")
-    record = score_prediction_files(
+    score_task_files(
         args.task,
         args.data,
         args.folds,
         args.predictions,
-        task_type=task_type,
-        mad=mad,
+        args.out,
+        card_path=args.card,
+        task_type=args.task_type,
+        mad=args.mad,
         model=args.model,
         inputs_given=args.input_kind,
     )
-    write_scores(record, args.out)
     return 0
 
 
-def _per_task(flag: str, paths: list[str], tasks: list[str], per_task: int = 1) -> dict[str, list[str]]:
-    """Split an explicit file list into the tasks' shares, checking counts (and names when a
-    file is called after its task)."""
-    if len(paths) != per_task * len(tasks):
-        raise DataValidationError(
-            f"{flag} needs {per_task} file(s) per task ({per_task * len(tasks)}), got {len(paths)}"
-        )
-    out = {t: paths[i * per_task : (i + 1) * per_task] for i, t in enumerate(tasks)}
-    for task, share in out.items():
-        for p in share:
-            named = Path(p).stem if per_task == 1 else Path(p).parent.name
-            if named.startswith("matbench_") and named != task:
-                raise DataValidationError(f"{flag}: {p} is given for task {task} but named after {named}")
-    return out
-
-
 def _cmd_results_file(args: argparse.Namespace) -> int:
-    from crucible.matbench.resultsfile import (
-        DEFAULT_BIBTEX,
-        requirements,
-        user_metadata,
-        write_info_json,
-        write_results_file,
-    )
-    from crucible.matbench.taskdata import results_file_tasks
+    from crucible.matbench.taskdata import write_results_files
 
-    tasks = list(args.tasks)
-    predictions = _per_task("--predictions", args.predictions, tasks, N_FOLDS)
-    data = {t: ps[0] for t, ps in _per_task("--data", args.data, tasks).items()}
-    folds = {t: ps[0] for t, ps in _per_task("--folds", args.folds, tasks).items()}
-    fold_dicts, input_text = results_file_tasks(predictions, data, folds, args.store_probabilities)
-    input_text = args.input or input_text
-    write_results_file(
-        args.out_results, args.model, fold_dicts, user_metadata(args.model, input_text, args.store_probabilities)
+    write_results_files(
+        args.model,
+        args.tasks,
+        args.predictions,
+        args.data,
+        args.folds,
+        args.out_results,
+        store_probabilities=args.store_probabilities,
+        input_text=args.input,
+        out_info=args.out_info,
+        info={
+            "algorithm": args.algorithm,
+            "algorithm_long": args.algorithm_long,
+            "authors": args.authors,
+            "bibtex_refs": args.bibtex_refs,
+            "notes": args.notes,
+        },
     )
-    if args.out_info:
-        from crucible import __version__
-
-        write_info_json(
-            args.out_info,
-            algorithm=args.algorithm or args.model,
-            algorithm_long=args.algorithm_long or f"{args.model}, run by crucible {__version__}; inputs: {input_text}.",
-            authors=args.authors,
-            bibtex_refs=args.bibtex_refs or DEFAULT_BIBTEX,
-            notes=args.notes,
-            requirements=requirements(),
-        )
     return 0
 
 
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
-    from crucible.matbench import leaderboard as lb
-    from crucible.report.figures import save_figure, scaled_error_figure
-    from crucible.report.tables import write_table
+    from crucible.matbench.leaderboard import write_leaderboard_files
 
-    records = [read_json(p) for p in args.scores]
-    published = lb.load_published(args.published)
-    table = lb.leaderboard(records, published)
-    write_table(table, csv=args.out_csv)
-    display = lb.leaderboard_display(table, published)
-    write_table(
-        display,
-        md=args.out_md,
-        tex=args.out_tex,
-        md_preamble=lb.leaderboard_preamble(published),
-        caption="Matbench v0.1: mean ± std over the official folds; published numbers for reference.",
+    write_leaderboard_files(
+        args.scores,
+        args.published,
+        args.out_csv,
+        args.out_md,
+        args.out_tex,
+        args.out_folds_csv,
+        args.out_png,
+        args.out_pdf,
     )
-    write_table(lb.folds_table(records), csv=args.out_folds_csv)
-    save_figure(scaled_error_figure(table, lb.PUBLISHED_COLUMNS), args.out_png, args.out_pdf)
     return 0
 
 
 def _cmd_figures(args: argparse.Namespace) -> int:
-    from crucible.matbench.figures import model_figure
-    from crucible.report.figures import save_figure
+    from crucible.matbench.figures import write_model_figure
 
-    fig = model_figure(args.model, read_json(args.card), args.data, args.predictions)
-    save_figure(fig, args.out_png, args.out_pdf)
+    write_model_figure(args.model, args.card, args.data, args.predictions, args.out_png, args.out_pdf)
     return 0
 
 

@@ -27,3 +27,17 @@ def model_figure(
     from_labels = "probability" not in preds
     score = preds["prediction" if from_labels else "probability"].to_numpy(dtype=float)
     return roc_figure(y_true.astype(bool), score, title, from_labels)
+
+
+def write_model_figure(
+    model: str,
+    card_path: str | os.PathLike,
+    data_path: str | os.PathLike,
+    prediction_paths: Sequence[str | os.PathLike],
+    png: str | os.PathLike,
+    pdf: str | os.PathLike,
+) -> None:
+    from crucible.io import read_json
+    from crucible.report.figures import save_figure
+
+    save_figure(model_figure(model, read_json(card_path), data_path, prediction_paths), png, pdf)

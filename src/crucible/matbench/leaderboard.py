@@ -157,3 +157,35 @@ def folds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     ]
     df = pd.DataFrame(rows)
     return df.reindex(columns=columns)
+
+
+def write_leaderboard_files(
+    score_paths: list[str | os.PathLike],
+    published_path: str | os.PathLike,
+    out_csv: str,
+    out_md: str,
+    out_tex: str,
+    out_folds_csv: str,
+    out_png: str,
+    out_pdf: str,
+) -> pd.DataFrame:
+    """The leaderboard (CSV with every number; Markdown/LaTeX for reading), the per-fold table
+    and the scaled-error figure, from the models' scores records."""
+    from crucible.io import read_json
+    from crucible.report.figures import save_figure, scaled_error_figure
+    from crucible.report.tables import write_table
+
+    records = [read_json(p) for p in score_paths]
+    published = load_published(published_path)
+    table = leaderboard(records, published)
+    write_table(table, csv=out_csv)
+    write_table(
+        leaderboard_display(table, published),
+        md=out_md,
+        tex=out_tex,
+        md_preamble=leaderboard_preamble(published),
+        caption="Matbench v0.1: mean ± std over the official folds; published numbers for reference.",
+    )
+    write_table(folds_table(records), csv=out_folds_csv)
+    save_figure(scaled_error_figure(table, PUBLISHED_COLUMNS), out_png, out_pdf)
+    return table

@@ -218,3 +218,20 @@ def write_predictions(df: pd.DataFrame, path: str | os.PathLike, task_type: str)
         raise PredictionFileError(f"{path}: cannot convert predictions to arrow ({exc})") from None
     clean = validate_predictions_table(table, task_type, None, "n/a (writing)", path)
     write_parquet(clean, path, schema=prediction_schema(task_type, with_proba))
+
+
+def import_predictions(
+    predictions_path: str | os.PathLike,
+    card_path: str | os.PathLike,
+    folds_path: str | os.PathLike,
+    fold: int,
+    out: str | os.PathLike,
+) -> None:
+    """Take in a user-supplied prediction file for one fold: validated against the fold's test
+    ids (from the folds file) and the task type (from the card), written in our schema."""
+    from crucible.io import read_json, read_parquet
+
+    task_type = read_json(card_path)["task_type"]
+    folds = read_parquet(folds_path, columns=["mbid", "fold"])
+    expected = folds.loc[folds["fold"] == fold, "mbid"].tolist()
+    write_predictions(read_predictions(predictions_path, task_type, expected, fold), out, task_type)

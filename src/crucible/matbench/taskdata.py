@@ -8,7 +8,9 @@ ids of fold k are the rows of the data file (in its row order, the official orde
   scores record of :func:`crucible.matbench.scoring.score_task`;
 - :func:`results_file_tasks`: the fold dicts :func:`crucible.matbench.resultsfile.write_results_file`
   takes, from explicit prediction, data and folds files of several tasks;
-- :func:`card_values`: task type and MAD (or fraction of True) from a task card.
+- :func:`card_values`: task type and MAD (or fraction of True) from a task card;
+- :func:`score_task_files` and :func:`write_results_files`: the ``score`` and ``results-file``
+  stages from their command-line file lists.
 
 Heavy imports (pandas, pyarrow, scikit-learn) happen inside the functions: the CLI imports this
 module to build its parser, and one process runs per DAG job.
@@ -229,3 +231,106 @@ def results_file_tasks(
     else:
         input_text = "mixed: " + ", ".join(sorted(kinds))
     return tasks, input_text
+
+
+def score_task_files(
+    task: str,
+    data_path: str | os.PathLike,
+    folds_path: str | os.PathLike,
+    prediction_paths: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    card_path: str | os.PathLike | None = None,
+    task_type: str | None = None,
+    mad: float | None = None,
+    model: str | None = None,
+    inputs_given: str | None = None,
+) -> dict[str, Any]:
+    """:func:`score_prediction_files` written to ``out``; task type and MAD from the task card,
+    unless given (an explicit value wins over the card's)."""
+    from crucible.io import read_json
+    from crucible.matbench.scoring import write_scores
+
+    if card_path:
+        card_type, card_mad = card_values(read_json(card_path), task, card_path)
+        task_type = task_type or card_type
+        mad = card_mad if mad is None else mad
+    elif task_type is None or mad is None:
+        raise DataValidationError("score needs --card, or both --task-type and --mad")
+    record = score_prediction_files(
+        task,
+        data_path,
+        folds_path,
+        prediction_paths,
+        task_type=task_type,
+        mad=mad,
+        model=model,
+        inputs_given=inputs_given,
+    )
+    write_scores(record, out)
+    return record
+
+
+def split_per_task(flag: str, paths: Sequence[str], tasks: Sequence[str], per_task: int = 1) -> dict[str, list[str]]:
+    """Split an explicit file list into the tasks' shares (``per_task`` files each, in task
+    order), checking counts, and names when a file is called after its task (``<task>.parquet``,
+    or ``<task>/fold_k.parquet`` when a task has several)."""
+    if len(paths) != per_task * len(tasks):
+        raise DataValidationError(
+            f"{flag} needs {per_task} file(s) per task ({per_task * len(tasks)}), got {len(paths)}"
+        )
+    out = {t: list(paths[i * per_task : (i + 1) * per_task]) for i, t in enumerate(tasks)}
+    for task, share in out.items():
+        for p in share:
+            named = Path(p).stem if per_task == 1 else Path(p).parent.name
+            if named.startswith("matbench_") and named != task:
+                raise DataValidationError(f"{flag}: {p} is given for task {task} but named after {named}")
+    return out
+
+
+def write_results_files(
+    model: str,
+    tasks: Sequence[str],
+    prediction_paths: Sequence[str],
+    data_paths: Sequence[str],
+    fold_paths: Sequence[str],
+    out_results: str | os.PathLike,
+    *,
+    store_probabilities: bool = False,
+    input_text: str | None = None,
+    out_info: str | os.PathLike | None = None,
+    info: Mapping[str, Any] | None = None,
+) -> str:
+    """matbench's ``results.json.gz`` of one model over several tasks (and, when ``out_info``
+    is given, the leaderboard's ``info.json`` with the fields of ``info``: algorithm,
+    algorithm_long, authors, bibtex_refs, notes, defaults filled in). Returns the input text."""
+    from crucible.matbench.resultsfile import (
+        DEFAULT_BIBTEX,
+        requirements,
+        user_metadata,
+        write_info_json,
+        write_results_file,
+    )
+
+    tasks = list(tasks)
+    predictions = split_per_task("--predictions", prediction_paths, tasks, N_FOLDS)
+    data = {t: ps[0] for t, ps in split_per_task("--data", data_paths, tasks).items()}
+    folds = {t: ps[0] for t, ps in split_per_task("--folds", fold_paths, tasks).items()}
+    fold_dicts, measured_input = results_file_tasks(predictions, data, folds, store_probabilities)
+    input_text = input_text or measured_input
+    write_results_file(out_results, model, fold_dicts, user_metadata(model, input_text, store_probabilities))
+    if out_info:
+        from crucible import __version__
+
+        info = dict(info or {})
+        write_info_json(
+            out_info,
+            algorithm=info.get("algorithm") or model,
+            algorithm_long=info.get("algorithm_long")
+            or f"{model}, run by crucible {__version__}; inputs: {input_text}.",
+            authors=info.get("authors", "crucible"),
+            bibtex_refs=info.get("bibtex_refs") or DEFAULT_BIBTEX,
+            notes=info.get("notes"),
+            requirements=requirements(),
+        )
+    return input_text

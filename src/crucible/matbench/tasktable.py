@@ -135,3 +135,43 @@ def build_tables(cards: dict[str, dict[str, Any]], datas: dict[str, pd.DataFrame
     )
     overlaps = overlaps.sort_values(["shared_reduced_formulas", "task_a", "task_b"], ascending=[False, True, True])
     return tasks, overlaps.reset_index(drop=True)
+
+
+def write_task_tables(
+    card_paths: list[str],
+    data_paths: list[str],
+    out_csv: str,
+    out_md: str,
+    out_overlap_csv: str,
+    out_overlap_md: str,
+) -> None:
+    """The task table and the task-overlap table from the clean stage's cards and data files
+    (each named after its task, ``<task>.json`` / ``<task>.parquet``)."""
+    from pathlib import Path
+
+    from crucible.errors import ConfigError
+    from crucible.io import read_json, read_parquet
+    from crucible.report.tables import write_table
+
+    cards = {Path(p).stem: read_json(p) for p in card_paths}
+    datas = {Path(p).stem: read_parquet(p, columns=["mbid", "formula", "structure", "target"]) for p in data_paths}
+    if set(cards) != set(datas):
+        raise ConfigError("tasks-table: --cards and --data name different tasks")
+    tasks_df, overlap_df = build_tables(cards, datas)
+    write_table(
+        tasks_df,
+        csv=out_csv,
+        md=out_md,
+        digits=4,
+        headers=TASK_TABLE_HEADERS,
+        md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n",
+    )
+    write_table(
+        overlap_df,
+        csv=out_overlap_csv,
+        md=out_overlap_md,
+        digits=1,
+        headers=OVERLAP_TABLE_HEADERS,
+        md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
+        empty_note="No two of the configured tasks share a reduced formula.",
+    )

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from crucible.errors import ConfigError
-from crucible.io import read_json, read_parquet, write_json, write_text
+from crucible.io import read_json, read_parquet, write_json
 
 
 def _same_length(args: argparse.Namespace, a: str, b: str) -> None:
@@ -25,18 +24,20 @@ def _cmd_clean(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from crucible.reactions import prompts, questions
+    from crucible.reactions import questions
 
     _same_length(args, "types", "out_questions")
     _same_length(args, "types", "out_prompts")
-    params = json.loads(args.params) if args.params else {}
-    sets, summary = questions.build_all(read_parquet(args.data), read_json(args.card), params)
-    for qtype, q_out, p_out in zip(args.types, args.out_questions, args.out_prompts):
-        if qtype not in sets:
-            raise ConfigError(f"unknown question type {qtype!r}; known: {', '.join(sets)}")
-        write_json(sets[qtype], q_out, indent=1)
-        write_text(prompts.prompts_jsonl(sets[qtype], args.system_prompt or prompts.SYSTEM_PROMPT), p_out)
-    write_json(summary, args.out_summary)
+    questions.write_question_files(
+        args.data,
+        args.card,
+        json.loads(args.params) if args.params else {},
+        args.types,
+        args.out_questions,
+        args.out_prompts,
+        args.out_summary,
+        args.system_prompt,
+    )
     return 0
 
 
@@ -48,92 +49,42 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     model.fit(read_parquet(args.data), read_json(args.card))
     for q_path, out in zip(args.questions, args.out):
         qs = scoring.load_questions(q_path)
-        write_json(_wrap(args.model, q_path, model.predict(qs)), out)
+        write_json(scoring.prediction_record(args.model, q_path, model.predict(qs)), out)
     return 0
 
 
-def _wrap(model: str, questions_path: str, predictions: dict) -> dict:
-    from crucible.reactions.scoring import questions_fingerprint
-
-    return {
-        "model": model,
-        "questions_file": str(questions_path),
-        "questions_sha256": questions_fingerprint(questions_path),
-        "predictions": predictions,
-    }
-
-
 def _cmd_parse(args: argparse.Namespace) -> int:
-    from crucible.reactions import prompts, scoring
+    from crucible.reactions import prompts
 
     _same_length(args, "questions", "responses")
     _same_length(args, "questions", "out")
     for q_path, r_path, out in zip(args.questions, args.responses, args.out):
-        qs = scoring.load_questions(q_path)
-        lines = [json.loads(line) for line in Path(r_path).read_text(encoding="utf-8").splitlines() if line.strip()]
-        write_json(_wrap(args.model, q_path, prompts.parse_responses(lines, qs, source=r_path)), out)
+        prompts.write_response_predictions(args.model, q_path, r_path, out)
     return 0
 
 
 def _cmd_score(args: argparse.Namespace) -> int:
-    from crucible.reactions import baselines, scoring
+    from crucible.reactions import scoring
 
     _same_length(args, "questions", "predictions")
-    types, expected = {}, {}
-    for q_path, p_path in zip(args.questions, args.predictions):
-        qs = scoring.load_questions(q_path)
-        preds = scoring.load_predictions(p_path, qs, scoring.questions_fingerprint(q_path))
-        result = scoring.score_questions(qs, preds)
-        qtype = result["question_type"] or Path(q_path).parent.name
-        types[qtype] = result
-        if args.model == "random" and qs:
-            exp = [baselines.expected_random(q) for q in qs]
-            expected[qtype] = {
-                k: (
-                    float(sum(e[k] for e in exp if e[k] is not None) / max(1, sum(e[k] is not None for e in exp)))
-                    if any(e[k] is not None for e in exp)
-                    else None
-                )
-                for k in exp[0]
-            }
-    write_json({"dataset": args.dataset, "model": args.model, "types": types, "expected": expected}, args.out)
+    write_json(scoring.score_prediction_files(args.questions, args.predictions, args.dataset, args.model), args.out)
     return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from crucible.reactions import report
-    from crucible.report.figures import save_figure
 
-    scores = [read_json(p) for p in args.scores]
-    table = report.write_tables(
-        args.dataset,
-        scores,
-        args.out_csv,
-        args.out_md,
-        args.out_tex,
-        args.out_paired_csv,
-        args.out_paired_md,
-        args.out_paired_tex,
-        args.bootstrap,
-        args.seed,
-    )
-    save_figure(report.relative_score_figure(args.dataset, table), *args.out_figure)
+    tables = {
+        name: getattr(args, f"out_{name}") for name in ("csv", "md", "tex", "paired_csv", "paired_md", "paired_tex")
+    }
+    report.write_report(args.dataset, args.scores, tables, args.out_figure, args.bootstrap, args.seed)
     return 0
 
 
 def _cmd_package(args: argparse.Namespace) -> int:
-    from crucible.reactions import baselines, report, scoring
+    from crucible.reactions import report
 
-    examples = {}
-    for q_path in args.questions:
-        qs = scoring.load_questions(q_path)[:3]
-        examples[Path(q_path).parent.name] = baselines.RandomChoice(seed=0).predict(qs)
-    import pandas as pd
-
-    table = pd.read_csv(args.table)
-    report.write_package(
-        args.dataset, args.out_dir, args.questions, read_json(args.card), table, read_json(args.summary), examples
-    )
+    report.write_package_files(args.dataset, args.out_dir, args.questions, args.card, args.summary, args.table)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 ``prompts.jsonl`` follows the shared LLM contract: one object per line, sorted by id, with
 ``id``, ``messages`` (system + user) and ``meta``. The LLM stage writes
-``responses/{model}.jsonl`` (``{"id", "response", "error"}``); :func:`parse_response` turns each
+``responses/{model}.jsonl`` (``{"id", "response", "error"}``); :func:`parse_conditions_answer` turns each
 response into the same prediction a baseline writes, so one scorer serves both.
 
 The model is asked to end its answer with a JSON object: ``{"answer": <option index>}`` for
@@ -12,10 +12,13 @@ multiple choice, ``{"answer": {"<key>": <candidate index>, ...}}`` for fill in t
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from crucible.errors import DataValidationError
+from crucible.llm.json_text import embedded_json
 
 SYSTEM_PROMPT = (
     "You are an expert synthetic chemist. You choose reaction conditions that give the best outcome "
@@ -100,30 +103,14 @@ def prompts_jsonl(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_P
     )
 
 
-_JSON_START = re.compile(r"\{")
-
-
-def _json_objects(text: str) -> list[Any]:
-    decoder = json.JSONDecoder()
-    found, pos = [], 0
-    while True:
-        m = _JSON_START.search(text, pos)
-        if not m:
-            return found
-        try:
-            obj, end = decoder.raw_decode(text, m.start())
-            found.append(obj)
-            pos = end
-        except json.JSONDecodeError:
-            pos = m.start() + 1
-
-
-def parse_response(text: str | None, fill_in_blank: bool) -> Any:
-    """The prediction in a response: the last JSON object with an ``answer``; else, for multiple
+def parse_conditions_answer(text: str | None, fill_in_blank: bool) -> Any:
+    """The conditions a response chooses: the ``answer`` of the last JSON object that has one
+    (an option index, or ``{key: candidate index}`` for fill in the blank); else, for multiple
     choice, the last ``answer: N`` phrase. None when nothing is found (scored as invalid)."""
     if not text:
         return None
-    for obj in reversed(_json_objects(text)):
+    objects = [value for value, _, _ in embedded_json(text, "{")]
+    for obj in reversed(objects):
         if isinstance(obj, dict) and "answer" in obj:
             return obj["answer"]
     if not fill_in_blank:
@@ -133,19 +120,37 @@ def parse_response(text: str | None, fill_in_blank: bool) -> Any:
     return None
 
 
-def parse_responses(
-    lines: list[dict[str, Any]], questions: list[dict[str, Any]], source: str = "responses"
+def predictions_from_responses(
+    responses: Iterable[tuple[int, dict[str, Any]]], questions: list[dict[str, Any]], source: str = "responses"
 ) -> dict[str, Any]:
-    """``{id: prediction}`` from a responses file; ids outside the question set are an error."""
+    """``{id: prediction}`` from ``(line number, response record)`` pairs (as
+    :func:`crucible.llm.files.iter_responses` gives them); an id outside the question set is an
+    error naming ``source`` and the line."""
     ids = {q["id"]: q for q in questions}
     out: dict[str, Any] = {}
-    for i, rec in enumerate(lines):
-        if not isinstance(rec, dict) or "id" not in rec:
-            raise DataValidationError(f"{source}: line {i + 1} has no 'id'")
+    for lineno, rec in responses:
         q = ids.get(rec["id"])
         if q is None:
-            raise DataValidationError(f"{source}: line {i + 1}: id {rec['id']!r} is not a question of this set")
-        pred = parse_response(rec.get("response"), "query_keys" in q)
+            raise DataValidationError(f"{source}: line {lineno}: id {rec['id']!r} is not a question of this set")
+        pred = parse_conditions_answer(rec.get("response"), "query_keys" in q)
         if pred is not None:
             out[rec["id"]] = pred
     return out
+
+
+def read_predictions_from_responses(responses_path: str | os.PathLike, questions: list[dict[str, Any]]) -> dict:
+    """:func:`predictions_from_responses` of a response file, read through the LLM stage's reader."""
+    from crucible.llm.files import iter_responses
+
+    return predictions_from_responses(iter_responses(responses_path), questions, source=str(responses_path))
+
+
+def write_response_predictions(
+    model: str, questions_path: str | os.PathLike, responses_path: str | os.PathLike, out: str | os.PathLike
+) -> None:
+    """A language model's response file turned into a prediction file for one question file."""
+    from crucible.io import write_json
+    from crucible.reactions.scoring import load_questions, prediction_record
+
+    predictions = read_predictions_from_responses(responses_path, load_questions(questions_path))
+    write_json(prediction_record(model, questions_path, predictions), out)

@@ -4,7 +4,8 @@ Every option, reference and legal combination is a real row of the table. Each q
 from its own generator seeded by (seed, question id), so a question does not change when
 another is added, and two builds are byte-identical.
 
-Multiple choice (seed 003 §6, peers.md §4.1):
+Multiple choice (the schema of RxnOptBench's ``build_multiple_choice.py``, Hugging Face dataset
+songjhPKU/RxnOptBench, testsetV6; record fields as in its ``multiple_choice_*.json``):
 
 - ``all_varying``: one question per substrate; ``n_options`` rows of that substrate, always the
   best one, the others one from each of ``n_options - 1`` equal slices of the substrate's rows
@@ -404,3 +405,33 @@ def build_all(
         "questions": {q: len(sets[q]) for q in QUESTION_TYPES},
     }
     return {q: sets[q] for q in QUESTION_TYPES}, summary
+
+
+def write_question_files(
+    data_path: str,
+    card_path: str,
+    params: dict[str, Any] | None,
+    types: list[str],
+    out_questions: list[str],
+    out_prompts: list[str],
+    out_summary: str,
+    system_prompt: str | None = None,
+) -> None:
+    """Build every question type of a clean table and write, per requested type, its question
+    file (RxnOptBench's schema) and its ``prompts.jsonl``; then the build summary."""
+    from crucible.errors import ConfigError
+    from crucible.io import read_json, read_parquet, write_json, write_text
+    from crucible.reactions import prompts
+
+    if not len(types) == len(out_questions) == len(out_prompts):
+        raise ConfigError(
+            f"{len(types)} question types, {len(out_questions)} question files and {len(out_prompts)} prompt "
+            "files: give one question file and one prompt file per type, in the same order"
+        )
+    sets, summary = build_all(read_parquet(data_path), read_json(card_path), params)
+    for qtype, q_out, p_out in zip(types, out_questions, out_prompts):
+        if qtype not in sets:
+            raise ConfigError(f"unknown question type {qtype!r}; known: {', '.join(sets)}")
+        write_json(sets[qtype], q_out, indent=1)
+        write_text(prompts.prompts_jsonl(sets[qtype], system_prompt or prompts.SYSTEM_PROMPT), p_out)
+    write_json(summary, out_summary)

@@ -163,6 +163,37 @@ def write_tables(
     return table
 
 
+def write_report(
+    dataset: str,
+    score_paths: list[str | os.PathLike],
+    tables: dict[str, str | os.PathLike],
+    figure_paths: list[str | os.PathLike],
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The results and paired tables and the figure of one dataset from its models' score files.
+
+    ``tables`` maps ``csv, md, tex, paired_csv, paired_md, paired_tex`` to paths.
+    """
+    from crucible.io import read_json
+    from crucible.report.figures import save_figure
+
+    table = write_tables(
+        dataset,
+        [read_json(p) for p in score_paths],
+        tables["csv"],
+        tables["md"],
+        tables["tex"],
+        tables["paired_csv"],
+        tables["paired_md"],
+        tables["paired_tex"],
+        n_boot,
+        seed,
+    )
+    save_figure(relative_score_figure(dataset, table), *figure_paths)
+    return table
+
+
 def relative_score_figure(dataset: str, table: pd.DataFrame):
     import matplotlib.pyplot as plt
 
@@ -190,6 +221,38 @@ def _rxnoptbench_name(qtype: str) -> str:
     return f"fill_in_blank_{qtype}.json" if qtype in FB_TYPES else f"multiple_choice_{qtype}.json"
 
 
+def example_predictions(question_files: list[str | os.PathLike], n: int = 3) -> dict[str, dict[str, Any]]:
+    """Per question type, the random baseline's answers to the first ``n`` questions: what a
+    prediction file looks like, with real ids."""
+    from crucible.reactions.baselines import RandomChoice
+    from crucible.reactions.scoring import load_questions
+
+    return {Path(path).parent.name: RandomChoice(seed=0).predict(load_questions(path)[:n]) for path in question_files}
+
+
+def write_package_files(
+    dataset: str,
+    out_dir: str | os.PathLike,
+    question_files: list[str],
+    card_path: str | os.PathLike,
+    summary_path: str | os.PathLike,
+    table_path: str | os.PathLike,
+) -> None:
+    """:func:`write_package` from the files the workflow has: the card, the build summary and
+    the results table (CSV)."""
+    from crucible.io import read_json
+
+    write_package(
+        dataset,
+        out_dir,
+        question_files,
+        read_json(card_path),
+        pd.read_csv(table_path),
+        read_json(summary_path),
+        example_predictions(question_files),
+    )
+
+
 def write_package(
     dataset: str,
     out_dir: str | os.PathLike,
@@ -200,7 +263,9 @@ def write_package(
     example_predictions: dict[str, dict[str, Any]],
 ) -> None:
     """RxnOptBench's self-contained output directory: data sets, prompt templates, example
-    predictions and ``report.md`` (seed 003 §5)."""
+    predictions and ``report.md``, as RxnOptBench's builders lay out one output package
+    (``build_multiple_choice.py`` / ``build_fill_in_blank.py`` of the Hugging Face dataset
+    songjhPKU/RxnOptBench, testsetV6 README)."""
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)

@@ -1,6 +1,8 @@
 """RxnOptBench's metrics for multiple-choice and fill-in-blank question files.
 
-As the seed document (003) defines them:
+As RxnOptBench defines them (Hugging Face dataset songjhPKU/RxnOptBench, testsetV6: scoring in
+``common_v6.py``, used by ``evaluate_multiple_choice.py`` and ``evaluate_fill_in_blank.py``; the
+formulas below are from its README, the code itself was not available to check):
 
 - effective = yield × (100 + ee)/200 × dr/(dr + 1); a missing ee or dr is a factor 1. A missing
   yield (a selectivity-only screen such as thiol-addition) counts as 100, so that the utility is
@@ -261,6 +263,17 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
     }
 
 
+def prediction_record(model: str, questions_path: str | os.PathLike, predictions: dict[str, Any]) -> dict[str, Any]:
+    """crucible's wrapped prediction file: the predictions and the question file they answer
+    (by SHA-256, so that :func:`load_predictions` refuses them for another question set)."""
+    return {
+        "model": model,
+        "questions_file": str(questions_path),
+        "questions_sha256": questions_fingerprint(questions_path),
+        "predictions": predictions,
+    }
+
+
 def score_file(questions_path: str | os.PathLike, predictions_path: str | os.PathLike) -> dict[str, Any]:
     questions = load_questions(questions_path)
     predictions = load_predictions(predictions_path, questions, questions_fingerprint(questions_path))
@@ -290,3 +303,47 @@ def bootstrap_interval(
     means = arr[rng.integers(0, arr.size, size=(n_boot, arr.size))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
+
+
+# ---------------------------------------------------------------- a model's score file
+
+
+def expected_random_means(questions: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The expected metrics of a uniform random answer, averaged over the question set: each
+    metric over the questions where it is defined (None where it is defined for none)."""
+    from crucible.reactions.baselines import expected_random  # baselines import this module
+
+    per_question = [expected_random(q) for q in questions]
+    out: dict[str, float | None] = {}
+    for key in per_question[0] if per_question else ():
+        defined = [e[key] for e in per_question if e[key] is not None]
+        # a plain left-to-right sum, as the score files have always been written (np.mean rounds
+        # differently in the last bit)
+        out[key] = float(sum(defined) / max(1, len(defined))) if defined else None
+    return out
+
+
+def score_prediction_files(
+    questions_paths: list[str | os.PathLike],
+    predictions_paths: list[str | os.PathLike],
+    dataset: str = "",
+    model: str = "",
+) -> dict[str, Any]:
+    """One model's score record over its question files: per question type the result of
+    :func:`score_questions`, and for the ``random`` baseline its exact expectation."""
+    if len(questions_paths) != len(predictions_paths):
+        raise DataValidationError(
+            f"{len(questions_paths)} question files but {len(predictions_paths)} prediction files; "
+            "give one prediction file per question file, in the same order"
+        )
+    types: dict[str, Any] = {}
+    expected: dict[str, Any] = {}
+    for q_path, p_path in zip(questions_paths, predictions_paths):
+        questions = load_questions(q_path)
+        predictions = load_predictions(p_path, questions, questions_fingerprint(q_path))
+        result = score_questions(questions, predictions)
+        qtype = result["question_type"] or Path(q_path).parent.name
+        types[qtype] = result
+        if model == "random" and questions:
+            expected[qtype] = expected_random_means(questions)
+    return {"dataset": dataset, "model": model, "types": types, "expected": expected}

@@ -1,0 +1,35 @@
+"""A language model's config entry: found by name in a config file or given as JSON, checked with
+backend defaults filled in; every error names the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from crucible.errors import ConfigError
+from crucible.llm.spec import DEFAULT_PARAMS, OPENAI_DEFAULTS, model_entry, model_spec
+
+
+def test_entry_from_the_config_file_or_json(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    entry = {"backend": "replay", "path": "answers/{benchmark}/{dataset}.jsonl"}
+    cfg.write_text(yaml.safe_dump({"llm": {"models": {"replayed": entry}}}))
+    assert model_entry("replayed", config_file=str(cfg)) == entry
+    assert model_entry("x", spec_json='{"backend": "replay", "path": "p"}') == {"backend": "replay", "path": "p"}
+    with pytest.raises(ConfigError, match=r"config.yaml: llm.models has no 'gpt' \(has: replayed\)"):
+        model_entry("gpt", config_file=str(cfg))
+    with pytest.raises(ConfigError, match="--model-spec: not valid JSON"):
+        model_entry("x", spec_json="{backend: replay}")
+    cfg.write_text("")
+    with pytest.raises(ConfigError, match=r"has: none"):
+        model_entry("gpt", config_file=str(cfg))
+
+
+def test_spec_fills_backend_defaults_and_names_wrong_keys():
+    spec = model_spec("m", {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"})
+    assert {k: spec[k] for k in OPENAI_DEFAULTS} == OPENAI_DEFAULTS
+    assert spec["params"] == DEFAULT_PARAMS and spec["max_failed_fraction"] == 0.0
+    with pytest.raises(ConfigError, match=r"llm.models.m: backend openai needs base_url"):
+        model_spec("m", {"backend": "openai", "model": "m"})
+    with pytest.raises(ConfigError, match=r"llm.models.m.params: unknown key\(s\) temprature"):
+        model_spec("m", {"backend": "replay", "path": "p", "params": {"temprature": 0}})

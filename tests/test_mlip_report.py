@@ -1,0 +1,173 @@
+"""crucible.mlip.report: the EOS and s2ef tables and figures: readable headers and axes,
+per-model frames keyed by their model, and byte-identical files run to run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crucible.errors import DataValidationError
+from crucible.mlip.calculators import load_potential
+from crucible.mlip.eos import run_eos
+from crucible.report.tables import to_markdown
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def emt():
+    return load_potential("emt")
+
+
+def _eos_frame(model, rows):
+    return pd.DataFrame(
+        [
+            {"model": model, "element": el, "status": st, "delta_mev": d, "b0": 100.0, "wien2k_b0": 110.0}
+            for el, st, d in rows
+        ]
+    )
+
+
+def test_periodic_table_keeps_failed_symbols_readable_and_the_colour_bar_plain(monkeypatch):
+    from crucible.mlip import report
+
+    captured = {}
+    monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
+    frames = {
+        "emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0), ("Na", "failed", np.nan), ("Ni", "ok", 35.0)])
+    }
+    report.delta_periodic_table(frames)
+    fig = captured["fig"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    symbols = [t for t in ax.texts if t.get_text() in ("Cu", "Al", "Na", "Ni")]
+    for patch in ax.patches:
+        if patch.get_hatch():
+            for text in symbols:
+                x, y = text.get_position()
+                assert not patch.contains_point(ax.transData.transform((x, y))), f"hatch over {text.get_text()}"
+    colorbar = fig.axes[1]
+    labels = [t.get_text() for t in colorbar.get_yticklabels() + colorbar.get_yticklabels(minor=True) if t.get_text()]
+    assert labels, "the colour bar has tick labels"
+    assert not any("times" in s or "^" in s or "$" in s for s in labels), labels
+
+
+def test_b0_parity_log_axes_have_plain_labels(monkeypatch):
+    from crucible.mlip import report
+
+    captured = {}
+    monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
+    report.b0_parity(
+        {
+            "emt": _eos_frame("emt", [("Cu", "ok", 22.0), ("Al", "ok", 61.0)]).assign(
+                b0=[140.0, 40.0], wien2k_b0=[141.0, 78.0]
+            )
+        }
+    )
+    fig = captured["fig"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_xticklabels(minor=True) if t.get_text()]
+    assert labels and not any("times" in s or "$" in s for s in labels), labels
+
+
+def test_s2ef_table_headers_carry_units():
+    from crucible.mlip.report import S2EF_TABLE_HEADERS
+
+    table = pd.DataFrame(
+        {
+            "dataset": ["vasp"],
+            "model": ["emt"],
+            "energy_mae": [55.4],
+            "forces_mae": [0.35],
+            "forces_cosine_similarity": [0.78],
+            "n_frames": [3],
+            "n_failed": [1],
+        }
+    )
+    md = to_markdown(table, headers=S2EF_TABLE_HEADERS)
+    assert "energy MAE (eV)" in md and "force MAE (eV/Å)" in md
+
+
+def _cli(*args, cwd):
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([str(VENV_BIN / "crucible"), "mlip", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_tables_and_figures_are_deterministic(tmp_path, emt):
+    from crucible.io import write_parquet
+    from crucible.mlip.eos import EOS_SCHEMA
+
+    df = run_eos(emt, "Al,Si,Cu,Au", progress=False)
+    write_parquet(df, tmp_path / "emt.parquet", schema=EOS_SCHEMA)
+    outs = []
+    for run in ("a", "b"):
+        _cli(
+            "eos-table",
+            "--inputs",
+            "emt.parquet",
+            "--out-csv",
+            f"{run}/t.csv",
+            "--out-md",
+            f"{run}/t.md",
+            "--out-tex",
+            f"{run}/t.tex",
+            cwd=tmp_path,
+        )
+        res = _cli(
+            "eos-figures",
+            "--inputs",
+            "emt.parquet",
+            "--out-png",
+            f"{run}/d.png",
+            "--out-pdf",
+            f"{run}/d.pdf",
+            "--out-parity-png",
+            f"{run}/p.png",
+            cwd=tmp_path,
+        )
+        assert res.returncode == 0, res.stderr
+        outs.append({p.name: p.read_bytes() for p in sorted((tmp_path / run).iterdir())})
+    assert outs[0] == outs[1] and set(outs[0]) == {"t.csv", "t.md", "t.tex", "d.png", "d.pdf", "p.png"}
+    assert b"emt,4,1,Si," in outs[0]["t.csv"]
+
+
+def test_frames_are_keyed_by_model_and_a_model_given_twice_is_refused(tmp_path):
+    from crucible.io import write_parquet
+    from crucible.mlip.report import load_frames
+
+    write_parquet(_eos_frame("emt", [("Cu", "ok", 1.0)]), tmp_path / "a.parquet")
+    write_parquet(_eos_frame("chgnet", [("Cu", "ok", 2.0)]), tmp_path / "b.parquet")
+    write_parquet(pd.DataFrame({"x": [1]}), tmp_path / "named.parquet")
+    frames = load_frames([tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "named.parquet"])
+    assert list(frames) == ["emt", "chgnet", "named"] and frames["chgnet"]["delta_mev"].iloc[0] == 2.0
+    with pytest.raises(DataValidationError, match=r"a.parquet: model 'emt' given twice"):
+        load_frames([tmp_path / "a.parquet", tmp_path / "a.parquet"])
+    write_parquet(
+        pd.concat([_eos_frame("emt", [("Cu", "ok", 1.0)]), _eos_frame("x", [("Al", "ok", 1.0)])]),
+        tmp_path / "two.parquet",
+    )
+    with pytest.raises(DataValidationError, match="expected one model per file"):
+        load_frames([tmp_path / "two.parquet"])
+
+
+def test_periodic_positions_of_the_delta_set():
+    from ase.collections import dcdft
+
+    from crucible.mlip.report import periodic_position
+
+    assert periodic_position("H") == (1, 1) and periodic_position("He") == (1, 18)
+    assert periodic_position("B") == (2, 13) and periodic_position("Cu") == (4, 11)
+    assert (
+        periodic_position("Lu") == (6, 3) and periodic_position("Hf") == (6, 4) and periodic_position("Rn") == (6, 18)
+    )
+    cells = [periodic_position(s) for s in dcdft.names]
+    assert len(set(cells)) == len(cells)  # no two elements of the Delta set share a cell
+    with pytest.raises(ValueError, match="beyond the sixth period"):
+        periodic_position("U")
