@@ -95,7 +95,7 @@ def test_a_response_file_is_scored_item_by_item(item_files, tmp_path):
     "lines, match",
     [
         (['{"id": "nope", "response": "x"}'], r"bad.jsonl: line 1: id 'nope' is not an item of .*prompts.jsonl"),
-        (["{first}", "{first}"], r"bad.jsonl: line 2: id '.*' repeated"),
+        (["{first}", "", "{first}"], r"bad.jsonl: id '.*' appears on line 1 and again on line 3"),
         (["{first}", "", "not json"], r"bad.jsonl: line 3: not valid JSON"),
         (['{"response": "x"}'], r"bad.jsonl: line 1: field 'id' must be a non-empty string"),
     ],

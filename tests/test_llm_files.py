@@ -145,3 +145,12 @@ def test_iter_responses_gives_line_numbers_and_names_a_bad_line(tmp_path):
     path.write_text('{"id": "a", "response": "x"}\n{"id": "b", "respo\n')
     with pytest.raises(DataValidationError, match=r"r.jsonl: line 2: not valid JSON"):
         list(iter_responses(path))
+
+
+def test_once_per_id_names_both_lines():
+    from crucible.llm.files import once_per_id
+
+    rows = [(1, {"id": "a"}), (2, {"id": "b"}), (5, {"id": "a"})]
+    with pytest.raises(DataValidationError, match=r"r.jsonl: id 'a' appears on line 1 and again on line 5"):
+        list(once_per_id(rows, "r.jsonl"))
+    assert list(once_per_id(rows[:2], "r.jsonl")) == rows[:2]

@@ -183,6 +183,21 @@ def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
         yield lineno, {"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")}
 
 
+def once_per_id(rows: Iterable[tuple[int, dict]], source: str | os.PathLike) -> Iterable[tuple[int, dict]]:
+    """``rows`` as they come, refusing an id seen on an earlier line: the error names ``source``
+    and both lines. Both benchmarks score a response file this way, because keeping either line
+    of a repeated id would silently pick one of two answers."""
+    first: dict[str, int] = {}
+    for lineno, row in rows:
+        if row["id"] in first:
+            raise DataValidationError(
+                f"{source}: id {row['id']!r} appears on line {first[row['id']]} and again on line {lineno}; "
+                f"each item must be answered once"
+            )
+        first[row["id"]] = lineno
+        yield lineno, row
+
+
 def read_responses(path: str | os.PathLike) -> list[dict]:
     """A response file as written by :func:`write_responses` (for scorers and tests)."""
     return [row for _, row in iter_responses(path)]
