@@ -42,6 +42,8 @@ REACTION_BASELINES = ["random", "popularity", "nearest-substrate", "yield-model"
 def bench_config(args, model_path: str, base_url: str) -> dict:
     params = {"temperature": 0, "max_tokens": args.max_tokens, "seed": 0}
     return {
+        # Required by the schema; nothing of it is built (the targets are named).
+        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
         "llm": {
             "models": {
                 TF: {"backend": "transformers", "path": model_path, "batch_size": args.batch_size, "params": params},
