@@ -3,8 +3,8 @@ through the transformers backend (the GGUF file dequantized in the job) and thro
 backend against llama.cpp's OpenAI-compatible server on 127.0.0.1.
 
 Two engines that share nothing but the file must agree on what they were asked: the same chat
-template renders the same prompt tokens, and greedy decoding of an easy question gives the
-same answer. The answers go through both benchmarks' parsers. Skipped, saying why, without the
+template renders the same prompt tokens (digits and indentation included), and greedy decoding
+of an easy question gives the same answer. The answers go through both benchmarks' parsers. Skipped, saying why, without the
 optional packages (`make install-llm-local`); the whole benchmark is
 benchmarks/bench_llm_real_model.py.
 """
@@ -28,7 +28,9 @@ pytest.importorskip("accelerate", reason="transformers loads GGUF files with acc
 SYSTEM = "You are a helpful assistant. Answer briefly."
 QUESTIONS = [
     "What is the capital of France?",
-    'Which option is best? Options: 0: water, 1: fire. End with {"answer": <index>}.',
+    # Laid out as the reaction prompts are: transformers' own GGUF tokenizer split "\n  0" unlike
+    # llama.cpp (and the model's training) until crucible set the pre-tokenizer the file names.
+    'Which option is best?\nOptions:\n  0: water at 25 C\n  1: fire at 1200 C\nEnd with {"answer": <index>}.',
 ]
 PARAMS = {"temperature": 0, "max_tokens": 24, "seed": 0}
 

@@ -12,7 +12,7 @@ import pytest
 from crucible.errors import ConfigError
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage
-from crucible.llm.transformers_backend import TransformersBackend, checkpoint_fingerprint
+from crucible.llm.transformers_backend import GGUF_LOADER, TransformersBackend, checkpoint_fingerprint
 
 from helpers import write_prompts
 
@@ -89,7 +89,8 @@ def test_a_gguf_file_is_named_by_its_content(tmp_path):
         path.write_bytes(body)
     assert checkpoint_fingerprint(one) == checkpoint_fingerprint(other), "moving the file keeps its name"
     backend = TransformersBackend("m", str(one))
-    assert backend.gguf and backend.model == f"m.Q4_1.gguf@{checkpoint_fingerprint(one)}"
+    # ... and by how crucible builds its tokenizer (GGUF_LOADER), which answers depend on too
+    assert backend.gguf and backend.model == f"m.Q4_1.gguf@{checkpoint_fingerprint(one)}:{GGUF_LOADER}"
     with open(other, "r+b") as fh:  # a different last MiB: another quantisation
         fh.seek(-10, 2)
         fh.write(b"0123456789")

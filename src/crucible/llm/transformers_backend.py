@@ -51,6 +51,42 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
+# transformers builds a GGUF file's tokenizer with a plain byte-level split whatever the file's
+# ``tokenizer.ggml.pre`` says; llama.cpp splits as the model was trained. SmolLM2 ("smollm")
+# isolates every digit first: without that, "\n  0: base" became [ĊĠ, Ġ, 0, ...] instead of
+# [ĊĠĠ, 0, ...], and 32 of the 48 prompts of the real-model benchmark were tokenized unlike
+# training (and unlike llama.cpp's server). Each name here was checked token for token against
+# llama.cpp on those prompts. Bump GGUF_LOADER when this changes: it is part of the cache key.
+GGUF_LOADER = "pretok1"
+
+
+def _digits_then_byte_level():
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ]
+    )
+
+
+GGUF_PRE_TOKENIZERS = {"smollm": _digits_then_byte_level}
+
+
+def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
+    """Give ``tokenizer`` (loaded from the GGUF file at ``path``) the pre-tokenizer its
+    ``tokenizer.ggml.pre`` names, where transformers does not; that name, or None."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get("tokenizer.ggml.pre")
+    name = bytes(field.parts[field.data[0]]).decode("utf-8") if field is not None else None
+    if name in GGUF_PRE_TOKENIZERS:
+        tokenizer.backend_tokenizer.pre_tokenizer = GGUF_PRE_TOKENIZERS[name]()
+        log.info("tokenizer of %s: pre-tokenizer %r as llama.cpp splits it", path, name)
+    return name
+
+
 class TransformersBackend:
     kind = "transformers"
 
@@ -80,6 +116,8 @@ class TransformersBackend:
         self.chat_template = chat_template
         # The cache key names the checkpoint by content, not by where it lies.
         self.model = f"{self.path.name}@{checkpoint_fingerprint(self.path)}"
+        if self.gguf:  # how crucible turns the file into a tokenizer is part of what answers
+            self.model += f":{GGUF_LOADER}"
         self.device = None
         self._model = None
         self._tokenizer = None
@@ -106,6 +144,8 @@ class TransformersBackend:
         if self.gguf:
             where = {**where, "pretrained_model_name_or_path": self.path.parent, "gguf_file": self.path.name}
         tokenizer = AutoTokenizer.from_pretrained(**where)
+        if self.gguf:
+            gguf_pre_tokenizer(tokenizer, self.path)
         tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
