@@ -41,7 +41,7 @@ def test_prompts_read_and_hash(tmp_path):
         ({"id": "b", "messages": []}, r"line 2 \(id b\): field 'messages' must be a non-empty list"),
         ({"id": "b", "messages": [{"role": "bot", "content": "x"}]}, r"line 2 \(id b\): messages\[0\] must be"),
         ({"id": "b", "messages": [{"role": "user", "content": 3}]}, r"line 2 \(id b\): messages\[0\]"),
-        ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a"),
+        ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a \(lines 1, 2\)"),
     ],
 )
 def test_bad_prompt_lines_are_named(tmp_path, bad, match):
@@ -66,7 +66,7 @@ def test_replay_refuses_missing_extra_and_duplicated_ids(tmp_path):
         read_replay(path, ["a", "b", "c"])
     message = str(info.value)
     assert (
-        "duplicated id(s): a" in message
+        "duplicated id(s): a (lines 1, 2)" in message
         and "missing id(s) (in the prompt set, not in the replay file): b, c" in message
     )
     assert "extra id(s) (not in the prompt set): z" in message
