@@ -17,6 +17,7 @@ from helpers import (  # noqa: F401  (re-exported, and used by the fixtures belo
     TEST_FOLD_SIZES,
     ChatServer,
     aflow_prototypes_file,
+    archive_file,
     cache_root,
     clean_task,
     matbench_members,
@@ -25,14 +26,58 @@ from helpers import (  # noqa: F401  (re-exported, and used by the fixtures belo
 from helpers import official_validation as _validation
 from helpers import task_formulas as _task_formulas
 
-# Fixtures that fetch real wheels (matbench, crabnet, fairchem-core) from PyPI unless the test
-# cache has them: every test using one is marked `network`, so `pytest -m "not network"` runs offline.
-NETWORK_FIXTURES = frozenset({"members", "official_validation", "crabnet_wheel", "task_formulas", "peer"})
+# A test is marked `network` when it reaches a helper declared @downloads (tests/helpers.py), by
+# calling it, through a fixture, or through a function of its module: nothing to keep in sync here.
+# `pytest -m "not network"` then runs with every HTTP(S) proxy pointed at a closed local port, so a
+# test that still goes online fails instead of passing on a machine that happens to have a network.
+OFFLINE_PROXY = "http://127.0.0.1:9"
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _test_suite_function(obj) -> bool:
+    module = getattr(obj, "__module__", "") or ""
+    return module in ("helpers", "conftest") or module.split(".")[-1].startswith("test_")
+
+
+def reaches_download(obj, seen: set[int] | None = None) -> bool:
+    """Whether calling ``obj`` (a test-suite function) may run a helper declared @downloads."""
+    import helpers
+
+    seen = set() if seen is None else seen
+    if getattr(obj, "downloads", False) or getattr(getattr(obj, "__wrapped__", None), "downloads", False):
+        return True
+    fn = getattr(obj, "__wrapped__", obj)
+    code = getattr(fn, "__code__", None)
+    if code is None or id(fn) in seen or not _test_suite_function(fn):
+        return False
+    seen.add(id(fn))
+    names, stack = set(), [code]
+    while stack:  # the function's own names and those of its lambdas and comprehensions
+        c = stack.pop()
+        names |= set(c.co_names)
+        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    scopes = (fn.__globals__, vars(helpers))
+    for name in names:
+        for scope in scopes:
+            target = scope.get(name)
+            if callable(target) and reaches_download(target, seen):
+                return True
+    return False
+
+
+def pytest_configure(config):
+    if "not network" in (config.option.markexpr or ""):
+        os.environ.update(dict.fromkeys(PROXY_VARS, OFFLINE_PROXY))
+        os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if NETWORK_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "_fixtureinfo", None)
+        funcs = [getattr(item, "function", None)]
+        if fixtures is not None:
+            funcs += [defs[-1].func for defs in fixtures.name2fixturedefs.values() if defs]
+        if any(f is not None and reaches_download(f) for f in funcs):
             item.add_marker(pytest.mark.network)
 
 
@@ -48,8 +93,10 @@ def official_validation():
 
 @pytest.fixture(scope="session")
 def crabnet_wheel() -> Path:
-    """The crabnet 2.0.8 wheel, fetched and hash-checked by crucible's own fetch stage."""
-    return matbench_members()["crabnet-2.0.8"]
+    """The composition mirror's wheel (crabnet), fetched and hash-checked by crucible's own fetch stage."""
+    from crucible.matbench.tasks import TASKS, mirror_role
+
+    return archive_file(mirror_role(TASKS[0]))
 
 
 @pytest.fixture(scope="session")

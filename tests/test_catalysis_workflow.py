@@ -1,121 +1,47 @@
-"""The real Snakefile on the EMT demo: adsorption (CatBench JSON and a read-only VASP tree, two
-chunks), surface and formation energies; then a no-op rerun, and the default config's dry run
-without this benchmark."""
+"""crucible.catalysis.workflow: datasets, potentials, chunks and rule params as pure functions of
+the config (the DAG itself: test_workflow_catalysis.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import stat
-import subprocess
-import sys
+import json
 
-import pandas as pd
 import pytest
 
-from crucible.catalysis import demo
-from crucible.catalysis.workflow import final_outputs
-
-from helpers import REPO, run_snakemake
-
-pytestmark = pytest.mark.slow
+from crucible.catalysis import workflow as wf
+from crucible.catalysis.calculation import DEFAULTS
+from crucible.errors import ConfigError
 
 
-@pytest.fixture(scope="module")
-def dag(catalysis_demo, tmp_path_factory, venv_env):
-    workdir = tmp_path_factory.mktemp("catalysis_dag")
-    tree = workdir / "user_vasp"
-    shutil.copytree(catalysis_demo / "emt-demo_vasp", tree)
-    for root, _dirs, files in os.walk(tree):
-        for f in files:
-            os.chmod(os.path.join(root, f), stat.S_IRUSR)
-        os.chmod(root, stat.S_IRUSR | stat.S_IXUSR)
-    config = {
-        # An empty Matbench model list is refused (issue 10); the targets below are catalysis only.
-        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-        "catalysis": {
-            "models": ["emt"],
-            "seeds": 1,
-            "chunks": 2,
-            "datasets": {
-                "demo": {
-                    "format": "catbench-json",
-                    "path": str(catalysis_demo / "emt-demo_adsorption.json"),
-                    "energy_source": demo.ENERGY_SOURCE,
-                },
-                "mine": {"format": "vasp-tree", "path": str(tree), "coefficients": demo.COEFFICIENTS},
-            },
-            "relative": {
-                "surf": {"task": "surface", "path": str(catalysis_demo / "emt-demo_surface")},
-                "form": {
-                    "task": "bulk_formation",
-                    "path": str(catalysis_demo / "emt-demo_formation"),
-                    "coefficients": demo.FORMATION_COEFFICIENTS,
-                },
-            },
-        },
-    }
-    # Only this family's targets: the Matbench part of the DAG has its own end-to-end test.
-    proc = run_snakemake(workdir, config, *final_outputs(config), env=venv_env)
-    yield workdir, config, proc
-    for root, _dirs, _files in os.walk(tree):
-        os.chmod(root, stat.S_IRWXU)
+def test_defaults_come_from_the_schema_and_agree_with_the_library():
+    assert json.loads(wf.relax_params({})) == DEFAULTS
+    assert json.loads(wf.thresholds({})) == {"n_crit_relax": DEFAULTS["max_steps"]}
+    assert wf.n_chunks({}) == 1 and wf.final_outputs({}) == []
+    spec = wf.dataset_spec({"catalysis": {"datasets": {"d": {"path": "x.json"}}}}, "d")
+    assert spec["format"] == "catbench-json" and spec["tolerance"] == 1e-4 and spec["coefficients"] == {}
 
 
-def test_every_catalysis_target_is_built(dag):
-    workdir, _, proc = dag
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    for name in ("demo", "mine"):
-        for suffix in ("", "_anomaly", "_adsorbates", "_shifted"):
-            for ext in ("csv", "md", "tex"):
-                assert (workdir / f"results/tables/catalysis_{name}{suffix}.{ext}").is_file()
-        assert (workdir / f"results/tables/catalysis_{name}.xlsx").is_file()
-        for fig in ("parity.png", "parity.pdf", "sensitivity.png", "parity_emt.png"):
-            assert (workdir / f"results/figures/catalysis_{name}_{fig}").is_file()
-        assert sorted(p.name for p in (workdir / f"results/catalysis/{name}/calc/emt").iterdir()) == [
-            "chunk_0.json",
-            "chunk_1.json",
-        ]
-    for t in ("surface_surf", "bulk_formation_form"):
-        assert (workdir / f"results/tables/catalysis_{t}.md").is_file()
+def test_potentials_default_to_mlip_models_and_paths_follow_them():
+    cfg = {"mlip": {"models": ["emt"]}, "catalysis": {"chunks": 2, "datasets": {"d": {"path": "x.json"}}}}
+    assert wf.models(cfg) == ["emt"]
+    assert wf.chunk_files(cfg, "d", "emt") == [
+        "results/catalysis/d/calc/emt/chunk_0.json",
+        "results/catalysis/d/calc/emt/chunk_1.json",
+    ]
+    assert wf.analysis_files(cfg, "d", "parquet") == ["results/catalysis/d/analysis/emt.parquet"]
+    assert wf.wildcard_constraints(cfg) == {"cat_dataset": "d", "cat_model": "emt"}
+    url = {"catalysis": {"datasets": {"Mamun": {"url": "https://z/{name}_adsorption.json"}}}}
+    assert wf.download_url(url, "Mamun") == "https://z/Mamun_adsorption.json"
+    assert wf.raw_input(url, "Mamun") == "resources/catalysis/Mamun/Mamun_adsorption.json"
 
 
-def test_tables_agree_between_formats(dag):
-    workdir, _, _ = dag
-    a = pd.read_csv(workdir / "results/tables/catalysis_demo.csv")
-    b = pd.read_csv(workdir / "results/tables/catalysis_mine.csv")
-    assert a["Num_total"].iloc[0] == b["Num_total"].iloc[0] == 9
-    assert a["Normal_rate"].iloc[0] == 100.0
-    assert a["MAE_total"].iloc[0] == pytest.approx(b["MAE_total"].iloc[0], abs=1e-6)
-
-
-def test_nothing_to_do_on_a_second_run(dag, venv_env):
-    workdir, config, _ = dag
-    proc = run_snakemake(workdir, config, "--dry-run", *final_outputs(config), env=venv_env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Nothing to be done" in proc.stdout + proc.stderr
-
-
-def test_default_config_does_not_run_catalysis(venv_env):
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--dry-run", "--cores", "1"],
-        cwd=REPO,
-        env=venv_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "catalysis" not in proc.stdout
-
-
-def test_config_errors_stop_the_run(tmp_path, venv_env):
-    config = {
-        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-        "catalysis": {"models": ["emt"], "datasets": {"x": {"format": "vasp-tree", "path": "/nowhere"}}},
-    }
-    proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env)
-    assert proc.returncode != 0 and "needs 'coefficients'" in proc.stdout + proc.stderr
-    config["catalysis"]["datasets"]["x"] = {"format": "catbench-json", "path": "/a", "sha": "0"}
-    proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env)
-    assert proc.returncode != 0 and "sha" in proc.stdout + proc.stderr
+@pytest.mark.parametrize(
+    "catalysis, message",
+    [
+        ({"datasets": {"x": {"format": "vasp-tree", "path": "/t"}}, "models": ["emt"]}, "needs 'coefficients'"),
+        ({"datasets": {"x": {"path": "/a", "url": "http://b"}}, "models": ["emt"]}, "exactly one of 'path' or 'url'"),
+        ({"datasets": {"x": {"path": "/a"}}}, "no potentials"),
+    ],
+)
+def test_check_names_the_dataset(catalysis, message):
+    with pytest.raises(ConfigError, match=message):
+        wf.check({"catalysis": catalysis})

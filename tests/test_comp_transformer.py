@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import crabnet_member
+from helpers import archive_member
 
 torch = pytest.importorskip("torch")
 
@@ -20,9 +20,10 @@ from crucible.errors import DataValidationError  # noqa: E402
 from crucible.models.comp_transformer import CompTransformer  # noqa: E402
 from crucible.models.registry import get_spec  # noqa: E402
 
-# wheel path -> pinned SHA-256, from config/sources.yaml
-MEMBERS = dict(crabnet_member(name) for name in ("mat2vec.csv", "matbench_steels.csv"))
-MAT2VEC, STEELS = (crabnet_member(name)[0] for name in ("mat2vec.csv", "matbench_steels.csv"))
+# path inside the wheel -> pinned SHA-256, from config/sources.yaml
+ROLES = ("element-table/mat2vec", "matbench/mirror/matbench_steels")
+MEMBERS = dict(archive_member(role) for role in ROLES)
+MAT2VEC, STEELS = (archive_member(role)[0] for role in ROLES)
 TINY = dict(
     epochs=2, batch_size=64, n_models=1, d_model=32, n_heads=2, n_layers=1, d_ff=64, device="cpu", num_threads=1
 )
@@ -35,7 +36,7 @@ def data(tmp_path_factory, crabnet_wheel):
         blobs = {name: zf.read(name) for name in MEMBERS}
     for name, sha in MEMBERS.items():
         assert hashlib.sha256(blobs[name]).hexdigest() == sha, name
-    table = out / "mat2vec.csv"
+    table = out / "element_table.csv"
     table.write_bytes(blobs[MAT2VEC])
     steels = pd.read_csv(io.BytesIO(blobs[STEELS]))
     return table, steels

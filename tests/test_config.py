@@ -3,7 +3,6 @@ thing, or nothing, is refused before any job starts, with the key path and the c
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -14,8 +13,6 @@ from crucible.errors import ConfigError
 from crucible.mlip.eos import eos_volumes
 
 from helpers import REPO
-
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _cfg(**matbench):
@@ -41,7 +38,7 @@ def _cfg(**matbench):
 )
 def test_bad_configs_are_refused_with_the_key_path(config, message):
     with pytest.raises(ConfigError) as info:
-        check_config(config, SCHEMA)
+        check_config(config)
     text = str(info.value)
     assert message in text
     # The cause and the key path, not the schema.
@@ -49,17 +46,16 @@ def test_bad_configs_are_refused_with_the_key_path(config, message):
 
 
 def test_good_configs_pass():
-    check_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), SCHEMA)
-    check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()), SCHEMA)
+    check_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
     check_config(
         _cfg(
             model_params={"dummy": {}},
             custom_models={"mine": {"class": "a.b:C"}},
             prediction_files={"theirs": {"dir": "x"}},
-        ),
-        SCHEMA,
+        )
     )
-    check_config({**_cfg(), "mlip": {"eos": {"volume_range": [0.9, 1.1]}}}, SCHEMA)
+    check_config({**_cfg(), "mlip": {"eos": {"volume_range": [0.9, 1.1]}}})
 
 
 @pytest.mark.parametrize("volume_range", [(0.5, 3.0), (0.97, 1.03), (0.94, 1.3)])
@@ -67,34 +63,6 @@ def test_eos_volume_range_the_fit_and_delta_cannot_use_is_refused(volume_range):
     with pytest.raises(ConfigError, match="volume_range"):
         eos_volumes(16.0, 7, volume_range)
     assert len(eos_volumes(16.0, 7, (0.94, 1.06))) == 7
-
-
-@pytest.mark.slow
-def test_snakemake_prints_the_cause_not_the_schema(tmp_path, venv_env):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(yaml.safe_dump(_cfg(model_params={"gbm-magpi": {"max_iter": 5}})))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--snakefile",
-            str(REPO / "Snakefile"),
-            "--directory",
-            str(tmp_path),
-            "--configfile",
-            str(cfg),
-            "--dry-run",
-        ],
-        env=venv_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
-    assert "matbench.model_params.gbm-magpi" in out
-    assert len(out.splitlines()) < 15, out
 
 
 def test_a_file_where_an_output_folder_goes_is_named(tmp_path):
@@ -125,3 +93,96 @@ def test_the_project_directory_goes_on_the_jobs_python_path(tmp_path, monkeypatc
     put_on_python_path(tmp_path)  # idempotent
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/somewhere/src"]
     assert sys.path[0] == str(tmp_path)
+
+
+# ---- per-family schema sections: each stands alone, and its enums are the library's registries
+
+
+def _at(schema: dict, path: str):
+    """The sub-schema at a dotted path of properties ('[]' descends into array items, '*' into
+    additionalProperties)."""
+    node = schema
+    for part in path.split("."):
+        node = (
+            node["items"] if part == "[]" else node["additionalProperties"] if part == "*" else node["properties"][part]
+        )
+    return node
+
+
+def _registries():
+    from crucible.catalysis.data import FORMATS
+    from crucible.catalysis.relative import TASKS as RELATIVE_TASKS
+    from crucible.crystal.generators import GENERATORS
+    from crucible.llm.spec import BACKENDS, PARAM_KEYS
+    from crucible.matbench.clean import SOURCES
+    from crucible.matbench.tasks import TASKS
+    from crucible.reactions.baselines import MODELS
+    from crucible.reactions.scoring import QUESTION_TYPES
+
+    return [
+        ("matbench", "tasks.[]", TASKS),
+        ("matbench", "source", SOURCES),
+        ("reactions", "models.[]", tuple(MODELS)),
+        ("reactions", "question_types.[]", QUESTION_TYPES),
+        ("crystal", "generators.[]", tuple(GENERATORS)),
+        ("catalysis", "datasets.*.format", FORMATS),
+        ("catalysis", "relative.*.task", RELATIVE_TASKS),
+        ("llm", "models.*.backend", BACKENDS),
+    ] + [("llm", "models.*.params", PARAM_KEYS)]
+
+
+@pytest.mark.parametrize("family, path, names", _registries(), ids=lambda v: v if isinstance(v, str) else None)
+def test_schema_enums_are_the_python_registries(family, path, names):
+    from crucible.config import family_schema
+
+    node = _at(family_schema(family), path)
+    listed = node.get("enum") or list(node["properties"])
+    assert sorted(listed) == sorted(names), f"{family}.{path}: schema and registry differ"
+
+
+def test_model_names_the_schema_cannot_list_are_checked_against_the_registries():
+    """Matbench models (custom ones too) and potentials are free strings in the schema: the
+    families' start-up checks take exactly the registered names."""
+    from crucible.matbench import workflow as matbench_wf
+    from crucible.mlip import workflow as mlip_wf
+    from crucible.mlip.calculators import registered_models
+    from crucible.models.registry import builtin_models
+
+    config = {"matbench": {"tasks": ["matbench_steels"], "models": sorted(builtin_models())}}
+    assert {matbench_wf.model_kind(config, m) for m in builtin_models()} <= set(matbench_wf.MODEL_KINDS)
+    with pytest.raises(ConfigError, match="unknown model 'not-a-model'"):
+        matbench_wf.check({"matbench": {"tasks": ["matbench_steels"], "models": ["not-a-model"]}})
+    mlip_wf.check({"mlip": {"models": list(registered_models())}})
+    with pytest.raises(ConfigError):
+        mlip_wf.check({"mlip": {"models": ["not-a-potential"]}})
+
+
+@pytest.mark.parametrize("family", ["matbench", "mlip", "crystal", "reactions", "catalysis", "llm"])
+def test_a_config_with_only_one_section_is_complete(family):
+    from crucible.config import fill_defaults
+    from crucible.families import family as get
+
+    config = {family: yaml.safe_load((REPO / ".test" / family / "config.yaml").read_text())[family]}
+    check_config(config)
+    filled = fill_defaults(json_copy(config))
+    assert set(filled) == {"matbench", "mlip", "crystal", "reactions", "catalysis", "llm"}
+    # the other families' sections hold their defaults only: none of them builds anything
+    for other in set(filled) - {family}:
+        assert get(other).final_outputs(filled) == [] or other == "llm", other
+
+
+def test_defaults_are_the_schemas():
+    from crucible.config import fill_defaults, section
+
+    filled = fill_defaults({})
+    assert filled["matbench"]["models"] == ["dummy"] and filled["mlip"]["eos"]["points"] == 7
+    assert section({}, "crystal") == filled["crystal"] and section({"crystal": {"seed": 3}}, "crystal")["seed"] == 3
+    # a section's copy: changing it changes neither the config nor the next call's answer
+    section({}, "reactions")["bootstrap"]["n"] = 5
+    assert section({}, "reactions")["bootstrap"]["n"] == 1000
+
+
+def json_copy(value):
+    import json
+
+    return json.loads(json.dumps(value))

@@ -107,11 +107,12 @@ def test_spacegroup_template_states_the_group(aflow_file):
 def _cdvae_sources(tmp_path, url, pins: dict[str, dict]) -> Path:
     arts = {}
     for split in ("train", "test"):
-        arts[f"cdvae-perov_5-{split}"] = {
+        arts[f"perov-{split}"] = {
+            "role": f"crystal/perov-5/{split}",
             "kind": "http",
             "url": f"{url}/perov_5/{split}.csv",
             "mirror_path": f"perov_5/{split}.csv",
-            "filename": f"cdvae-perov_5-{split}.csv",
+            "filename": f"perov-{split}.csv",
             **pins.get(split, {}),
         }
     path = tmp_path / "sources.yaml"
@@ -133,19 +134,19 @@ def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
     url, root, hits = www
     blob = sources.git_blob_id(PEROV / "test.csv")
     srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": blob}}))
-    spec = srcs["artifacts"]["cdvae-perov_5-test"]
+    spec = srcs["artifacts"]["perov-test"]
     lock = tmp_path / "sources.lock.json"
-    dest = tmp_path / "dl" / "cdvae-perov_5-test.csv"
-    sources.fetch("cdvae-perov_5-test", spec, dest, lock=lock)
+    dest = tmp_path / "dl" / "perov-test.csv"
+    sources.fetch("perov-test", spec, dest, lock=lock)
     assert dest.read_bytes() == (PEROV / "test.csv").read_bytes()
-    assert json.loads(lock.read_text()) == {"cdvae-perov_5-test": sources.sha256_file(PEROV / "test.csv")}
-    sources.fetch("cdvae-perov_5-test", spec, dest, lock=lock)
+    assert json.loads(lock.read_text()) == {"perov-test": sources.sha256_file(PEROV / "test.csv")}
+    sources.fetch("perov-test", spec, dest, lock=lock)
     assert hits == ["/perov_5/test.csv"]  # present and matching: not fetched again
     # upstream changes the file; a blob pin that somehow still matched would not help: SHA-256 is locked
     dest.unlink()
     (root / "perov_5" / "test.csv").write_bytes((PEROV / "test.csv").read_bytes() + b"\n")
     with pytest.raises(HashMismatchError, match="lock file"):
-        sources.fetch("cdvae-perov_5-test", spec, dest, lock=lock)
+        sources.fetch("perov-test", spec, dest, lock=lock)
     assert not dest.exists() and not list(dest.parent.glob(".fetch-*"))
 
 
@@ -154,21 +155,21 @@ def test_wrong_blob_pin_stops_and_leaves_nothing(tmp_path, www):
     srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": "0" * 40}}))
     dest = tmp_path / "dl" / "x.csv"
     with pytest.raises(HashMismatchError, match="git blob id mismatch"):
-        sources.fetch("cdvae-perov_5-test", srcs["artifacts"]["cdvae-perov_5-test"], dest, lock=tmp_path / "l.json")
+        sources.fetch("perov-test", srcs["artifacts"]["perov-test"], dest, lock=tmp_path / "l.json")
     assert not dest.exists() and not (tmp_path / "l.json").exists()
 
 
 def test_no_pin_refuses_naming_hash_and_line(tmp_path, www, venv_env):
     url, _, _ = www
     path = _cdvae_sources(tmp_path, url, {})
-    out = tmp_path / "dl" / "cdvae-perov_5-test.csv"
+    out = tmp_path / "dl" / "perov-test.csv"
     proc = subprocess.run(
         [
             "crucible",
             "sources",
             "fetch",
             "--artifact",
-            "cdvae-perov_5-test",
+            "perov-test",
             "--sources",
             str(path),
             "--lock",
@@ -183,7 +184,7 @@ def test_no_pin_refuses_naming_hash_and_line(tmp_path, www, venv_env):
     sha = sources.sha256_file(PEROV / "test.csv")
     assert proc.returncode == 2
     assert f"Received SHA-256 {sha}" in proc.stderr and f"sha256: {sha}" in proc.stderr
-    assert "cdvae-perov_5-test" in proc.stderr and str(path) in proc.stderr
+    assert "perov-test" in proc.stderr and str(path) in proc.stderr
     assert not out.exists() and not (tmp_path / "lock.json").exists()
 
 
@@ -193,14 +194,14 @@ def test_mirror_prefix_keeps_upstream_layout_then_items_build(tmp_path, www, ven
     path = _cdvae_sources(tmp_path, "https://raw.githubusercontent.com/never-fetched", pins)
     outs = []
     for split in ("train", "test"):
-        out = tmp_path / "dl" / f"cdvae-perov_5-{split}.csv"
+        out = tmp_path / "dl" / f"perov-{split}.csv"
         subprocess.run(
             [
                 "crucible",
                 "sources",
                 "fetch",
                 "--artifact",
-                f"cdvae-perov_5-{split}",
+                f"perov-{split}",
                 "--sources",
                 str(path),
                 "--url-prefix",
@@ -216,8 +217,8 @@ def test_mirror_prefix_keeps_upstream_layout_then_items_build(tmp_path, www, ven
         )
         outs.append(str(out))
     assert sorted(hits) == ["/perov_5/test.csv", "/perov_5/train.csv"]
-    assert set(json.loads((tmp_path / "lock.json").read_text())) == {"cdvae-perov_5-train", "cdvae-perov_5-test"}
-    train, test = data.load_dataset("cdvae", outs)
+    assert set(json.loads((tmp_path / "lock.json").read_text())) == {"perov-train", "perov-test"}
+    train, test = data.load_dataset("cdvae", outs, dataset="perov-5", sources=path)
     assert (len(train), len(test)) == (40, 20)
     prompts, _ = items.build_items("perov-5", train, test, "composition-v1", TEMPLATES["composition-v1"])
     assert all(p["meta"]["nsites"] == 5 for p in prompts)

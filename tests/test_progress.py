@@ -57,7 +57,7 @@ def test_comp_transformer_logs_its_epochs(caplog, monkeypatch):
         device="cpu",
         n_models=1,
         refit=False,
-        element_table=str(matbench_members()["mat2vec.csv"]),
+        element_table=str(matbench_members()["element-table/mat2vec"]),
     )
     with caplog.at_level(logging.INFO, logger="crucible.models.comp_transformer"):
         model.fit(data["formula"].iloc[:80].reset_index(drop=True), data["target"].to_numpy()[:80])

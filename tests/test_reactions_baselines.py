@@ -29,7 +29,8 @@ def test_random_expectation_is_exact():
     assert exp["exact_match_accuracy"] == pytest.approx(len(q["answer"]) / len(q["options"]))
     # The seeded draws over many seeds converge to it.
     draws = [
-        q["meta"]["option_relative_scores"][baselines.RandomChoice(seed=s).predict([q])[q["id"]]] for s in range(3000)
+        q["meta"]["option_relative_scores"][baselines.RandomChoice(random_state=s).predict([q])[q["id"]]]
+        for s in range(3000)
     ]
     assert np.mean(draws) == pytest.approx(exp["avg_relative_score"], abs=0.03)
     fb = sets["all_blank"][0]
@@ -38,7 +39,7 @@ def test_random_expectation_is_exact():
 
 def test_random_gives_a_question_and_its_control_the_same_draw():
     sets, _ = reaction_questions("deoxyfluorination")
-    model = baselines.RandomChoice(seed=0)
+    model = baselines.RandomChoice(random_state=0)
     a = model.predict(sets["all_varying_reference"])
     b = model.predict(sets["all_varying_reference_control"])
     assert list(a.values()) == list(b.values())
@@ -87,3 +88,36 @@ def test_single_substrate_table_refuses_leave_one_out_models():
         baselines.make_model("popularity").fit(df, card)
     with pytest.raises(ConfigError, match="unknown reaction baseline"):
         baselines.make_model("gpt-4")
+
+
+def test_baselines_follow_the_estimator_protocol():
+    from sklearn.base import clone
+
+    assert baselines.make_model("random").get_params() == {"random_state": 0}
+    assert baselines.make_model("yield-model", {"max_iter": 20}).get_params() == {
+        "fp_bits": 128,
+        "learning_rate": 0.1,
+        "max_iter": 20,
+        "random_state": 0,
+    }
+    assert baselines.make_model("popularity").get_params() == {}
+    model = baselines.make_model("random", {"random_state": 7})
+    copy = clone(model)
+    assert copy is not model and copy.get_params() == {"random_state": 7}
+    assert repr(copy) == "RandomChoice(random_state=7)"
+    with pytest.raises(ConfigError, match="'random': unknown parameter\\(s\\) seed; known: random_state"):
+        baselines.make_model("random", {"seed": 1})
+
+
+def test_random_state_decides_the_draws_and_refits_forget_the_last_table():
+    df, card = clean_reaction_table("deoxyfluorination")
+    sets, _ = reaction_questions("deoxyfluorination")
+    qs = sets["all_varying"]
+    draws = {s: baselines.make_model("random", {"random_state": s}).predict(qs) for s in (0, 1)}
+    assert draws[0] == baselines.make_model("random").predict(qs) != draws[1]
+    changed = df.assign(**{"yield": np.random.default_rng(0).permutation(df["yield"].to_numpy())})
+    model = baselines.make_model("nearest-substrate").fit(df, card)
+    first = model.predict(qs)
+    refit = model.fit(changed, card).predict(qs)
+    # a refit answers as a fresh model on the new table (no lookup kept from the first fit)
+    assert refit == baselines.make_model("nearest-substrate").fit(changed, card).predict(qs) != first

@@ -69,7 +69,7 @@ def test_thiol_addition_ee_from_ddg_is_whole_percent_at_298_K():
     assert df["yield"].isna().all()
     assert df["ee"].eq(df["ee"].round()).all() and df["ee"].max() == 99 and df["ee"].min() == -34
     # 298.15 K would not give whole numbers: the check is not vacuous.
-    raw = pd.read_csv(reaction_members()["Denmark_cleaned.csv"])
+    raw = pd.read_csv(reaction_members()["reactions/thiol-addition"])
     ee_15 = data.ee_from_ddg(raw["Delta_Delta_G"].to_numpy(), 298.15)
     assert np.abs(ee_15 - ee_15.round()).max() > 0.02
 

@@ -41,7 +41,7 @@ def files(tmp_path_factory):
         write_json(sets[qtype], path, indent=1)
         questions.append(str(path))
     scores = []
-    for name, answer in (("oracle", _oracle), ("random", RandomChoice(seed=0).predict)):
+    for name, answer in (("oracle", _oracle), ("random", RandomChoice(random_state=0).predict)):
         preds = []
         for q_path, qtype in zip(questions, TYPES):
             p = root / qtype / f"{name}.json"
@@ -126,7 +126,7 @@ def test_package_holds_the_question_files_prompts_and_example_predictions(files,
         example = json.loads((out / f"example_prediction_{qtype}.json").read_text())
         first = [q["id"] for q in files["sets"][qtype][:3]]
         assert list(example) == first
-        assert example == RandomChoice(seed=0).predict(files["sets"][qtype][:3])
+        assert example == RandomChoice(random_state=0).predict(files["sets"][qtype][:3])
         prompt = (out / f"prompt_{qtype}.txt").read_text()
         assert f"[user, example: {first[0]}]" in prompt
     md = (out / "report.md").read_text()

@@ -1,113 +1,16 @@
-"""The reactions DAG end to end on one small real table, with a language model plugged in
-through its responses file; target lists; config errors."""
+"""crucible.reactions.workflow: datasets, models, target lists and rule params as pure functions
+of the config (the DAG itself: test_workflow_reactions.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 
 from crucible.errors import ConfigError
 from crucible.reactions import workflow as rxn
-
-from helpers import run_snakemake
-
-CONFIG = {
-    "matbench": {
-        "tasks": ["matbench_steels"],
-        "models": ["dummy"],
-    },  # empty lists are refused; targets stay this family's
-    "mlip": {"models": []},
-    "reactions": {
-        "datasets": ["deoxyfluorination"],
-        "models": ["random", "popularity", "oracle"],
-        "llm_models": ["replayed"],
-        "bootstrap": {"n": 200},
-    },
-}
-
-
-def _sha(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.mark.slow
-def test_reactions_dag_end_to_end(tmp_path, venv_env):
-    work = tmp_path
-    env = {**venv_env, "SOURCE_DATE_EPOCH": "1767225600"}
-    questions = rxn.questions_files(CONFIG, "deoxyfluorination")
-    proc = run_snakemake(work, CONFIG, *questions, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-
-    # The LLM stage's output, here replayed: the right answer as text, except for a few replies.
-    for qfile in questions:
-        qs = json.loads((work / qfile).read_text())
-        out = work / qfile.replace("questions.json", "responses/replayed.jsonl")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        lines = []
-        for i, q in enumerate(qs):
-            if "query_keys" in q:
-                best = max(q["meta"]["legal_combinations"], key=lambda c: c["relative_score"])
-                answer = json.dumps({"answer": best["combination"]})
-            else:
-                answer = f'I pick this one. {{"answer": {q["answer"][0]}}}'
-            lines.append(
-                {"id": q["id"], "response": None if i == 0 else answer, "error": "timeout" if i == 0 else None}
-            )
-        out.write_text("".join(json.dumps(x) + "\n" for x in lines))
-
-    targets = rxn.outputs(CONFIG)
-    proc = run_snakemake(work, CONFIG, *targets, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    for rel in targets:
-        assert (work / rel).stat().st_size > 0, rel
-    for name in (
-        "multiple_choice_all_varying.json",
-        "fill_in_blank_all_blank.json",
-        "prompt_all_varying.txt",
-        "example_prediction_all_blank.json",
-    ):
-        assert (work / "results/reactions/deoxyfluorination/package" / name).is_file()
-
-    score = json.loads((work / "results/reactions/deoxyfluorination/scores/replayed.json").read_text())
-    for qtype, res in score["types"].items():
-        n = res["summary"]["num_questions"]
-        assert res["summary"]["num_invalid"] == 1, qtype  # the timed-out reply: counted, not fatal
-        assert res["invalid"][0]["reason"] == "missing"
-        if "exact_match_accuracy" in res["summary"]:
-            assert res["summary"]["avg_relative_score"] == pytest.approx((n - 1) / n)
-        else:
-            assert res["summary"]["avg_relative_score"] == 1.0
-    table = (work / "results/tables/reactions_deoxyfluorination.csv").read_text()
-    assert "replayed," in table and "random (expected)," in table and "oracle," in table
-
-    # No-op re-run; then the deterministic outputs, deleted and rebuilt, are byte-identical.
-    proc = run_snakemake(work, CONFIG, *targets, "-n", env=env)
-    assert "Nothing to be done" in proc.stdout + proc.stderr
-    watched = list(questions) + [
-        "results/reactions/data/deoxyfluorination.parquet",
-        "results/reactions/data/deoxyfluorination.json",
-        "results/tables/reactions_deoxyfluorination.csv",
-        "results/tables/reactions_deoxyfluorination_paired.csv",
-        "results/figures/reactions_deoxyfluorination.png",
-        "results/reactions/deoxyfluorination/all_blank/prompts.jsonl",
-    ]
-    before = {p: _sha(work / p) for p in watched}
-    for p in watched:
-        (work / p).unlink()
-    proc = run_snakemake(work, CONFIG, *targets, "--rerun-triggers", "params", env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert {p: _sha(work / p) for p in watched} == before
-
-
-def test_bad_reactions_config_stops_the_run(tmp_path, venv_env):
-    bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "models": ["gpt-9"]}}
-    proc = run_snakemake(tmp_path, bad, "-n", env=venv_env)
-    assert proc.returncode != 0 and "gpt-9" in proc.stdout + proc.stderr
-    bad = {**CONFIG, "reactions": {**CONFIG["reactions"], "datasets": ["buchwald"]}}
-    proc = run_snakemake(tmp_path, bad, "-n", env=venv_env)
-    assert proc.returncode != 0 and "unknown reaction dataset" in proc.stdout + proc.stderr
+from crucible.reactions.questions import DEFAULTS
+from crucible.reactions.scoring import QUESTION_TYPES
 
 
 def test_target_lists():
@@ -120,7 +23,27 @@ def test_target_lists():
     }
     assert rxn.models(cfg, "direct-arylation") == ["random", "m1"]  # one substrate: nothing to leave out
     assert rxn.models(cfg, "cernak") == ["random", "yield-model", "m1"]
-    assert "results/tables/reactions_cernak.tex" in rxn.outputs(cfg)
+    assert "results/tables/reactions_cernak.tex" in rxn.final_outputs(cfg)
     with pytest.raises(ConfigError, match="also a baseline"):
         rxn.llm_models({"reactions": {"llm_models": ["random"]}})
-    assert rxn.outputs({}) == []
+    assert rxn.final_outputs({}) == []
+
+
+def test_defaults_come_from_the_schema_and_agree_with_the_library():
+    assert rxn.question_types({}) == list(QUESTION_TYPES)
+    assert json.loads(rxn.question_params({})) == DEFAULTS
+    assert rxn.bootstrap({}) == {"n": 1000, "seed": 0}
+    assert rxn.system_prompt_arg({}) == "" and rxn.custom_dataset_arg({}, "cernak") == ""
+    assert (
+        rxn.system_prompt_arg({"reactions": {"system_prompt": "be 'brief'"}})
+        == "--system-prompt 'be '\"'\"'brief'\"'\"''"
+    )
+
+
+def test_rule_params_and_constraints():
+    cfg = {"reactions": {"datasets": ["cernak"], "models": ["random"], "llm_models": ["gpt"]}}
+    constraints = rxn.wildcard_constraints(cfg)
+    assert constraints["rxn_dataset"] == "cernak" and constraints["rxn_model"] == "gpt|random"
+    assert rxn.llm_responses(cfg)[0] == "results/reactions/cernak/single_varying/responses/gpt.jsonl"
+    with pytest.raises(ConfigError, match=r"config reactions: reactions.models: unknown baseline\(s\) gpt-9"):
+        rxn.check({"reactions": {"models": ["gpt-9"]}})

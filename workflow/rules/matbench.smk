@@ -1,12 +1,14 @@
 # Matbench v0.1: clean -> folds -> predict (one job per model, task, fold; one per task for cheap
 # models) -> score -> results file.
 # Thin rules: paths, target lists and params come from crucible.matbench.workflow.
+from crucible import __version__ as CRUCIBLE_VERSION
+from crucible.matbench import workflow as matbench_wf
 
 
 rule clean_matbench_task:
     input:
         raw=lambda wc: matbench_wf.raw_task_file(config, wc.task),
-        metadata=matbench_wf.MATBENCH_METADATA,
+        metadata=matbench_wf.metadata_file(),
     output:
         data=matbench_wf.data_file("{task}"),
         card=matbench_wf.card_file("{task}"),
@@ -23,11 +25,10 @@ rule clean_matbench_task:
         source=config["matbench"]["source"],
         provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
-        metadata_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_dataset_metadata.json"),
         version=CRUCIBLE_VERSION,
     shell:
         "crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
-        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} --metadata-sha256 {params.metadata_sha256} "
+        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} "
         "--artifact {params.provenance:q} --out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
@@ -35,7 +36,7 @@ rule make_matbench_folds:
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
-        validation=matbench_wf.MATBENCH_VALIDATION,
+        validation=matbench_wf.validation_file(),
     output:
         matbench_wf.folds_file("{task}"),
     log:
@@ -51,12 +52,10 @@ rule make_matbench_folds:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
-        validation_sha256=shared_wf.member_pin(SOURCES, "matbench-0.6", "matbench_v0.1_validation.json"),
         version=CRUCIBLE_VERSION,
     shell:
         "crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
-        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} "
-        "--validation-sha256 {params.validation_sha256} --inner-fraction {params.fraction} "
+        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} --inner-fraction {params.fraction} "
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
@@ -85,7 +84,8 @@ rule tabulate_matbench_tasks:
 
 # CPU models. One thread per fold job: folds run in parallel instead. OpenMP gradient boosting
 # with 2 threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
-# --set-threads predict_matbench=8.
+# --set-threads predict_matbench=8. Every other predict rule (per task, GPU, user datasets) is
+# this one with other inputs and outputs (`use rule`), so they all run the same command.
 rule predict_matbench:
     input:
         data=rules.clean_matbench_task.output.data,
@@ -95,7 +95,7 @@ rule predict_matbench:
         structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
     output:
         predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
-        info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
+        info=matbench_wf.prediction_info_file("{model}", "{task}", "{fold}"),
     log:
         "logs/matbench/predict/{model}/{task}/fold_{fold}.log",
     benchmark:
@@ -109,6 +109,9 @@ rule predict_matbench:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
     params:
+        command="predict",
+        task=lambda wc: shared_wf.flag("--task", wc.task),
+        folds=lambda wc: wc.fold,
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
         structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
         model_params=lambda wc: matbench_wf.model_params(config, wc.model),
@@ -117,22 +120,16 @@ rule predict_matbench:
         extra="",
         version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
-        "--fold {wildcards.fold} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} {params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} {params.extra} "
-        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
+        "crucible matbench {params.command} --model {wildcards.model:q} {params.task} --fold {params.folds} "
+        "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
+        "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
+        "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Fits that cost about as much as a job's start-up (dummy everywhere, gbm-magpie on tasks up to
 # 20k rows; ModelSpec.task_jobs_up_to): one job fits the task's five folds in turn and writes the
 # same per-fold files as predict_matbench. Which rule makes which file: cpu_model_pattern.
-rule predict_matbench_task:
-    input:
-        data=rules.clean_matbench_task.output.data,
-        card=rules.clean_matbench_task.output.card,
-        folds=rules.make_matbench_folds.output[0],
-        features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
-        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
+use rule predict_matbench as predict_matbench_task with:
     output:
         predictions=matbench_wf.fold_predictions("{model}", "{task}"),
         info=matbench_wf.fold_prediction_infos("{model}", "{task}"),
@@ -142,39 +139,18 @@ rule predict_matbench_task:
         "benchmarks/runs/matbench/predict/{model}/{task}.tsv"
     wildcard_constraints:
         model=matbench_wf.cpu_model_pattern(config, "task"),
-    conda:
-        "../../envs/matbench.yaml"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
-        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
-        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
-        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
-        custom=matbench_wf.custom_models(config),
         folds=matbench_wf.fold_numbers(),
-        version=CRUCIBLE_VERSION,
-    shell:
-        "crucible matbench predict --model {wildcards.model:q} --task {wildcards.task} "
-        "--fold {params.folds} --data {input.data:q} --card {input.card:q} --folds {input.folds:q} "
-        "{params.features} {params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
-        "--threads {threads} --out {output.predictions:q} 2> {log:q}"
 
 
 # Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
 # also keeps the trained weights.
 use rule predict_matbench as predict_matbench_gpu with:
     input:
-        data=rules.clean_matbench_task.output.data,
-        card=rules.clean_matbench_task.output.card,
-        folds=rules.make_matbench_folds.output[0],
-        features=lambda wc: matbench_wf.model_features(config, wc.model, wc.task),
-        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.task),
+        **rules.predict_matbench.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),
     output:
-        predictions=matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
-        info="results/matbench/predictions/{model}/{task}/fold_{fold}.json",
+        **rules.predict_matbench.output,
         weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
@@ -189,7 +165,6 @@ use rule predict_matbench as predict_matbench_gpu with:
         extra=lambda wildcards, input, output: " ".join(
             [
                 shared_wf.flag("--element-table", input.element_table),
-                matbench_wf.element_table_pin(config, SOURCES, wildcards.model),
                 shared_wf.flag("--out-model-dir", output.weights),
             ]
         ),

@@ -2,6 +2,8 @@
 # SHA-256) -> clean -> 5 folds (KFold/StratifiedKFold, seed 18012019) -> predict -> score -> table.
 # Kept apart from the 13 official tasks: no official n/MAD or split file can check them, and they
 # never enter the Matbench results file or leaderboard.
+
+
 localrules:
     fetch_user_dataset,
 
@@ -24,7 +26,7 @@ rule fetch_user_dataset:
 
 rule clean_user_dataset:
     input:
-        "resources/downloads/user/{dataset}.json.gz",
+        rules.fetch_user_dataset.output[0],
     output:
         data="results/matbench/user/{dataset}/data.parquet",
         card="results/matbench/user/{dataset}/card.json",
@@ -46,8 +48,8 @@ rule clean_user_dataset:
 
 rule make_user_folds:
     input:
-        data="results/matbench/user/{dataset}/data.parquet",
-        card="results/matbench/user/{dataset}/card.json",
+        data=rules.clean_user_dataset.output.data,
+        card=rules.clean_user_dataset.output.card,
     output:
         "results/matbench/user/{dataset}/folds.parquet",
     log:
@@ -65,12 +67,13 @@ rule make_user_folds:
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
-# CPU models; GPU models run the same job in predict_user_dataset_gpu below.
-rule predict_user_dataset:
+# The official tasks' predict rule on a user dataset: the same job (one per model and fold, the
+# whole feature cache), with the dataset's own data and folds.
+use rule predict_matbench as predict_user_dataset with:
     input:
-        data="results/matbench/user/{dataset}/data.parquet",
-        card="results/matbench/user/{dataset}/card.json",
-        folds="results/matbench/user/{dataset}/folds.parquet",
+        data=rules.clean_user_dataset.output.data,
+        card=rules.clean_user_dataset.output.card,
+        folds=rules.make_user_folds.output[0],
         features=lambda wc: matbench_wf.model_features(config, wc.model),
         structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
     output:
@@ -83,35 +86,15 @@ rule predict_user_dataset:
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
         model=shared_wf.alternation(matbench_wf.cpu_models(config)),
-    conda:
-        "../../envs/matbench.yaml"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
-        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
-        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
-        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
-        custom=matbench_wf.custom_models(config),
-        # the GPU rule's extra argument (element table)
-        extra="",
-        version=CRUCIBLE_VERSION,
-    shell:
-        "crucible matbench user-predict --model {wildcards.model:q} --fold {wildcards.fold} "
-        "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
-        "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
-        "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
+        command="user-predict",
+        task="",
 
 
 # GPU models on a user dataset: the same job, sent to a GPU partition by profiles/slurm.
 use rule predict_user_dataset as predict_user_dataset_gpu with:
     input:
-        data="results/matbench/user/{dataset}/data.parquet",
-        card="results/matbench/user/{dataset}/card.json",
-        folds="results/matbench/user/{dataset}/folds.parquet",
-        features=lambda wc: matbench_wf.model_features(config, wc.model),
-        structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
+        **rules.predict_user_dataset.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
@@ -129,9 +112,9 @@ use rule predict_user_dataset as predict_user_dataset_gpu with:
 
 rule score_user_dataset:
     input:
-        data="results/matbench/user/{dataset}/data.parquet",
-        card="results/matbench/user/{dataset}/card.json",
-        folds="results/matbench/user/{dataset}/folds.parquet",
+        data=rules.clean_user_dataset.output.data,
+        card=rules.clean_user_dataset.output.card,
+        folds=rules.make_user_folds.output[0],
         predictions=expand(
             "results/matbench/user/{{dataset}}/predictions/{{model}}/fold_{fold}.parquet", fold=matbench_wf.FOLDS
         ),

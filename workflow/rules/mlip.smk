@@ -5,6 +5,7 @@
 # tables), a new model adds one run_eos and reruns the tables.
 # Rules that run a potential declare gpu=1 so the SLURM profile can send them to a GPU partition
 # (the command itself uses CUDA when torch sees one, else the CPU).
+from crucible.mlip import workflow as mlip_wf
 
 
 rule run_eos:
@@ -115,9 +116,3 @@ rule score_s2ef:
     shell:
         "crucible mlip s2ef-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
         " --out-tex {output.tex:q} 2> {log:q}"
-
-
-# Family target: `snakemake mlip` builds every MLIP table and figure.
-rule mlip:
-    input:
-        mlip_wf.final_outputs(config),

@@ -1,49 +1,40 @@
 # Reaction-condition selection (RxnOptBench semantics) on real high-throughput tables.
 # Thin rules calling `crucible reactions ...`; target lists and params come from
-# crucible.reactions.workflow (pure functions of the config).
+# crucible.reactions.workflow (pure functions of the config). Every rule constrains its own rxn_*
+# wildcards to the configured names (rxn.wildcard_constraints).
 from crucible.reactions import workflow as rxn
-
-_RXN_DATASETS = rxn.datasets(config)
-_RXN_BASELINES = sorted({m for d in _RXN_DATASETS for m in rxn.baselines(config, d)})
-_RXN_LLMS = rxn.llm_models(config)
-
-
-wildcard_constraints:
-    rxn_dataset=_alternation(_RXN_DATASETS),
-    rxn_baseline=_alternation(_RXN_BASELINES),
-    rxn_llm=_alternation(_RXN_LLMS),
-    rxn_model=_alternation(_RXN_BASELINES + _RXN_LLMS),
-    rxn_qtype=_alternation(rxn.question_types(config)),
 
 
 rule clean_reactions:
     input:
-        _rxn_raw,
+        lambda wc: rxn.raw_file(config, wc.rxn_dataset),
     output:
         data="results/reactions/data/{rxn_dataset}.parquet",
         card="results/reactions/data/{rxn_dataset}.json",
     log:
         "logs/reactions/clean_{rxn_dataset}.log",
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     params:
         custom=lambda wc: rxn.custom_dataset_arg(config, wc.rxn_dataset),
-        artifact=_rxn_artifact_sha,
     shell:
         "crucible reactions clean --dataset {wildcards.rxn_dataset:q} --input {input:q} {params.custom} "
-        "{params.artifact} --out {output.data:q} --out-card {output.card:q} 2> {log:q}"
+        "--out {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
 rule build_questions:
     input:
-        data="results/reactions/data/{rxn_dataset}.parquet",
-        card="results/reactions/data/{rxn_dataset}.json",
+        **rules.clean_reactions.output,
     output:
-        questions=[f"results/reactions/{{rxn_dataset}}/{q}/questions.json" for q in rxn.question_types(config)],
-        prompts=[f"results/reactions/{{rxn_dataset}}/{q}/prompts.jsonl" for q in rxn.question_types(config)],
+        questions=rxn.questions_files(config, "{rxn_dataset}"),
+        prompts=rxn.prompts_files(config, "{rxn_dataset}"),
         summary="results/reactions/{rxn_dataset}/build.json",
     log:
         "logs/reactions/build_{rxn_dataset}.log",
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     params:
@@ -58,15 +49,16 @@ rule build_questions:
 
 rule predict_reactions:
     input:
-        data="results/reactions/data/{rxn_dataset}.parquet",
-        card="results/reactions/data/{rxn_dataset}.json",
+        **rules.clean_reactions.output,
         questions=lambda wc: rxn.questions_files(config, wc.rxn_dataset),
     output:
-        [f"results/reactions/{{rxn_dataset}}/{q}/predictions/{{rxn_baseline}}.json" for q in rxn.question_types(config)],
+        rxn.prediction_files(config, "{rxn_dataset}", "{rxn_baseline}"),
     log:
         "logs/reactions/predict_{rxn_dataset}_{rxn_baseline}.log",
     benchmark:
         "benchmarks/runs/reactions/predict_{rxn_dataset}_{rxn_baseline}.tsv"
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     threads: 1
@@ -86,9 +78,11 @@ rule parse_reaction_responses:
         questions=lambda wc: rxn.questions_files(config, wc.rxn_dataset),
         responses=lambda wc: rxn.response_files(config, wc.rxn_dataset, wc.rxn_llm),
     output:
-        [f"results/reactions/{{rxn_dataset}}/{q}/predictions/{{rxn_llm}}.json" for q in rxn.question_types(config)],
+        rxn.prediction_files(config, "{rxn_dataset}", "{rxn_llm}"),
     log:
         "logs/reactions/parse_{rxn_dataset}_{rxn_llm}.log",
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     shell:
@@ -104,6 +98,8 @@ rule score_reactions:
         "results/reactions/{rxn_dataset}/scores/{rxn_model}.json",
     log:
         "logs/reactions/score_{rxn_dataset}_{rxn_model}.log",
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     shell:
@@ -135,11 +131,13 @@ rule report_reactions:
         pdf="results/figures/reactions_{rxn_dataset}.pdf",
     log:
         "logs/reactions/report_{rxn_dataset}.log",
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     params:
-        boot=config.get("reactions", {}).get("bootstrap", {}).get("n", 1000),
-        seed=config.get("reactions", {}).get("bootstrap", {}).get("seed", 0),
+        boot=rxn.bootstrap(config)["n"],
+        seed=rxn.bootstrap(config)["seed"],
     shell:
         "crucible reactions report --dataset {wildcards.rxn_dataset:q} --scores {input:q} --bootstrap {params.boot} "
         "--seed {params.seed} --out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} "
@@ -150,9 +148,9 @@ rule report_reactions:
 rule package_reactions:
     input:
         questions=lambda wc: rxn.questions_files(config, wc.rxn_dataset),
-        card="results/reactions/data/{rxn_dataset}.json",
-        summary="results/reactions/{rxn_dataset}/build.json",
-        table="results/tables/reactions_{rxn_dataset}.csv",
+        card=rules.clean_reactions.output.card,
+        summary=rules.build_questions.output.summary,
+        table=rules.report_reactions.output.csv,
     output:
         report=report(
             "results/reactions/{rxn_dataset}/package/report.md",
@@ -161,10 +159,12 @@ rule package_reactions:
         ),
     log:
         "logs/reactions/package_{rxn_dataset}.log",
+    wildcard_constraints:
+        **rxn.wildcard_constraints(config),
     conda:
         "../../envs/reactions.yaml"
     params:
-        out_dir=lambda wc: f"results/reactions/{wc.rxn_dataset}/package",
+        out_dir=lambda wc: rxn.package_dir(wc.rxn_dataset),
     shell:
         "crucible reactions package --dataset {wildcards.rxn_dataset:q} --questions {input.questions:q} "
         "--card {input.card:q} --summary {input.summary:q} --table {input.table:q} "

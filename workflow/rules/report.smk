@@ -1,4 +1,5 @@
-# The paper's Matbench tables and figures, and the targets that build a whole family.
+# The paper's Matbench tables and figures. (`snakemake matbench` and `snakemake matbench_data`: the
+# aggregate targets the Snakefile makes from crucible.matbench.workflow.FAMILY.)
 
 
 rule build_matbench_leaderboard:
@@ -47,15 +48,3 @@ rule plot_matbench_model:
     shell:
         "crucible matbench figures --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
         "--predictions {input.predictions:q} --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
-
-
-# Family targets: `snakemake matbench` (everything Matbench) and `snakemake matbench_data`
-# (clean data, folds and the task table only).
-rule matbench:
-    input:
-        matbench_wf.final_outputs(config),
-
-
-rule matbench_data:
-    input:
-        matbench_wf.data_outputs(config),

@@ -3,11 +3,16 @@
 Per seed (CatBench 1.1.6, ``catbench/adsorption/calculation/calculation.py`` and
 ``catbench/utils/calculation_utils.py``): slab and adslab relaxed from the reference geometries with ASE's LBFGS
 (``fmax`` 0.05 eV/Å, at most ``max_steps``; FixAtoms from the data), gas molecules relaxed with
-their heaviest atom fixed (at most ``gas_max_steps``), E_ads = Σ stoi·E; displacements are
+their heaviest atom fixed (at most ``gas_max_steps``), all through :func:`crucible.mlip.relax.relax`;
+E_ads = Σ stoi·E; displacements are
 minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
 NaN last, position ⌊(K−1)/2⌋) and max − min ranges over seeds. ``single_calculation`` holds
 single-point energies of the unrelaxed structures with the first seed. OC20 mode relaxes only
 the adslab and takes its energy as E_ads.
+
+A non-finite energy or force from the potential (a relaxation's failure status, or a NaN single
+point) makes the reaction a calculation failure, recorded with its reason like an exception from
+the potential: it is counted in ``Num_failed``, never rated.
 
 Each finished reaction is written at once to ``{out}.parts/{reaction}.json``; a rerun after a
 kill reuses those files (if the settings match) and relaxes only what is missing.
@@ -21,7 +26,6 @@ import logging
 import math
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -126,29 +130,25 @@ def seed_range(values: Sequence[float]) -> float:
 # relaxation
 
 
-def relax(atoms, calc, fmax: float, max_steps: int) -> dict[str, Any]:
-    """LBFGS relaxation of a copy of ``atoms``; energy, steps, displacement stats, wall time."""
-    from ase.optimize import LBFGS
+def relax(atoms, calc, fmax: float, max_steps: int, fixed: Sequence[int] = (), what: str = "") -> dict[str, Any]:
+    """LBFGS relaxation of a copy of ``atoms``; energy, steps, displacement stats, wall time.
 
-    work = atoms.copy()
-    work.calc = calc
-    t0 = time.perf_counter()
-    opt = LBFGS(work, logfile=None)
-    opt.run(fmax=fmax, steps=max_steps)
-    energy = float(work.get_potential_energy())
-    elapsed = time.perf_counter() - t0
-    out = {"energy": energy, "steps": int(opt.get_number_of_steps()), "time": elapsed, "atoms": work}
-    out.update(displacement_stats(atoms, work))
+    Raises :class:`~crucible.mlip.calculators.NonFiniteError` (naming ``what``) when the
+    potential returns a non-finite energy or force."""
+    from crucible.mlip.calculators import NonFiniteError
+    from crucible.mlip.relax import relax as relax_structure
+
+    result = relax_structure(atoms, calc, optimizer="LBFGS", fmax=fmax, steps=max_steps, fixed=fixed)
+    if not result.ok:
+        raise NonFiniteError(f"{what} relaxation: {result.reason}" if what else str(result.reason))
+    out = {"energy": result.energy, "steps": result.steps, "time": result.time, "atoms": result.atoms}
+    out.update(displacement_stats(atoms, result.atoms))
     return out
 
 
-def _gas_fixed(atoms):
-    from ase.constraints import FixAtoms
-
-    work = atoms.copy()
-    heaviest = int(np.argmax(work.get_masses()))
-    work.set_constraint(FixAtoms(indices=[heaviest]))
-    return work
+def gas_fixed_atom(atoms) -> int:
+    """The gas molecule's atom held fixed while it relaxes: the first of the heaviest."""
+    return int(np.argmax(atoms.get_masses()))
 
 
 def _fingerprint(atoms) -> str:
@@ -170,10 +170,13 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _single_point(calc, atoms) -> float:
-    work = atoms.copy()
-    work.calc = calc
-    return float(work.get_potential_energy())
+def _single_point(calc, atoms, what: str) -> float:
+    from crucible.mlip.calculators import NonFiniteError, single_energy
+
+    try:
+        return single_energy(calc, atoms)
+    except NonFiniteError as exc:
+        raise NonFiniteError(f"{what} single point: {exc}") from None
 
 
 def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: dict | None = None) -> dict[str, Any]:
@@ -195,7 +198,7 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
         for seed in range(int(p["seeds"])):
             _seed_everything(seed)
             rec: dict[str, Any] = {"seed": seed}
-            ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"])
+            ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: adslab")
             rec.update(
                 adslab_tot_eng=ads["energy"],
                 adslab_steps=ads["steps"],
@@ -218,12 +221,21 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
                     gas_energies={},
                 )
             else:
-                sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"])
+                sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: slab")
                 gas_e = {}
                 for g in gases:
                     key = (g.key, _fingerprint(g.atoms), seed)
                     if key not in gas_cache:
-                        gas_cache[key] = relax(_gas_fixed(g.atoms), calc, p["fmax"], p["gas_max_steps"])["energy"]
+                        gas = g.atoms.copy()
+                        gas.set_constraint()  # the one fixed atom is the gas molecule's only constraint
+                        gas_cache[key] = relax(
+                            gas,
+                            calc,
+                            p["fmax"],
+                            p["gas_max_steps"],
+                            fixed=[gas_fixed_atom(gas)],
+                            what=f"seed {seed}: gas {g.key}",
+                        )["energy"]
                     gas_e[g.key] = gas_cache[key]
                 e_ads = (
                     adslab.stoi * ads["energy"] + slab.stoi * sl["energy"] + sum(g.stoi * gas_e[g.key] for g in gases)
@@ -247,9 +259,9 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
             seeds.append(rec)
         _seed_everything(0)
         if oc20:
-            single = _single_point(calc, adslab.atoms)
+            single = _single_point(calc, adslab.atoms, "adslab")
         else:
-            single = sum(s.stoi * _single_point(calc, s.atoms) for s in reaction.structures)
+            single = sum(s.stoi * _single_point(calc, s.atoms, s.role) for s in reaction.structures)
     except Exception as exc:  # a potential that cannot handle this system: recorded, never dropped
         text = str(exc).strip().replace("\n", " ")[:300]
         record.update(error=f"{type(exc).__name__}: {text}", seeds=seeds, final=None, single_calculation=None)

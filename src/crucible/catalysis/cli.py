@@ -42,6 +42,7 @@ def _cmd_clean(args) -> int:
         args.out_card,
         coefficients=_json_arg(args.coefficients),
         url=args.url,
+        sha256=args.sha256 or None,
         tolerance=args.tolerance,
         energy_source=args.energy_source,
     )
@@ -59,14 +60,12 @@ def _cmd_relax(args) -> int:
     from crucible.catalysis.data import load_reactions
     from crucible.io import read_parquet
     from crucible.mlip.calculators import load_potential
-    from crucible.torch_setup import configure_torch
 
-    configure_torch(args.threads)
     ids = chunk_ids(
         list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks
     )
     reactions = load_reactions(args.reactions, args.db, ids)
-    potential = load_potential(args.model, device=args.device)
+    potential = load_potential(args.model, device=args.device, threads=args.threads)
     run_chunk(reactions, potential.calculator, _json_arg(args.params), args.out, args.model, device=potential.device)
     return 0
 
@@ -107,14 +106,15 @@ def _cmd_figures(args) -> int:
 def _cmd_relative(args) -> int:
     from crucible.catalysis.relative import read_formation_tree, read_surface_tree, run_relative
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import get_calculator
+    from crucible.mlip.calculators import load_potential
 
     systems = (
         read_surface_tree(args.input)
         if args.task == "surface"
         else read_formation_tree(args.input, _json_arg(args.coefficients))
     )
-    df = run_relative(args.task, systems, get_calculator(args.model, device=args.device), args.model)
+    potential = load_potential(args.model, device=args.device, threads=args.threads)
+    df = run_relative(args.task, systems, potential.calculator, args.model)
     write_parquet(df, args.out)
     return 0
 
@@ -151,6 +151,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tolerance", type=float, default=1e-4, help="eV, Σ stoi·E vs stated reaction energy")
     p.add_argument("--energy-source", default=DEFAULT_ENERGY_SOURCE)
     p.add_argument("--url", help="where the input was downloaded from (recorded in the card)")
+    p.add_argument("--sha256", help="the dataset's pin: refuse the input if it differs")
     p.add_argument("--out", required=True)
     p.add_argument("--out-db", required=True)
     p.add_argument("--out-card", required=True)
@@ -201,6 +202,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--coefficients", help="JSON: compound -> {bulk: 1, element: -x} (bulk_formation)")
     p.add_argument("--model", required=True)
     p.add_argument("--device")
+    p.add_argument("--threads", type=int)
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_relative)
 

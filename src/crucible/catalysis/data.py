@@ -358,7 +358,13 @@ def read_vasp_tree(root: str | os.PathLike, coefficients: dict[str, dict[str, fl
     return out
 
 
-def read_dataset(fmt: str, path: str | os.PathLike, coefficients: dict | None = None) -> list[Reaction]:
+def read_dataset(
+    fmt: str, path: str | os.PathLike, coefficients: dict | None = None, sha256: str | None = None
+) -> list[Reaction]:
+    """The reactions of a dataset; one with a pin (``catalysis.datasets.<name>.sha256``) is
+    checked against it first, so a file or folder changed after its fetch stops here."""
+    if sha256:
+        check_pin(path, sha256)
     if fmt == "catbench-json":
         return read_catbench_json(path)
     if fmt == "cathub-raw":
@@ -381,6 +387,20 @@ def tree_sha256(path: str | os.PathLike) -> str:
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         digest.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
     return digest.hexdigest()
+
+
+def check_pin(path: str | os.PathLike, sha256: str) -> str:
+    """:func:`tree_sha256` of ``path``, which must equal the dataset's pin."""
+    from crucible.errors import HashMismatchError
+
+    actual = tree_sha256(path)
+    if actual != sha256.lower():
+        raise HashMismatchError(
+            f"{path}: SHA-256 {actual} differs from the pin {sha256.lower()} of this catalysis dataset in the config "
+            "(catalysis.datasets.<name>.sha256); it changed after it was fetched: delete it and rerun, so that it "
+            "is fetched again (or pin the new hash if you changed it on purpose)"
+        )
+    return actual
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,12 +554,14 @@ def clean_input(
     *,
     coefficients: dict | None = None,
     url: str | None = None,
+    sha256: str | None = None,
     tolerance: float = 1e-4,
     energy_source: str = DEFAULT_ENERGY_SOURCE,
 ) -> dict[str, Any]:
     """Read a dataset in any supported format and :func:`clean` it, recording where it came from
-    (format, path, SHA-256 of the file or tree, and the download URL when given) in the card."""
-    reactions = read_dataset(fmt, path, coefficients)
+    (format, path, SHA-256 of the file or tree, and the download URL when given) in the card.
+    ``sha256``: the dataset's pin, checked before anything is read."""
+    reactions = read_dataset(fmt, path, coefficients, sha256=sha256)
     source: dict[str, Any] = {"format": fmt, "path": str(path), "sha256": tree_sha256(path)}
     if url:
         source["url"] = url

@@ -18,13 +18,20 @@ Config section (validated by the schema)::
         mine: {format: vasp-tree, path: /data/my_vasp, coefficients: {H: {slab: -1, adslab: 1, H2gas: -0.5}}}
       relative:
         my_surfaces: {task: surface, path: /data/surfaces}
+
+The section is read with the schema's defaults filled in (:func:`crucible.config.section`);
+:data:`FAMILY` declares the family to :mod:`crucible.families`.
 """
 
 from __future__ import annotations
 
 import json
 
+from crucible import config as _config
 from crucible.catalysis.calculation import DEFAULTS
+from crucible.errors import ConfigError
+from crucible.families import Family
+from crucible.workflow import alternation, flag
 
 THRESHOLD_KEYS = (
     "disp_thrs",
@@ -38,42 +45,40 @@ THRESHOLD_KEYS = (
 
 
 def section(config: dict) -> dict:
-    return dict(config.get("catalysis") or {})
+    return _config.section(config, "catalysis")
 
 
 def datasets(config: dict) -> dict[str, dict]:
-    return {k: dict(v) for k, v in sorted((section(config).get("datasets") or {}).items())}
+    return {k: dict(v) for k, v in sorted(section(config)["datasets"].items())}
 
 
 def relative_datasets(config: dict) -> dict[str, dict]:
-    return {k: dict(v) for k, v in sorted((section(config).get("relative") or {}).items())}
+    return {k: dict(v) for k, v in sorted(section(config)["relative"].items())}
 
 
 def models(config: dict) -> list[str]:
-    cat = section(config)
-    if cat.get("models"):
-        return list(cat["models"])
-    return list((config.get("mlip") or {}).get("models") or [])
+    """``catalysis.models``, else the potentials of ``mlip.models``."""
+    return list(section(config)["models"] or _config.section(config, "mlip")["models"])
 
 
 def n_chunks(config: dict) -> int:
-    return int(section(config).get("chunks", 1))
+    return int(section(config)["chunks"])
 
 
 def relax_params(config: dict) -> str:
     """The relaxation settings as sorted JSON (a rule param: changing one reruns the relaxations)."""
     cat = section(config)
     return json.dumps(
-        {k: cat.get(k, v) for k, v in DEFAULTS.items() if k != "chemical_bond_cutoff"}
-        | {"chemical_bond_cutoff": (cat.get("thresholds") or {}).get("chemical_bond_cutoff", 6.0)},
+        {k: cat[k] for k in DEFAULTS if k != "chemical_bond_cutoff"}
+        | {"chemical_bond_cutoff": cat["thresholds"]["chemical_bond_cutoff"]},
         sort_keys=True,
     )
 
 
 def thresholds(config: dict) -> str:
     cat = section(config)
-    thr = {k: v for k, v in (cat.get("thresholds") or {}).items() if k in THRESHOLD_KEYS}
-    thr["n_crit_relax"] = int(cat.get("max_steps", DEFAULTS["max_steps"]))
+    thr = {k: v for k, v in cat["thresholds"].items() if k in THRESHOLD_KEYS}
+    thr["n_crit_relax"] = int(cat["max_steps"])
     return json.dumps(thr, sort_keys=True)
 
 
@@ -90,19 +95,71 @@ def raw_input(config: dict, name: str) -> str:
     return spec["path"]
 
 
-def check(config: dict) -> list[str]:
+def problems(config: dict) -> list[str]:
     """Problems a dry run should stop on (besides the schema): empty list when fine."""
     problems = []
     for name, spec in datasets(config).items():
         if bool(spec.get("url")) == bool(spec.get("path")):
             problems.append(f"catalysis.datasets.{name}: give exactly one of 'path' or 'url'")
-        if spec.get("url") and spec.get("format", "catbench-json") != "catbench-json":
+        if spec.get("url") and spec["format"] != "catbench-json":
             problems.append(f"catalysis.datasets.{name}: 'url' is only for format catbench-json")
-        if spec.get("format") == "vasp-tree" and not spec.get("coefficients"):
+        if spec["format"] == "vasp-tree" and not spec["coefficients"]:
             problems.append(f"catalysis.datasets.{name}: format vasp-tree needs 'coefficients'")
     if (datasets(config) or relative_datasets(config)) and not models(config):
         problems.append("catalysis: no potentials (set catalysis.models or mlip.models)")
     return problems
+
+
+def check(config: dict) -> None:
+    for problem in problems(config):
+        raise ConfigError(problem)
+
+
+def wildcard_constraints(config: dict, relative: bool = False) -> dict[str, str]:
+    """The catalysis rules' constraints (per rule): wildcards match only configured names, so that
+    e.g. catalysis_{dataset}_anomaly.csv can never be read as a dataset called "X_anomaly"."""
+    name = "rel_dataset" if relative else "cat_dataset"
+    return {
+        name: alternation(relative_datasets(config) if relative else datasets(config)),
+        "cat_model": alternation(models(config)),
+    }
+
+
+def dataset_spec(config: dict, name: str, relative: bool = False) -> dict:
+    return (relative_datasets(config) if relative else datasets(config))[name]
+
+
+def sha256_arg(config: dict, name: str) -> str:
+    """``--sha256 <pin>`` of a dataset that has one: the clean job checks the file it reads."""
+    return flag("--sha256", dataset_spec(config, name).get("sha256"))
+
+
+def download_url(config: dict, name: str) -> str:
+    spec = datasets(config)[name]
+    return spec["url"].format(name=spec.get("name", name))
+
+
+def chunk_files(config: dict, name: str, model: str) -> list[str]:
+    """The relaxation chunks of one (dataset, potential): the inputs of its analysis."""
+    return [f"results/catalysis/{name}/calc/{model}/chunk_{k}.json" for k in range(n_chunks(config))]
+
+
+def analysis_files(config: dict, name: str, ext: str = "json") -> list[str]:
+    """Every potential's analysis of a dataset (``json``) or its per-reaction table (``parquet``)."""
+    return [f"results/catalysis/{name}/analysis/{m}.{ext}" for m in models(config)]
+
+
+def relative_files(config: dict, name: str) -> list[str]:
+    return [f"results/catalysis/relative/{name}/{m}.parquet" for m in models(config)]
+
+
+# The tasks of `catalysis.relative` entries (the schema's enum; crucible.catalysis.relative.TASKS).
+RELATIVE_TASKS = "surface|bulk_formation"
+
+
+def relative_table_prefix(task: str, name: str) -> str:
+    """``results/tables/catalysis_<task>_<name>``: the CSV, Markdown and LaTeX tables get its suffixes."""
+    return f"results/tables/catalysis_{task}_{name}"
 
 
 def table_files(name: str) -> list[str]:
@@ -129,10 +186,29 @@ def final_outputs(config: dict) -> list[str]:
         out += [f"results/tables/catalysis_{name}.xlsx"]
         out += figure_files(name, ms)
     for name, spec in relative_datasets(config).items():
-        out += [f"results/tables/catalysis_{spec['task']}_{name}.{e}" for e in ("csv", "md", "tex")]
+        out += [f"{relative_table_prefix(spec['task'], name)}.{e}" for e in ("csv", "md", "tex")]
     return out
 
 
 def coefficients_arg(spec: dict) -> str:
     """A dataset's stoichiometric coefficients as the one-line JSON the CLI's --coefficients takes."""
-    return json.dumps(spec.get("coefficients", {}), sort_keys=True)
+    return json.dumps(spec["coefficients"], sort_keys=True)
+
+
+FAMILY = Family(
+    name="catalysis",
+    package="crucible.catalysis",
+    final_outputs=final_outputs,
+    check=check,
+    envs=("mlip.yaml", "fetch.yaml"),
+    captions=(
+        "catalysis_table.rst",
+        "catalysis_anomaly.rst",
+        "catalysis_adsorbates.rst",
+        "catalysis_shifted.rst",
+        "catalysis_workbook.rst",
+        "catalysis_parity.rst",
+        "catalysis_sensitivity.rst",
+        "catalysis_relative.rst",
+    ),
+)

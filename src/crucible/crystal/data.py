@@ -2,15 +2,17 @@
 
 Sources:
 
-* ``aflow``: the AFLOW prototype library shipped inside the pinned pymatgen wheel
-  (``aflow_prototypes.json.gz``, a list of ``{"snl": StructureNL dict, "tags": {...}}``), taken
-  out of the downloaded wheel by the fetch stage, never from the installed package;
+* ``aflow``: the AFLOW prototype library shipped inside the pinned pymatgen wheel (a gzipped
+  list of ``{"snl": StructureNL dict, "tags": {...}}``), taken out of the downloaded wheel by
+  the fetch stage, never from the installed package;
 * ``cdvae``: the CDVAE CSVs (MP-20, perov-5, carbon-24), a ``cif`` column per row;
 * ``user``: your own CSV or JSONL with a ``cif`` column (optional ``id`` and ``split``), or an
   ASE database (optional key ``split``).
 
 Every loader returns ``[(id, Structure, split_or_None)]`` sorted by id. Disordered sites are
 refused with the file and row named: the benchmark's answer format has one element per site.
+The built-in sets are read through :func:`crucible.sources.pinned` (role ``crystal/<dataset>``
+or ``crystal/<dataset>/<split>`` in config/sources.yaml): a file edited after its fetch stops.
 """
 
 from __future__ import annotations
@@ -24,8 +26,22 @@ from typing import Any
 import numpy as np
 
 from crucible.errors import DataValidationError
+from crucible.sources import pinned
 
 SOURCES = ("aflow", "cdvae", "user")
+# Built-in crystal sets and their loader source; their files are the roles of dataset_roles.
+BUILTIN_DATASETS = {"aflow-prototypes": "aflow", "mp-20": "cdvae", "perov-5": "cdvae", "carbon-24": "cdvae"}
+AFLOW_DATASET = "aflow-prototypes"
+CDVAE_SPLITS = ("train", "test")  # the two CSVs a CDVAE set is built from, in load_dataset's order
+
+
+def dataset_roles(dataset: str) -> list[str]:
+    """The roles (config/sources.yaml) of a built-in set's files, in load_dataset's input order."""
+    if BUILTIN_DATASETS.get(dataset) == "cdvae":
+        return [f"crystal/{dataset}/{split}" for split in CDVAE_SPLITS]
+    if BUILTIN_DATASETS.get(dataset) == "aflow":
+        return [f"crystal/{dataset}"]
+    raise DataValidationError(f"{dataset!r} is not a built-in crystal set; built in: {', '.join(BUILTIN_DATASETS)}")
 
 
 def _ordered(structure, where: str):
@@ -36,9 +52,12 @@ def _ordered(structure, where: str):
     return structure
 
 
-def load_aflow(path: str | os.PathLike) -> list[tuple[str, Any, None]]:
+def load_aflow(path: str | os.PathLike | None = None, sources: Any = None) -> list[tuple[str, Any, None]]:
+    """The AFLOW prototypes, checked against their pin (``path`` None: where the fetch stage
+    extracts them; ``sources``: another sources file or document)."""
     from pymatgen.core import Structure
 
+    path = pinned(dataset_roles(AFLOW_DATASET)[0], path, sources=sources)
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         entries = json.load(fh)
     out = []
@@ -132,21 +151,36 @@ def split_ids(ids: list[str], test_fraction: float, seed: int) -> set[str]:
 
 
 def load_dataset(
-    source: str, inputs: list[str], test_fraction: float = 0.5, seed: int = 0, max_sites: int | None = 20
+    source: str,
+    inputs: list[str],
+    test_fraction: float = 0.5,
+    seed: int = 0,
+    max_sites: int | None = 20,
+    dataset: str | None = None,
+    sources: Any = None,
 ) -> tuple[list, list]:
     """(train, test) lists of ``(id, Structure)``, each sorted by id, at most ``max_sites`` sites.
 
-    ``cdvae`` takes two inputs, train then test CSV; the others split with ``test_fraction``
-    unless the rows carry their own ``split`` (``train``/``test``).
+    ``cdvae`` takes two inputs, train then test CSV, of the built-in set ``dataset`` (checked
+    against their pins; ``sources``: another sources file or document); the others split with
+    ``test_fraction`` unless the rows carry their own ``split`` (``train``/``test``).
     """
     if source == "aflow":
         if len(inputs) != 1:
-            raise DataValidationError("the aflow source takes one input, aflow_prototypes.json.gz")
-        rows = load_aflow(inputs[0])
+            raise DataValidationError("the aflow source takes one input, the prototypes' .json.gz")
+        rows = load_aflow(inputs[0], sources=sources)
     elif source == "cdvae":
         if len(inputs) != 2:
             raise DataValidationError("the cdvae source takes two inputs: the train CSV, then the test CSV")
-        rows = load_cif_table(inputs[0], split="train") + load_cif_table(inputs[1], split="test")
+        if BUILTIN_DATASETS.get(dataset) != "cdvae":
+            raise DataValidationError(
+                f"the cdvae source reads a built-in CDVAE set (mp-20, perov-5, carbon-24), not {dataset!r}; "
+                "a CSV of your own is a user dataset"
+            )
+        train_csv, test_csv = (
+            pinned(role, path, sources=sources) for role, path in zip(dataset_roles(dataset), inputs)
+        )
+        rows = load_cif_table(train_csv, split="train") + load_cif_table(test_csv, split="test")
     elif source == "user":
         rows = [r for path in inputs for r in load_user(path)]
     else:

@@ -10,8 +10,12 @@ generator goes through the same parser and scorer as a language model:
   the elements' atomic volumes;
 * ``random-symmetric``: a pyxtal random crystal of the right composition in a compatible space
   group (the prompt's when given), seeded per item;
-* ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions) with an
-  interatomic potential from ``crucible.mlip.calculators``; the lowest energy per atom wins.
+* ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions: FIRE
+  with a Fréchet cell filter, :func:`crucible.mlip.relax.relax`) with an interatomic potential
+  loaded by :func:`crucible.mlip.calculators.load_potential`; the lowest energy per atom wins. A
+  candidate whose relaxation meets a non-finite energy or force is a failed candidate.
+
+The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpec`.
 
 A generator that cannot answer an item writes ``response: null`` with the reason in ``error``;
 nothing is dropped.
@@ -25,11 +29,12 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from crucible.errors import ConfigError
+from crucible.registry import Registry, Spec
 
 log = logging.getLogger(__name__)
 
@@ -222,28 +227,29 @@ class MlipSearchGenerator:
         steps: int = 100,
         device: str | None = None,
     ):
-        from crucible.mlip.calculators import get_calculator
+        from crucible.mlip.calculators import load_potential
 
         self.seed, self.n_candidates, self.fmax, self.steps = seed, int(n_candidates), float(fmax), int(steps)
         self.model = model
-        self.calc = get_calculator(model, device)
+        self.potential = load_potential(model, device)
 
     def _relax(self, structure):
-        import warnings
-
-        from ase.filters import FrechetCellFilter
-        from ase.optimize import FIRE
         from pymatgen.io.ase import AseAtomsAdaptor
 
-        atoms = AseAtomsAdaptor.get_atoms(structure)
-        atoms.calc = self.calc
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            FIRE(FrechetCellFilter(atoms), logfile=None).run(fmax=self.fmax, steps=self.steps)
-            energy = float(atoms.get_potential_energy()) / len(atoms)
-        if not math.isfinite(energy):
-            raise ValueError("non-finite energy")
-        return energy, AseAtomsAdaptor.get_structure(atoms)
+        from crucible.mlip.relax import relax
+
+        result = relax(
+            AseAtomsAdaptor.get_atoms(structure),
+            self.potential,
+            optimizer="FIRE",
+            fmax=self.fmax,
+            steps=self.steps,
+            cell_filter="frechet",
+            quiet=True,
+        )
+        if not result.ok:
+            raise ValueError(result.reason)
+        return result.energy / len(result.atoms), AseAtomsAdaptor.get_structure(result.atoms)
 
     def answer(self, item: dict[str, Any]) -> str:
         base = item_seed(self.seed, item["id"])
@@ -262,24 +268,44 @@ class MlipSearchGenerator:
         return answer_from_structure(best[1], item["meta"]["elements"])
 
 
-@dataclass(frozen=True)
-class GeneratorSpec:
-    name: str
-    factory: Callable[..., Any]
-    device: str  # "cpu" or "gpu"
-    needs_train: bool
+@dataclass(frozen=True, kw_only=True)
+class GeneratorSpec(Spec):
+    """A crystal generator: ``factory(train=..., seed=..., **params)`` -> an object with ``answer(item)``.
+
+    One job answers every item of one dataset; ``inputs`` says whether it reads the training set."""
+
+    inputs: tuple[str, ...] = ("prompts",)
+
+    @property
+    def needs_train(self) -> bool:
+        return "train" in self.inputs
 
 
-GENERATORS: dict[str, GeneratorSpec] = {
-    "template": GeneratorSpec("template", TemplateGenerator, "cpu", True),
-    "random-symmetric": GeneratorSpec("random-symmetric", RandomSymmetricGenerator, "cpu", False),
-    "mlip-search": GeneratorSpec("mlip-search", MlipSearchGenerator, "gpu", False),
-}
+GENERATORS: Registry[GeneratorSpec] = Registry(
+    "crystal generator",
+    [
+        GeneratorSpec(
+            name="template",
+            factory=TemplateGenerator,
+            description="the training crystal of the nearest composition, species substituted",
+            inputs=("prompts", "train"),
+        ),
+        GeneratorSpec(
+            name="random-symmetric",
+            factory=RandomSymmetricGenerator,
+            description="a pyxtal random crystal of the composition, seeded per item",
+        ),
+        GeneratorSpec(
+            name="mlip-search",
+            factory=MlipSearchGenerator,
+            description="random-symmetric candidates relaxed with an interatomic potential, lowest energy wins",
+            device="gpu",
+        ),
+    ],
+)
 
 
 def get_generator_spec(name: str) -> GeneratorSpec:
-    if name not in GENERATORS:
-        raise ConfigError(f"unknown crystal generator {name!r}; known: {', '.join(GENERATORS)}")
     return GENERATORS[name]
 
 
@@ -296,7 +322,7 @@ def generate(
 
     spec = get_generator_spec(name)
     t0 = time.perf_counter()
-    gen = spec.factory(train=train or [], seed=seed, **(params or {}))
+    gen = spec.build(train=train or [], seed=seed, **(params or {}))
     setup_s = time.perf_counter() - t0
     responses, seconds = [], []
     for item in tqdm(items, desc=name, disable=not progress):

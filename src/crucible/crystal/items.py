@@ -183,7 +183,8 @@ def build_item_files(
     """``prompts.jsonl`` (the seeded test items) and ``train.jsonl`` of one crystal set."""
     from crucible.crystal import data
 
-    train, test = data.load_dataset(source, inputs, test_fraction, seed, max_sites)
+    # the dataset's name picks the pinned files a built-in set is checked against
+    train, test = data.load_dataset(source, inputs, test_fraction, seed, max_sites, dataset=dataset)
     test = data.subsample(test, max_test_items, seed)
     train = data.subsample(train, max_train_items, seed)
     template = get_template(load_templates(templates_path), template_name)

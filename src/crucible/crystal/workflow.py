@@ -1,31 +1,28 @@
-"""Pure functions from the config dict to the crystal family's targets and rule parameters."""
+"""Pure functions from the config dict to the crystal family's targets and rule parameters. The
+``crystal`` section is read with the schema's defaults filled in (:func:`crucible.config.section`);
+:data:`FAMILY` declares the family to :mod:`crucible.families`."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from crucible import config as _config
+from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
 from crucible.errors import ConfigError
-
-# Built-in crystal sets: (loader source, CDVAE folder or None)
-BUILTIN_DATASETS = {
-    "aflow-prototypes": ("aflow", None),
-    "mp-20": ("cdvae", "mp_20"),
-    "perov-5": ("cdvae", "perov_5"),
-    "carbon-24": ("cdvae", "carbon_24"),
-}
-AFLOW_FILE = "resources/extracted/pymatgen-2026.10.24/aflow_prototypes.json.gz"
-LOCK_FILE = "resources/sources.lock.json"
+from crucible.families import Family
+from crucible.sources import resource_path
+from crucible.workflow import alternation
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:
-    return config.get("crystal") or {}
+    return _config.section(config, "crystal")
 
 
 def datasets(config: dict[str, Any]) -> list[str]:
     crystal = section(config)
-    names = list(crystal.get("datasets", []))
-    user = crystal.get("user_datasets", {})
+    names = list(crystal["datasets"])
+    user = crystal["user_datasets"]
     unknown = [d for d in names if d not in BUILTIN_DATASETS and d not in user]
     if unknown:
         raise ConfigError(
@@ -36,26 +33,23 @@ def datasets(config: dict[str, Any]) -> list[str]:
 
 
 def dataset_source(config: dict[str, Any], dataset: str) -> str:
-    if dataset in section(config).get("user_datasets", {}):
+    if dataset in section(config)["user_datasets"]:
         return "user"
-    return BUILTIN_DATASETS[dataset][0]
+    return BUILTIN_DATASETS[dataset]
 
 
 def dataset_inputs(config: dict[str, Any], dataset: str) -> list[str]:
     """Raw files of a dataset, in the order ``crucible crystal build-items --inputs`` wants."""
-    user = section(config).get("user_datasets", {})
+    user = section(config)["user_datasets"]
     if dataset in user:
         return [user[dataset]]
-    source, folder = BUILTIN_DATASETS[dataset]
-    if source == "aflow":
-        return [AFLOW_FILE]
-    return [f"resources/downloads/cdvae-{folder}-{split}.csv" for split in ("train", "test")]
+    return [str(resource_path(role)) for role in dataset_roles(dataset)]
 
 
 def generators(config: dict[str, Any]) -> list[str]:
     from crucible.crystal.generators import get_generator_spec
 
-    names = list(section(config).get("generators", []))
+    names = list(section(config)["generators"])
     for name in names:
         get_generator_spec(name)
     return names
@@ -79,37 +73,86 @@ def responders(config: dict[str, Any]) -> list[str]:
 
 
 def generator_params(config: dict[str, Any], name: str) -> str:
-    return json.dumps(section(config).get("generator_params", {}).get(name, {}), sort_keys=True)
+    return json.dumps(section(config)["generator_params"].get(name, {}), sort_keys=True)
 
 
 def build_params(config: dict[str, Any]) -> dict[str, Any]:
     crystal = section(config)
-    split = crystal.get("split", {})
     return {
-        "template": crystal.get("prompt_template", "composition-v1"),
-        "test_fraction": split.get("test_fraction", 0.5),
-        "seed": split.get("seed", 0),
-        "max_sites": crystal.get("max_sites", 20),
-        "max_test_items": crystal.get("max_test_items") or 0,
-        "max_train_items": crystal.get("max_train_items") or 0,
+        "template": crystal["prompt_template"],
+        "test_fraction": crystal["split"]["test_fraction"],
+        "seed": crystal["split"]["seed"],
+        "max_sites": crystal["max_sites"],
+        "max_test_items": crystal["max_test_items"],
+        "max_train_items": crystal["max_train_items"],
     }
 
 
-def get_crystal_outputs(config: dict[str, Any]) -> list[str]:
+def generation_seed(config: dict[str, Any]) -> int:
+    return section(config)["seed"]
+
+
+def score_timeout(config: dict[str, Any]) -> float:
+    """Seconds the structure matcher may spend on one answer."""
+    return section(config)["score_timeout_s"]
+
+
+def generators_on(device: str) -> list[str]:
+    """The registered generators that run on ``device`` ('cpu' or 'gpu')."""
+    from crucible.crystal.generators import GENERATORS
+
+    return [name for name, spec in GENERATORS.items() if spec.device == device]
+
+
+def wildcard_constraints(config: dict[str, Any], device: str | None = None) -> dict[str, str]:
+    """The crystal rules' constraints (per rule); ``device``: the generator rule's generators."""
+    out = {"crystal_dataset": alternation(datasets(config))}
+    if device:
+        out["crystal_generator"] = alternation(generators_on(device))
+    return out
+
+
+def response_info(responses: str) -> str:
+    """The sidecar JSON beside a response file (``{model}.json`` beside ``{model}.jsonl``)."""
+    return responses[: -len(".jsonl")] + ".json" if responses.endswith(".jsonl") else responses + ".json"
+
+
+def score_summaries(config: dict[str, Any], dataset: str) -> list[str]:
+    """Every responder's score summary on one dataset: what its table and figure are made from."""
+    return [f"results/crystal/{dataset}/scores/{g}.json" for g in responders(config)]
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
     out = []
     names = responders(config)
     for ds in datasets(config):
         out.append(f"results/crystal/{ds}/prompts.jsonl")
-        out += [f"results/crystal/{ds}/scores/{g}.json" for g in names]
+        out += score_summaries(config, ds)
         if names:
             out += [f"results/tables/crystal_{ds}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/crystal_{ds}_match_by_nsites.{ext}" for ext in ("png", "pdf")]
     return out
 
 
-def cdvae_mirror_args(config: dict) -> str:
-    """The fetch command's --url-prefix for a CDVAE mirror (crystal.cdvae_url_prefix), or ''."""
-    import shlex
+def check(config: dict[str, Any]) -> None:
+    """Unknown datasets or generators, language models not defined under llm.models, a name
+    used both as generator and as language model."""
+    datasets(config)
+    responders(config)
 
-    prefix = (config.get("crystal") or {}).get("cdvae_url_prefix")
-    return f"--url-prefix {shlex.quote(prefix)}" if prefix else ""
+
+def llm_responses(config: dict[str, Any]) -> list[str]:
+    """The response files the language models of ``crystal.llm_models`` are asked for."""
+    from crucible.llm.workflow import response_targets
+
+    return response_targets(config, "crystal", datasets(config), llm_models(config))
+
+
+FAMILY = Family(
+    name="crystal",
+    package="crucible.crystal",
+    final_outputs=final_outputs,
+    check=check,
+    captions=("crystal_table.rst", "crystal_figure.rst"),
+    llm_responses=llm_responses,
+)

@@ -3,7 +3,8 @@
 ``chgnet-0.3.0``: CHGNet 0.3.0's crystal feature vector (64 floats: the pooled atom features
 after the last interaction block, the input of its energy head), from
 ``CHGNet.predict_structure(..., return_crystal_feas=True)`` with the weights shipped inside the
-chgnet wheel (the same model as ``crucible mlip``'s ``chgnet-0.3.0`` calculator).
+chgnet wheel: the network of ``crucible mlip``'s ``chgnet-0.3.0`` potential, loaded the same way
+(:func:`crucible.mlip.calculators.load_potential`: torch configured, device resolved).
 
 CHGNet batches graphs, and float32 sums change in the last bit with the batch composition, so
 structures are always embedded in hash order with a fixed batch size: a rebuild gives the same
@@ -69,15 +70,18 @@ def chgnet_embeddings(
 ) -> np.ndarray:
     """(n, 64) float64 crystal feature vectors of CHGNet 0.3.0, one row per structure."""
     import torch
-    from chgnet.model import CHGNet
     from pymatgen.core import Structure
     from tqdm import tqdm
 
     from crucible.features.structure_cache import _RowError
-    from crucible.mlip.calculators import resolve_device
+    from crucible.mlip.calculators import load_potential
 
-    device = resolve_device(device)
-    model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
+    potential = load_potential("chgnet-0.3.0", device)
+    device = potential.device
+    model = potential.calculator.model
+    # The ASE calculator only warns on a structure with an isolated atom; an embedding of such a
+    # graph is not one (CHGNet.load's own setting refuses it, and the row error names it).
+    model.graph_converter.set_isolated_atom_response("error")
     model.eval()
     out = []
     for start in tqdm(

@@ -14,17 +14,19 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from crucible import config as _config
 from crucible.errors import ConfigError
-from crucible.llm.cache import DEFAULT_CACHE_DIR
+from crucible.families import Family
 from crucible.llm.replay import replay_path
 from crucible.llm.spec import model_spec, spec_sha256
+from crucible.workflow import alternation, flag
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 
 def llm_models(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every configured language model, checked, by name."""
-    models = (config.get("llm") or {}).get("models") or {}
+    models = _config.section(config, "llm")["models"]
     for name in models:
         if not re.fullmatch(NAME_PATTERN, name):
             raise ConfigError(f"config llm.models: name {name!r} must match {NAME_PATTERN}")
@@ -99,5 +101,50 @@ def replay_input(config: dict[str, Any], name: str, benchmark: str, dataset: str
     return [replay_path(spec["path"], benchmark, dataset)]
 
 
+def replay_flag(replay: str | list[str]) -> str:
+    """``--replay-file <path>`` for a replay model's job (its input), nothing for other backends."""
+    files = [replay] if isinstance(replay, str) else list(replay)
+    return flag("--replay-file", files[0] if files else "")
+
+
 def cache_dir(config: dict[str, Any]) -> str:
-    return (config.get("llm") or {}).get("cache_dir") or DEFAULT_CACHE_DIR
+    return _config.section(config, "llm")["cache_dir"]
+
+
+def model_pattern(config: dict[str, Any], backends: Iterable[str]) -> str:
+    """The ``llm_model`` constraint of the rule that runs these backends."""
+    return alternation(models_by_backend(config, backends))
+
+
+# Own wildcard names (llm_*), so that no other family's global constraint applies to them.
+BENCHMARK_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_-]*"
+DATASET_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._/-]*"
+
+
+def wildcard_constraints(config: dict[str, Any], backends: Iterable[str]) -> dict[str, str]:
+    return {
+        "llm_benchmark": BENCHMARK_PATTERN,
+        "llm_dataset": DATASET_PATTERN,
+        "llm_model": model_pattern(config, backends),
+    }
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
+    """Every response file some benchmark asks its language models for: ``snakemake llm`` runs
+    the inference stage alone (e.g. on a GPU node), leaving the scoring to a later run."""
+    from crucible.families import families
+
+    return [r for f in families() if f.name != "llm" for r in f.llm_responses(config)]
+
+
+def check(config: dict[str, Any]) -> None:
+    llm_models(config)
+
+
+FAMILY = Family(
+    name="llm",
+    package="crucible.llm",
+    final_outputs=final_outputs,
+    check=check,
+    captions=(),
+)

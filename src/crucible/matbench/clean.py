@@ -20,8 +20,8 @@ import pyarrow as pa
 from crucible import __version__
 from crucible.errors import ConfigError, DataValidationError
 from crucible.io import write_json, write_parquet
-from crucible.matbench.tasks import make_mbids, task_metadata
-from crucible.sources import sha256_file
+from crucible.matbench.tasks import make_mbids, mirror_role, task_metadata
+from crucible.sources import pinned, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +137,20 @@ def check_against_metadata(df: pd.DataFrame, task: str, meta: dict[str, Any], so
 
 
 def clean_task(
-    task: str, source: str, raw_path: str | os.PathLike, metadata: dict[str, Any]
+    task: str, source: str, raw_path: str | os.PathLike, metadata: dict[str, Any], sources: Any = None
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read, type, id and check one task; return the table and its task card."""
+    """Read, type, id and check one task; return the table and its task card.
+
+    The composition mirror's table is checked against its pin in ``config/sources.yaml``
+    (``sources``: another sources file or document); a matminer download against the pin of its
+    catalogue, by the caller that knows it (``crucible matbench clean --raw-sha256``).
+    """
     meta = task_metadata(metadata, task)
     reader = {"composition-mirror": read_mirror, "matminer": read_matminer}.get(source)
     if reader is None:
         raise DataValidationError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
+    if source == "composition-mirror":
+        raw_path = pinned(mirror_role(task), raw_path, sources=sources)
     body = reader(task, raw_path, meta)
     df = pd.DataFrame({"mbid": make_mbids(task, len(body)), **{c: body[c] for c in body.columns}})
     stats = check_against_metadata(df, task, meta, str(raw_path))

@@ -20,11 +20,10 @@ Heavy libraries are imported inside the handlers: parsing must stay fast (one pr
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 from crucible.errors import ConfigError
 from crucible.io import read_json, read_parquet
+from crucible.matbench.cli_predict import add_predict_arguments
 from crucible.matbench.cli_user import add_user_commands
 from crucible.matbench.tasks import N_FOLDS, TASK_TYPES
 
@@ -33,10 +32,8 @@ def _cmd_clean(args: argparse.Namespace) -> int:
     from crucible.matbench import clean, tasks
     from crucible.sources import verify_pinned
 
-    if args.raw_sha256:
-        verify_pinned(args.raw, args.raw_sha256, "raw task file")
-    if args.metadata_sha256:
-        verify_pinned(args.metadata, args.metadata_sha256, "metadata file")
+    if args.raw_sha256 and args.source == "matminer":  # clean_task checks the mirror's table by its role
+        verify_pinned(args.raw, args.raw_sha256, "raw task file", "matminer's catalogue (or matbench.matminer.sha256)")
     metadata = tasks.load_metadata(args.metadata)
     df, card = clean.clean_task(args.task, args.source, args.raw, metadata)
     card["provenance"] = clean.provenance(args.metadata, args.artifact)
@@ -46,14 +43,12 @@ def _cmd_clean(args: argparse.Namespace) -> int:
 
 def _cmd_folds(args: argparse.Namespace) -> int:
     from crucible.matbench import folds
-    from crucible.sources import check_card_pin, verify_pinned
+    from crucible.sources import check_card_pin
 
     data = read_parquet(args.data)
     card = read_json(args.card)
     if args.raw_sha256:
         check_card_pin(card, args.card, args.raw_sha256)
-    if args.validation_sha256:
-        verify_pinned(args.validation, args.validation_sha256, "validation file")
     validation = folds.load_validation(args.validation)
     table = folds.build_folds(
         data,
@@ -76,47 +71,9 @@ def _cmd_tasks_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    if len(args.fold) != len(args.out) or len(set(args.fold)) != len(args.fold):
-        raise ConfigError(
-            f"predict: --fold and --out need one distinct fold per output file "
-            f"(--fold {' '.join(map(str, args.fold))}, {len(args.out)} --out files)"
-        )
-    if args.out_model_dir and len(args.fold) > 1:
-        raise ConfigError("predict: --out-model-dir holds one fold's model; give one --fold")
-    if args.threads:
-        # Before the estimator libraries start their thread pools.
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
-    from crucible.matbench.inference import run_predict
-    from crucible.models.registry import get_spec
+    from crucible.matbench.cli_predict import run_predict_command
 
-    custom = json.loads(args.custom_models) if args.custom_models else {}
-    spec = get_spec(args.model, custom)
-    params = json.loads(args.params) if args.params else {}
-    if args.element_table:
-        if args.element_table_sha256:
-            from crucible.sources import verify_pinned
-
-            verify_pinned(args.element_table, args.element_table_sha256, "element table")
-        params["element_table"] = args.element_table
-    card = read_json(args.card)
-    # Several folds in one process (per-task jobs of cheap models): fitted in turn, one --out each.
-    for fold, out in zip(args.fold, args.out):
-        run_predict(
-            spec,
-            args.task,
-            fold,
-            args.data,
-            args.folds,
-            card,
-            out,
-            params=params,
-            features_path=args.features,
-            model_dir=args.out_model_dir,
-            random_state=args.seed,
-            structure_features_path=args.structure_features,
-        )
-    return 0
+    return run_predict_command(args, args.task)
 
 
 def _cmd_import_predictions(args: argparse.Namespace) -> int:
@@ -200,12 +157,6 @@ def _checked_task(name: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _model_help() -> str:
-    from crucible.models.registry import builtin_models
-
-    return f"built-in: {', '.join(builtin_models())}; or a name in --custom-models (config matbench.custom_models)"
-
-
 def _task_help() -> str:
     from crucible.matbench.tasks import TASKS
 
@@ -219,9 +170,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--source", required=True, choices=["composition-mirror", "matminer"])
     p.add_argument("--raw", required=True, help="crabnet CSV (mirror) or matminer .json.gz")
-    p.add_argument("--metadata", required=True, help="matbench_v0.1_dataset_metadata.json")
+    p.add_argument("--metadata", required=True, help="the official dataset metadata (checked against its pin)")
     p.add_argument("--raw-sha256", help="pinned SHA-256 of --raw: refuse the file if it differs")
-    p.add_argument("--metadata-sha256", help="pinned SHA-256 of --metadata: refuse the file if it differs")
     p.add_argument("--artifact", nargs="*", default=[], help="provenance as name=sha256 pairs")
     p.add_argument("--out-data", required=True)
     p.add_argument("--out-card", required=True)
@@ -231,8 +181,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, type=_checked_task)
     p.add_argument("--data", required=True)
     p.add_argument("--card", required=True)
-    p.add_argument("--validation", required=True, help="matbench_v0.1_validation.json")
-    p.add_argument("--validation-sha256", help="pinned SHA-256 of --validation: refuse the file if it differs")
+    p.add_argument("--validation", required=True, help="the official validation splits (checked against their pin)")
     p.add_argument("--raw-sha256", help="pinned SHA-256 of the raw file: the card must record exactly this")
     p.add_argument("--inner-fraction", type=float, default=0.25)
     p.add_argument("--inner-seed", type=int, default=7)
@@ -249,39 +198,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_tasks_table)
 
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
-    p.add_argument("--model", required=True, help=_model_help())
     p.add_argument("--task", required=True, type=_checked_task, help=_task_help())
-    p.add_argument(
-        "--fold",
-        type=int,
-        required=True,
-        nargs="+",
-        choices=range(N_FOLDS),
-        help="one fold, or several fitted in turn in this process (one --out each)",
-    )
-    p.add_argument("--data", required=True)
-    p.add_argument("--card", required=True)
-    p.add_argument("--folds", required=True)
-    p.add_argument("--features", help="Magpie feature cache (models whose input_kind is magpie)")
-    p.add_argument("--structure-features", help="per-structure feature cache (structure models)")
-    p.add_argument("--params", help="JSON hyperparameter overrides")
-    p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
-    p.add_argument("--element-table", help="element embedding CSV for composition networks")
-    p.add_argument("--element-table-sha256", help="pinned SHA-256 of --element-table: refuse the file if it differs")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="random_state for models that take one and do not set it in --params (recorded)",
-    )
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument(
-        "--out",
-        required=True,
-        nargs="+",
-        help="predictions parquet per --fold (a sidecar .json is written beside each)",
-    )
-    p.add_argument("--out-model-dir", help="where a model with save() writes its trained state")
+    add_predict_arguments(p)
     p.set_defaults(func=_cmd_predict)
 
     p = sub.add_parser("import-predictions", help="validate a user-supplied predictions file and take it in")

@@ -4,6 +4,7 @@ crucible matbench user-fetch --dataset D --spec '{"url": ..., "sha256": ...}' --
 crucible matbench user-clean --dataset D --spec JSON --raw F.json.gz --out-data D.parquet --out-card D.json
 crucible matbench user-folds --data D.parquet --card D.json --out folds.parquet
 crucible matbench user-predict --model M --fold K --data ... --card ... --folds ... --out P.parquet
+    (every argument of `crucible matbench predict` but --task: the card names the dataset)
 crucible matbench user-score --model M --card ... --data ... --folds ... --predictions P0..P4 --out S.json
 crucible matbench user-table --scores S1 S2 ... --out-csv T.csv --out-md T.md --out-tex T.tex
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+
+from crucible.matbench.cli_predict import add_predict_arguments
 
 
 def _spec(text: str) -> dict:
@@ -54,32 +56,9 @@ def _cmd_user_folds(args: argparse.Namespace) -> int:
 
 
 def _cmd_user_predict(args: argparse.Namespace) -> int:
-    if args.threads:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
-    from crucible.io import read_json
-    from crucible.matbench.inference import run_predict
-    from crucible.models.registry import get_spec
+    from crucible.matbench.cli_predict import run_predict_command
 
-    card = read_json(args.card)
-    spec = get_spec(args.model, json.loads(args.custom_models) if args.custom_models else {})
-    params = json.loads(args.params) if args.params else {}
-    if args.element_table:
-        params["element_table"] = args.element_table
-    run_predict(
-        spec,
-        card["task"],
-        args.fold,
-        args.data,
-        args.folds,
-        card,
-        args.out,
-        params=params,
-        features_path=args.features,
-        random_state=args.seed,
-        structure_features_path=args.structure_features,
-    )
-    return 0
+    return run_predict_command(args)
 
 
 def _cmd_user_score(args: argparse.Namespace) -> int:
@@ -142,20 +121,8 @@ def add_user_commands(sub) -> None:
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_user_folds)
 
-    p = sub.add_parser("user-predict", help="fit a model on one fold of a user dataset, predict its test rows")
-    p.add_argument("--model", required=True)
-    p.add_argument("--fold", type=int, required=True, choices=range(5))
-    p.add_argument("--data", required=True)
-    p.add_argument("--card", required=True)
-    p.add_argument("--folds", required=True)
-    p.add_argument("--features", help="Magpie feature cache")
-    p.add_argument("--structure-features", help="per-structure feature cache (structure models)")
-    p.add_argument("--params", help="JSON hyperparameter overrides")
-    p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
-    p.add_argument("--element-table", help="element embedding CSV for composition networks")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--out", required=True)
+    p = sub.add_parser("user-predict", help="fit a model on a fold of a user dataset, predict its test rows")
+    add_predict_arguments(p)  # predict's own arguments; the task is the card's
     p.set_defaults(func=_cmd_user_predict)
 
     p = sub.add_parser("user-score", help="score a model's five folds on a user dataset")

@@ -130,5 +130,10 @@ def split_rows(folds: pd.DataFrame, k: int) -> dict[str, np.ndarray]:
     return {"train": np.flatnonzero(train), "val": np.flatnonzero(val), "test": np.flatnonzero(test)}
 
 
-def load_validation(path: str | os.PathLike) -> dict[str, Any]:
-    return read_json(path)
+def load_validation(path: str | os.PathLike | None = None, sources: Any = None) -> dict[str, Any]:
+    """The official validation splits, checked against their pin (default: where the fetch
+    stage puts them)."""
+    from crucible.matbench.tasks import VALIDATION_ROLE
+    from crucible.sources import pinned
+
+    return read_json(pinned(VALIDATION_ROLE, path, sources=sources))

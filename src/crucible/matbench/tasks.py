@@ -30,7 +30,7 @@ TASKS: tuple[str, ...] = (
     "matbench_mp_e_form",
 )
 
-# From the official metadata (matbench_v0.1_dataset_metadata.json), fixed for v0.1.
+# From the official dataset metadata (role matbench/metadata), fixed for v0.1.
 CLASSIFICATION_TASKS = frozenset({"matbench_expt_is_metal", "matbench_glass", "matbench_mp_is_metal"})
 # Rows per task (n_samples of the official metadata): what a fold job's fit cost grows with.
 N_SAMPLES: dict[str, int] = {
@@ -65,6 +65,15 @@ MATBENCH_VERSION = "0.6"
 COMPOSITION_ONLY = "composition-only (formulas, no structures)"
 STRUCTURE = "structure"
 
+# Roles of the pinned inputs in config/sources.yaml (crucible.sources.pinned): the official
+# metadata and validation splits, and the composition mirror's table of each task.
+METADATA_ROLE = "matbench/metadata"
+VALIDATION_ROLE = "matbench/validation"
+
+
+def mirror_role(task: str) -> str:
+    return f"matbench/mirror/{check_task(task)}"
+
 
 def check_task(task: str) -> str:
     if task not in TASKS:
@@ -87,8 +96,12 @@ def make_mbids(task: str, n: int) -> list[str]:
     return [f"{prefix}-{i + 1:0{width}d}" for i in range(n)]
 
 
-def load_metadata(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """The official ``matbench_v0.1_dataset_metadata.json``."""
+def load_metadata(path: str | os.PathLike | None = None, sources: Any = None) -> dict[str, dict[str, Any]]:
+    """The official dataset metadata, checked against its pin (default: where the fetch stage
+    puts it). ``sources``: another sources file or document (tests)."""
+    from crucible.sources import pinned
+
+    path = pinned(METADATA_ROLE, path, sources=sources)
     meta = read_json(path)
     missing = [t for t in TASKS if t not in meta]
     if missing:

@@ -67,11 +67,13 @@ def make_ids(name: str, n: int) -> list[str]:
 
 
 def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read, type and id a user dataset; the table has the official tasks' columns."""
+    """Read, type and id a user dataset; the table has the official tasks' columns. The file is
+    checked against the dataset's pin first: one edited after its fetch stops here."""
     from crucible.matbench.clean import mean_absolute_deviation, read_matminer
-    from crucible.sources import sha256_file
+    from crucible.sources import sha256_file, verify_pinned
 
     check_spec(name, spec)
+    verify_pinned(raw_path, spec["sha256"], f"user dataset {name!r}", f"config matbench.user_datasets.{name}.sha256")
     meta = {"input_type": spec["input"], "target": spec["target"], "task_type": spec["task_type"]}
     body = read_matminer(name, raw_path, meta)
     if len(body) < 10:

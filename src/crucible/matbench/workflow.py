@@ -1,26 +1,26 @@
 """What the Matbench part of the DAG builds, as pure functions of the config dict.
 
 ``workflow/rules/common.smk`` and ``workflow/rules/matbench.smk`` call these; they hold no
-logic of their own. Every function takes the whole validated config (``config["matbench"]`` is
-read here) and returns paths relative to the working directory, strings for ``params:``, or
-raises :class:`~crucible.errors.ConfigError` naming the config key.
+logic of their own. Every function takes the whole config (its ``matbench`` section is read here,
+with the schema's defaults filled in: :func:`crucible.config.section`) and returns paths relative
+to the working directory, strings for ``params:``, or raises :class:`~crucible.errors.ConfigError`
+naming the config key. :data:`FAMILY` declares the family to :mod:`crucible.families`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
+from crucible import sources as pins
+from crucible.config import section
 from crucible.errors import ConfigError
-from crucible.matbench.tasks import N_FOLDS, TASKS
-from crucible.workflow import member_pin
+from crucible.families import Family
+from crucible.matbench.tasks import METADATA_ROLE, N_FOLDS, TASKS, VALIDATION_ROLE, mirror_role
+from crucible.workflow import alternation, flag
 
-MATBENCH_METADATA = "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json"
-MATBENCH_VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
-CRABNET_DIR = "resources/extracted/crabnet-2.0.8"
 FOLDS = tuple(range(N_FOLDS))
 # cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU
 # rule; files: import of predictions made elsewhere.
@@ -28,14 +28,18 @@ MODEL_KINDS = ("cpu", "gpu", "files")
 GRANULARITIES = ("fold", "task")
 
 
+def _section(config: dict[str, Any]) -> dict[str, Any]:
+    return section(config, "matbench")
+
+
 def tasks(config: dict[str, Any]) -> list[str]:
     """The configured tasks in Matbench's order (by dataset size), whatever the config's order."""
-    wanted = config["matbench"]["tasks"]
+    wanted = _section(config)["tasks"]
     return [t for t in TASKS if t in wanted]
 
 
 def models(config: dict[str, Any]) -> list[str]:
-    return list(config["matbench"]["models"])
+    return list(_section(config)["models"])
 
 
 def model_kind(config: dict[str, Any], name: str) -> str:
@@ -43,7 +47,7 @@ def model_kind(config: dict[str, Any], name: str) -> str:
 
     'files' for user-supplied predictions, else the registered model's device, gpu or cpu.
     """
-    mb = config["matbench"]
+    mb = _section(config)
     if name in mb["prediction_files"]:
         return "files"
     return _spec(config, name).device
@@ -54,7 +58,7 @@ def _spec(config: dict[str, Any], name: str):
     from crucible.models.registry import get_spec
 
     try:
-        return get_spec(name, config["matbench"]["custom_models"])
+        return get_spec(name, _section(config)["custom_models"])
     except ConfigError as exc:
         raise ConfigError(f"config matbench.models: {exc}") from None
 
@@ -116,41 +120,76 @@ def check_models(config: dict[str, Any]) -> None:
         raise ConfigError(f"config matbench: {exc}") from None
 
 
+def metadata_file() -> str:
+    """The official dataset metadata, as a rule's input (where the fetch stage extracts it)."""
+    return str(pins.resource_path(METADATA_ROLE))
+
+
+def validation_file() -> str:
+    """The official validation splits, as a rule's input."""
+    return str(pins.resource_path(VALIDATION_ROLE))
+
+
+def check_model_params(config: dict[str, Any]) -> None:
+    """``model_params`` of a model that is not configured would be ignored: refuse them."""
+    from crucible.models.registry import builtin_models
+
+    mb = _section(config)
+    known = set(builtin_models()) | set(mb["custom_models"]) | set(mb["prediction_files"])
+    for name in sorted(mb["model_params"]):
+        if name not in known:
+            raise ConfigError(
+                f"config error at matbench.model_params.{name}: no model of that name "
+                f"(known: {', '.join(sorted(known))}); its parameters would be ignored"
+            )
+
+
+def check(config: dict[str, Any]) -> None:
+    """The start-up checks of a Matbench section: something to run, known model names (and
+    parameters), inputs every model can get on every task."""
+    mb = _section(config)
+    if "matbench" in config and not mb["tasks"] and not mb["user_datasets"]:
+        raise ConfigError("config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets)")
+    check_model_params(config)
+    check_models(config)
+
+
+def wildcard_constraints(config: dict[str, Any]) -> dict[str, str]:
+    """Global: every Matbench rule (and the matminer download in fetch.smk) names them so."""
+    return {"task": alternation(TASKS), "fold": f"[0-{N_FOLDS - 1}]"}
+
+
 def raw_task_file(config: dict[str, Any], task: str) -> str:
-    if config["matbench"]["source"] == "matminer":
+    if _section(config)["source"] == "matminer":
         return f"resources/downloads/{task}.json.gz"
-    return f"{CRABNET_DIR}/{task}.csv"
+    return str(pins.resource_path(mirror_role(task)))
 
 
 def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
     """``filename=sha256`` of the artifact the task's raw file came from, for its task card."""
-    mb = config["matbench"]
+    mb = _section(config)
     if mb["source"] == "matminer":
         from crucible.sources import matminer_artifact
 
-        mirror = mb.get("matminer", {})
+        mirror = mb["matminer"]
         spec = matminer_artifact(task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(task))
     else:
-        spec = sources["artifacts"]["crabnet-2.0.8"]
+        spec = sources["artifacts"][pins.find_pin(mirror_role(task), sources).artifact]
     return f"{spec['filename']}={spec['sha256']}"
 
 
 def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
     """The pinned SHA-256 of the task's raw file: checked where it is read, and the task card must record it."""
-    if config["matbench"]["source"] == "matminer":
+    if _section(config)["source"] == "matminer":
         return raw_provenance(config, sources, task).rsplit("=", 1)[1]
-    return member_pin(sources, "crabnet-2.0.8", f"{task}.csv")
+    return pins.find_pin(mirror_role(task), sources).sha256
 
 
 def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
-    mirror = config["matbench"].get("matminer", {})
-    args = []
-    if mirror.get("url_prefix"):
-        args += ["--url-prefix", mirror["url_prefix"]]
-    pinned = mirror.get("sha256", {}).get(task)
-    if pinned:
-        args += ["--sha256", pinned]
-    return " ".join(shlex.quote(a) for a in args)
+    """The matminer download's --url-prefix (a mirror) and --sha256 (its pin), where configured."""
+    mirror = _section(config)["matminer"]
+    args = [flag("--url-prefix", mirror.get("url_prefix")), flag("--sha256", mirror.get("sha256", {}).get(task))]
+    return " ".join(a for a in args if a)
 
 
 def data_file(task: str) -> str:
@@ -218,32 +257,24 @@ def model_features(config: dict[str, Any], model: str, task: str | None = None) 
 
 def model_params(config: dict[str, Any], model: str) -> str:
     """The model's hyperparameter overrides as sorted JSON (a ``params:`` value: editing it reruns)."""
-    return json.dumps(config["matbench"]["model_params"].get(model, {}), sort_keys=True)
+    return json.dumps(_section(config)["model_params"].get(model, {}), sort_keys=True)
 
 
 def custom_models(config: dict[str, Any]) -> str:
-    return json.dumps(config["matbench"]["custom_models"], sort_keys=True)
+    return json.dumps(_section(config)["custom_models"], sort_keys=True)
 
 
 def element_table(config: dict[str, Any], model: str) -> str:
-    """The element embedding table of a composition network, as a hash-checked input."""
-    table = config["matbench"]["model_params"].get(model, {}).get("element_table", "mat2vec")
-    if table in ("mat2vec", "magpie"):
-        return f"{CRABNET_DIR}/{table}.csv"
-    return table
+    """The element embedding table of a composition network: a pinned table by its name
+    (the job checks it against its pin), or the user's own CSV."""
+    from crucible.models.element_tables import DEFAULT_TABLE, table_file
 
-
-def element_table_pin(config: dict[str, Any], sources: dict[str, Any], model: str) -> str:
-    """``--element-table-sha256 <pin>`` for the fetched tables; a user's own table has no pin."""
-    table = config["matbench"]["model_params"].get(model, {}).get("element_table", "mat2vec")
-    if table in ("mat2vec", "magpie"):
-        return f"--element-table-sha256 {member_pin(sources, 'crabnet-2.0.8', f'{table}.csv')}"
-    return ""
+    return table_file(_section(config)["model_params"].get(model, {}).get("element_table", DEFAULT_TABLE))
 
 
 def user_prediction_file(config: dict[str, Any], model: str, task: str, fold: int | str) -> str:
     """A prediction file made outside crucible (``matbench.prediction_files``)."""
-    root = config["matbench"]["prediction_files"][model]["dir"]
+    root = _section(config)["prediction_files"][model]["dir"]
     return str(Path(root) / task / f"fold_{fold}.parquet")
 
 
@@ -268,7 +299,7 @@ def model_predictions(config: dict[str, Any], model: str) -> list[str]:
 
 
 def published_table(config: dict[str, Any], repo: str | Path) -> str:
-    path = Path(config["matbench"]["published"])
+    path = Path(_section(config)["published"])
     return str(path if path.is_absolute() else Path(repo) / path)
 
 
@@ -317,7 +348,7 @@ def user_datasets(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``matbench.user_datasets``, each entry checked (name, keys), in name order."""
     from crucible.matbench.user_datasets import check_spec
 
-    return {name: check_spec(name, spec) for name, spec in sorted(config["matbench"].get("user_datasets", {}).items())}
+    return {name: check_spec(name, spec) for name, spec in sorted(_section(config)["user_datasets"].items())}
 
 
 def user_dataset_spec(config: dict[str, Any], name: str) -> str:
@@ -343,14 +374,14 @@ def structures_available(config: dict[str, Any], task: str) -> bool:
     from crucible.matbench.tasks import COMPOSITION_TASKS
 
     if task in TASKS:
-        return task not in COMPOSITION_TASKS and config["matbench"].get("source") == "matminer"
+        return task not in COMPOSITION_TASKS and _section(config)["source"] == "matminer"
     return user_datasets(config)[task]["input"] == "structure"
 
 
 def fitted_models(config: dict[str, Any]) -> list[str]:
     """Configured models that crucible runs itself (not imported prediction files)."""
-    mb = config["matbench"]
-    return [m for m in mb.get("models", []) if m not in mb.get("prediction_files", {})]
+    mb = _section(config)
+    return [m for m in mb["models"] if m not in mb["prediction_files"]]
 
 
 def check_structure_inputs(config: dict[str, Any]) -> None:
@@ -420,3 +451,24 @@ def user_outputs(config: dict[str, Any]) -> list[str]:
             out += user_score_files(config, name)
             out += [f"results/tables/matbench_user_{name}.{ext}" for ext in ("csv", "md", "tex")]
     return out
+
+
+FAMILY = Family(
+    name="matbench",
+    package="crucible.matbench",
+    final_outputs=final_outputs,
+    check=check,
+    rule_files=("matbench.smk", "features.smk", "report.smk", "matbench_user.smk"),
+    envs=("matbench.yaml", "torch.yaml", "mlip.yaml", "fetch.yaml"),
+    captions=(
+        "tasks.rst",
+        "task_overlap.rst",
+        "leaderboard.rst",
+        "folds.rst",
+        "scaled_error.rst",
+        "model_figure.rst",
+        "user_dataset.rst",
+    ),
+    wildcard_constraints=wildcard_constraints,
+    extra_targets={"matbench_data": data_outputs},
+)

@@ -9,9 +9,17 @@
   or the upstream package's own cache folder) and otherwise raise
   :class:`WeightsUnavailableError` saying where the file was looked for.
 
-``load_potential(name, device=None)`` wraps the calculator in a :class:`Potential`, a small
-record of what actually ran (name, device) beside the calculator; nothing is patched onto the
-third-party calculator object. Models that offer a batched forward pass also give
+``load_potential(name, device=None, threads=None)`` is the one way a job gets a potential: it
+first calls :func:`crucible.torch_setup.configure_torch` (deterministic kernels, the job's CPU
+threads), then wraps the calculator in a :class:`Potential`, a small record of what actually ran
+(name, device) beside the calculator; nothing is patched onto the third-party calculator object.
+The registry is a :class:`crucible.registry.Registry` of :class:`PotentialSpec`.
+
+A non-finite energy or force is never passed on as a number: :func:`single_energy` and
+:func:`single_point` raise :class:`NonFiniteError` (its message says which quantity), and
+:mod:`crucible.mlip.relax` stops a relaxation with a failure status.
+
+Models that offer a batched forward pass also give
 ``Potential.batch_energies(list_of_atoms) -> list[float]`` (total energies, eV); on CUDA this is
 what makes a GPU worth having. :func:`evaluate_energies` uses it and falls back to one structure
 at a time when a batch fails, so that one bad structure is pinned down instead of sinking the
@@ -27,7 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from crucible.errors import ConfigError
+import numpy as np
+
+from crucible.errors import ConfigError, CrucibleError
+from crucible.registry import Registry, Spec
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +49,33 @@ class WeightsUnavailableError(ConfigError):
     """A registered potential whose weights are not on this machine (and we do not download)."""
 
 
-@dataclass(frozen=True)
-class PotentialSpec:
-    """A registered potential: how to load its calculator, and its batched path if it has one."""
+class NonFiniteError(CrucibleError):
+    """A potential returned a NaN or infinite energy, force or stress."""
 
-    name: str
+
+def non_finite_reason(energy: float, forces=None, stress=None) -> str | None:
+    """Why a prediction is unusable (``"non-finite energy (nan)"``, ...), or None when it is finite."""
+    if not math.isfinite(energy):
+        return f"non-finite energy ({energy})"
+    for name, values in (("forces", forces), ("stress", stress)):
+        if values is not None:
+            bad = ~np.isfinite(np.asarray(values, dtype=float))
+            if bad.any():
+                return f"non-finite {name} ({int(bad.sum())} of {bad.size} components)"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PotentialSpec(Spec):
+    """A registered potential: ``factory(device)`` -> ASE calculator, and its batched path if it has one."""
+
     kind: str  # "builtin" | "shipped" | "hub"
-    description: str
-    loader: Callable[[str], object]
     # batch(calculator) -> (list of atoms -> total energies in eV)
     batch: Callable[[object], Callable[[list], list[float]]] | None = None
+    inputs: tuple[str, ...] = ("structure",)
+    # one job runs one potential over one input set: the Delta set (EOS), a frames file (s2ef),
+    # a chunk of reactions (catalysis), a generator's items (crystal mlip-search)
+    job_unit: str = "dataset"
 
 
 @dataclass(frozen=True)
@@ -212,36 +240,61 @@ def _load_uma(device: str):
     return core.FAIRChemCalculator(predictor, task_name="omat")
 
 
-REGISTRY: dict[str, PotentialSpec] = {
-    spec.name: spec
-    for spec in [
+REGISTRY: Registry[PotentialSpec] = Registry(
+    "interatomic potential",
+    [
         PotentialSpec(
-            "emt",
-            "builtin",
-            "ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests",
-            _load_emt,
+            name="emt",
+            kind="builtin",
+            description="ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests",
+            factory=_load_emt,
         ),
         PotentialSpec(
-            "chgnet-0.3.0",
-            "shipped",
-            "CHGNet 0.3.0, weights inside the chgnet wheel",
-            _load_chgnet_030,
+            name="chgnet-0.3.0",
+            kind="shipped",
+            description="CHGNet 0.3.0, weights inside the chgnet wheel",
+            factory=_load_chgnet_030,
             batch=_chgnet_batch,
+            device="gpu",
         ),
         PotentialSpec(
-            "sevennet-0", "shipped", "SevenNet-0 (11Jul2024), weights inside the sevenn wheel", _load_sevennet_0
+            name="sevennet-0",
+            kind="shipped",
+            description="SevenNet-0 (11Jul2024), weights inside the sevenn wheel",
+            factory=_load_sevennet_0,
+            device="gpu",
         ),
-        PotentialSpec("mace-mp", "hub", "MACE-MP foundation model (local *.model file only)", _load_mace_mp),
-        PotentialSpec("matgl", "hub", "MatGL potential (local model folder only)", _load_matgl),
-        PotentialSpec("orb", "hub", "ORB potential (local checkpoint only)", _load_orb),
-        PotentialSpec("uma", "hub", "FAIRChem UMA, omat task (local checkpoint only)", _load_uma),
-    ]
-}
+        PotentialSpec(
+            name="mace-mp",
+            kind="hub",
+            description="MACE-MP foundation model (local *.model file only)",
+            factory=_load_mace_mp,
+            device="gpu",
+        ),
+        PotentialSpec(
+            name="matgl",
+            kind="hub",
+            description="MatGL potential (local model folder only)",
+            factory=_load_matgl,
+            device="gpu",
+        ),
+        PotentialSpec(
+            name="orb", kind="hub", description="ORB potential (local checkpoint only)", factory=_load_orb, device="gpu"
+        ),
+        PotentialSpec(
+            name="uma",
+            kind="hub",
+            description="FAIRChem UMA, omat task (local checkpoint only)",
+            factory=_load_uma,
+            device="gpu",
+        ),
+    ],
+)
 
 
 def registered_models() -> list[str]:
     """Every name the registry knows, whether or not it can load here."""
-    return sorted(REGISTRY)
+    return REGISTRY.names()
 
 
 def available_models() -> list[str]:
@@ -253,7 +306,7 @@ def available_models() -> list[str]:
             names.append(name)
             continue
         try:
-            spec.loader("cpu")
+            spec.build("cpu")
         except WeightsUnavailableError as exc:
             log.debug("%s", exc)
             continue
@@ -264,13 +317,18 @@ def available_models() -> list[str]:
     return names
 
 
-def load_potential(name: str, device: str | None = None) -> Potential:
-    """The potential registered as ``name`` on ``device`` (default: CUDA if present)."""
-    spec = REGISTRY.get(name)
-    if spec is None:
-        raise ConfigError(f"unknown interatomic potential {name!r}; registered: {', '.join(registered_models())}")
+def load_potential(name: str, device: str | None = None, threads: int | None = None) -> Potential:
+    """The potential registered as ``name`` on ``device`` (default: CUDA if present).
+
+    Torch is configured first (deterministic kernels; ``threads`` CPU threads when given), so
+    that no job runs a potential with run-to-run different forces.
+    """
+    from crucible import torch_setup
+
+    spec = REGISTRY[name]
+    torch_setup.configure_torch(threads)
     dev = "cpu" if spec.kind == "builtin" else resolve_device(device)
-    calc = spec.loader(dev)
+    calc = spec.build(dev)
     potential = Potential(
         name=name, device=dev, calculator=calc, batch_energies=spec.batch(calc) if spec.batch else None
     )
@@ -292,10 +350,27 @@ def _error_reason(exc: BaseException) -> str:
 
 def single_energy(calc, atoms) -> float:
     """Total energy (eV) of ``atoms`` with ``calc`` (a ``Potential`` or a bare ASE calculator);
-    raises whatever the calculator raises."""
+    raises whatever the calculator raises, and :class:`NonFiniteError` for a NaN/inf energy."""
     atoms = atoms.copy()
     atoms.calc = as_potential(calc).calculator  # some calculators (SevenNet) reject unknown elements right here
-    return float(atoms.get_potential_energy())
+    energy = float(atoms.get_potential_energy())
+    reason = non_finite_reason(energy)
+    if reason:
+        raise NonFiniteError(reason)
+    return energy
+
+
+def single_point(calc, atoms) -> tuple[float, np.ndarray]:
+    """Total energy (eV) and forces (eV/Å) of ``atoms``; raises like :func:`single_energy`, also
+    for non-finite forces. Forces of a shape other than (natoms, 3) are returned as they are."""
+    atoms = atoms.copy()
+    atoms.calc = as_potential(calc).calculator
+    energy = float(atoms.get_potential_energy())
+    forces = np.asarray(atoms.get_forces(), dtype=float)
+    reason = non_finite_reason(energy, forces if forces.shape == (len(atoms), 3) else None)
+    if reason:
+        raise NonFiniteError(reason)
+    return energy, forces
 
 
 def evaluate_energies(potential, atoms_list: Sequence) -> list[tuple[float, str | None]]:
@@ -316,12 +391,9 @@ def evaluate_energies(potential, atoms_list: Sequence) -> list[tuple[float, str 
     out: list[tuple[float, str | None]] = []
     for atoms in atoms_list:
         try:
-            energy = single_energy(calc, atoms)
+            out.append((single_energy(calc, atoms), None))
+        except NonFiniteError as exc:
+            out.append((math.nan, str(exc)))
         except Exception as exc:
             out.append((math.nan, _error_reason(exc)))
-            continue
-        if not math.isfinite(energy):
-            out.append((math.nan, f"non-finite energy ({energy})"))
-        else:
-            out.append((energy, None))
     return out

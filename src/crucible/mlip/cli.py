@@ -17,12 +17,6 @@ import time
 log = logging.getLogger(__name__)
 
 
-def _set_threads(n: int | None) -> None:
-    from crucible.torch_setup import configure_torch
-
-    configure_torch(n)
-
-
 def _cmd_models(args) -> int:
     from crucible.mlip.calculators import REGISTRY, available_models
 
@@ -39,10 +33,9 @@ def _cmd_eos(args) -> int:
     from crucible.mlip.calculators import load_potential
     from crucible.mlip.eos import EOS_SCHEMA, parse_elements, run_eos
 
-    _set_threads(args.threads)
     elements = parse_elements(args.elements)  # fail on a typo before loading a model
     t0 = time.perf_counter()
-    potential = load_potential(args.model, device=args.device)
+    potential = load_potential(args.model, device=args.device, threads=args.threads)
     t_load = time.perf_counter() - t0
     df = run_eos(potential, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
     t_total = time.perf_counter() - t0
@@ -89,9 +82,8 @@ def _cmd_s2ef_predict(args) -> int:
     from crucible.mlip.calculators import load_potential
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
 
-    _set_threads(args.threads)
     frames = read_frames(args.dataset)
-    df = predict_frames(frames, load_potential(args.model, device=args.device))
+    df = predict_frames(frames, load_potential(args.model, device=args.device, threads=args.threads))
     write_parquet(df, args.out, schema=prediction_schema())
     log.info(
         "%s on %s: %d frames, %d failed -> %s",

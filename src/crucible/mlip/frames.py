@@ -111,15 +111,16 @@ def predict_frames(frames: Sequence[Frame], calc, progress: bool = True) -> pd.D
     """Energy and forces of each frame with ``calc`` (a ``Potential`` or a bare ASE calculator),
     in the s2ef prediction schema.
 
-    A model error or a non-finite prediction becomes ``status`` = the reason, with NaN energy
-    and null forces; forces of the wrong shape mean a broken calculator and raise.
+    A model error or a non-finite energy or force (:func:`crucible.mlip.calculators.single_point`)
+    becomes ``status`` = the reason, with NaN energy and null forces; forces of the wrong shape
+    mean a broken calculator and raise.
     """
     from tqdm.auto import tqdm
 
-    from crucible.mlip.calculators import as_potential
+    from crucible.mlip.calculators import NonFiniteError, as_potential, single_point
 
     potential = as_potential(calc)
-    calc, name = potential.calculator, potential.name
+    name = potential.name
     rows = []
     for frame in tqdm(frames, desc=f"s2ef {name}", unit="frame", disable=not progress):
         natoms = len(frame.atoms)
@@ -132,14 +133,11 @@ def predict_frames(frames: Sequence[Frame], calc, progress: bool = True) -> pd.D
             "forces_pred": None,
             "status": "ok",
         }
-        atoms = frame.atoms.copy()
         try:
-            atoms.calc = calc
-            energy = float(atoms.get_potential_energy())
-            forces = np.asarray(atoms.get_forces(), dtype=float)
+            energy, forces = single_point(potential, frame.atoms)
         except Exception as exc:
             text = str(exc).strip().replace("\n", " ")[:300]
-            row["status"] = f"{type(exc).__name__}: {text}"
+            row["status"] = text if isinstance(exc, NonFiniteError) else f"{type(exc).__name__}: {text}"
             log.warning("%s %s: %s", name, frame.frame_id, row["status"])
             rows.append(row)
             continue
@@ -147,12 +145,8 @@ def predict_frames(frames: Sequence[Frame], calc, progress: bool = True) -> pd.D
             raise DataValidationError(
                 f"frame {frame.frame_id}: model {name} returned forces of shape {forces.shape}, expected ({natoms}, 3)"
             )
-        if not math.isfinite(energy) or not np.isfinite(forces).all():
-            row["status"] = f"non-finite prediction (energy={energy})"
-            log.warning("%s %s: %s", name, frame.frame_id, row["status"])
-        else:
-            row["energy_pred"] = energy
-            row["forces_pred"] = forces.tolist()
+        row["energy_pred"] = energy
+        row["forces_pred"] = forces.tolist()
         rows.append(row)
     schema = prediction_schema()
     return pd.DataFrame(rows, columns=schema.names)

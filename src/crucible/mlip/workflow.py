@@ -10,18 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from crucible.config import section
 from crucible.errors import ConfigError
+from crucible.families import Family
 
 # Potential and dataset names as they appear in paths (wildcard constraint).
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 
 def _section(config: dict[str, Any]) -> dict[str, Any]:
-    return config.get("mlip", {})
+    return section(config, "mlip")
 
 
 def models(config: dict[str, Any]) -> list[str]:
-    return list(_section(config).get("models", []))
+    return list(_section(config)["models"])
 
 
 def check_models(config: dict[str, Any]) -> None:
@@ -34,19 +36,37 @@ def check_models(config: dict[str, Any]) -> None:
         raise ConfigError(f"config mlip.models: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
 
 
+def check_eos(config: dict[str, Any]) -> None:
+    """An element list or volume range the EOS benchmark cannot use."""
+    from crucible.mlip.eos import check_volume_range, parse_elements
+
+    eos = _section(config)["eos"]
+    try:
+        if not isinstance(eos["elements"], str) or eos["elements"].strip().lower() != "all":
+            parse_elements(eos["elements"])
+        check_volume_range(eos["volume_range"])
+    except ConfigError as exc:
+        raise ConfigError(f"config error at {exc}") from None
+
+
+def check(config: dict[str, Any]) -> None:
+    check_eos(config)
+    check_models(config)
+
+
 def eos_params(config: dict[str, Any]) -> dict[str, Any]:
     """The EOS command's arguments: elements (sorted, so reordering reruns nothing), points, range."""
-    eos = _section(config).get("eos", {})
-    elements = eos.get("elements", "all")
+    eos = _section(config)["eos"]
+    elements = eos["elements"]
     return {
         "elements": elements if isinstance(elements, str) else ",".join(sorted(elements)),
-        "points": eos.get("points", 7),
-        "volume_range": " ".join(str(v) for v in eos.get("volume_range", [0.94, 1.06])),
+        "points": eos["points"],
+        "volume_range": " ".join(str(v) for v in eos["volume_range"]),
     }
 
 
 def s2ef_datasets(config: dict[str, Any]) -> dict[str, str]:
-    return dict(_section(config).get("s2ef", {}).get("datasets", {}))
+    return dict(_section(config)["s2ef"]["datasets"])
 
 
 def s2ef_input(config: dict[str, Any], name: str) -> str | list[str]:
@@ -82,3 +102,12 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
         out += [f"results/mlip/s2ef/{d}/{m}.parquet" for d in datasets for m in ms]
         out += [f"results/tables/mlip_s2ef_{d}.{ext}" for d in datasets for ext in ("csv", "md", "tex")]
     return out
+
+
+FAMILY = Family(
+    name="mlip",
+    package="crucible.mlip",
+    final_outputs=final_outputs,
+    check=check,
+    captions=("mlip_eos.rst", "mlip_eos_delta.rst", "mlip_b0_parity.rst", "mlip_s2ef.rst"),
+)

@@ -10,6 +10,9 @@ Every model follows scikit-learn's estimator protocol: ``fit(X, y)``, ``predict(
   Coulomb matrix eigenvalues (from the per-structure cache);
 - ``"mlip-embedding"``: a pretrained potential's per-structure embedding (from its cache).
 
+The registry is a :class:`crucible.registry.Registry` of :class:`ModelSpec`: ``device``
+(``"gpu"``: the GPU rule), ``inputs``, the job granularity, and ``runs_torch`` for networks.
+
 ``inputs`` says what a model reads: ``("formula",)`` formulas only; ``("formula", "structure")``
 the structure where the task gives one, the formula on composition tasks; ``("structure",)``
 structures only (see :mod:`crucible.matbench.structure_inputs`).
@@ -22,43 +25,49 @@ validation rows as ``fit(X, y, X_val=..., y_val=...)``. A model whose estimator 
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from crucible.errors import ConfigError
+from crucible.registry import Registry, Spec
 
 TASK_TYPES = ("regression", "classification")
+INPUT_KINDS = ("magpie", "composition", "scm-magpie", "mlip-embedding")
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    # factory(task_type, random_state, **params) -> unfitted estimator
-    factory: Callable[..., Any]
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec(Spec):
+    """A Matbench model. ``factory(task_type, random_state, **params)`` -> unfitted estimator."""
+
     input_kind: str
-    description: str
     defaults: dict[str, Any] = field(default_factory=dict)
     uses_validation: bool = False
-    # "gpu" models go to the GPU rule (and the GPU partition on SLURM); they still run on CPU.
-    device: str = "cpu"
     inputs: tuple[str, ...] = ("formula",)
+    job_unit: str = "fold"
     # Job granularity. One job per fold, except on tasks of at most ``task_jobs_up_to`` rows: there
     # one job fits the five folds in turn, because each fit costs about as much as a job's ~1.5 s
     # of interpreter and import start-up. 0: per fold everywhere; math.inf: per task everywhere.
     task_jobs_up_to: float = 0
+    # A network: building it first asks torch for deterministic kernels (crucible.torch_setup).
+    runs_torch: bool = False
 
-    def granularity(self, n_rows: int) -> str:
+    def granularity(self, n_rows: float | None = None) -> str:
         """'task' (one job for the five folds) or 'fold' (one job each) on a task of n_rows."""
-        return "task" if n_rows <= self.task_jobs_up_to else "fold"
+        return "task" if n_rows is not None and n_rows <= self.task_jobs_up_to else self.job_unit
 
     def build(self, task_type: str, random_state: int, params: dict[str, Any] | None = None) -> Any:
         if task_type not in TASK_TYPES:
             raise ConfigError(f"model {self.name!r}: unknown task type {task_type!r}")
+        if self.runs_torch:
+            from crucible import torch_setup
+
+            # Threads come from OMP_NUM_THREADS, which the predict command sets before torch loads.
+            torch_setup.configure_torch()
         merged = {**self.defaults, **(params or {})}
         return self.factory(task_type, random_state, **merged)
 
 
-_REGISTRY: dict[str, ModelSpec] = {}
 # Where each built-in model registers itself. Only the module of the model asked for is
 # imported: a Dummy job must not pay for importing torch (every fold is its own process).
 _BUILTINS = {
@@ -69,20 +78,17 @@ _BUILTINS = {
     "rf-scm-magpie": "crucible.models.structure_models",
     "mlip-embed": "crucible.models.structure_models",
 }
-INPUT_KINDS = ("magpie", "composition", "scm-magpie", "mlip-embedding")
+MODELS: Registry[ModelSpec] = Registry("model", lazy=_BUILTINS)
 
 
 def builtin_models() -> list[str]:
-    return sorted(_BUILTINS)
+    return MODELS.names()
 
 
 def register(spec: ModelSpec) -> ModelSpec:
     if spec.input_kind not in INPUT_KINDS:
         raise ValueError(f"model {spec.name!r}: input_kind must be one of {', '.join(INPUT_KINDS)}")
-    if spec.device not in ("cpu", "gpu"):
-        raise ValueError(f"model {spec.name!r}: device must be 'cpu' or 'gpu'")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return MODELS.register(spec)
 
 
 def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
@@ -107,6 +113,8 @@ def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         input_kind=entry.get("input", "composition"),
         description=f"user model {entry['class']}",
         defaults=dict(entry.get("params", {})),
+        # A user's network gets deterministic kernels like ours: its module brought torch in.
+        runs_torch="torch" in sys.modules,
     )
 
 
@@ -114,8 +122,6 @@ def get_spec(name: str, custom_models: dict[str, Any] | None = None) -> ModelSpe
     custom_models = custom_models or {}
     if name in custom_models:
         return custom_spec(name, custom_models[name])
-    if name not in _BUILTINS:
-        known = ", ".join(sorted(_BUILTINS) + sorted(custom_models))
-        raise ConfigError(f"unknown model {name!r}; known models: {known}")
-    importlib.import_module(_BUILTINS[name])
-    return _REGISTRY[name]
+    if name not in MODELS:
+        raise MODELS.unknown(name, sorted(custom_models))
+    return MODELS[name]

@@ -1,9 +1,13 @@
 """Registered non-LLM models that answer the question files: what "good" means before any LLM.
 
-Each follows the estimator protocol: ``fit(df, card)`` on the clean table, then
-``predict(questions) -> {id: prediction}`` (an option index for multiple choice, ``{key: index}``
-for fill in the blank). Whatever a model knows about the substrate being asked about comes only
-from the question itself: ``popularity``, ``nearest-substrate`` and ``yield-model`` use the rows
+Each follows scikit-learn's estimator protocol: hyperparameters are the constructor's keyword
+arguments, stored unchanged and returned by ``get_params()`` (``set_params``, and so
+``sklearn.base.clone``, work); the seeded ones take ``random_state``; ``fit(df, card)`` on the
+clean table learns the ``..._`` attributes and returns the model; ``predict(questions) -> {id:
+prediction}`` (an option index for multiple choice, ``{key: index}`` for fill in the blank).
+The baselines are a :class:`crucible.registry.Registry` of :class:`BaselineSpec`; unknown
+parameters are refused naming the known ones. Whatever a model knows about the substrate being
+asked about comes only from the question itself: ``popularity``, ``nearest-substrate`` and ``yield-model`` use the rows
 of the *other* substrates of the table (leave one substrate out), never the asked one's.
 
 - ``random``: a seeded uniform draw (its exact expectation is :func:`expected_random`).
@@ -19,8 +23,10 @@ of the *other* substrates of the table (leave one substrate out), never the aske
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +34,7 @@ import pandas as pd
 from crucible.errors import ConfigError
 from crucible.reactions.data import condition_keys_of
 from crucible.reactions.scoring import effective_score
+from crucible.registry import Registry, Spec
 
 FP_BITS = 2048
 
@@ -77,10 +84,36 @@ class _Base:
     name = "base"
     needs_other_substrates = False
 
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        """The constructor's keyword arguments: the hyperparameters (scikit-learn's rule)."""
+        return sorted(
+            p.name
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {}
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> "_Base":
+        unknown = sorted(set(params) - set(self._param_names()))
+        if unknown:
+            raise ConfigError(
+                f"reaction baseline {self.name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                f"known: {', '.join(self._param_names()) or 'none'}"
+            )
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
 
     def fit(self, df: pd.DataFrame, card: dict[str, Any]) -> "_Base":
+        # a refit forgets what the last fit learned (the lookup below is built lazily)
+        self.__dict__.pop("lookup_", None)
         self.df_ = df.reset_index(drop=True).copy()
         self.keys_ = condition_keys_of(df)
         self.df_["effective"] = [effective_score(y, e, d) for y, e, d in zip(df["yield"], df["ee"], df["dr"])]
@@ -134,13 +167,12 @@ def _argmax(scores: list[Any]) -> int:
 
 
 class RandomChoice(_Base):
+    """A seeded uniform draw among the options (or candidate values), the same for a question and its control."""
+
     name = "random"
 
-    def __init__(self, seed: int = 0):
-        self.seed = seed
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {"seed": self.seed}
+    def __init__(self, random_state: int = 0):
+        self.random_state = random_state
 
     def predict(self, questions: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -148,7 +180,7 @@ class RandomChoice(_Base):
             # Seeded by the pair id, so that a question and its paired control get the same draw.
             key = q.get("meta", {}).get("pair_id", q["id"])
             digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
-            rng = np.random.default_rng([self.seed, digest])
+            rng = np.random.default_rng([self.random_state, digest])
             if "query_keys" in q:
                 out[q["id"]] = {k: int(rng.integers(len(q["input"]["candidate_values"][k]))) for k in q["query_keys"]}
             else:
@@ -157,6 +189,8 @@ class RandomChoice(_Base):
 
 
 class Oracle(_Base):
+    """Reads the answer: a relative score of 1 must be reachable."""
+
     name = "oracle"
 
     def predict(self, questions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -172,6 +206,8 @@ class Oracle(_Base):
 
 
 class Popularity(_Base):
+    """The conditions that were best for the most other substrates."""
+
     name = "popularity"
     needs_other_substrates = True
 
@@ -194,6 +230,8 @@ class Popularity(_Base):
 
 
 class NearestSubstrate(_Base):
+    """The best conditions of the most similar other substrate (Tanimoto, Morgan fingerprints)."""
+
     name = "nearest-substrate"
     needs_other_substrates = True
 
@@ -227,14 +265,6 @@ class YieldModel(_Base):
         self.learning_rate = learning_rate
         self.fp_bits = fp_bits
         self.random_state = random_state
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {
-            "max_iter": self.max_iter,
-            "learning_rate": self.learning_rate,
-            "fp_bits": self.fp_bits,
-            "random_state": self.random_state,
-        }
 
     def fit(self, df, card):
         super().fit(df, card)
@@ -288,20 +318,34 @@ class YieldModel(_Base):
         return [float(p) for p in pred]
 
 
-MODELS: dict[str, Callable[..., _Base]] = {
-    "random": RandomChoice,
-    "popularity": Popularity,
-    "nearest-substrate": NearestSubstrate,
-    "yield-model": YieldModel,
-    "oracle": Oracle,
-}
-NEEDS_OTHER_SUBSTRATES = tuple(n for n, cls in MODELS.items() if cls.needs_other_substrates)
+@dataclass(frozen=True, kw_only=True)
+class BaselineSpec(Spec):
+    """A reaction baseline: ``factory(**params)`` -> an unfitted model. One job fits it on a
+    dataset's clean table and answers every question file of that dataset."""
+
+    inputs: tuple[str, ...] = ("table", "questions")
+
+    @property
+    def needs_other_substrates(self) -> bool:
+        return self.factory.needs_other_substrates
+
+    def build(self, **params: Any) -> _Base:
+        # set_params names an unknown parameter instead of a TypeError from the constructor
+        return self.factory().set_params(**params)
+
+
+MODELS: Registry[BaselineSpec] = Registry(
+    "reaction baseline",
+    [
+        BaselineSpec(name=cls.name, factory=cls, description=(cls.__doc__ or "").strip().split("\n")[0])
+        for cls in (RandomChoice, Popularity, NearestSubstrate, YieldModel, Oracle)
+    ],
+)
+NEEDS_OTHER_SUBSTRATES = tuple(n for n, spec in MODELS.items() if spec.needs_other_substrates)
 
 
 def make_model(name: str, params: dict[str, Any] | None = None) -> _Base:
-    if name not in MODELS:
-        raise ConfigError(f"unknown reaction baseline {name!r}; known: {', '.join(sorted(MODELS))}")
-    return MODELS[name](**(params or {}))
+    return MODELS[name].build(**(params or {}))
 
 
 def expected_random(q: dict[str, Any]) -> dict[str, Any]:

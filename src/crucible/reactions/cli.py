@@ -19,7 +19,7 @@ def _cmd_clean(args: argparse.Namespace) -> int:
 
     custom = json.loads(args.custom) if args.custom else None
     spec = data.dataset_spec(args.dataset, custom)
-    data.write_clean(spec, args.input, args.out, args.out_card, artifact_sha256=args.artifact_sha256)
+    data.write_clean(spec, args.input, args.out, args.out_card)
     return 0
 
 
@@ -93,9 +93,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("clean", help="raw high-throughput table -> clean parquet + card")
     p.add_argument("--dataset", required=True)
-    p.add_argument("--input", required=True, help="the raw CSV")
+    p.add_argument("--input", required=True, help="the raw CSV (a built-in dataset's is checked against its pin)")
     p.add_argument("--custom", help="JSON of config reactions.custom_datasets, for a user table")
-    p.add_argument("--artifact-sha256", help="SHA-256 of the archive the CSV came from, for the card")
     p.add_argument("--out", required=True)
     p.add_argument("--out-card", required=True)
     p.set_defaults(func=_cmd_clean)

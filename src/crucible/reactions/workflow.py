@@ -1,16 +1,22 @@
-"""Pure functions of the config that the Snakefile calls: datasets, models, target paths."""
+"""Pure functions of the config that the Snakefile calls: datasets, models, target paths, rule
+params. The ``reactions`` section is read with the schema's defaults filled in
+(:func:`crucible.config.section`); :data:`FAMILY` declares the family to :mod:`crucible.families`.
+"""
 
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
+from crucible import config as _config
 from crucible.errors import ConfigError
+from crucible.families import Family
 from crucible.reactions.baselines import MODELS, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
+from crucible.sources import resource_path
+from crucible.workflow import alternation, flag
 
 # Built-in tables with a single substrate: the leave-one-substrate-out baselines have nothing to
 # learn from there.
@@ -18,13 +24,13 @@ SINGLE_SUBSTRATE = ("direct-arylation",)
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:
-    return config.get("reactions") or {}
+    return _config.section(config, "reactions")
 
 
 def datasets(config: dict[str, Any]) -> list[str]:
     sec = section(config)
-    names = list(sec.get("datasets", []))
-    custom = sec.get("custom_datasets", {}) or {}
+    names = list(sec["datasets"])
+    custom = sec["custom_datasets"]
     for name in names:
         dataset_spec(name, custom)  # raises ConfigError for an unknown name
     clash = sorted(set(custom) & set(DATASETS))
@@ -34,11 +40,11 @@ def datasets(config: dict[str, Any]) -> list[str]:
 
 
 def question_types(config: dict[str, Any]) -> list[str]:
-    return [q for q in QUESTION_TYPES if q in section(config).get("question_types", QUESTION_TYPES)]
+    return [q for q in QUESTION_TYPES if q in section(config)["question_types"]]
 
 
 def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
-    names = list(section(config).get("models", []))
+    names = list(section(config)["models"])
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         raise ConfigError(
@@ -50,7 +56,7 @@ def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
 
 
 def llm_models(config: dict[str, Any]) -> list[str]:
-    names = list(section(config).get("llm_models", []))
+    names = list(section(config)["llm_models"])
     clash = sorted(set(names) & set(MODELS))
     if clash:
         raise ConfigError(f"reactions.llm_models: {', '.join(clash)} is also a baseline name")
@@ -62,31 +68,47 @@ def models(config: dict[str, Any], dataset: str) -> list[str]:
 
 
 def question_params(config: dict[str, Any]) -> str:
-    return json.dumps({**DEFAULTS, **(section(config).get("questions") or {})}, sort_keys=True)
+    return json.dumps({**DEFAULTS, **section(config)["questions"]}, sort_keys=True)
 
 
 def model_params(config: dict[str, Any], model: str) -> str:
-    return json.dumps((section(config).get("model_params") or {}).get(model, {}), sort_keys=True)
+    return json.dumps(section(config)["model_params"].get(model, {}), sort_keys=True)
 
 
 def raw_file(config: dict[str, Any], dataset: str) -> str:
     if dataset in DATASETS:
         spec = DATASETS[dataset]
-        return f"resources/extracted/{spec.artifact}/{spec.member}"
+        return str(resource_path(spec.role))
     return str(section(config)["custom_datasets"][dataset]["csv"])
 
 
 def custom_dataset_arg(config: dict[str, Any], dataset: str) -> str:
     """``--custom '<json>'`` for a user table, nothing for a built-in one (shell-quoted)."""
-    custom = section(config).get("custom_datasets") or {}
-    return (
-        f"--custom {shlex.quote(json.dumps({dataset: custom[dataset]}, sort_keys=True))}" if dataset in custom else ""
-    )
+    custom = section(config)["custom_datasets"]
+    return flag("--custom", json.dumps({dataset: custom[dataset]}, sort_keys=True) if dataset in custom else "")
 
 
 def system_prompt_arg(config: dict[str, Any]) -> str:
-    text = section(config).get("system_prompt")
-    return f"--system-prompt {shlex.quote(text)}" if text else ""
+    return flag("--system-prompt", section(config).get("system_prompt"))
+
+
+def bootstrap(config: dict[str, Any]) -> dict[str, int]:
+    """``n`` resamples and ``seed`` of the report's bootstrap intervals."""
+    return dict(section(config)["bootstrap"])
+
+
+def wildcard_constraints(config: dict[str, Any]) -> dict[str, str]:
+    """Every reactions rule's constraints (per rule: each wildcard matches only configured names)."""
+    names = datasets(config)
+    base = sorted({m for d in names for m in baselines(config, d)})
+    llms = llm_models(config)
+    return {
+        "rxn_dataset": alternation(names),
+        "rxn_baseline": alternation(base),
+        "rxn_llm": alternation(llms),
+        "rxn_model": alternation(base + llms),
+        "rxn_qtype": alternation(question_types(config)),
+    }
 
 
 def questions_files(config: dict[str, Any], dataset: str) -> list[str]:
@@ -105,11 +127,16 @@ def response_files(config: dict[str, Any], dataset: str, model: str) -> list[str
     return [f"results/reactions/{dataset}/{q}/responses/{model}.jsonl" for q in question_types(config)]
 
 
+def package_dir(dataset: str) -> str:
+    """Where ``crucible reactions package`` writes the dataset's question package."""
+    return f"results/reactions/{dataset}/package"
+
+
 def score_files(config: dict[str, Any], dataset: str) -> list[str]:
     return [f"results/reactions/{dataset}/scores/{m}.json" for m in models(config, dataset)]
 
 
-def outputs(config: dict[str, Any]) -> list[str]:
+def final_outputs(config: dict[str, Any]) -> list[str]:
     """Every final target of the reactions family."""
     out: list[str] = []
     for d in datasets(config):
@@ -120,5 +147,30 @@ def outputs(config: dict[str, Any]) -> list[str]:
             out += [f"results/tables/reactions_{d}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/tables/reactions_{d}_paired.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/reactions_{d}.{ext}" for ext in ("png", "pdf")]
-            out += [f"results/reactions/{d}/package/report.md"]
+            out += [f"{package_dir(d)}/report.md"]
     return out
+
+
+def check(config: dict[str, Any]) -> None:
+    """Unknown datasets or baselines, a language model named like a baseline."""
+    try:
+        datasets(config)
+        baselines(config)
+        llm_models(config)
+    except ConfigError as exc:
+        raise ConfigError(f"config reactions: {exc}") from None
+
+
+def llm_responses(config: dict[str, Any]) -> list[str]:
+    """The response files the language models of ``reactions.llm_models`` are asked for."""
+    return [r for d in datasets(config) for m in llm_models(config) for r in response_files(config, d, m)]
+
+
+FAMILY = Family(
+    name="reactions",
+    package="crucible.reactions",
+    final_outputs=final_outputs,
+    check=check,
+    captions=("reactions_table.rst", "reactions_paired.rst", "reactions_figure.rst", "reactions_package.rst"),
+    llm_responses=llm_responses,
+)

@@ -47,13 +47,17 @@ def _as_series(X: Any) -> pd.Series:
 
 
 def resolve_table_path(element_table: str | Path) -> Path:
-    """The element CSV's path. A bare table name ('mat2vec', 'magpie') is not a path: where the
-    fetched tables live is the workflow's business (``crucible.matbench.workflow.element_table``)."""
+    """The element CSV's path. A pinned table's name ('mat2vec', 'magpie') is read where the
+    fetch stage extracts it, checked against its pin; anything else is a path."""
+    from crucible.models.element_tables import builtin_tables, checked_table
+
+    if str(element_table) in builtin_tables():
+        return checked_table(str(element_table), None)
     path = Path(str(element_table))
     if not path.suffix and not path.exists():
         raise ConfigError(
-            f"comp-transformer: element_table {str(element_table)!r} is a name, not a file; give the CSV's path "
-            "(the DAG passes resources/extracted/crabnet-2.0.8/<name>.csv)"
+            f"comp-transformer: element_table {str(element_table)!r} is neither a pinned table "
+            f"({', '.join(builtin_tables())}) nor a file"
         )
     return path
 

@@ -535,5 +535,6 @@ register(
         ),
         uses_validation=True,
         device="gpu",
+        runs_torch=True,
     )
 )

@@ -14,7 +14,8 @@ import pytest
 
 from helpers import REPO
 
-pytestmark = pytest.mark.slow
+# network: the check installs Debian's slurm-wlm with apt (and the DAG fetches wheels from PyPI)
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 SKIP = 77
 

@@ -1,0 +1,109 @@
+"""The benchmark families, each declared once: a ``FAMILY`` object in ``crucible/<family>/workflow.py``.
+
+The Snakefile includes every family's rule files and makes one aggregate rule per family (``snakemake
+<name>``); ``rule all`` is the union of their final outputs. ``workflow/rules/common.smk`` validates the
+config against the union of their schemas, runs their start-up checks and sets their global wildcard
+constraints. ``tests/test_workflow_contract.py`` checks every registered family against what this
+declaration promises. A new family is its package (with ``workflow.py`` and ``config.schema.yaml``), its
+rule file, and one line in :data:`FAMILY_PACKAGES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+# The registry. Order: include order of the rule files, and the order of rule all's inputs.
+FAMILY_PACKAGES = (
+    "crucible.matbench",
+    "crucible.mlip",
+    "crucible.reactions",
+    "crucible.llm",
+    "crucible.catalysis",
+    "crucible.crystal",
+)
+
+
+def _no_constraints(config: dict[str, Any]) -> dict[str, str]:
+    return {}
+
+
+def _no_files(config: dict[str, Any]) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the shared layer needs to know about one benchmark family.
+
+    ``name`` is at once the config section, the aggregate target, the CLI group (``crucible <name>``)
+    and the stem of the default rule file, schema and conda env.
+    """
+
+    name: str
+    package: str
+    # Every target of `rule all` (and of `snakemake <name>`) for this config, as paths relative to
+    # the working directory; nothing when the family is not configured.
+    final_outputs: Callable[[dict[str, Any]], list[str]]
+    # Start-up checks on the raw config (after the schema): raise ConfigError naming the key.
+    check: Callable[[dict[str, Any]], None]
+    # The workflow/report/*.rst captions of the family's report entries.
+    captions: tuple[str, ...]
+    # Rule files under workflow/rules/, in include order (default: <name>.smk).
+    rule_files: tuple[str, ...] = ()
+    # Conda envs under envs/ that its rules use (default: <name>.yaml).
+    envs: tuple[str, ...] = ()
+    # Global wildcard constraints its rules rely on, e.g. matbench's {task} and {fold}. Other
+    # families name their wildcards <family>_... and constrain them per rule.
+    wildcard_constraints: Callable[[dict[str, Any]], dict[str, str]] = field(default=_no_constraints)
+    # The response files its language models are asked for (the llm family's targets), as
+    # crucible.llm.workflow.response_file names them.
+    llm_responses: Callable[[dict[str, Any]], list[str]] = field(default=_no_files)
+    # More aggregate targets beside `name`, e.g. matbench_data: {target: final outputs of config}.
+    extra_targets: dict[str, Callable[[dict[str, Any]], list[str]]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.rule_files:
+            object.__setattr__(self, "rule_files", (f"{self.name}.smk",))
+        if not self.envs:
+            object.__setattr__(self, "envs", (f"{self.name}.yaml",))
+
+    @property
+    def schema_file(self):
+        """The family's config section schema, inside its package (so the library can read it too)."""
+        from importlib.resources import files
+
+        return files(self.package) / "config.schema.yaml"
+
+    def targets(self, config: dict[str, Any]) -> dict[str, list[str]]:
+        """Every aggregate target of the family with its inputs: ``name`` first."""
+        return {self.name: self.final_outputs(config)} | {t: f(config) for t, f in self.extra_targets.items()}
+
+
+@lru_cache(maxsize=None)
+def families() -> tuple[Family, ...]:
+    """Every registered family, in :data:`FAMILY_PACKAGES` order."""
+    found = []
+    for package in FAMILY_PACKAGES:
+        family = importlib.import_module(f"{package}.workflow").FAMILY
+        if family.package != package:
+            raise RuntimeError(f"{package}.workflow.FAMILY declares package {family.package!r}")
+        found.append(family)
+    return tuple(found)
+
+
+def family(name: str) -> Family:
+    for f in families():
+        if f.name == name:
+            return f
+    raise KeyError(f"no benchmark family {name!r} (registered: {', '.join(f.name for f in families())})")
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
+    """The inputs of ``rule all``: every family's final outputs, in registry order, each once."""
+    seen: dict[str, None] = {}
+    for f in families():
+        seen.update(dict.fromkeys(f.final_outputs(config)))
+    return list(seen)

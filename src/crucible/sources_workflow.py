@@ -1,0 +1,52 @@
+"""What ``workflow/rules/fetch.smk`` builds, as pure functions of ``config/sources.yaml``: one
+fetch rule for every artifact and one extract rule for every member, their wildcard
+constraints and arguments. Nothing here names an artifact; the sources file is the one list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crucible.errors import ConfigError
+from crucible.workflow import alternation, flag
+
+
+def _artifacts(sources: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return sources["artifacts"]
+
+
+def download_file(sources: dict[str, Any], artifact: str) -> str:
+    """Where the fetch rule saves ``artifact``."""
+    return f"resources/downloads/{_artifacts(sources)[artifact]['filename']}"
+
+
+def artifact_saved_as(sources: dict[str, Any], filename: str) -> str:
+    """The artifact the fetch rule saves as ``resources/downloads/<filename>``."""
+    for name, spec in _artifacts(sources).items():
+        if spec["filename"] == filename:
+            return name
+    raise ConfigError(f"no artifact in config/sources.yaml is saved as {filename}")
+
+
+def filename_pattern(sources: dict[str, Any]) -> str:
+    """The fetch rule's ``filename`` constraint: exactly the pinned downloads' names."""
+    return alternation(spec["filename"] for spec in _artifacts(sources).values())
+
+
+def archive_pattern(sources: dict[str, Any]) -> str:
+    """The extract rule's ``artifact`` constraint: the artifacts that have members."""
+    return alternation(name for name, spec in _artifacts(sources).items() if spec.get("members"))
+
+
+def member_pattern(sources: dict[str, Any]) -> str:
+    """The extract rule's ``member`` constraint: every pinned member's file name."""
+    return alternation({m for spec in _artifacts(sources).values() for m in spec.get("members") or {}})
+
+
+def mirror_args(config: dict[str, Any], sources: dict[str, Any], artifact: str) -> str:
+    """``--url-prefix <mirror>`` when the config key the artifact's ``mirror_config`` names is set."""
+    key = _artifacts(sources)[artifact].get("mirror_config")
+    value: Any = config
+    for part in (key or "").split(".") if key else []:
+        value = value.get(part) if isinstance(value, dict) else None
+    return flag("--url-prefix", value) if key else ""

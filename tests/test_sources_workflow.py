@@ -1,0 +1,56 @@
+"""crucible.sources_workflow: the fetch and extract rules' patterns and arguments come from the
+sources file alone."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from crucible import sources
+from crucible import sources_workflow as swf
+from crucible.errors import ConfigError
+
+DOC = {
+    "artifacts": {
+        "pkg-1.0": {"filename": "pkg-1.0-py3-none-any.whl", "members": {"b.csv": {}, "a.csv": {}}},
+        "set-train": {"filename": "set-train.csv", "mirror_config": "crystal.cdvae_url_prefix"},
+    }
+}
+
+
+def _matches(pattern: str, text: str) -> bool:
+    return re.fullmatch(f"(?:{pattern})", text) is not None
+
+
+def test_fetch_rule_takes_exactly_the_pinned_downloads():
+    pattern = swf.filename_pattern(DOC)
+    assert _matches(pattern, "pkg-1.0-py3-none-any.whl") and _matches(pattern, "set-train.csv")
+    # never a matminer task download or a user dataset: other rules make those
+    assert not _matches(pattern, "matbench_steels.json.gz") and not _matches(pattern, "user/x.json.gz")
+    assert swf.download_file(DOC, "pkg-1.0") == "resources/downloads/pkg-1.0-py3-none-any.whl"
+    assert swf.artifact_saved_as(DOC, "set-train.csv") == "set-train"
+    with pytest.raises(ConfigError, match="no artifact in config/sources.yaml is saved as x.whl"):
+        swf.artifact_saved_as(DOC, "x.whl")
+
+
+def test_extract_rule_takes_archives_and_their_members():
+    assert _matches(swf.archive_pattern(DOC), "pkg-1.0") and not _matches(swf.archive_pattern(DOC), "set-train")
+    assert _matches(swf.member_pattern(DOC), "a.csv") and not _matches(swf.member_pattern(DOC), "a_csv")
+
+
+def test_mirror_comes_from_the_config_key_the_artifact_names():
+    cfg = {"crystal": {"cdvae_url_prefix": "http://127.0.0.1:9/my mirror"}}
+    assert swf.mirror_args(cfg, DOC, "set-train") == "--url-prefix 'http://127.0.0.1:9/my mirror'"
+    assert swf.mirror_args({}, DOC, "set-train") == "" and swf.mirror_args(cfg, DOC, "pkg-1.0") == ""
+
+
+def test_every_role_of_the_real_file_is_made_by_a_rule():
+    """The fetch rule makes every download, the extract rule every member: together every role."""
+    doc = sources.load_sources()
+    for role, pin in sources.roles(doc).items():
+        name = pin.location.split("/")[-1]
+        if pin.member is None:
+            assert _matches(swf.filename_pattern(doc), name), role
+        else:
+            assert _matches(swf.archive_pattern(doc), pin.artifact) and _matches(swf.member_pattern(doc), name), role

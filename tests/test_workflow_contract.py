@@ -1,0 +1,342 @@
+"""What every benchmark family registered in crucible.families promises, checked for each of them:
+
+1. the registry matches the repository: every family package with a ``FAMILY`` is registered, and
+   every rule file, report caption, conda env and config section belongs to a family; the shared
+   files (Snakefile, common.smk) name no family;
+2. its rules are what it declares: defined in its rule files, using its envs and captions, its
+   wildcards constrained (global constraints claimed by one family only);
+3. ``snakemake <family> -n`` plans on ``.test/<family>/config.yaml``, a config that holds only that
+   family's section, and plans only its own (and the shared fetch) rules;
+4. a typo in its section stops the run, naming the key;
+5. every rule that asks for a GPU, in the DAG of every shipped config and of .test/all-stages.yaml
+   (every optional stage; its DAG holds every rule of the workflow), is sent to the GPU partition by
+   profiles/slurm, and only those; and every rule of the workflow that declares a GPU has its
+   profiles/slurm entry (so no config can plan an unrouted one);
+6. every table and figure among its final outputs is in the report with an .rst caption;
+7. a sixth family is its package, a rule file and one registry line: the loops pick it up.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crucible import families as registry
+from crucible.cli import GROUPS
+from crucible.families import families
+
+from helpers import REPO, load_test_config, run_snakemake, test_config, workflow_rules
+
+FAMILIES = families()
+NAMES = [f.name for f in FAMILIES]
+SHARED_RULE_FILES = {"common.smk", "fetch.smk"}  # the config checks and the pinned downloads
+ALL_STAGES = REPO / ".test" / "all-stages.yaml"
+SLURM = REPO / "profiles" / "slurm"
+slow = pytest.mark.slow
+
+
+def stand_ins(workdir: Path) -> Path:
+    """Empty files where .test/all-stages.yaml and .test/catalysis/config.yaml name inputs that
+    no rule makes (a dry run only checks that they exist)."""
+    for k in range(5):
+        (workdir / "preds/matbench_jdft2d").mkdir(parents=True, exist_ok=True)
+        (workdir / f"preds/matbench_jdft2d/fold_{k}.parquet").touch()
+    for d in ("emt-demo_surface", "emt-demo_formation", "emt-demo_vasp"):
+        (workdir / "demo" / d).mkdir(parents=True, exist_ok=True)
+    (workdir / "demo/emt-demo_adsorption.json").touch()
+    (workdir / "answers/crystal").mkdir(parents=True, exist_ok=True)
+    for d in ("aflow-prototypes", "mp-20"):
+        (workdir / f"answers/crystal/{d}.jsonl").touch()
+    return workdir
+
+
+def jobs(stdout: str) -> list[tuple[str, str, int, list[str]]]:
+    """(rule, slurm partition or '', gpu count, outputs) of every job a dry run prints."""
+    out = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", stdout):
+        m = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not m:
+            continue
+        res = re.search(r"\n    resources: (.*)", block)
+        res = res.group(1) if res else ""
+        part = re.search(r"slurm_partition=(\w+)", res)
+        gpu = re.search(r"\bgpu=(\d+)", res)
+        outputs = re.search(r"\n    output: (.*)", block)
+        out.append(
+            (
+                m.group(1),
+                part.group(1) if part else "",
+                int(gpu.group(1)) if gpu else 0,
+                outputs.group(1).split(", ") if outputs else [],
+            )
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def rules(tmp_path_factory, venv_env) -> dict[str, dict]:
+    """Every rule of the workflow (loaded on the all-stages config, nothing run)."""
+    return workflow_rules(stand_ins(tmp_path_factory.mktemp("rules")), [ALL_STAGES], venv_env)
+
+
+def family_of_rule(rule: dict) -> str | None:
+    name = Path(rule["snakefile"]).name
+    for f in FAMILIES:
+        if name in f.rule_files:
+            return f.name
+    return None
+
+
+# ------------------------------------------------------------------------- 1. the registry
+
+
+def test_every_family_package_is_registered_once():
+    declared = sorted(
+        f"crucible.{p.parent.name}"
+        for p in (REPO / "src/crucible").glob("*/workflow.py")
+        if re.search(r"^FAMILY = Family\(", p.read_text(), re.M)
+    )
+    assert sorted(registry.FAMILY_PACKAGES) == declared
+    assert len(set(NAMES)) == len(NAMES)
+    for f in FAMILIES:
+        assert f.package == f"crucible.{f.name}", f.name  # one name: section, target, CLI group, package
+        assert f.schema_file.is_file(), f.name
+        assert f.name in GROUPS, f"crucible {f.name}: no CLI group"
+
+
+def test_every_rule_file_caption_env_and_section_belongs_to_a_family():
+    claimed = [r for f in FAMILIES for r in f.rule_files]
+    assert len(claimed) == len(set(claimed)), "a rule file claimed by two families"
+    assert set(claimed) | SHARED_RULE_FILES == {p.name for p in (REPO / "workflow/rules").glob("*.smk")}
+    captions = [c for f in FAMILIES for c in f.captions]
+    assert len(captions) == len(set(captions)), "a caption claimed by two families"
+    assert set(captions) | {"workflow.rst"} == {p.name for p in (REPO / "workflow/report").glob("*.rst")}
+    envs = {e for f in FAMILIES for e in f.envs}
+    assert envs == {p.name for p in (REPO / "envs").glob("*.yaml")}
+    for shipped in ("config/config.yaml", "config/paper.yaml"):
+        assert set(yaml.safe_load((REPO / shipped).read_text())) <= set(NAMES), shipped
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_family_has_a_test_config_of_its_own_section(name):
+    assert set(load_test_config(name)) == {name}, f".test/{name}/config.yaml holds other sections"
+
+
+def test_the_shared_files_name_no_family():
+    """Snakefile and common.smk loop over the registry: a family named there is drift."""
+    for path in (REPO / "Snakefile", REPO / "workflow/rules/common.smk"):
+        code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
+        for name in NAMES:
+            assert not re.search(rf"\b{name}\b", code), f"{path.name} names the {name} family"
+
+
+def test_global_wildcard_constraints_are_claimed_by_one_family():
+    config = yaml.safe_load(ALL_STAGES.read_text())
+    seen: dict[str, str] = {}
+    for f in FAMILIES:
+        for wildcard in f.wildcard_constraints(config):
+            assert wildcard not in seen, f"{wildcard}: global in {seen.get(wildcard)} and {f.name}"
+            seen[wildcard] = f.name
+
+
+# ---------------------------------------------------------------- 2. rules of each family
+
+
+@slow
+def test_every_rule_is_declared_by_its_family(rules):
+    aggregates = {t for f in FAMILIES for t in f.targets({})} | {"all"}
+    for name, rule in rules.items():
+        where = Path(rule["snakefile"]).name
+        if name in aggregates:
+            assert where == "Snakefile", name
+            continue
+        family = family_of_rule(rule)
+        assert family or where in SHARED_RULE_FILES, f"rule {name} in {where}: no family declares that file"
+        if family:
+            env = rule["conda_env"] and Path(rule["conda_env"]).name
+            assert env in registry.family(family).envs, f"rule {name} uses {env}, not declared by {family}"
+            for out in rule["output"]:
+                if out["caption"]:
+                    caption = Path(out["caption"]).name
+                    assert caption in registry.family(family).captions, f"{name}: caption {caption} not declared"
+                    assert (REPO / "workflow/report" / caption).is_file(), caption
+
+
+@slow
+def test_every_gpu_rule_of_the_workflow_has_its_slurm_entry(rules):
+    """Exhaustive over the rules, not over one DAG: a GPU rule that no shipped config plans (as
+    compute_relative_energies was) still needs its entry."""
+    profile = yaml.safe_load((SLURM / "config.yaml").read_text())
+    routed = {r for r, res in profile["set-resources"].items() if res.get("slurm_partition") == "gpu"}
+    gpu_rules = {name for name, rule in rules.items() if "gpu" in rule["resources"]}
+    assert gpu_rules, "no rule asks for a GPU"
+    assert gpu_rules - routed == set(), "GPU rules that profiles/slurm leaves on the CPU partition"
+    assert routed - gpu_rules == set(), "profiles/slurm sends rules to the GPU partition that ask for no GPU"
+    assert set(profile["set-resources"]) <= set(rules), "set-resources names rules that do not exist"
+
+
+# ------------------------------------------------------------ 3. family alone (and 5. on it)
+
+
+@slow
+@pytest.mark.parametrize("name", NAMES)
+def test_family_plans_alone_on_its_own_section(name, tmp_path, venv_env, rules):
+    family = registry.family(name)
+    config = load_test_config(name)
+    proc = run_snakemake(
+        stand_ins(tmp_path), [test_config(name)], name, "--dry-run", "--workflow-profile", str(SLURM), env=venv_env
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    planned = jobs(proc.stdout)
+    assert_gpu_partition(planned)
+    for rule, *_ in planned:
+        where = Path(rules[rule]["snakefile"]).name if rule in rules else "?"
+        assert rule == name or where in family.rule_files or where in SHARED_RULE_FILES, (rule, where)
+    made = {o for *_, outs in planned for o in outs}
+    missing = [o for o in family.final_outputs(config) if o not in made]
+    assert not missing, missing[:5]
+    assert family.final_outputs(config) or name == "llm", f"{name}: its test config builds nothing"
+
+
+@slow
+@pytest.mark.parametrize("name", NAMES)
+def test_a_typo_in_its_section_is_refused_naming_the_key(name, tmp_path, venv_env):
+    config = load_test_config(name)
+    config[name]["datasetz"] = 1
+    proc = run_snakemake(tmp_path, config, name, "--dry-run", env=venv_env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"config error at {name}: unexpected key 'datasetz'" in out, out[-2000:]
+    assert not (tmp_path / "results").exists()
+
+
+# --------------------------------------------------------------------- 4. GPU partition
+
+SHIPPED = {
+    "config/config.yaml": [REPO / "config/config.yaml"],
+    # as README runs it from the repository: config/config.yaml, then paper.yaml over it
+    "config/paper.yaml": [REPO / "config/config.yaml", REPO / "config/paper.yaml"],
+    ".test/matbench/structures.yaml": [test_config("matbench", "structures.yaml")],
+    ".test/all-stages.yaml": [ALL_STAGES],
+}  # and each .test/<family>/config.yaml, in test_family_plans_alone_on_its_own_section
+
+
+def assert_gpu_partition(planned) -> None:
+    for rule, partition, gpu, _ in planned:
+        assert (partition == "gpu") == (gpu > 0), f"{rule}: partition {partition!r}, gpu={gpu}"
+
+
+@slow
+@pytest.mark.parametrize("configs", SHIPPED.values(), ids=SHIPPED.keys())
+def test_gpu_rules_and_only_they_go_to_the_gpu_partition(configs, tmp_path, venv_env, rules):
+    proc = run_snakemake(stand_ins(tmp_path), configs, "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    planned = jobs(proc.stdout)
+    assert planned
+    assert_gpu_partition(planned)
+    if configs == [ALL_STAGES]:  # every rule of the workflow, so the check above covers them all
+        aggregates = {t for f in FAMILIES for t in f.targets({})} - {"all"}
+        assert {r for r, *_ in planned} | aggregates == set(rules)
+
+
+# --------------------------------------------------------------------------- 5. captions
+
+
+@slow
+@pytest.mark.parametrize("name", NAMES)
+def test_every_table_and_figure_has_a_caption(name, rules):
+    """A table's CSV (or Markdown) and a figure's PNG are report entries with a caption; their
+    other formats (.md/.tex, .pdf) are the same entry's siblings, made by the same job."""
+    from snakemake.io import regex_from_filepattern
+
+    config = yaml.safe_load(ALL_STAGES.read_text())
+    papers = [
+        o for o in registry.family(name).final_outputs(config) if o.startswith(("results/tables/", "results/figures/"))
+    ]
+    if name in ("llm",):
+        assert not papers
+        return
+    assert papers, f"{name}: no table or figure in the all-stages config"
+    patterns = [
+        (rule, re.compile(regex_from_filepattern(o["pattern"])), o["caption"])
+        for rule, r in rules.items()
+        for o in r["output"]
+    ]
+    for path in papers:
+        makers = {rule for rule, rx, _ in patterns if rx.match(path)}
+        assert len(makers) == 1, (path, makers)
+        stem = path.rsplit(".", 1)[0]
+        entries = [
+            caption
+            for rule, rx, caption in patterns
+            if rule in makers and caption and any(rx.match(f"{stem}.{e}") for e in ("csv", "md", "png", "xlsx"))
+        ]
+        assert entries, f"{path}: not in the report (no report() with a caption on it or a sibling)"
+        assert all(Path(c).is_file() for c in entries), entries
+
+
+# --------------------------------------------------------------------- 6. a sixth family
+
+
+TOY_WORKFLOW = '''
+"""A family that counts to three."""
+from crucible.config import section
+from crucible.errors import ConfigError
+from crucible.families import Family
+
+
+def final_outputs(config):
+    return [f"results/tables/toyfam_{n}.csv" for n in range(section(config, "toyfam")["count"])]
+
+
+def check(config):
+    if section(config, "toyfam")["count"] > 3:
+        raise ConfigError("config toyfam.count: more than three")
+
+
+FAMILY = Family(name="toyfam", package="toyfam", final_outputs=final_outputs, check=check, captions=())
+'''
+TOY_RULES = """
+rule count_toyfam:
+    output:
+        "results/tables/toyfam_{n}.csv",
+    shell:
+        "echo {wildcards.n} > {output}"
+"""
+
+
+@slow
+def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path, venv_env):
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in ("Snakefile", "workflow", "config", "envs"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, clone / name)
+    (clone / "workflow/rules/toyfam.smk").write_text(TOY_RULES)
+    package = tmp_path / "site" / "toyfam"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""toy"""\n')
+    (package / "workflow.py").write_text(textwrap.dedent(TOY_WORKFLOW))
+    (package / "config.schema.yaml").write_text(
+        "type: object\nadditionalProperties: false\nproperties:\n  count: {type: integer, default: 0}\n"
+    )
+    env = {**venv_env, "PYTHONPATH": str(tmp_path / "site")}
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def run(config, *args):
+        return run_snakemake(work, config, *args, env=env, snakefile=clone / "Snakefile", register=["toyfam"])
+
+    proc = run({"toyfam": {"count": 2}}, "toyfam")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert (work / "results/tables/toyfam_1.csv").read_text() == "1\n"
+    proc = run({"toyfam": {"count": 3}, "reactions": {}}, "--dry-run")  # rule all: the union
+    assert proc.returncode == 0 and "results/tables/toyfam_2.csv" in proc.stdout, proc.stdout[-3000:]
+    proc = run({"toyfam": {"count": 4}}, "--dry-run")
+    assert proc.returncode != 0 and "config toyfam.count: more than three" in proc.stdout + proc.stderr
+    proc = run({"toyfam": {"cuont": 1}}, "--dry-run")
+    assert proc.returncode != 0 and "toyfam: unexpected key 'cuont'" in proc.stdout + proc.stderr
