@@ -18,7 +18,7 @@ from crucible.errors import CrucibleError
 GROUPS: dict[str, tuple[str, str]] = {
     "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
-    "features": ("crucible.features.cli", "composition features and the shared feature cache"),
+    "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.cli", "reaction-condition selection: clean, questions, baselines, score"),
     "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),

@@ -7,16 +7,28 @@ rule build_matbench_leaderboard:
         scores=matbench_wf.score_files(config),
         published=matbench_wf.published_table(config, REPO),
     output:
-        csv=report("results/tables/matbench_leaderboard.csv", caption="../report/leaderboard.rst", category="Matbench"),
-        md="results/tables/matbench_leaderboard.md",
-        tex="results/tables/matbench_leaderboard.tex",
-        folds=report("results/tables/matbench_folds.csv", caption="../report/folds.rst", category="Matbench"),
-        png=report(
-            "results/figures/matbench_scaled_error.png", caption="../report/scaled_error.rst", category="Matbench"
+        csv=report(
+            matbench_wf.run_file(config, "tables/matbench_leaderboard.csv"),
+            caption="../report/leaderboard.rst",
+            category="Matbench",
         ),
-        pdf="results/figures/matbench_scaled_error.pdf",
+        md=matbench_wf.run_file(config, "tables/matbench_leaderboard.md"),
+        tex=matbench_wf.run_file(config, "tables/matbench_leaderboard.tex"),
+        folds=report(
+            matbench_wf.run_file(config, "tables/matbench_folds.csv"),
+            caption="../report/folds.rst",
+            category="Matbench",
+        ),
+        png=report(
+            matbench_wf.run_file(config, "figures/matbench_scaled_error.png"),
+            caption="../report/scaled_error.rst",
+            category="Matbench",
+        ),
+        pdf=matbench_wf.run_file(config, "figures/matbench_scaled_error.pdf"),
     log:
-        "logs/matbench/leaderboard.log",
+        f"logs/matbench/{matbench_wf.run_name(config)}/leaderboard.log",
+    benchmark:
+        f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/leaderboard.tsv"
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -41,6 +53,8 @@ rule plot_matbench_model:
         pdf="results/figures/matbench/{model}/{task}.pdf",
     log:
         "logs/matbench/figures/{model}/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/figures/{model}/{task}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models(config)),
     conda:
