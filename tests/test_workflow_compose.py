@@ -45,12 +45,16 @@ def _snapshot(work, roots=PER_MODEL) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(work)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
 
 
+LAST: dict[str, str] = {}  # the console of the last run
+
+
 def _run(work, config, env, *args):
     """A dry run (its planned jobs), then the run itself; both must succeed."""
     dry = run_snakemake(work, config, "matbench", "--dry-run", *args, env=env, timeout=300)
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
     proc = run_snakemake(work, config, "matbench", *args, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-6000:]
+    LAST["console"] = proc.stdout + proc.stderr
     return planned_jobs(dry.stdout + dry.stderr)
 
 
@@ -67,6 +71,16 @@ def test_a_subset_run_then_the_full_run_reruns_only_the_aggregates(tmp_path, ven
     assert features == sorted(f"{t}.parquet" for t in TASKS)
     before = _snapshot(work)
     full_board = (work / "results/tables/matbench_leaderboard.csv").read_text()
+    # The console (profiles/default): one line per job, no shell commands, and a closing summary
+    # naming the run's tables and figures; the job's full command opens its log.
+    console = LAST["console"]
+    assert "Job " in console and ": predict_matbench_task model=gbm-magpie task=matbench_steels" in console
+    assert "Shell command" not in console and "crucible matbench predict" not in console
+    summary = console[console.index("crucible: the run is complete") :]
+    assert "results/tables/matbench_leaderboard.{csv,md,tex}" in summary
+    assert "results/figures/matbench/gbm-magpie/ (2 files)" in summary and "report: snakemake --report" in summary
+    log = (work / "logs/matbench/predict/gbm-magpie/matbench_steels.log").read_text()
+    assert "command: crucible matbench predict --model gbm-magpie --task matbench_steels" in log.splitlines()[0]
     assert "gbm-magpie" in full_board
 
     # The subset under the default name: only aggregates run, and they now list the subset.
@@ -97,9 +111,35 @@ def test_a_subset_run_then_the_full_run_reruns_only_the_aggregates(tmp_path, ven
     assert not (run_dir / "matbench/gbm-magpie").exists()
     assert _snapshot(work, aggregates) == full_aggregates
     assert _snapshot(work) == before
+    summary = LAST["console"][LAST["console"].index("crucible: the run is complete") :]
+    assert "results/runs/steels-dummy/tables/matbench_leaderboard.{csv,md,tex}" in summary
+    assert "gbm-magpie" not in summary  # not in this run: never named
     assert _run(work, FULL, venv_env) == {}
 
     print(
         f"jobs: full {sum(first.values())}, subset {sum(subset.values())} {subset}, full again "
         f"{sum(again.values())} {again}, named subset {sum(own.values())} {own}, full after it 0"
     )
+
+
+@pytest.mark.slow
+def test_a_failed_job_is_named_with_its_log_in_the_closing_summary(tmp_path, venv_env):
+    """A model that fails in fit (Ridge with alpha='x'): the run stops, and its last lines say
+    which job failed and where its log is."""
+    work = tmp_path / "run"
+    work.mkdir()
+    provide_downloads(work, "matbench/metadata", "matbench/mirror/matbench_steels")
+    config = {
+        "matbench": {
+            "tasks": ["matbench_steels"],
+            "models": ["bad-ridge"],
+            "custom_models": {"bad-ridge": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
+            "model_params": {"bad-ridge": {"alpha": "x"}},
+        }
+    }
+    proc = run_snakemake(work, config, "matbench", env=venv_env, timeout=900)
+    assert proc.returncode != 0
+    console = proc.stdout + proc.stderr
+    summary = console[console.index("crucible: the run stopped: a job failed") :]
+    assert "FAILED predict_matbench: see logs/matbench/predict/bad-ridge/matbench_steels/fold_" in summary
+    assert "Snakemake's log: " in summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import shlex
 import sys
 
 from crucible import __version__
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # The full command first, so that a job's log says what ran (the console shows one line per job).
+    logging.getLogger("crucible").info("command: %s", shlex.join(["crucible", *argv]))
     module = importlib.import_module(GROUPS[group][0])
     parser = argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
     module.configure_parser(parser)
