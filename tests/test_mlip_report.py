@@ -171,3 +171,17 @@ def test_periodic_positions_of_the_delta_set():
     assert len(set(cells)) == len(cells)  # no two elements of the Delta set share a cell
     with pytest.raises(ValueError, match="beyond the sixth period"):
         periodic_position("U")
+
+
+def test_s2ef_caption_gives_the_tables_units():
+    """The report caption of the s2ef table names the units of its headers (eV, eV/Å), not others."""
+    import re
+
+    from crucible.mlip.report import S2EF_TABLE_HEADERS
+
+    from helpers import REPO
+
+    caption = (REPO / "workflow/report/mlip_s2ef.rst").read_text()
+    units = {u for header in S2EF_TABLE_HEADERS.values() for u in re.findall(r"\((e?V[^,)]*)\)", header)}
+    assert units == {"eV", "eV/Å"}
+    assert all(unit in caption for unit in units) and "meV" not in caption

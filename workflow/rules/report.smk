@@ -6,6 +6,7 @@ rule build_matbench_leaderboard:
     input:
         scores=matbench_wf.score_files(config),
         published=matbench_wf.published_table(config, REPO),
+        cards=matbench_wf.task_cards(config),
     output:
         csv=report(
             matbench_wf.run_file(config, "tables/matbench_leaderboard.csv"),
@@ -32,7 +33,7 @@ rule build_matbench_leaderboard:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} "
+        "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} --cards {input.cards:q} "
         "--out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} --out-folds-csv {output.folds:q} "
         "--out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
 

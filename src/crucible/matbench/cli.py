@@ -137,6 +137,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
         args.out_folds_csv,
         args.out_png,
         args.out_pdf,
+        args.cards,
     )
     return 0
 
@@ -306,6 +307,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--scores", nargs="+", required=True, help="scores JSONs results/matbench/scores/{model}/{task}.json"
     )
     p.add_argument("--published", required=True, help="config/published_matbench.yaml")
+    p.add_argument("--cards", nargs="*", default=[], help="task cards results/matbench/data/{task}.json: the MAE units")
     p.add_argument("--out-csv", required=True, help="the leaderboard, CSV")
     p.add_argument("--out-md", required=True, help="the leaderboard, Markdown")
     p.add_argument("--out-tex", required=True, help="the leaderboard, LaTeX")
