@@ -59,10 +59,18 @@ def _cmd_eos(args) -> int:
 
 def _cmd_eos_table(args) -> int:
     from crucible.mlip.eos import eos_summary_table
-    from crucible.mlip.report import EOS_TABLE_HEADERS, load_frames, write_table
+    from crucible.mlip.report import EOS_TABLE_HEADERS, EOS_TITLE, eos_caption, load_frames, write_table
 
     table = eos_summary_table(load_frames(args.inputs))
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, headers=EOS_TABLE_HEADERS)
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        headers=EOS_TABLE_HEADERS,
+        title=EOS_TITLE,
+        caption=eos_caption(table),
+    )
     return 0
 
 
@@ -97,11 +105,20 @@ def _cmd_s2ef_predict(args) -> int:
 
 
 def _cmd_s2ef_table(args) -> int:
-    from crucible.mlip.report import S2EF_TABLE_HEADERS, write_table
+    from crucible.mlip.report import S2EF_TABLE_HEADERS, s2ef_caption, s2ef_title, write_table
     from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(args.inputs)
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4, headers=S2EF_TABLE_HEADERS)
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        digits=4,
+        headers=S2EF_TABLE_HEADERS,
+        title=s2ef_title(table),
+        caption=s2ef_caption(table),
+    )
     return 0
 
 
