@@ -110,6 +110,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
             "resources": sorted(rule.resources),
             "conda_env": str(rule.conda_env) if rule.conda_env else None,
             "output": outputs,
+            "benchmark": str(rule.benchmark) if rule.benchmark else None,
         }
 print("RULES-JSON " + json.dumps(rules))
 """
@@ -117,8 +118,8 @@ print("RULES-JSON " + json.dumps(rules))
 
 def workflow_rules(workdir: Path, configfiles: Sequence[str | Path], env: dict[str, str]) -> dict[str, dict]:
     """Every rule of the workflow loaded on these configs, without running anything: its rule file,
-    the names of its resources, its conda env and its outputs, each with its report caption (or
-    None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
+    the names of its resources, its conda env, its outputs, each with its report caption (or
+    None), and its benchmark file (or None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
     import json
     import subprocess
     import sys

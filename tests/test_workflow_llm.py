@@ -42,7 +42,7 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     targets = workflow.response_targets(crystal, "crystal", ["mp-20"]) + workflow.response_targets(
         cfg, "reactions", [ds], models=["echo", "replayed"]
     )
-    proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
+    proc = run_snakemake(tmp_path, cfg, *targets, "--printshellcmds", env=env, timeout=600)  # full job details
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     # The transformers job asks for a GPU; the others do not.

@@ -47,6 +47,8 @@ rule tabulate_eos:
         tex="results/tables/mlip_eos.tex",
     log:
         "logs/mlip/eos_table.log",
+    benchmark:
+        "benchmarks/runs/mlip/eos_table.tsv"
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -66,6 +68,8 @@ rule plot_eos:
         parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
+    benchmark:
+        "benchmarks/runs/mlip/eos_figures.tsv"
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -116,6 +120,8 @@ rule score_s2ef:
         tex="results/tables/mlip_s2ef_{dataset}.tex",
     log:
         "logs/mlip/s2ef_table_{dataset}.log",
+    benchmark:
+        "benchmarks/runs/mlip/s2ef_table_{dataset}.tsv"
     wildcard_constraints:
         dataset=mlip_wf.NAME_PATTERN,
     conda:

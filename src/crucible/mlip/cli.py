@@ -65,10 +65,18 @@ def _cmd_eos(args) -> int:
 
 def _cmd_eos_table(args) -> int:
     from crucible.mlip.eos import eos_summary_table
-    from crucible.mlip.report import EOS_TABLE_HEADERS, load_frames, write_table
+    from crucible.mlip.report import EOS_TABLE_HEADERS, EOS_TITLE, eos_caption, load_frames, write_table
 
     table = eos_summary_table(load_frames(args.inputs))
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, headers=EOS_TABLE_HEADERS)
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        headers=EOS_TABLE_HEADERS,
+        title=EOS_TITLE,
+        caption=eos_caption(table),
+    )
     return 0
 
 
@@ -104,11 +112,20 @@ def _cmd_s2ef_predict(args) -> int:
 
 
 def _cmd_s2ef_table(args) -> int:
-    from crucible.mlip.report import S2EF_TABLE_HEADERS, write_table
+    from crucible.mlip.report import S2EF_TABLE_HEADERS, s2ef_caption, s2ef_title, write_table
     from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(args.inputs)
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4, headers=S2EF_TABLE_HEADERS)
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        digits=4,
+        headers=S2EF_TABLE_HEADERS,
+        title=s2ef_title(table),
+        caption=s2ef_caption(table),
+    )
     return 0
 
 
@@ -131,27 +148,41 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("eos", help="EOS of the Delta-set elements with one potential")
     model_args(p)
     p.add_argument("--elements", default="all", help="'all' or comma-separated symbols, e.g. Cu,Ag")
-    p.add_argument("--points", type=int, default=7)
-    p.add_argument("--volume-range", type=float, nargs=2, default=[0.94, 1.06], metavar=("LOW", "HIGH"))
-    p.add_argument("--out", required=True)
+    p.add_argument("--points", type=int, default=7, help="volumes sampled per element (default 7)")
+    p.add_argument(
+        "--volume-range",
+        type=float,
+        nargs=2,
+        default=[0.94, 1.06],
+        metavar=("LOW", "HIGH"),
+        help="the sampled volumes as fractions of V0, low and high (default 0.94 1.06)",
+    )
+    p.add_argument("--out", required=True, help="the EOS fits to write: results/mlip/eos/{model}.parquet")
     p.set_defaults(func=_cmd_eos)
 
     def table_args(p):
-        p.add_argument("--inputs", nargs="+", required=True)
-        p.add_argument("--out-csv")
-        p.add_argument("--out-md")
-        p.add_argument("--out-tex")
+        p.add_argument(
+            "--inputs",
+            nargs="+",
+            required=True,
+            help="per-model files: results/mlip/eos/{model}.parquet or results/mlip/s2ef/{dataset}/{model}.parquet",
+        )
+        p.add_argument("--out-csv", help="the table, CSV")
+        p.add_argument("--out-md", help="the table, Markdown")
+        p.add_argument("--out-tex", help="the table, LaTeX")
 
     p = sub.add_parser("eos-table", help="per-model EOS summary table")
     table_args(p)
     p.set_defaults(func=_cmd_eos_table)
 
     p = sub.add_parser("eos-figures", help="Δ periodic table and B0 parity figures")
-    p.add_argument("--inputs", nargs="+", required=True)
-    p.add_argument("--out-png")
-    p.add_argument("--out-pdf")
-    p.add_argument("--out-parity-png")
-    p.add_argument("--out-parity-pdf")
+    p.add_argument(
+        "--inputs", nargs="+", required=True, help="EOS fits results/mlip/eos/{model}.parquet, one per potential"
+    )
+    p.add_argument("--out-png", help="the Δ periodic-table figure, PNG")
+    p.add_argument("--out-pdf", help="the Δ periodic-table figure, PDF")
+    p.add_argument("--out-parity-png", help="the B0 parity figure (against experiment), PNG")
+    p.add_argument("--out-parity-pdf", help="the B0 parity figure, PDF")
     p.set_defaults(func=_cmd_eos_figures)
 
     p = sub.add_parser("s2ef-predict", help="a potential's energies and forces on a dataset's frames")
@@ -159,7 +190,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset", required=True, help="extended XYZ / ASE db / any ASE-readable file, or 'ase-vasp-testdata'"
     )
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="the predictions to write: results/mlip/s2ef/{dataset}/{model}.parquet")
     p.set_defaults(func=_cmd_s2ef_predict)
 
     p = sub.add_parser("s2ef-table", help="s2ef metric table from prediction files .../{dataset}/{model}.parquet")

@@ -50,12 +50,50 @@ S2EF_TABLE_HEADERS = {
 
 
 def write_table(
-    df: pd.DataFrame, csv=None, md=None, tex=None, headers: Mapping[str, str] | None = None, digits: int = 3
+    df: pd.DataFrame,
+    csv=None,
+    md=None,
+    tex=None,
+    headers: Mapping[str, str] | None = None,
+    digits: int = 3,
+    title: str | None = None,
+    caption: str | None = None,
 ) -> None:
-    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
+    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding; a
+    ``title`` and ``caption`` head the Markdown file, the caption goes into the LaTeX table."""
     from crucible.report.tables import write_table as write
 
-    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers)
+    preamble = "".join(f"{text}\n\n" for text in (f"# {title}" if title else None, caption) if text)
+    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers, caption=caption, md_preamble=preamble)
+
+
+EOS_TITLE = "Equation of state of the Delta-set elemental crystals"
+
+
+def eos_caption(table: pd.DataFrame) -> str:
+    """What the EOS table shows, for its Markdown and LaTeX files."""
+    n = int(table["n_elements"].max()) if len(table) else 0
+    return (
+        f"Per potential, {n} elemental crystals of the Delta set: how many failed (no equation-of-state fit, "
+        "elements the potential does not model included), the mean and median Δ against WIEN2k over the "
+        "elements that potential fitted (so rows average different element sets), the MAE of V0, B0 and B0′ "
+        "against WIEN2k and of V0 and B0 against experiment, and how many fitted V0 lie outside the sampled volumes."
+    )
+
+
+def s2ef_title(table: pd.DataFrame) -> str:
+    datasets = ", ".join(sorted(table["dataset"].astype(str).unique())) if len(table) else "no dataset"
+    return f"Structure to energy and forces on {datasets}"
+
+
+def s2ef_caption(table: pd.DataFrame) -> str:
+    frames = int(table["n_frames"].max()) if len(table) else 0
+    return (
+        f"Per potential, against the reference calculations of {frames} frames (failed frames are counted, "
+        "not scored): MAE of each frame's total energy (eV) and of the forces per component and over all "
+        "components (eV/Å), force cosine, force magnitude error (eV/Å), and EFwT, the fraction of frames "
+        "within 0.02 eV and 0.03 eV/Å."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
