@@ -6,6 +6,8 @@
 #                         .venv-lint: ruff and snakefmt only, no torch: seconds on a fresh clone)
 #   make format         - ruff format + snakefmt, rewriting files (format-check: report only)
 #   make test-py312     - the fast tests on Python 3.12, without torch (see below)
+#   make install-llm-local - optional: a real chat model offline (gguf for transformers, llama.cpp's
+#                         server); builds llama.cpp from source, about 30 min on 2 busy cores
 PYTHON ?= python3.11
 PYTHON312 ?= python3.12
 VENV   := .venv
@@ -14,7 +16,7 @@ VENV312 := .venv-py312
 LINT   := .venv-lint/bin
 CORES  ?= all
 
-.PHONY: run test test-fast test-py312 lint format format-check install install-lint clean
+.PHONY: run test test-fast test-py312 lint format format-check install install-lint install-llm-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +30,18 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
 	touch $@
 
 install: $(VENV)/.installed
+
+# llama.cpp for a portable x86-64 CPU (AVX2/FMA): a native build also compiles its AMX kernels,
+# whose matrix multiply crashes (SIGSEGV) on this project's Xeon machines; no multimodal library.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
+
+$(VENV)/.installed-llm-local: $(VENV)/.installed requirements-llm-local.txt
+	# --no-cache-dir: pip would otherwise reuse a wheel built earlier with other flags
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir -c requirements.lock -c requirements-llm-local.txt \
+		-e '.[llm-local]'
+	touch $@
+
+install-llm-local: $(VENV)/.installed-llm-local
 
 # Rules call the `crucible` command: the venv's scripts go first on PATH. profiles/default is
 # loaded by Snakemake itself.

@@ -5,6 +5,8 @@
 # aggregate target named after it (`snakemake reactions`); `rule all` builds every family's targets.
 from snakemake.utils import min_version
 
+from crucible.run_summary import run_summary
+
 min_version("9.0")
 
 
@@ -36,3 +38,21 @@ rule all:
     default_target: True
     input:
         families.final_outputs(config),
+
+
+# The console: one line per job, its rule and wildcards (each job's log begins with its full
+# command); with --printshellcmds (profiles/slurm sets it), Snakemake's full job details and
+# commands instead. At the end, a summary naming the run's tables, figures and report, and the
+# jobs that failed.
+if not workflow.output_settings.printshellcmds:
+    for _rule in workflow.rules:
+        if _rule.message is None:
+            _rule.message = shared_wf.job_message(_rule.name, _rule.wildcard_names)
+
+
+onsuccess:
+    print(run_summary(families.final_outputs(config), log), file=sys.stderr)
+
+
+onerror:
+    print(run_summary(families.final_outputs(config), log, failed=True), file=sys.stderr)

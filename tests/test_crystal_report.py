@@ -95,7 +95,7 @@ def test_a_response_file_is_scored_item_by_item(item_files, tmp_path):
     "lines, match",
     [
         (['{"id": "nope", "response": "x"}'], r"bad.jsonl: line 1: id 'nope' is not an item of .*prompts.jsonl"),
-        (["{first}", "{first}"], r"bad.jsonl: line 2: id '.*' repeated"),
+        (["{first}", "", "{first}"], r"bad.jsonl: id '.*' appears on line 1 and again on line 3"),
         (["{first}", "", "not json"], r"bad.jsonl: line 3: not valid JSON"),
         (['{"response": "x"}'], r"bad.jsonl: line 1: field 'id' must be a non-empty string"),
     ],
@@ -108,6 +108,23 @@ def test_a_response_file_of_another_prompt_set_is_refused(item_files, tmp_path, 
     with pytest.raises(DataValidationError, match=match):
         report.score_response_file(root / "prompts.jsonl", bad, "g", tmp_path / "o.parquet", tmp_path / "o.json")
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "o.json").exists()
+
+
+def test_score_cli_refuses_two_answers_for_one_item_naming_the_file_and_both_lines(item_files, tmp_path, capsys):
+    """One line matching the reference and a later one that does not: neither is kept; exit 2
+    with the file and both lines on stderr, and no score file."""
+    from crucible.cli import main
+
+    root, prompts = item_files
+    rows = _responses(prompts)
+    rows.insert(3, {"id": prompts[0]["id"], "response": "I am not sure.", "error": None})
+    responses = _write(tmp_path / "twice.jsonl", rows)
+    out, summary = tmp_path / "s.parquet", tmp_path / "s.json"
+    argv = ["crystal", "score", "--prompts", str(root / "prompts.jsonl"), "--responses", str(responses)]
+    assert main([*argv, "--generator", "g", "--out", str(out), "--out-summary", str(summary)]) == 2
+    err = capsys.readouterr().err
+    assert f"{responses}: id {prompts[0]['id']!r} appears on line 1 and again on line 4" in err, err
+    assert not out.exists() and not summary.exists()
 
 
 def test_nsite_bins_cover_every_size():

@@ -169,8 +169,8 @@ def data_files(tmp_path_factory, task_formulas):
 
 
 def test_cache_matches_fresh_features(tmp_path, data_files, task_formulas):
-    out = fcache.cache_path(tmp_path)
-    assert out.name == f"magpie-{MAGPIE_VERSION}.parquet"
+    out = fcache.features_path("matbench_steels", tmp_path)
+    assert out == tmp_path / "features" / f"magpie-{MAGPIE_VERSION}" / "matbench_steels.parquet"
     n = fcache.build_cache(data_files, out)
     stored = pd.read_parquet(out)
     assert list(stored.columns) == ["formula", *MAGPIE_COLUMNS]
@@ -196,10 +196,13 @@ def test_cache_refuses_other_version(tmp_path, data_files, monkeypatch):
     monkeypatch.setattr(fcache, "MAGPIE_VERSION", "9.9.9-0123456789abcdef")
     with pytest.raises(fcache.StaleCacheError):
         fcache.load_features(out, ["Fe"])
-    # ...and writes to a different, versioned path.
-    assert fcache.cache_path(tmp_path, fcache.MAGPIE_VERSION).name == "magpie-9.9.9-0123456789abcdef.parquet"
+    # ...and writes to a different, versioned path: a file or directory named after the old
+    # version is refused.
+    assert fcache.features_path("t", tmp_path).parent.name == "magpie-9.9.9-0123456789abcdef"
     with pytest.raises(fcache.StaleCacheError, match="file name"):
         fcache.build_cache(data_files[:1], tmp_path / f"magpie-{MAGPIE_VERSION}.parquet")
+    with pytest.raises(fcache.StaleCacheError, match="file name"):
+        fcache.build_cache(data_files[:1], tmp_path / f"magpie-{MAGPIE_VERSION}" / "matbench_steels.parquet")
 
 
 def test_cache_without_version_is_refused(tmp_path):
@@ -237,30 +240,25 @@ def test_cli(tmp_path, data_files, capsys):
     assert "file name" in capsys.readouterr().err
 
 
-def test_task_slices_hold_exactly_each_tasks_rows(tmp_path, data_files, task_formulas):
-    """Fold jobs read their task's slice instead of the whole cache: same numbers, fewer rows."""
+def test_a_tasks_features_do_not_depend_on_the_other_tasks(tmp_path, data_files, task_formulas):
+    """Each task's file is built from its own table: it holds exactly its distinct formulas, and
+    the same numbers as a file built over every task, so adding or removing tasks never changes
+    a task's features (nor, through them, its predictions)."""
     from crucible.cli import main
 
-    out = tmp_path / f"magpie-{MAGPIE_VERSION}.parquet"
-    slices = [fcache.task_slice_path(out, p.stem) for p in data_files]
-    assert slices[0] == tmp_path / f"magpie-{MAGPIE_VERSION}" / "matbench_steels.parquet"
-    assert (
-        main(
-            ["features", "build", "--data", *map(str, data_files), "--out", str(out), "--out-slices", *map(str, slices)]
-        )
-        == 0
-    )
-    full = pd.read_parquet(out)
-    for path, task in zip(slices, ("matbench_steels", "matbench_expt_gap", "matbench_jdft2d")):
-        part = pd.read_parquet(path)
+    together = tmp_path / "all.parquet"
+    assert main(["features", "build", "--data", *map(str, data_files), "--out", str(together)]) == 0
+    full = pd.read_parquet(together)
+    for data in data_files:
+        task = data.stem
+        own = fcache.features_path(task, tmp_path)
+        assert main(["features", "build", "--data", str(data), "--out", str(own)]) == 0
+        part = pd.read_parquet(own)
         assert part["formula"].tolist() == sorted(set(task_formulas[task]))
-        assert fcache.cache_version(path) == MAGPIE_VERSION
+        assert fcache.cache_version(own) == MAGPIE_VERSION
         expected = full.set_index("formula").loc[part["formula"]].reset_index()
         pd.testing.assert_frame_equal(part, expected, check_exact=True)
         wanted = task_formulas[task]
         pd.testing.assert_frame_equal(
-            fcache.load_features(path, wanted), fcache.load_features(out, wanted), check_exact=True
+            fcache.load_features(own, wanted), fcache.load_features(together, wanted), check_exact=True
         )
-    # a slice is named after its task's data file; data files without one only feed the cache
-    with pytest.raises(ValueError, match="needs exactly one --data file named matbench_glass.parquet"):
-        fcache.build_cache(data_files, out, [fcache.task_slice_path(out, "matbench_glass")])

@@ -18,6 +18,7 @@ from crucible.features.structure_cache import (
     SCM_VERSION,
     build_scm_cache,
     load_scm,
+    scm_cache_dirname,
     scm_cache_filename,
 )
 from crucible.features.structures import StructureError, parse_structure, structure_hash
@@ -135,6 +136,10 @@ def test_cache_refuses_other_versions_and_names_missing_structures(tmp_path):
     table = _table(tmp_path / "a.parquet", li_o[:3])
     with pytest.raises(StaleCacheError, match="does not carry this featurizer's version"):
         build_scm_cache([table], tmp_path / "scm-0-old.parquet")
+    # the DAG's per-task files: the directory carries the version
+    with pytest.raises(StaleCacheError, match="does not carry this featurizer's version"):
+        build_scm_cache([table], tmp_path / "scm-0-old" / "matbench_jdft2d.parquet")
+    assert build_scm_cache([table], tmp_path / scm_cache_dirname() / "matbench_jdft2d.parquet") == 3
     out = tmp_path / scm_cache_filename()
     build_scm_cache([table], out)
     with pytest.raises(DataValidationError, match="1 structures are not in the cache"):
@@ -171,3 +176,13 @@ def test_embedding_cache_version_comes_from_its_name_and_must_match_the_file(tmp
     good.rename(renamed)
     with pytest.raises(StaleCacheError, match="written by version 'chgnet-0.3.0-0123456789abcdef'"):
         load_embeddings(renamed, hashes)
+    # a per-task file of the DAG: the version is its directory's name
+    per_task = tmp_path / "mlip-embed-chgnet-0.3.0-0123456789abcdef" / "matbench_jdft2d.parquet"
+    per_task.parent.mkdir()
+    renamed.rename(per_task)
+    assert load_embeddings(per_task, hashes[::-1]).tolist() == [[3.0, 4.0], [1.0, 2.0]]
+    moved = tmp_path / "mlip-embed-chgnet-0.3.0-fedcba9876543210" / "matbench_jdft2d.parquet"
+    moved.parent.mkdir()
+    per_task.rename(moved)
+    with pytest.raises(StaleCacheError, match="written by version 'chgnet-0.3.0-0123456789abcdef'"):
+        load_embeddings(moved, hashes)

@@ -41,7 +41,7 @@ def test_prompts_read_and_hash(tmp_path):
         ({"id": "b", "messages": []}, r"line 2 \(id b\): field 'messages' must be a non-empty list"),
         ({"id": "b", "messages": [{"role": "bot", "content": "x"}]}, r"line 2 \(id b\): messages\[0\] must be"),
         ({"id": "b", "messages": [{"role": "user", "content": 3}]}, r"line 2 \(id b\): messages\[0\]"),
-        ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a"),
+        ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a \(lines 1, 2\)"),
     ],
 )
 def test_bad_prompt_lines_are_named(tmp_path, bad, match):
@@ -66,7 +66,7 @@ def test_replay_refuses_missing_extra_and_duplicated_ids(tmp_path):
         read_replay(path, ["a", "b", "c"])
     message = str(info.value)
     assert (
-        "duplicated id(s): a" in message
+        "duplicated id(s): a (lines 1, 2)" in message
         and "missing id(s) (in the prompt set, not in the replay file): b, c" in message
     )
     assert "extra id(s) (not in the prompt set): z" in message
@@ -145,3 +145,12 @@ def test_iter_responses_gives_line_numbers_and_names_a_bad_line(tmp_path):
     path.write_text('{"id": "a", "response": "x"}\n{"id": "b", "respo\n')
     with pytest.raises(DataValidationError, match=r"r.jsonl: line 2: not valid JSON"):
         list(iter_responses(path))
+
+
+def test_once_per_id_names_both_lines():
+    from crucible.llm.files import once_per_id
+
+    rows = [(1, {"id": "a"}), (2, {"id": "b"}), (5, {"id": "a"})]
+    with pytest.raises(DataValidationError, match=r"r.jsonl: id 'a' appears on line 1 and again on line 5"):
+        list(once_per_id(rows, "r.jsonl"))
+    assert list(once_per_id(rows[:2], "r.jsonl")) == rows[:2]

@@ -12,7 +12,7 @@ import pytest
 from crucible.errors import ConfigError
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage
-from crucible.llm.transformers_backend import TransformersBackend, checkpoint_fingerprint
+from crucible.llm.transformers_backend import GGUF_LOADER, TransformersBackend, checkpoint_fingerprint
 
 from helpers import write_prompts
 
@@ -82,9 +82,26 @@ def test_fingerprint_follows_content_not_location(tiny_causal_lm, tmp_path):
     assert checkpoint_fingerprint(moved) != checkpoint_fingerprint(tiny_causal_lm)
 
 
+def test_a_gguf_file_is_named_by_its_content(tmp_path):
+    one, other = tmp_path / "a" / "m.Q4_1.gguf", tmp_path / "b" / "m.Q4_1.gguf"
+    for path, body in ((one, b"GGUF" + bytes(range(256)) * 40000), (other, b"GGUF" + bytes(range(256)) * 40000)):
+        path.parent.mkdir()
+        path.write_bytes(body)
+    assert checkpoint_fingerprint(one) == checkpoint_fingerprint(other), "moving the file keeps its name"
+    backend = TransformersBackend("m", str(one))
+    # ... and by how crucible builds its tokenizer (GGUF_LOADER), which answers depend on too
+    assert backend.gguf and backend.model == f"m.Q4_1.gguf@{checkpoint_fingerprint(one)}:{GGUF_LOADER}"
+    with open(other, "r+b") as fh:  # a different last MiB: another quantisation
+        fh.seek(-10, 2)
+        fh.write(b"0123456789")
+    assert checkpoint_fingerprint(one) != checkpoint_fingerprint(other)
+
+
 def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_path):
-    with pytest.raises(ConfigError, match="is not a checkpoint directory"):
+    with pytest.raises(ConfigError, match=r"is neither a checkpoint directory \(no config.json\) nor a .gguf file"):
         TransformersBackend("tiny", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"llm.models.tiny.path: \S+/missing.gguf does not exist"):
+        TransformersBackend("tiny", str(tmp_path / "missing.gguf"))
     bare = tmp_path / "bare"
     shutil.copytree(tiny_causal_lm, bare)
     (bare / "chat_template.jinja").unlink()
@@ -93,3 +110,21 @@ def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_
     (bare / "tokenizer_config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="llm.models.tiny: the checkpoint .* has no chat template"):
         TransformersBackend("tiny", str(bare), device="cpu").load()
+
+
+def test_a_stopped_job_runs_no_further_batch(tiny_causal_lm):
+    from crucible.llm.generate import FailureBudget
+
+    backend = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=2, device="cpu")
+    budget = FailureBudget(0.0, len(QUESTIONS))
+    seen = []
+
+    def on_done(i, c):
+        seen.append(i)
+        if len(seen) == 2:  # after the first batch, the stage stops the job (e.g. its cache broke)
+            budget.stop("the response cache cannot be written")
+
+    out = backend.generate(prompts(), {"max_tokens": 4, "temperature": 0.0}, on_done=on_done, budget=budget)
+    assert sum(c.response is not None for c in out) == 2 and len(seen) == len(QUESTIONS)
+    assert sorted(budget.not_sent_ids) == sorted(c.id for c in out if c.response is None)
+    assert all("not sent: the response cache cannot be written" in c.error for c in out if c.response is None)

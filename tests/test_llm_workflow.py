@@ -3,10 +3,14 @@ in the DAG: test_workflow_llm.py)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from crucible.errors import ConfigError
 from crucible.llm import workflow
+
+from helpers import write_prompts
 
 
 def config(server_url="http://127.0.0.1:9/v1", ckpt="/nonexistent", replay="answers/{benchmark}/{dataset}.jsonl"):
@@ -63,3 +67,55 @@ def test_rule_params_and_the_family_target():
         "results/crystal/aflow-prototypes/responses/tiny.jsonl",
     ]
     assert workflow.final_outputs({"llm": cfg["llm"]}) == []
+
+
+# --- issue 22: the entry reaches the job by name, no credentials in base_url ---------------
+
+
+def test_credentials_in_base_url_are_refused_without_repeating_them():
+    entry = {"backend": "openai", "model": "m", "base_url": "http://alice:hunter2@gpu-7:8000/v1"}
+    with pytest.raises(ConfigError) as err:
+        workflow.llm_models({"llm": {"models": {"echo": entry}}})
+    message = str(err.value)
+    assert "llm.models.echo.base_url: credentials in the URL (user:password@) are refused" in message
+    assert "use http://gpu-7:8000/v1 and give the key through api_key_env" in message
+    assert "hunter2" not in message and "alice" not in message
+    with pytest.raises(ConfigError, match="are refused"):
+        workflow.llm_models({"llm": {"models": {"echo": {**entry, "base_url": "https://tok@api.example/v1"}}}})
+
+
+def test_the_job_reads_its_model_from_the_config_files_by_name(tmp_path):
+    from crucible.llm.spec import entry_from_config_files
+
+    base, extra = tmp_path / "config.yaml", tmp_path / "site.yaml"
+    base.write_text("llm:\n  models:\n    echo: {backend: openai, model: a, base_url: 'http://h:1/v1'}\n")
+    extra.write_text("llm:\n  models:\n    echo: {model: b}\n    other: {backend: replay, path: x.jsonl}\n")
+    merged = entry_from_config_files([base, extra], "echo")
+    assert merged == {"backend": "openai", "model": "b", "base_url": "http://h:1/v1"}, "merged as Snakemake does"
+    with pytest.raises(ConfigError, match=r"llm.models has no 'gpt' \(has: echo, other\)"):
+        entry_from_config_files([base, extra], "gpt")
+    # Snakemake's precedence: the Snakefile's configfile first, then each --configfile.
+    flags = workflow.config_file_flags(["config/config.yaml", str(extra)], [str(extra)])
+    assert flags == f"--config-file {os.path.abspath('config/config.yaml')} --config-file {extra}"
+    assert workflow.config_file_flags(["/a b/c.yaml"], []) == "--config-file '/a b/c.yaml'"
+    # The hash names the checked entry: defaults spelled out or not, the same model.
+    cfg = {"llm": {"models": {"echo": merged}}}
+    spelled = {"llm": {"models": {"echo": {**merged, "concurrency": 4, "params": {"temperature": 0}}}}}
+    assert workflow.model_sha256(cfg, "echo") == workflow.model_sha256(spelled, "echo")
+    assert workflow.model_sha256(cfg, "echo") != workflow.model_sha256(
+        {"llm": {"models": {"echo": {**merged, "model": "c"}}}}, "echo"
+    )
+
+
+def test_an_entry_other_than_the_planned_one_is_refused(tmp_path, capsys):
+    from crucible.cli import main
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("llm:\n  models:\n    echo: {backend: openai, model: a, base_url: 'http://127.0.0.1:9/v1'}\n")
+    write_prompts(tmp_path / "prompts.jsonl", ["hi"])
+    args = ["llm", "generate", "--prompts", str(tmp_path / "prompts.jsonl"), "--model", "echo"]
+    args += ["--config-file", str(cfg), "--model-sha256", "0" * 64, "--out", str(tmp_path / "r.jsonl")]
+    args += ["--out-record", str(tmp_path / "r.json")]
+    assert main(args) == 2
+    assert "is not the entry the workflow was planned with" in capsys.readouterr().err
+    assert not (tmp_path / "r.jsonl").exists()

@@ -42,7 +42,7 @@ def test_models_are_routed_to_cpu_gpu_and_files():
     assert wf.models_of_kind(cfg, "gpu") == ["comp-transformer"]
     assert wf.models_of_kind(cfg, "files") == ["theirs"]
     assert wf.user_prediction_file(cfg, "theirs", "matbench_steels", 3) == "/data/theirs/matbench_steels/fold_3.parquet"
-    assert wf.model_features(cfg, "mine", "matbench_steels") == wf.magpie_slice("matbench_steels")
+    assert wf.model_features(cfg, "mine", "matbench_steels") == wf.magpie_features("matbench_steels")
     assert wf.model_features(cfg, "dummy", "matbench_steels") == []
     # GPU models and imported files are never fitted per task
     assert wf.job_granularity(cfg, "comp-transformer", "matbench_steels") == "fold"
@@ -113,16 +113,39 @@ def test_task_sizes_are_the_official_metadata(members):
     assert list(N_SAMPLES.values()) == sorted(N_SAMPLES.values())  # TASKS is ordered by size
 
 
-def test_feature_slices_sit_beside_the_cache_one_per_task_in_task_order():
+def test_every_task_table_has_its_own_feature_file():
+    """One Magpie file per task (and per user dataset), named by it alone: which other tasks are
+    configured changes neither a file's path nor the table it is built from."""
     from crucible.features.magpie import MAGPIE_VERSION
 
-    cache = wf.magpie_cache()
-    assert wf.magpie_slice("matbench_steels") == f"results/features/magpie-{MAGPIE_VERSION}/matbench_steels.parquet"
-    assert cache == f"results/features/magpie-{MAGPIE_VERSION}.parquet"
-    # the cache job pairs --data and --out-slices by position: same order as clean_data_files
-    slices = wf.magpie_slices(_config())
-    assert [Path(p).stem for p in slices] == [Path(p).stem for p in wf.clean_data_files(_config())]
-    assert slices == [wf.magpie_slice("matbench_steels"), wf.magpie_slice("matbench_expt_is_metal")]
+    assert wf.magpie_features("matbench_steels") == f"results/features/magpie-{MAGPIE_VERSION}/matbench_steels.parquet"
+    cfg = _config(user_datasets={"li_o": _LI_O})
+    assert wf.feature_tables(cfg) == ["matbench_steels", "matbench_expt_is_metal", "user/li_o"]
+    assert wf.feature_source(cfg, "matbench_steels") == "results/matbench/data/matbench_steels.parquet"
+    assert wf.feature_source(cfg, "user/li_o") == "results/matbench/user/li_o/data.parquet"
+    assert wf.model_features(cfg, "gbm-magpie", "li_o") == f"results/features/magpie-{MAGPIE_VERSION}/user/li_o.parquet"
+    alone = _config(tasks=["matbench_steels"])
+    assert wf.model_features(alone, "gbm-magpie", "matbench_steels") == wf.model_features(
+        cfg, "gbm-magpie", "matbench_steels"
+    )
+
+
+def test_run_aggregates_carry_the_run_name_and_per_model_outputs_do_not():
+    default, named = _config(), _config(run_name="steels-only", tasks=["matbench_steels"])
+    assert wf.run_dir(default) == "results" and wf.run_dir(named) == "results/runs/steels-only"
+    assert "results/tables/matbench_leaderboard.csv" in wf.final_outputs(default)
+    assert "results/matbench/dummy/results.json.gz" in wf.final_outputs(default)
+    out = wf.final_outputs(named)
+    assert "results/runs/steels-only/tables/matbench_leaderboard.csv" in out
+    assert "results/runs/steels-only/tables/matbench_tasks.csv" in out
+    assert "results/runs/steels-only/figures/matbench_scaled_error.png" in out
+    assert "results/runs/steels-only/matbench/dummy/results.json.gz" in out
+    assert not [p for p in out if p.startswith(("results/tables/", "results/matbench/dummy/"))]
+    # per (model, task): the same path in every run, so every run reuses it
+    shared = set(wf.final_outputs(default)) & set(out)
+    assert "results/matbench/scores/dummy/matbench_steels.json" in shared
+    assert "results/figures/matbench/gbm-magpie/matbench_steels.png" in shared
+    assert all(not p.startswith("results/runs/") for p in shared)
 
 
 def test_a_per_task_job_writes_every_fold_file():
@@ -250,17 +273,14 @@ def test_structure_feature_caches_follow_model_and_task():
         source="matminer",
         user_datasets={"li_o": _LI_O},
     )
-    # rf-scm-magpie: Magpie always, the SCM cache only where the task has structures
-    assert wf.model_features(cfg, "rf-scm-magpie") == wf.magpie_cache()
-    assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_jdft2d") == wf.scm_cache()
+    # rf-scm-magpie: Magpie always, the SCM features only where the task has structures
+    assert wf.model_features(cfg, "rf-scm-magpie", "li_o") == wf.magpie_features("user/li_o")
+    assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_jdft2d") == wf.scm_features("matbench_jdft2d")
     assert wf.model_structure_features(cfg, "rf-scm-magpie", "matbench_steels") == []
-    assert wf.model_structure_features(cfg, "mlip-embed", "li_o") == wf.embedding_cache()
+    assert wf.model_structure_features(cfg, "mlip-embed", "li_o") == wf.embedding_features("user/li_o")
     assert wf.model_structure_features(cfg, "dummy", "li_o") == []
-    assert wf.structure_data_files(cfg) == [
-        "results/matbench/data/matbench_jdft2d.parquet",
-        "results/matbench/user/li_o/data.parquet",
-    ]
-    assert wf.feature_data_files(cfg)[-1] == "results/matbench/user/li_o/data.parquet"
+    assert wf.structure_table_pattern(cfg) == "matbench_jdft2d|user/li_o"
+    assert wf.scm_features("matbench_jdft2d").startswith("results/features/scm-")
     assert json.loads(wf.user_dataset_spec(cfg, "li_o")) == _LI_O
 
 

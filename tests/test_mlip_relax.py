@@ -119,7 +119,9 @@ def test_mlip_search_generator_relaxes_with_the_cell_filter():
 
 def test_step_and_time_accounting():
     slab = _slab()
+    t0 = time.perf_counter()
     capped = relax(slab, EMT(), fmax=1e-6, steps=5)
+    capped_wall = time.perf_counter() - t0
     assert capped.steps == 5 and not capped.converged and capped.ok
     none = relax(slab, EMT(), fmax=1e-6, steps=0)
     assert none.steps == 0 and none.energy == pytest.approx(relax(slab, EMT(), steps=0).energy)
@@ -127,7 +129,9 @@ def test_step_and_time_accounting():
     full = relax(slab, EMT(), fmax=0.05, steps=999)
     wall = time.perf_counter() - t0
     assert full.converged and 5 < full.steps < 999
-    assert 0 < capped.time < full.time <= wall
+    # each relaxation's time is its own, bounded by the wall time around it (comparing the two
+    # relaxations' times with each other would be a timing test, flaky on a loaded machine)
+    assert 0 < capped.time <= capped_wall and 0 < full.time <= wall
 
 
 def test_unknown_optimizer_or_filter_is_refused():
@@ -165,20 +169,22 @@ def test_nan_potential_is_a_calculation_failure_in_catalysis(catalysis_demo):
 
     reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
     records = [calculation.run_reaction(r, NaNAfter(0), {"seeds": 3}) for r in reactions]
-    assert all(
-        r["error"] and "NonFiniteError: seed 0: adslab relaxation: non-finite energy" in r["error"] for r in records
-    )
+    # the single points of the unrelaxed structures run first, as in CatBench: the first one fails
+    for r, rec in zip(reactions, records):
+        first = r.structures[0]
+        where = first.role if first.role != "gas" else f"gas {first.key}"
+        assert rec["error"] == f"NonFiniteError: {where} single point: non-finite energy (nan)"
+        assert rec["stage"].startswith("single_point:")
     s = analysis.summarize(records, analysis.Thresholds(), "nan-emt")
     assert s["mlip"]["Num_failed"] == len(reactions) and s["mlip"]["Num_total"] == 0
     assert s["anomaly"]["Num_normal"] == 0
     assert (s["reactions"]["class"] == analysis.FAILED).all()
-    # NaN only in the single points of the unrelaxed structures (they run after the relaxations)
-    counting = NaNAfter(after=10**9)
-    assert calculation.run_reaction(reactions[0], counting, {"seeds": 1})["error"] is None
+    # finite single points, NaN from the first relaxation step on (the adslab of seed 0)
     n_single = len(reactions[0].structures)
-    rec = calculation.run_reaction(reactions[0], NaNAfter(after=counting.calls - n_single), {"seeds": 1})
-    first = reactions[0].structures[0].role  # the single points run in the reaction's structure order
-    assert rec["error"] == f"NonFiniteError: {first} single point: non-finite energy (nan)"
+    for what in ("energy", "forces"):
+        rec = calculation.run_reaction(reactions[0], NaNAfter(after=n_single, what=what), {"seeds": 1})
+        assert rec["error"].startswith(f"NonFiniteError: seed 0: adslab relaxation: non-finite {what}")
+        assert rec["stage"] == "relax:adslab" and rec["final"] is None
 
 
 def test_nan_potential_fails_relative_energies(catalysis_demo):

@@ -171,3 +171,33 @@ def test_periodic_positions_of_the_delta_set():
     assert len(set(cells)) == len(cells)  # no two elements of the Delta set share a cell
     with pytest.raises(ValueError, match="beyond the sixth period"):
         periodic_position("U")
+
+
+def test_s2ef_caption_gives_the_tables_units():
+    """The report caption of the s2ef table names the units of its headers (eV, eV/Å), not others."""
+    import re
+
+    from crucible.mlip.report import S2EF_TABLE_HEADERS
+
+    from helpers import REPO
+
+    caption = (REPO / "workflow/report/mlip_s2ef.rst").read_text()
+    units = {u for header in S2EF_TABLE_HEADERS.values() for u in re.findall(r"\((e?V[^,)]*)\)", header)}
+    assert units == {"eV", "eV/Å"}
+    assert all(unit in caption for unit in units) and "meV" not in caption
+
+
+def test_mlip_md_tables_open_with_a_title_and_a_caption(tmp_path):
+    """A reader of mlip_eos.md / mlip_s2ef_<dataset>.md sees what the table is, over how many items,
+    before its header row; the LaTeX table carries the same caption."""
+    from crucible.mlip.report import EOS_TITLE, eos_caption, s2ef_caption, s2ef_title, write_table
+
+    eos = pd.DataFrame({"model": ["emt"], "n_elements": [71], "n_failed": [63]})
+    write_table(eos, md=tmp_path / "e.md", tex=tmp_path / "e.tex", title=EOS_TITLE, caption=eos_caption(eos))
+    md = (tmp_path / "e.md").read_text().splitlines()
+    assert md[0] == f"# {EOS_TITLE}" and md[2].startswith("Per potential, 71 elemental crystals")
+    assert "different element sets" in md[2] and md[4].startswith("| model |")
+    assert "\\caption{Per potential, 71 elemental crystals" in (tmp_path / "e.tex").read_text()
+    s2ef = pd.DataFrame({"dataset": ["vasp", "vasp"], "model": ["emt", "chgnet-0.3.0"], "n_frames": [3, 3]})
+    assert s2ef_title(s2ef) == "Structure to energy and forces on vasp"
+    assert "of 3 frames" in s2ef_caption(s2ef) and "(eV)" in s2ef_caption(s2ef)

@@ -10,6 +10,8 @@ import pytest
 from crucible.errors import PredictionFileError
 from crucible.reactions import scoring
 
+from helpers import reaction_questions
+
 
 @pytest.mark.parametrize(
     "kwargs, expected",
@@ -150,3 +152,20 @@ def test_expected_means_skip_questions_where_a_metric_is_undefined():
     assert means["avg_yield_ratio"] == pytest.approx(0.75)  # question b only
     assert means["avg_relative_score"] == pytest.approx((0.5 + 0.75) / 2)
     assert scoring.expected_random_means([]) == {}
+
+
+def test_a_prediction_file_with_invalid_answers_round_trips(tmp_path):
+    from crucible.io import write_json
+
+    sets, _ = reaction_questions("deoxyfluorination")
+    qs = sets["all_varying"][:2]
+    q_path = tmp_path / "q.json"
+    write_json(qs, q_path, indent=1)
+    preds = {qs[0]["id"]: 1, qs[1]["id"]: scoring.InvalidAnswer("'-3' has a sign")}
+    record = scoring.prediction_record("m", q_path, preds)
+    assert record["predictions"] == {qs[0]["id"]: 1} and record["invalid"] == {qs[1]["id"]: "'-3' has a sign"}
+    write_json(record, tmp_path / "p.json")
+    assert scoring.load_predictions(tmp_path / "p.json", qs, scoring.questions_fingerprint(q_path)) == preds
+    write_json({**record, "invalid": {qs[0]["id"]: "x"}}, tmp_path / "p.json")
+    with pytest.raises(PredictionFileError, match="is both a prediction and invalid"):
+        scoring.load_predictions(tmp_path / "p.json", qs)

@@ -164,3 +164,15 @@ def test_an_error_matplotlib_raises_while_failing_to_write_names_the_os_error(mo
     with pytest.raises(CrucibleError, match=r"f\.pdf: cannot write the figure: \[Errno 28\] No space left on device"):
         figures.save_figure(fig, tmp_path / "f.pdf")
     assert not list(tmp_path.iterdir())
+
+
+def test_leaderboard_rows_say_the_unit_of_their_mae():
+    """Each task row's MAEs (ours and published) are in its target's unit, from the task card;
+    the metric column says it (ROC AUC has none)."""
+    table = leaderboard(RECORDS, PUBLISHED, {"matbench_steels": "MPa", "matbench_expt_is_metal": ""})
+    assert table.set_index("task")["unit"].to_dict() == {"matbench_steels": "MPa", "matbench_expt_is_metal": ""}
+    display = leaderboard_display(table, PUBLISHED).set_index("task")
+    assert display["metric (unit of the row)"].to_dict() == {"steels": "MAE (MPa)", "expt_is_metal": "ROC AUC"}
+    # without cards (a hand call): the metric alone, never a wrong unit
+    bare = leaderboard_display(leaderboard(RECORDS, PUBLISHED), PUBLISHED)
+    assert bare["metric (unit of the row)"].tolist() == ["MAE", "ROC AUC"]

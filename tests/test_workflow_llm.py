@@ -1,6 +1,7 @@
 """The llm_generate rule family in the real Snakefile on .test/llm: prompt sets of two benchmarks
 (one with a nested dataset name) answered by an OpenAI-compatible server on 127.0.0.1, a replay
-file and a tiny local checkpoint; a no-op rerun; the GPU rule split; config errors."""
+file and a tiny local checkpoint; a no-op rerun; the GPU rule split; config errors; no secret in
+any file the run writes; a failed job's reasons kept where Snakemake does not delete them."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     targets = workflow.response_targets(crystal, "crystal", ["mp-20"]) + workflow.response_targets(
         cfg, "reactions", [ds], models=["echo", "replayed"]
     )
-    proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
+    proc = run_snakemake(tmp_path, cfg, *targets, "--printshellcmds", env=env, timeout=600)  # full job details
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     # The transformers job asks for a GPU; the others do not.
@@ -82,3 +83,60 @@ def test_config_errors_stop_the_run(tmp_path, venv_env):
     assert proc.returncode != 0 and "temperture" in proc.stdout + proc.stderr
     with pytest.raises(ConfigError, match=r"llm.models.echo.backend: 'vllm' is not one of openai"):
         workflow.llm_models({"llm": {"models": {"echo": {**cfg["llm"]["models"]["echo"], "backend": "vllm"}}}})
+
+
+# --- issue 22: no secret on disk, failure reasons that outlive the job ---------------------
+
+
+def files_containing(root, secret: str) -> list[str]:
+    found = []
+    for sub in ("results", "logs", ".snakemake"):
+        for path in (root / sub).rglob("*"):
+            if path.is_file() and secret.encode() in path.read_bytes():
+                found.append(str(path.relative_to(root)))
+    return found
+
+
+@pytest.mark.slow
+def test_dag_writes_no_secret_and_keeps_failure_reasons(tmp_path, chat_server, venv_env):
+    """The issue's runs: a password in base_url reached .snakemake/log and .snakemake/metadata
+    (the spec was a shell argument) and the server got Basic auth; the reasons of a failed job
+    were in the response file, which Snakemake deletes."""
+    env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    cfg = config(chat_server.base_url)
+    cfg["llm"]["models"]["echo"]["max_retries"] = 1
+    ds = "bench-ds"
+    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #500", "an alloy"])
+    target = f"results/crystal/{ds}/responses/echo.jsonl"
+    password = "PASSWORD-0f3c9e"
+    bad = json.loads(json.dumps(cfg))
+    bad["llm"]["models"]["echo"]["base_url"] = chat_server.base_url.replace("http://", f"http://user:{password}@")
+    proc = run_snakemake(tmp_path, bad, target, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "credentials in the URL (user:password@) are refused" in out
+    assert "api_key_env" in out and password not in out
+    assert chat_server.count() == 0
+    assert files_containing(tmp_path, password) == []
+
+    proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert not (tmp_path / target).exists(), "Snakemake removed the failed job's outputs"
+    failed = json.loads((tmp_path / f"results/crystal/{ds}/responses/failed/echo.json").read_text())
+    assert [f["id"] for f in failed["failed"]] == ["q001"] and "HTTP 500" in failed["failed"][0]["error"]
+    log = (tmp_path / f"logs/llm/crystal/{ds}/echo.log").read_text()
+    assert f"each item's reason is in results/crystal/{ds}/responses/failed/echo.json" in log
+    assert {auth for _, auth in chat_server.requests} == {f"Bearer {KEY}"}
+    # What Snakemake printed and recorded names the model and the config file, not its entry.
+    recorded = "".join(p.read_text() for p in (tmp_path / ".snakemake/metadata").rglob("*") if p.is_file())
+    assert "--config-file" in recorded and "--model-spec" not in recorded and chat_server.base_url not in recorded
+    assert files_containing(tmp_path, KEY) == [] and files_containing(tmp_path, KEY[8:]) == []
+
+    # Accepting the failure reruns the job (its entry's hash is a param); answers come from the
+    # cache but the failed item's, and the failure file goes.
+    cfg["llm"]["models"]["echo"]["max_failed_fraction"] = 0.5
+    proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert chat_server.count() == 2 + 2 + 2  # two answers, then the 500 item twice per run
+    assert not (tmp_path / f"results/crystal/{ds}/responses/failed/echo.json").exists()
+    assert files_containing(tmp_path, KEY) == []

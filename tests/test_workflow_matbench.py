@@ -108,7 +108,7 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
     from crucible.features.mlip_embed import load_embeddings
     from crucible.features.structures import structure_hash
 
-    (embed_cache,) = (workdir / "results/features").glob("mlip-embed-*.parquet")
+    (embed_cache,) = (workdir / "results/features").glob("mlip-embed-*/user/li_o_band_gap.parquet")
     data = read_parquet(root / "data.parquet")
     cached = load_embeddings(embed_cache, [structure_hash(s) for s in data["structure"][:2]])
     from pymatgen.core import Structure

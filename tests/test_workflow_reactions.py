@@ -16,6 +16,15 @@ from helpers import load_test_config, provide_downloads, run_snakemake
 CONFIG = load_test_config("reactions")
 CONFIG["reactions"]["llm_models"] = ["replayed"]
 
+# Answers the old parser read as options 3, 1, 2, 1 and 0 (issue 22), and why each is invalid.
+MALFORMED = [
+    ("answer: -3", "'-3' has a sign"),
+    ("The answer is -1", "'-1' has a sign"),
+    ("Answer: 2.5", "'2.5' is a fraction"),
+    ("answer 1e1", "'1e1' has an exponent"),
+    ("answer=0x5", "'0x5' is written in another base"),
+]
+
 
 def _sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -30,7 +39,9 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     proc = run_snakemake(work, CONFIG, *questions, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
-    # The LLM stage's output, here replayed: the right answer as text, except for a few replies.
+    # The LLM stage's output, here replayed: the right answer as text, except for a timed-out
+    # reply and, in multiple choice, the issue's malformed answers and an option past the last.
+    past_the_last = {}  # question type -> the reason its out-of-range answer must carry
     for qfile in questions:
         qs = json.loads((work / qfile).read_text())
         out = work / qfile.replace("questions.json", "responses/replayed.jsonl")
@@ -40,6 +51,12 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
             if "query_keys" in q:
                 best = max(q["meta"]["legal_combinations"], key=lambda c: c["relative_score"])
                 answer = json.dumps({"answer": best["combination"]})
+            elif 1 <= i <= len(MALFORMED):
+                answer = MALFORMED[i - 1][0]
+            elif i == len(MALFORMED) + 1:
+                n = len(q["options"])
+                answer = f"The answer is {n}."
+                past_the_last[q["question_type"]] = f"option {n} is out of range 0..{n - 1}"
             else:
                 answer = f'I pick this one. {{"answer": {q["answer"][0]}}}'
             lines.append(
@@ -63,11 +80,15 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
     score = json.loads((work / "results/reactions/deoxyfluorination/scores/replayed.json").read_text())
     for qtype, res in score["types"].items():
         n = res["summary"]["num_questions"]
-        assert res["summary"]["num_invalid"] == 1, qtype  # the timed-out reply: counted, not fatal
-        assert res["invalid"][0]["reason"] == "missing"
+        reasons = [x["reason"] for x in res["invalid"]]  # counted with their reason, not fatal
+        assert reasons[0] == "no reply (timeout)", qtype
         if "exact_match_accuracy" in res["summary"]:
-            assert res["summary"]["avg_relative_score"] == pytest.approx((n - 1) / n)
+            expected = [why for _, why in MALFORMED] + [past_the_last[qtype]]
+            assert len(reasons) == 1 + len(expected), (qtype, reasons)
+            assert all(why in got for why, got in zip(expected, reasons[1:])), (qtype, reasons)
+            assert res["summary"]["avg_relative_score"] == pytest.approx((n - len(reasons)) / n)
         else:
+            assert len(reasons) == 1, qtype
             assert res["summary"]["avg_relative_score"] == 1.0
     table = (work / "results/tables/reactions_deoxyfluorination.csv").read_text()
     assert "replayed," in table and "random (expected)," in table and "oracle," in table

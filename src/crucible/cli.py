@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import shlex
 import sys
 
 from crucible import __version__
@@ -18,7 +19,7 @@ from crucible.errors import CrucibleError
 GROUPS: dict[str, tuple[str, str]] = {
     "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
-    "features": ("crucible.features.cli", "composition features and the shared feature cache"),
+    "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.cli", "reaction-condition selection: clean, questions, baselines, score"),
     "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # The full command first, so that a job's log says what ran (the console shows one line per job).
+    logging.getLogger("crucible").info("command: %s", shlex.join(["crucible", *argv]))
     module = importlib.import_module(GROUPS[group][0])
     parser = argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
     module.configure_parser(parser)

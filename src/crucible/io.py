@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import pandas as pd
 import pyarrow as pa
@@ -51,20 +51,41 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         raise
 
 
-def write_parquet(df: pd.DataFrame, path: str | os.PathLike, schema: pa.Schema | None = None) -> None:
+METADATA_PREFIX = "crucible."
+
+
+def write_parquet(
+    df: pd.DataFrame,
+    path: str | os.PathLike,
+    schema: pa.Schema | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
     """Write ``df`` as parquet atomically, with an explicit arrow schema when given.
 
     Metadata that changes between runs (pandas index bookkeeping) is dropped so that two runs
-    produce byte-identical files.
+    produce byte-identical files. ``metadata`` (JSON-serialisable values, e.g. the provenance of
+    the potential that produced the rows) is kept in the file's schema as sorted JSON under
+    ``crucible.<key>``: :func:`read_parquet_metadata` reads it back.
     """
     table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
-    table = table.replace_schema_metadata(None)
+    table = table.replace_schema_metadata(
+        {f"{METADATA_PREFIX}{k}": json.dumps(v, sort_keys=True) for k, v in sorted(metadata.items())}
+        if metadata
+        else None
+    )
     with atomic_path(path, ".parquet") as tmp:
         pq.write_table(table, tmp, compression="zstd", write_statistics=True)
 
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
     return pq.read_table(path, columns=columns).to_pandas()
+
+
+def read_parquet_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``metadata`` that :func:`write_parquet` stored in ``path`` (empty when none)."""
+    stored = pq.read_schema(path).metadata or {}
+    prefix = METADATA_PREFIX.encode()
+    return {k[len(prefix) :].decode(): json.loads(v) for k, v in sorted(stored.items()) if k.startswith(prefix)}
 
 
 def write_json(obj: Any, path: str | os.PathLike, indent: int | None = 2) -> None:

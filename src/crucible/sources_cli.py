@@ -39,7 +39,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     what = fetch.add_mutually_exclusive_group(required=True)
     what.add_argument("--artifact", help="artifact name in the sources file")
     what.add_argument("--matminer-task", help="upstream matminer dataset of this Matbench task")
-    fetch.add_argument("--sources", default="config/sources.yaml")
+    fetch.add_argument(
+        "--sources", default="config/sources.yaml", help="the pinned sources file (default: config/sources.yaml)"
+    )
     fetch.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder")
     fetch.add_argument("--sha256", help="pinned hash of a mirror's own copy")
     fetch.add_argument("--lock", help="lock file recording the SHA-256 of artifacts pinned by git blob id")
@@ -47,10 +49,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     fetch.set_defaults(func=_cmd_fetch)
 
     extract = sub.add_parser("extract", help="take hash-checked members out of a downloaded archive")
-    extract.add_argument("--artifact", required=True)
-    extract.add_argument("--sources", default="config/sources.yaml")
-    extract.add_argument("--archive", required=True)
-    extract.add_argument("--out-dir", required=True)
+    extract.add_argument("--artifact", required=True, help="artifact name in the sources file")
+    extract.add_argument(
+        "--sources", default="config/sources.yaml", help="the pinned sources file (default: config/sources.yaml)"
+    )
+    extract.add_argument("--archive", required=True, help="the downloaded archive (its SHA-256 is checked first)")
+    extract.add_argument("--out-dir", required=True, help="folder the members are written into")
     extract.add_argument("--members", nargs="*", help="default: every pinned member")
     extract.set_defaults(func=_cmd_extract)
 
@@ -58,7 +62,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "provide", help="fetch and extract the file of a role unless it is there with its pin; print its path"
     )
     provide.add_argument("--role", required=True, help="e.g. reactions/cernak (see config/sources.yaml)")
-    provide.add_argument("--sources", default=str(sources.SOURCES_FILE))
+    provide.add_argument(
+        "--sources", default=str(sources.SOURCES_FILE), help="the pinned sources file (default: config/sources.yaml)"
+    )
     provide.add_argument("--resources", default=str(sources.RESOURCES), help="the folder the workflow fills")
     provide.add_argument("--url-prefix", help="mirror replacing the upstream URL's folder (http artifacts)")
     provide.set_defaults(func=_cmd_provide)

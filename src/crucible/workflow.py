@@ -21,3 +21,9 @@ def flag(name: str, value: Any) -> str:
     if not value:
         return ""
     return f"{name} {shlex.quote(str(value))}"
+
+
+def job_message(rule: str, wildcard_names: Iterable[str]) -> str:
+    """A job's one console line: its rule and wildcards, as a rule's ``message:`` template
+    (``predict_matbench model={wildcards.model} ...``); its command is in its log."""
+    return " ".join([rule, *(f"{name}={{wildcards.{name}}}" for name in sorted(wildcard_names))])

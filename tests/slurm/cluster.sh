@@ -145,6 +145,14 @@ EOF
     # snakemake-executor-plugin-slurm-jobstep strips SLURM_CONF (all SLURM_* but a few) from the
     # environment of the srun it starts inside each job, so srun reads the default path: point it
     # at this cluster, unless a real site configuration is there (then refuse, do not touch it).
+    # A test run killed before `stop` leaves its link behind, pointing into its own directory: a
+    # link into another crucible test cluster whose controller is not running is ours, not a
+    # site's, and is replaced (a live test cluster's link is left alone).
+    if [ -L /etc/slurm/slurm.conf ] && ! pgrep -x slurmctld >/dev/null \
+        && case "$(readlink /etc/slurm/slurm.conf)" in */crucible-slurm-*/cluster/slurm.conf) true ;; *) false ;; esac; then
+        echo "replacing the dangling link of a killed test run: /etc/slurm/slurm.conf -> $(readlink /etc/slurm/slurm.conf)" >&2
+        rm -f /etc/slurm/slurm.conf
+    fi
     if [ -L /etc/slurm/slurm.conf ] && [ "$(readlink /etc/slurm/slurm.conf)" = "$dir/slurm.conf" ]; then
         :
     elif [ -e /etc/slurm/slurm.conf ] || [ -L /etc/slurm/slurm.conf ]; then

@@ -34,6 +34,7 @@ rule clean_catalysis:
         table="results/catalysis/{cat_dataset}/reactions.parquet",
         db="results/catalysis/{cat_dataset}/structures.db",
         card="results/catalysis/{cat_dataset}/card.json",
+        catbench="results/catalysis/{cat_dataset}/{cat_dataset}_adsorption.json",
     log:
         "logs/catalysis/clean_{cat_dataset}.log",
     wildcard_constraints:
@@ -45,19 +46,20 @@ rule clean_catalysis:
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(
             catalysis_workflow.dataset_spec(config, wc.cat_dataset)
         ),
-        tolerance=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["tolerance"],
+        filtering=lambda wc: catalysis_workflow.clean_options(catalysis_workflow.dataset_spec(config, wc.cat_dataset)),
         energy_source=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["energy_source"],
         sha256=lambda wc: catalysis_workflow.sha256_arg(config, wc.cat_dataset),
     shell:
         "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q} {params.sha256}"
-        " --tolerance {params.tolerance} --energy-source {params.energy_source:q} --out {output.table:q}"
-        " --out-db {output.db:q} --out-card {output.card:q} 2> {log:q}"
+        " {params.filtering} --energy-source {params.energy_source:q} --out {output.table:q}"
+        " --out-db {output.db:q} --out-card {output.card:q} --out-catbench {output.catbench:q} 2> {log:q}"
 
 
 rule relax_catalysis:
     input:
         table=rules.clean_catalysis.output.table,
         db=rules.clean_catalysis.output.db,
+        potential=lambda wc: catalysis_workflow.potential_sources(config, wc.cat_model),
     output:
         "results/catalysis/{cat_dataset}/calc/{cat_model}/chunk_{chunk}.json",
     log:
@@ -79,15 +81,17 @@ rule relax_catalysis:
     params:
         relax=lambda wc: catalysis_workflow.relax_params(config),
         n_chunks=lambda wc: catalysis_workflow.n_chunks(config),
+        custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
         "crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
-        " --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q} --threads {threads}"
-        " --out {output:q} 2> {log:q}"
+        " {params.custom} --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q}"
+        " --threads {threads} --out {output:q} 2> {log:q}"
 
 
 rule score_catalysis:
     input:
-        lambda wc: catalysis_workflow.chunk_files(config, wc.cat_dataset, wc.cat_model),
+        chunks=lambda wc: catalysis_workflow.chunk_files(config, wc.cat_dataset, wc.cat_model),
+        card="results/catalysis/{cat_dataset}/card.json",
     output:
         analysis="results/catalysis/{cat_dataset}/analysis/{cat_model}.json",
         reactions="results/catalysis/{cat_dataset}/analysis/{cat_model}.parquet",
@@ -101,7 +105,7 @@ rule score_catalysis:
     params:
         thresholds=lambda wc: catalysis_workflow.thresholds(config),
     shell:
-        "crucible catalysis score --inputs {input:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
+        "crucible catalysis score --inputs {input.chunks:q} --card {input.card:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
         " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
 
 
@@ -194,7 +198,8 @@ rule plot_catalysis:
 
 rule compute_relative_energies:
     input:
-        lambda wc: catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)["path"],
+        tree=lambda wc: catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)["path"],
+        potential=lambda wc: catalysis_workflow.potential_sources(config, wc.cat_model),
     output:
         "results/catalysis/relative/{rel_dataset}/{cat_model}.parquet",
     log:
@@ -212,9 +217,10 @@ rule compute_relative_energies:
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(
             catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)
         ),
+        custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
-        "crucible catalysis relative --task {params.task:q} --input {input:q} --coefficients {params.coefficients:q}"
-        " --model {wildcards.cat_model:q} --out {output:q} 2> {log:q}"
+        "crucible catalysis relative --task {params.task:q} --input {input.tree:q} --coefficients {params.coefficients:q}"
+        " --model {wildcards.cat_model:q} {params.custom} --out {output:q} 2> {log:q}"
 
 
 rule tabulate_relative_energies:

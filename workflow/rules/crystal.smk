@@ -33,6 +33,8 @@ rule build_crystal_items:
 rule generate_crystals:
     input:
         **rules.build_crystal_items.output,
+        # mlip-search's potential, when it is a user's module beside the project
+        potential=lambda wc: crystal_workflow.potential_sources(config, wc.crystal_generator),
     output:
         responses="results/crystal/{crystal_dataset}/responses/{crystal_generator}.jsonl",
         info="results/crystal/{crystal_dataset}/responses/{crystal_generator}.json",
@@ -191,6 +193,8 @@ rule sample_crystals:
     input:
         prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
         train="results/crystal/{crystal_dataset}/train.jsonl",
+        # mlip-search's potential, when it is a user's module beside the project
+        potential=lambda wc: crystal_workflow.potential_sources(config, wc.crystal_generator),
     output:
         samples="results/crystal/{crystal_dataset}/samples/k{crystal_k}/{crystal_generator}.jsonl",
         info="results/crystal/{crystal_dataset}/samples/k{crystal_k}/{crystal_generator}.json",

@@ -1,19 +1,21 @@
-# Shared composition features: every distinct formula of the configured tasks featurized once.
-# The output name carries the featurizer version (matminer, element tables, our code), so a
-# change there makes a new cache file rather than reusing stale numbers.
+# Composition and structure features: one file per task table (each official task, and
+# user/<name> for each user dataset), built from that table alone, so that a task's features --
+# and the predictions made from them -- never change when other tasks join or leave the run.
+# The directory carries the featurizer version (matminer, element tables, our code), so a change
+# there makes new files rather than reusing stale numbers.
 
 
-rule build_magpie_cache:
+rule build_magpie_features:
     input:
-        matbench_wf.feature_data_files(config),
+        lambda wc: matbench_wf.feature_source(config, wc.table),
     output:
-        cache=matbench_wf.magpie_cache(),
-        # each task's rows of the cache (same --data order), so fold jobs read only their task's
-        slices=matbench_wf.magpie_slices(config),
+        matbench_wf.magpie_features("{table}"),
     log:
-        "logs/features/build_magpie_cache.log",
+        "logs/features/magpie/{table}.log",
     benchmark:
-        "benchmarks/runs/features/build_magpie_cache.tsv"
+        "benchmarks/runs/features/magpie/{table}.tsv"
+    wildcard_constraints:
+        table=matbench_wf.feature_table_pattern(config),
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -21,20 +23,22 @@ rule build_magpie_cache:
         mem_mb=4000,
         runtime=20,
     shell:
-        "crucible features build --data {input:q} --out {output.cache:q} --out-slices {output.slices:q} 2> {log:q}"
+        "crucible features build --data {input:q} --out {output:q} 2> {log:q}"
 
 
-# Structure features (issue 16): every distinct structure featurized once, keyed by its
-# canonical hash; the version in the name changes with the featurizer.
-rule build_structure_cache:
+# Structure features (issue 16): every distinct structure of the table featurized once, keyed by
+# its canonical hash.
+rule build_structure_features:
     input:
-        matbench_wf.structure_data_files(config),
+        lambda wc: matbench_wf.feature_source(config, wc.table),
     output:
-        matbench_wf.scm_cache(),
+        matbench_wf.scm_features("{table}"),
     log:
-        "logs/features/build_structure_cache.log",
+        "logs/features/scm/{table}.log",
     benchmark:
-        "benchmarks/runs/features/build_structure_cache.tsv"
+        "benchmarks/runs/features/scm/{table}.tsv"
+    wildcard_constraints:
+        table=matbench_wf.structure_table_pattern(config),
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -48,13 +52,15 @@ rule build_structure_cache:
 # Pretrained-potential embeddings: a GPU job on a cluster (runs on the CPU when there is none).
 rule build_mlip_embeddings:
     input:
-        matbench_wf.structure_data_files(config),
+        lambda wc: matbench_wf.feature_source(config, wc.table),
     output:
-        matbench_wf.embedding_cache(),
+        matbench_wf.embedding_features("{table}"),
     log:
-        "logs/features/build_mlip_embeddings.log",
+        "logs/features/mlip-embed/{table}.log",
     benchmark:
-        "benchmarks/runs/features/build_mlip_embeddings.tsv"
+        "benchmarks/runs/features/mlip-embed/{table}.tsv"
+    wildcard_constraints:
+        table=matbench_wf.structure_table_pattern(config),
     conda:
         "../../envs/mlip.yaml"
     threads: 2

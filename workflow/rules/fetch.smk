@@ -20,6 +20,8 @@ rule fetch_artifact:
         "resources/downloads/{filename}",
     log:
         "logs/fetch/{filename}.log",
+    benchmark:
+        "benchmarks/runs/fetch/{filename}.tsv"
     wildcard_constraints:
         filename=sources_wf.filename_pattern(SOURCES),
     retries: 2
@@ -39,6 +41,8 @@ rule fetch_matminer_dataset:
         "resources/downloads/{task}.json.gz",
     log:
         "logs/fetch/{task}.json.gz.log",
+    benchmark:
+        "benchmarks/runs/fetch/{task}.json.gz.tsv"
     retries: 2
     conda:
         "../../envs/fetch.yaml"
@@ -58,6 +62,8 @@ rule extract_member:
         "resources/extracted/{artifact}/{member}",
     log:
         "logs/fetch/extract/{artifact}/{member}.log",
+    benchmark:
+        "benchmarks/runs/fetch/extract/{artifact}/{member}.tsv"
     wildcard_constraints:
         artifact=sources_wf.archive_pattern(SOURCES),
         member=sources_wf.member_pattern(SOURCES),

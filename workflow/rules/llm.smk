@@ -2,8 +2,9 @@
 # -> results/{benchmark}/{dataset}/responses/{model}.jsonl + the record {model}.json.
 # Any benchmark that writes a prompt set and asks for crucible.llm.workflow.response_targets(...)
 # gets its responses from here; scorers read only the response files.
-# The model's config entry is a param, so editing it reruns exactly that model's jobs; answers
-# already in the response cache (results/llm/cache/) are not asked for again.
+# The job reads the model's entry from the config files by name (never on the command line,
+# which Snakemake prints and records); the entry's hash is a param, so editing it reruns exactly
+# that model's jobs; answers already in the response cache (results/llm/cache/) are not asked again.
 # transformers models run in generate_llm_responses_gpu (gpu=1: the SLURM profile sends it to the
 # GPU partition); openai and replay models need no GPU and run in generate_llm_responses.
 # Own wildcard names (llm_*) so that no family's global constraints apply.
@@ -30,11 +31,13 @@ rule generate_llm_responses:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        spec=lambda wc: llm_workflow.model_entry_json(config, wc.llm_model),
+        spec_sha256=lambda wc: llm_workflow.model_sha256(config, wc.llm_model),
+        config_files=llm_workflow.config_file_flags(workflow.configfiles, workflow.overwrite_configfiles),
         cache_dir=llm_workflow.cache_dir(config),
         replay=lambda wc, input: llm_workflow.replay_flag(input.replay),
     shell:
-        "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} --model-spec {params.spec:q}"
+        "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} {params.config_files}"
+        " --model-sha256 {params.spec_sha256}"
         " --cache-dir {params.cache_dir:q} {params.replay} --threads {threads} --out {output.responses:q} --out-record {output.record:q}"
         " 2> {log:q}"
 

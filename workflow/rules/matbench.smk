@@ -64,16 +64,22 @@ rule tabulate_matbench_tasks:
         cards=matbench_wf.task_cards(config),
         data=matbench_wf.clean_data_files(config),
     output:
-        csv=report("results/tables/matbench_tasks.csv", caption="../report/tasks.rst", category="Matbench"),
-        md="results/tables/matbench_tasks.md",
-        overlap_csv=report(
-            "results/tables/matbench_task_overlap.csv", caption="../report/task_overlap.rst", category="Matbench"
+        csv=report(
+            matbench_wf.run_file(config, "tables/matbench_tasks.csv"),
+            caption="../report/tasks.rst",
+            category="Matbench",
         ),
-        overlap_md="results/tables/matbench_task_overlap.md",
+        md=matbench_wf.run_file(config, "tables/matbench_tasks.md"),
+        overlap_csv=report(
+            matbench_wf.run_file(config, "tables/matbench_task_overlap.csv"),
+            caption="../report/task_overlap.rst",
+            category="Matbench",
+        ),
+        overlap_md=matbench_wf.run_file(config, "tables/matbench_task_overlap.md"),
     log:
-        "logs/matbench/tasks_table.log",
+        f"logs/matbench/{matbench_wf.run_name(config)}/tasks_table.log",
     benchmark:
-        "benchmarks/runs/matbench/tasks_table.tsv"
+        f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/tasks_table.tsv"
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -181,6 +187,8 @@ rule import_matbench_predictions:
         matbench_wf.prediction_file("{model}", "{task}", "{fold}"),
     log:
         "logs/matbench/import/{model}/{task}/fold_{fold}.log",
+    benchmark:
+        "benchmarks/runs/matbench/import/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models_of_kind(config, "files")),
     conda:
@@ -213,17 +221,20 @@ rule score_matbench:
         "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
 
 
-# Every input named explicitly, so that Snakemake sees what the results file is made from.
+# Every input named explicitly, so that Snakemake sees what the results file is made from. One
+# results file per model and run (its tasks are the run's): results/ or results/runs/<run_name>/.
 rule write_matbench_results:
     input:
         predictions=lambda wc: matbench_wf.model_predictions(config, wc.model),
         data=matbench_wf.clean_data_files(config),
         folds=matbench_wf.fold_files(config),
     output:
-        results="results/matbench/{model}/results.json.gz",
-        info="results/matbench/{model}/info.json",
+        results=matbench_wf.results_file(config, "{model}"),
+        info=matbench_wf.results_info_file(config, "{model}"),
     log:
-        "logs/matbench/results_file/{model}.log",
+        f"logs/matbench/{matbench_wf.run_name(config)}/results_file/{{model}}.log",
+    benchmark:
+        f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/results_file/{{model}}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models(config)),
     conda:

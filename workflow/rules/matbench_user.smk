@@ -13,6 +13,8 @@ rule fetch_user_dataset:
         "resources/downloads/user/{dataset}.json.gz",
     log:
         "logs/fetch/user/{dataset}.log",
+    benchmark:
+        "benchmarks/runs/fetch/user/{dataset}.tsv"
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     retries: 2
@@ -32,6 +34,8 @@ rule clean_user_dataset:
         card="results/matbench/user/{dataset}/card.json",
     log:
         "logs/matbench/user/{dataset}/clean.log",
+    benchmark:
+        "benchmarks/runs/matbench/user/{dataset}/clean.tsv"
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     conda:
@@ -54,6 +58,8 @@ rule make_user_folds:
         "results/matbench/user/{dataset}/folds.parquet",
     log:
         "logs/matbench/user/{dataset}/folds.log",
+    benchmark:
+        "benchmarks/runs/matbench/user/{dataset}/folds.tsv"
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     conda:
@@ -67,14 +73,14 @@ rule make_user_folds:
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
-# The official tasks' predict rule on a user dataset: the same job (one per model and fold, the
-# whole feature cache), with the dataset's own data and folds.
+# The official tasks' predict rule on a user dataset: the same job (one per model and fold), with
+# the dataset's own data, folds and feature files.
 use rule predict_matbench as predict_user_dataset with:
     input:
         data=rules.clean_user_dataset.output.data,
         card=rules.clean_user_dataset.output.card,
         folds=rules.make_user_folds.output[0],
-        features=lambda wc: matbench_wf.model_features(config, wc.model),
+        features=lambda wc: matbench_wf.model_features(config, wc.model, wc.dataset),
         structure_features=lambda wc: matbench_wf.model_structure_features(config, wc.model, wc.dataset),
     output:
         predictions="results/matbench/user/{dataset}/predictions/{model}/fold_{fold}.parquet",
@@ -122,6 +128,8 @@ rule score_user_dataset:
         "results/matbench/user/{dataset}/scores/{model}.json",
     log:
         "logs/matbench/user/{dataset}/score/{model}.log",
+    benchmark:
+        "benchmarks/runs/matbench/user/{dataset}/score/{model}.tsv"
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     conda:
@@ -136,12 +144,16 @@ rule tabulate_user_dataset:
         lambda wc: matbench_wf.user_score_files(config, wc.dataset),
     output:
         csv=report(
-            "results/tables/matbench_user_{dataset}.csv", caption="../report/user_dataset.rst", category="Matbench"
+            matbench_wf.user_table_file(config, "{dataset}", "csv"),
+            caption="../report/user_dataset.rst",
+            category="Matbench",
         ),
-        md="results/tables/matbench_user_{dataset}.md",
-        tex="results/tables/matbench_user_{dataset}.tex",
+        md=matbench_wf.user_table_file(config, "{dataset}", "md"),
+        tex=matbench_wf.user_table_file(config, "{dataset}", "tex"),
     log:
-        "logs/matbench/user/{dataset}/table.log",
+        f"logs/matbench/{matbench_wf.run_name(config)}/user/{{dataset}}/table.log",
+    benchmark:
+        f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/user/{{dataset}}/table.tsv"
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
     conda:

@@ -3,12 +3,16 @@
 # crucible.mlip.workflow, as params, so that Snakemake's params trigger reruns exactly the jobs
 # a config change affects: a new element list or point count reruns every run_eos (and so the
 # tables), a new model adds one run_eos and reruns the tables.
+# A user's potential (mlip.custom_potentials) runs through the same rules: its entry is a param and
+# its module's file (when it sits beside the project) an input, so changing either reruns its jobs only.
 # Rules that run a potential declare gpu=1 so the SLURM profile can send them to a GPU partition
 # (the command itself uses CUDA when torch sees one, else the CPU).
 from crucible.mlip import workflow as mlip_wf
 
 
 rule run_eos:
+    input:
+        potential=lambda wc: mlip_wf.custom_potential_sources(config, wc.model),
     output:
         "results/mlip/eos/{model}.parquet",
     log:
@@ -28,8 +32,9 @@ rule run_eos:
         elements=lambda wc: mlip_wf.eos_params(config)["elements"],
         points=lambda wc: mlip_wf.eos_params(config)["points"],
         volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
+        custom=lambda wc: mlip_wf.custom_potential_arg(config, wc.model),
     shell:
-        "crucible mlip eos --model {wildcards.model:q} --elements {params.elements:q} --points {params.points}"
+        "crucible mlip eos --model {wildcards.model:q} {params.custom} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
 
 
@@ -42,6 +47,8 @@ rule tabulate_eos:
         tex="results/tables/mlip_eos.tex",
     log:
         "logs/mlip/eos_table.log",
+    benchmark:
+        "benchmarks/runs/mlip/eos_table.tsv"
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -61,6 +68,8 @@ rule plot_eos:
         parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
+    benchmark:
+        "benchmarks/runs/mlip/eos_figures.tsv"
     conda:
         "../../envs/mlip.yaml"
     shell:
@@ -71,7 +80,8 @@ rule plot_eos:
 rule predict_s2ef:
     input:
         # the dataset file itself when it is one, so that editing it reruns the predictions
-        lambda wc: mlip_wf.s2ef_input(config, wc.dataset),
+        frames=lambda wc: mlip_wf.s2ef_input(config, wc.dataset),
+        potential=lambda wc: mlip_wf.custom_potential_sources(config, wc.model),
     output:
         "results/mlip/s2ef/{dataset}/{model}.parquet",
     log:
@@ -90,8 +100,9 @@ rule predict_s2ef:
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
+        custom=lambda wc: mlip_wf.custom_potential_arg(config, wc.model),
     shell:
-        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} --threads {threads}"
+        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} {params.custom} --threads {threads}"
         " --out {output:q} 2> {log:q}"
 
 
@@ -109,6 +120,8 @@ rule score_s2ef:
         tex="results/tables/mlip_s2ef_{dataset}.tex",
     log:
         "logs/mlip/s2ef_table_{dataset}.log",
+    benchmark:
+        "benchmarks/runs/mlip/s2ef_table_{dataset}.tsv"
     wildcard_constraints:
         dataset=mlip_wf.NAME_PATTERN,
     conda:

@@ -13,6 +13,8 @@ rule clean_reactions:
         card="results/reactions/data/{rxn_dataset}.json",
     log:
         "logs/reactions/clean_{rxn_dataset}.log",
+    benchmark:
+        "benchmarks/runs/reactions/clean_{rxn_dataset}.tsv"
     wildcard_constraints:
         **rxn.wildcard_constraints(config),
     conda:
@@ -33,6 +35,8 @@ rule build_questions:
         summary="results/reactions/{rxn_dataset}/build.json",
     log:
         "logs/reactions/build_{rxn_dataset}.log",
+    benchmark:
+        "benchmarks/runs/reactions/build_{rxn_dataset}.tsv"
     wildcard_constraints:
         **rxn.wildcard_constraints(config),
     conda:
@@ -81,6 +85,8 @@ rule parse_reaction_responses:
         rxn.prediction_files(config, "{rxn_dataset}", "{rxn_llm}"),
     log:
         "logs/reactions/parse_{rxn_dataset}_{rxn_llm}.log",
+    benchmark:
+        "benchmarks/runs/reactions/parse_{rxn_dataset}_{rxn_llm}.tsv"
     wildcard_constraints:
         **rxn.wildcard_constraints(config),
     conda:
@@ -98,6 +104,8 @@ rule score_reactions:
         "results/reactions/{rxn_dataset}/scores/{rxn_model}.json",
     log:
         "logs/reactions/score_{rxn_dataset}_{rxn_model}.log",
+    benchmark:
+        "benchmarks/runs/reactions/score_{rxn_dataset}_{rxn_model}.tsv"
     wildcard_constraints:
         **rxn.wildcard_constraints(config),
     conda:
@@ -131,6 +139,8 @@ rule report_reactions:
         pdf="results/figures/reactions_{rxn_dataset}.pdf",
     log:
         "logs/reactions/report_{rxn_dataset}.log",
+    benchmark:
+        "benchmarks/runs/reactions/report_{rxn_dataset}.tsv"
     wildcard_constraints:
         **rxn.wildcard_constraints(config),
     conda:
@@ -159,6 +169,8 @@ rule package_reactions:
         ),
     log:
         "logs/reactions/package_{rxn_dataset}.log",
+    benchmark:
+        "benchmarks/runs/reactions/package_{rxn_dataset}.tsv"
     wildcard_constraints:
         **rxn.wildcard_constraints(config),
     conda:

@@ -6,21 +6,34 @@ rule build_matbench_leaderboard:
     input:
         scores=matbench_wf.score_files(config),
         published=matbench_wf.published_table(config, REPO),
+        cards=matbench_wf.task_cards(config),
     output:
-        csv=report("results/tables/matbench_leaderboard.csv", caption="../report/leaderboard.rst", category="Matbench"),
-        md="results/tables/matbench_leaderboard.md",
-        tex="results/tables/matbench_leaderboard.tex",
-        folds=report("results/tables/matbench_folds.csv", caption="../report/folds.rst", category="Matbench"),
-        png=report(
-            "results/figures/matbench_scaled_error.png", caption="../report/scaled_error.rst", category="Matbench"
+        csv=report(
+            matbench_wf.run_file(config, "tables/matbench_leaderboard.csv"),
+            caption="../report/leaderboard.rst",
+            category="Matbench",
         ),
-        pdf="results/figures/matbench_scaled_error.pdf",
+        md=matbench_wf.run_file(config, "tables/matbench_leaderboard.md"),
+        tex=matbench_wf.run_file(config, "tables/matbench_leaderboard.tex"),
+        folds=report(
+            matbench_wf.run_file(config, "tables/matbench_folds.csv"),
+            caption="../report/folds.rst",
+            category="Matbench",
+        ),
+        png=report(
+            matbench_wf.run_file(config, "figures/matbench_scaled_error.png"),
+            caption="../report/scaled_error.rst",
+            category="Matbench",
+        ),
+        pdf=matbench_wf.run_file(config, "figures/matbench_scaled_error.pdf"),
     log:
-        "logs/matbench/leaderboard.log",
+        f"logs/matbench/{matbench_wf.run_name(config)}/leaderboard.log",
+    benchmark:
+        f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/leaderboard.tsv"
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} "
+        "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} --cards {input.cards:q} "
         "--out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} --out-folds-csv {output.folds:q} "
         "--out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
 
@@ -41,6 +54,8 @@ rule plot_matbench_model:
         pdf="results/figures/matbench/{model}/{task}.pdf",
     log:
         "logs/matbench/figures/{model}/{task}.log",
+    benchmark:
+        "benchmarks/runs/matbench/figures/{model}/{task}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models(config)),
     conda:

@@ -14,6 +14,7 @@ statistic.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -21,6 +22,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+
+from crucible.errors import DataValidationError
 
 CLASSES = ("reproduction_failure", "unphysical_relaxation", "adsorbate_migration", "energy_anomaly", "normal")
 SEED_FLAGS = ("ads_eng_seed", "ads_seed", "slab_seed")
@@ -58,7 +61,8 @@ def raw_flags(record: dict[str, Any], thr: Thresholds, has_slab: bool = True) ->
         "slab_move": has_slab and any(s["slab_max_disp"] > thr.disp_thrs for s in seeds),
         "ads_move": med["substrate_displacement"] > thr.disp_thrs,
         "slab_seed": has_slab and final["slab_seed_range"] > thr.reproduction_thrs,
-        "ads_seed": final["ads_seed_range"] > thr.reproduction_thrs,
+        # OC20 mode keeps no adslab seed range apart from the adsorption energy's (CatBench)
+        "ads_seed": has_slab and final["ads_seed_range"] > thr.reproduction_thrs,
         "ads_eng_seed": final["ads_eng_seed_range"] > thr.reproduction_thrs,
         "energy_anomaly": abs(final["ads_eng_median"] - record["dft_ads_eng"]) > thr.energy_thrs,
     }
@@ -198,8 +202,43 @@ def _rate(n: int, total: int) -> float:
     return 100.0 * n / total if total else math.nan
 
 
-def summarize(records: Sequence[dict[str, Any]], thr: Thresholds, mlip_name: str) -> dict[str, Any]:
-    """The MLIP_Data row, the anomaly row, per-adsorbate rows and the per-reaction table."""
+def coverage_row(
+    records: Sequence[dict[str, Any]], mlip_name: str, n_input: int | None = None, **provenance: Any
+) -> dict[str, Any]:
+    """CatBench's ``Coverage`` row (1.1.5+): how many of the input reactions were computed,
+    failed (a calculation error, counted whatever the energy cutoff) or were not run, the failures
+    by stage, and where the numbers come from (``provenance``: calculator, device, input_md5 ...)."""
+    from collections import Counter
+
+    failed = [r for r in records if r.get("error")]
+    n_ok = len(records) - len(failed)
+    n_input = len(records) if n_input is None else int(n_input)
+    stages = Counter(r.get("stage", "unknown") for r in sorted(failed, key=lambda r: r["reaction_id"]))
+    return {
+        "MLIP_name": mlip_name,
+        "Num_input": n_input,
+        "Num_succeeded": n_ok,
+        "Num_failed": len(failed),
+        "Num_not_run": max(n_input - n_ok - len(failed), 0),
+        "Coverage_pct": round(100.0 * n_ok / n_input, 2) if n_input else None,
+        "Failed_by_stage": "; ".join(f"{k}: {v}" for k, v in stages.most_common()),
+        "catbench_version": provenance.get("catbench_version", "none: crucible (CatBench 1.1.6 semantics)"),
+        "dispersion": provenance.get("dispersion", "none"),
+        "calculator": provenance.get("calculator", mlip_name),
+        "device": provenance.get("device", "unknown"),
+        "input_md5": provenance.get("input_md5") or "unknown",
+    }
+
+
+def summarize(
+    records: Sequence[dict[str, Any]],
+    thr: Thresholds,
+    mlip_name: str,
+    n_input: int | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The MLIP_Data row, the anomaly row, per-adsorbate rows, the Coverage row and the
+    per-reaction table."""
     df = reaction_table(records, thr)
     ok_records = [r for r in records if not r.get("error")]
     has_slab = bool(ok_records) and ok_records[0]["seeds"][0].get("slab_tot_eng") is not None
@@ -276,6 +315,7 @@ def summarize(records: Sequence[dict[str, Any]], thr: Thresholds, mlip_name: str
         )
     shifted, shift_block = gas_shift(df, thr)
     return {
+        "coverage": coverage_row(records, mlip_name, n_input, **(provenance or {})),
         "mlip": mlip_row,
         "anomaly": anomaly_row,
         "per_adsorbate": per_ads,
@@ -287,13 +327,14 @@ def summarize(records: Sequence[dict[str, Any]], thr: Thresholds, mlip_name: str
 
 
 # ---------------------------------------------------------------------------------------------
-# gas-reference shift (docs only upstream; our reading, see module docstring of report)
+# gas-reference shift (CatBench 1.1.6 ``_compute_gas_shift_data``)
 
 
 def gas_shift(df: pd.DataFrame, thr: Thresholds) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Per adsorbate: median signed error (MLIP − DFT) over structure-valid reactions (Normal +
-    Energy anomaly), if there are at least ``gas_shift_min_n``; subtracted from every reaction of
-    that adsorbate; only the energy-anomaly test is re-run, on the structure-valid ones."""
+    """Per adsorbate: the median signed error (MLIP − DFT) over the structure-valid reactions
+    (Normal + Energy anomaly), when there are at least ``gas_shift_min_n``, is subtracted from
+    every energy of that adsorbate, single points included; only the energy-anomaly test is run
+    again, on the structure-valid ones (Normal when |error| ≤ ``energy_thrs``)."""
     out = df.copy()
     block = []
     for ads in sorted(out["adsorbate"].unique()):
@@ -303,6 +344,7 @@ def gas_shift(df: pd.DataFrame, thr: Thresholds) -> tuple[pd.DataFrame, list[dic
         applied = n_fit >= thr.gas_shift_min_n
         shift = float(np.median(out.loc[valid, "mlip_ads_eng"] - out.loc[valid, "dft_ads_eng"])) if applied else 0.0
         out.loc[mask, "mlip_ads_eng"] = out.loc[mask, "mlip_ads_eng"] - shift
+        out.loc[mask, "single_ads_eng"] = out.loc[mask, "single_ads_eng"] - shift
         err = (out.loc[valid, "mlip_ads_eng"] - out.loc[valid, "dft_ads_eng"]).abs()
         out.loc[valid, "class"] = np.where(err > thr.energy_thrs, "energy_anomaly", "normal")
         sub = out[mask & (out["class"] != FAILED)]
@@ -315,6 +357,8 @@ def gas_shift(df: pd.DataFrame, thr: Thresholds) -> tuple[pd.DataFrame, list[dic
                 "applied": applied,
                 "MAE_total_shifted": _mae(sub["mlip_ads_eng"], sub["dft_ads_eng"]),
                 "MAE_normal_shifted": _mae(normal["mlip_ads_eng"], normal["dft_ads_eng"]),
+                "Num_normal_shifted": int((out.loc[valid, "class"] == "normal").sum()),
+                "Num_energy_anomaly_shifted": int((out.loc[valid, "class"] == "energy_anomaly").sum()),
             }
         )
     return out, block
@@ -336,6 +380,7 @@ def shifted_mlip_row(shifted: pd.DataFrame, base_row: dict[str, Any]) -> dict[st
             "Anomaly_rate_energy_anomaly": _rate(counts["energy_anomaly"], total),
             "MAE_total": _mae(ok["mlip_ads_eng"], ok["dft_ads_eng"]),
             "MAE_normal": _mae(normal["mlip_ads_eng"], normal["dft_ads_eng"]),
+            "MAE_single": _mae(ok["single_ads_eng"], ok["dft_ads_eng"]),
         }
     )
     return row
@@ -395,13 +440,21 @@ def anomaly_detection(df: pd.DataFrame) -> dict[str, Any]:
 REACTION_COLUMNS = ["reaction_id", "adsorbate", "dft_ads_eng", "mlip_ads_eng", "single_ads_eng", "class"]
 
 
-def analyse(records: Sequence[dict[str, Any]], thr: Thresholds, model: str) -> tuple[dict[str, Any], pd.DataFrame]:
-    """(the analysis record of one potential, its per-reaction table with shifted energies)."""
-    s = summarize(records, thr, model)
+def analyse(
+    records: Sequence[dict[str, Any]],
+    thr: Thresholds,
+    model: str,
+    n_input: int | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """(the analysis record of one potential, its per-reaction table with shifted energies);
+    ``n_input`` and ``provenance`` go into the Coverage row (:func:`coverage_row`)."""
+    s = summarize(records, thr, model, n_input, provenance)
     df, sh = s["reactions"], s["shifted"]
     record = {
         "model": model,
         "thresholds": thr.as_dict(),
+        "coverage": s["coverage"],
         "mlip": s["mlip"],
         "anomaly": s["anomaly"],
         "per_adsorbate": s["per_adsorbate"],
@@ -425,17 +478,110 @@ def score_calculation_files(
     out: str | os.PathLike,
     out_reactions: str | os.PathLike,
     out_anomaly: str | os.PathLike | None = None,
+    card: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Analyse a potential's calculation chunks (``relax`` outputs): the analysis JSON, the
-    per-reaction parquet and, when asked, CatBench's anomaly-detection JSON. Returns the record."""
+    per-reaction parquet and, when asked, CatBench's anomaly-detection JSON. Returns the record.
+    The dataset's ``card`` (when given) supplies the input count and hash of the Coverage row."""
     from crucible.io import read_json, write_json, write_parquet
+    from crucible.mlip.calculators import provenance_text
 
     records: list[dict[str, Any]] = []
+    devices, potentials = set(), {}
     for path in inputs:
-        records += read_json(path)["reactions"]
-    record, reactions = analyse(records, Thresholds(**thresholds), model)
+        chunk = read_json(path)
+        records += chunk["reactions"]
+        devices.add(str(chunk.get("device", "unknown")))
+        identity = {k: v for k, v in (chunk.get("potential") or {}).items() if k != "device"}
+        potentials[json.dumps(identity, sort_keys=True)] = identity
+    if len(potentials) > 1:
+        raise DataValidationError(
+            f"{', '.join(map(str, inputs))}: chunks of {model!r} were computed by different potentials "
+            f"({'; '.join(provenance_text(p) for p in potentials.values())}); rerun the relaxations"
+        )
+    potential = next(iter(potentials.values()), {})
+    info = read_json(card) if card else {}
+    provenance = {
+        # CatBench's calculator stamp: the class (here with its params and package version)
+        "calculator": provenance_text(potential) or model,
+        "device": ", ".join(sorted(devices)) or "unknown",
+        "input_md5": (info.get("source") or {}).get("md5"),
+    }
+    record, reactions = analyse(records, Thresholds(**thresholds), model, info.get("n_reactions"), provenance)
+    record["potential"] = potential
     write_json(record, out)
     if out_anomaly:
         write_json({"thresholds": record["thresholds"], **record["anomaly_detection"]}, out_anomaly)
     write_parquet(reactions, out_reactions)
     return record
+
+
+# ---------------------------------------------------------------------------------------------
+# CatBench's result layout
+
+
+def catbench_result(
+    records: Sequence[dict[str, Any]], settings: dict[str, Any], reactions: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """Our records as CatBench's ``{mlip}_result.json`` (what ``AdsorptionAnalysis`` reads):
+    ``calculation_settings``, one entry per computed reaction (``reference``, ``single_calculation``,
+    one block per seed ``"0"``, ``"1"`` …, ``final``), the failed ones under ``_failures`` with their
+    stage. ``reactions`` (the inputs) fill in the reference total energies; without them the
+    adsorbate still shows in the key CatBench reads it from."""
+    p = dict(settings)
+    oc20 = p.get("mode") == "oc20"
+    doc: dict[str, Any] = {
+        "calculation_settings": {
+            "optimizer": "LBFGS",
+            "f_crit_relax": p.get("fmax", 0.05),
+            "n_crit_relax": p.get("max_steps", 999),
+            "damping": 1.0,
+            "chemical_bond_cutoff": p.get("chemical_bond_cutoff", 6.0),
+            "n_reactions_input": len(records),
+            "catbench_version": "none: crucible (CatBench 1.1.6 semantics)",
+        }
+    }
+    by_id = {r.reaction_id: r for r in reactions}
+    failures = {}
+    for r in sorted(records, key=lambda r: r["reaction_id"]):
+        rid = r["reaction_id"]
+        if r.get("error"):
+            failures[rid] = {"error": r["error"], "stage": r.get("stage", "unknown")}
+            continue
+        reference: dict[str, Any] = {"ads_eng": r["dft_ads_eng"]}
+        if rid in by_id:
+            for s in by_id[rid].structures:
+                if s.role != "gas":
+                    reference[f"{s.key}_tot_eng"] = s.dft_energy
+        else:
+            reference.update({"star_tot_eng": None, f"{r['adsorbate']}star_tot_eng": None})
+        entry: dict[str, Any] = {"reference": reference, "single_calculation": dict(r["single_calculation"])}
+        slab_keys = ("slab_tot_eng", "slab_max_disp", "slab_pos_mae", "slab_pos_rmsd", "slab_time", "slab_steps")
+        adslab_keys = ("adslab_max_disp", "adslab_pos_mae", "adslab_pos_rmsd", "adslab_time", "adslab_steps")
+        for n, seed in enumerate(r["seeds"]):
+            block = {"ads_eng": seed["ads_eng"]}
+            if not oc20:
+                block.update({k: seed.get(k) for k in slab_keys})
+                block.update(
+                    adslab_tot_eng=seed["adslab_tot_eng"],
+                    max_bond_change=seed["max_bond_change"],
+                    substrate_displacement=seed["substrate_displacement"],
+                )
+            block.update({k: seed.get(k) for k in adslab_keys})
+            entry[str(seed.get("seed", n))] = block
+        final = dict(r["final"])
+        final["adslab_max_disp"] = max(s["adslab_max_disp"] for s in r["seeds"])
+        final["time_total_adslab"] = r["time_total_adslab"]
+        final["steps_total_adslab"] = r["steps_total_adslab"]
+        if oc20:
+            for k in ("slab_seed_range", "ads_seed_range"):
+                final.pop(k, None)
+        else:
+            final["slab_max_disp"] = max(s["slab_max_disp"] for s in r["seeds"])
+            final["time_total_slab"] = r["time_total_slab"]
+            final["steps_total_slab"] = r["steps_total_slab"]
+        entry["final"] = final
+        doc[rid] = entry
+    if failures:
+        doc["_failures"] = failures
+    return doc

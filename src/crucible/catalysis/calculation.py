@@ -3,9 +3,8 @@
 Per seed (CatBench 1.1.6, ``catbench/adsorption/calculation/calculation.py`` and
 ``catbench/utils/calculation_utils.py``): slab and adslab relaxed from the reference geometries with ASE's LBFGS
 (``fmax`` 0.05 eV/Å, at most ``max_steps``; FixAtoms from the data), gas molecules relaxed with
-their heaviest atom fixed (at most ``gas_max_steps``), all through :func:`crucible.mlip.relax.relax`;
-E_ads = Σ stoi·E; displacements are
-minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
+one of their heaviest atoms fixed (at most ``gas_max_steps``), all through
+:func:`crucible.mlip.relax.relax`; E_ads = Σ stoi·E; displacements are minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
 NaN last, position ⌊(K−1)/2⌋) and max − min ranges over seeds. ``single_calculation`` holds
 single-point energies of the unrelaxed structures with the first seed. OC20 mode relaxes only
 the adslab and takes its energy as E_ads.
@@ -14,8 +13,18 @@ A non-finite energy or force from the potential (a relaxation's failure status, 
 point) makes the reaction a calculation failure, recorded with its reason like an exception from
 the potential: it is counted in ``Num_failed``, never rated.
 
-Each finished reaction is written at once to ``{out}.parts/{reaction}.json``; a rerun after a
-kill reuses those files (if the settings match) and relaxes only what is missing.
+As in CatBench 1.1.6 (``catbench/adsorption/calculation/calculation.py``, ``structure_cache``),
+a clean slab that another reaction of the chunk already relaxed with the same seed is not relaxed
+again (same structure: :mod:`crucible.catalysis.identity`): its energy and displacements are
+reused and the reuse counts 0 time and 0 steps; an identical adslab with the same adsorbate atoms
+is reused the same way. Every structure is relaxed and evaluated with ``tags`` set to 1, and the
+gas atom held fixed is drawn among the atoms of the highest atomic number, as CatBench does, but
+from a seeded generator, so runs repeat.
+
+Each finished reaction is written at once to ``{out}.parts/{reaction}.json``, keyed by the
+settings, the model and the reaction's input (structures, energies, stoichiometry, adsorbate
+atoms); a rerun after a kill reuses a part only when all of them match. A part that does not
+match or does not parse is named in the log, moved to ``{out}.set-aside/`` and recomputed.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import logging
 import math
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -42,6 +52,7 @@ DEFAULTS = {
     "gas_max_steps": 500,
     "mode": "basic",
     "chemical_bond_cutoff": 6.0,
+    "structure_cache": True,
 }
 MODES = ("basic", "oc20")
 
@@ -130,15 +141,24 @@ def seed_range(values: Sequence[float]) -> float:
 # relaxation
 
 
+def _catbench_copy(atoms):
+    """A copy as CatBench hands structures to the potential: every tag set to 1 (models that
+    read tags, e.g. to tell adsorbate from surface, then see what they see in CatBench)."""
+    work = atoms.copy()
+    work.set_tags(np.ones(len(work), dtype=int))
+    return work
+
+
 def relax(atoms, calc, fmax: float, max_steps: int, fixed: Sequence[int] = (), what: str = "") -> dict[str, Any]:
-    """LBFGS relaxation of a copy of ``atoms``; energy, steps, displacement stats, wall time.
+    """LBFGS relaxation (:func:`crucible.mlip.relax.relax`) of a copy of ``atoms`` with tags 1;
+    energy, steps, displacement stats, wall time.
 
     Raises :class:`~crucible.mlip.calculators.NonFiniteError` (naming ``what``) when the
     potential returns a non-finite energy or force."""
     from crucible.mlip.calculators import NonFiniteError
     from crucible.mlip.relax import relax as relax_structure
 
-    result = relax_structure(atoms, calc, optimizer="LBFGS", fmax=fmax, steps=max_steps, fixed=fixed)
+    result = relax_structure(_catbench_copy(atoms), calc, optimizer="LBFGS", fmax=fmax, steps=max_steps, fixed=fixed)
     if not result.ok:
         raise NonFiniteError(f"{what} relaxation: {result.reason}" if what else str(result.reason))
     out = {"energy": result.energy, "steps": result.steps, "time": result.time, "atoms": result.atoms}
@@ -146,9 +166,22 @@ def relax(atoms, calc, fmax: float, max_steps: int, fixed: Sequence[int] = (), w
     return out
 
 
-def gas_fixed_atom(atoms) -> int:
-    """The gas molecule's atom held fixed while it relaxes: the first of the heaviest."""
-    return int(np.argmax(atoms.get_masses()))
+def gas_fixed_atom(atoms, seed: int, key: str) -> int:
+    """The gas atom held fixed: one of the atoms with the highest atomic number (CatBench draws it
+    with numpy's global generator, unseeded), drawn here from a generator seeded by the seed and
+    the gas key, so it is the same on every run."""
+    numbers = np.asarray(atoms.numbers)
+    heaviest = np.flatnonzero(numbers == numbers.max())
+    rng = np.random.default_rng([int(seed), zlib.crc32(key.encode())])
+    return int(heaviest[rng.integers(len(heaviest))])
+
+
+def relax_gas(gas, calc, p: dict[str, Any], seed: int) -> float:
+    """Relaxed energy of a gas molecule, its one fixed atom (:func:`gas_fixed_atom`) its only constraint."""
+    atoms = gas.atoms.copy()
+    atoms.set_constraint()
+    fixed = [gas_fixed_atom(atoms, seed, gas.key)]
+    return relax(atoms, calc, p["fmax"], p["gas_max_steps"], fixed=fixed, what=f"seed {seed}: gas {gas.key}")["energy"]
 
 
 def _fingerprint(atoms) -> str:
@@ -174,19 +207,165 @@ def _single_point(calc, atoms, what: str) -> float:
     from crucible.mlip.calculators import NonFiniteError, single_energy
 
     try:
-        return single_energy(calc, atoms)
+        return single_energy(calc, _catbench_copy(atoms))
     except NonFiniteError as exc:
         raise NonFiniteError(f"{what} single point: {exc}") from None
 
 
-def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: dict | None = None) -> dict[str, Any]:
-    """Every per-seed quantity of one reaction, the median-seed summary and single points."""
+SLAB_FIELDS = ("slab_tot_eng", "slab_steps", "slab_max_disp", "slab_pos_mae", "slab_pos_rmsd")
+ADSLAB_FIELDS = (
+    "adslab_tot_eng",
+    "adslab_steps",
+    "adslab_max_disp",
+    "adslab_pos_mae",
+    "adslab_pos_rmsd",
+    "max_bond_change",
+    "substrate_displacement",
+)
+
+
+class RelaxationCache:
+    """Per-seed results of relaxed clean slabs and adslabs, and relaxed gas energies, shared by
+    the reactions of one chunk (CatBench's ``structure_cache`` and gas cache)."""
+
+    def __init__(self, structures: bool = True) -> None:
+        from crucible.catalysis.identity import StructureIndex
+
+        self.structures = structures
+        self.index = StructureIndex()
+        self.gas: dict[tuple, float] = {}
+
+    @staticmethod
+    def _extra(reaction: Reaction, role: str, seed: int):
+        return ("slab", seed) if role == "slab" else ("adslab", tuple(reaction.adsorbate_indices), seed)
+
+    def find(self, reaction: Reaction, role: str, seed: int) -> dict[str, Any] | None:
+        if not self.structures:
+            return None
+        s = next(x for x in reaction.structures if x.role == role)
+        return self.index.find(s.atoms, s.dft_energy, self._extra(reaction, role, seed))
+
+    def add(self, reaction: Reaction, role: str, seed: int, values: dict[str, Any]) -> None:
+        if not self.structures:
+            return
+        s = next(x for x in reaction.structures if x.role == role)
+        self.index.add(s.atoms, s.dft_energy, dict(values), self._extra(reaction, role, seed))
+
+    @staticmethod
+    def gas_key(gas, seed: int) -> tuple:
+        return (gas.key, _fingerprint(gas.atoms), seed)
+
+    def remember(self, reaction: Reaction, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Take in a resumed record and return it as this run would have written it, or None (and
+        nothing taken in) when it disagrees with what this run already holds: a reused slab or
+        adslab whose relaxation is not, or no longer, in the cache, or another gas energy. Such a
+        record is recomputed. A relaxation that this run already holds from an earlier reaction
+        becomes a reuse (0 time, 0 steps), as it would have been in one uninterrupted run."""
+        if record.get("error"):
+            return record
+        gases = {g.key: g for g in reaction.structures if g.role == "gas"}
+        new_structures, new_gas, now_reused = [], {}, []
+        for n, seed_rec in enumerate(record["seeds"]):
+            seed = seed_rec["seed"]
+            for role, fields in (("slab", SLAB_FIELDS), ("adslab", ADSLAB_FIELDS)):
+                if not self.structures or not any(s.role == role for s in reaction.structures):
+                    continue
+                values = {k: seed_rec.get(k) for k in fields}
+                cached = self.find(reaction, role, seed)
+                if cached is None:
+                    if seed_rec.get(f"{role}_cached"):
+                        return None
+                    new_structures.append((role, seed, values))
+                elif cached != values:
+                    return None
+                elif not seed_rec.get(f"{role}_cached"):
+                    now_reused.append((n, role))
+            for key, energy in (seed_rec.get("gas_energies") or {}).items():
+                if key not in gases:
+                    return None
+                gkey = self.gas_key(gases[key], seed)
+                if self.gas.get(gkey, new_gas.get(gkey, energy)) != energy:
+                    return None
+                new_gas[gkey] = energy
+        for role, seed, values in new_structures:
+            self.add(reaction, role, seed, values)
+        for gkey, energy in new_gas.items():
+            self.gas.setdefault(gkey, energy)
+        if now_reused:
+            record = json.loads(json.dumps(record))
+            for n, role in now_reused:
+                record["seeds"][n].update({f"{role}_cached": True, f"{role}_time": 0.0})
+            _count_work(record)
+        return record
+
+
+def _count_work(record: dict[str, Any]) -> None:
+    """Time and steps of the relaxations this reaction performed: a reused relaxation counts 0
+    time and 0 steps (CatBench's ``time_total_*`` / ``steps_total_*``), although the seed keeps the
+    reused steps for the convergence check."""
+    seeds = record["seeds"]
+    for role in ("slab", "adslab"):
+        record[f"time_total_{role}"] = float(sum(s[f"{role}_time"] for s in seeds if not s.get(f"{role}_cached")))
+        record[f"steps_total_{role}"] = int(sum(s[f"{role}_steps"] for s in seeds if not s.get(f"{role}_cached")))
+
+
+def _relaxed_slab(reaction: Reaction, slab, calc, p, seed: int, cache: RelaxationCache) -> dict[str, Any]:
+    hit = cache.find(reaction, "slab", seed)
+    if hit is not None:
+        return {**hit, "slab_time": 0.0, "slab_cached": True}
+    sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: slab")
+    out = {
+        "slab_tot_eng": sl["energy"],
+        "slab_steps": sl["steps"],
+        "slab_max_disp": sl["max_disp"],
+        "slab_pos_mae": sl["pos_mae"],
+        "slab_pos_rmsd": sl["pos_rmsd"],
+    }
+    cache.add(reaction, "slab", seed, out)
+    return {**out, "slab_time": sl["time"], "slab_cached": False}
+
+
+def _relaxed_adslab(reaction: Reaction, adslab, calc, p, seed: int, cache: RelaxationCache) -> dict[str, Any]:
+    hit = cache.find(reaction, "adslab", seed)
+    if hit is not None:
+        return {**hit, "adslab_time": 0.0, "adslab_cached": True}
+    ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: adslab")
+    out = {
+        "adslab_tot_eng": ads["energy"],
+        "adslab_steps": ads["steps"],
+        "adslab_max_disp": ads["max_disp"],
+        "adslab_pos_mae": ads["pos_mae"],
+        "adslab_pos_rmsd": ads["pos_rmsd"],
+    }
+    if p["mode"] != "oc20":
+        out["max_bond_change"] = max_bond_change(
+            adslab.atoms, ads["atoms"], reaction.adsorbate_indices, p["chemical_bond_cutoff"]
+        )
+        out["substrate_displacement"] = substrate_displacement(adslab.atoms, ads["atoms"], reaction.adsorbate_indices)
+        cache.add(reaction, "adslab", seed, out)
+    return {**out, "adslab_time": ads["time"], "adslab_cached": False}
+
+
+def run_reaction(
+    reaction: Reaction,
+    calc,
+    params: dict[str, Any],
+    gas_cache: dict | None = None,
+    cache: RelaxationCache | None = None,
+) -> dict[str, Any]:
+    """Every per-seed quantity of one reaction, the median-seed summary and single points.
+    ``cache`` (or, for the gas energies alone, ``gas_cache``) is shared across the reactions of a
+    chunk; a failure anywhere (the potential raising, e.g. on an element it does not know) makes
+    the record an error with the stage it happened in, counted as failed by the analysis."""
     p = {**DEFAULTS, **params}
-    gas_cache = {} if gas_cache is None else gas_cache
+    oc20 = p["mode"] == "oc20"
+    if cache is None:
+        cache = RelaxationCache(bool(p["structure_cache"]) and not oc20)
+    if gas_cache is not None:
+        cache.gas = gas_cache
     slab = next((s for s in reaction.structures if s.role == "slab"), None)
     adslab = next(s for s in reaction.structures if s.role == "adslab")
     gases = [s for s in reaction.structures if s.role == "gas"]
-    oc20 = p["mode"] == "oc20"
     record: dict[str, Any] = {
         "reaction_id": reaction.reaction_id,
         "adsorbate": reaction.adsorbate,
@@ -194,22 +373,30 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
         "error": None,
     }
     seeds = []
+    stage = "single_point"
     try:
+        # Single points first, as CatBench computes them (its failures are then named by the
+        # same stage), with the first seed.
+        _seed_everything(0)
+        if oc20:
+            stage = "single_point:adslab"
+            single = _single_point(calc, adslab.atoms, "adslab")
+        else:
+            single = 0.0
+            for s in reaction.structures:
+                stage = f"single_point:{s.role if s.role != 'gas' else 'gas:' + s.key}"
+                single += s.stoi * _single_point(calc, s.atoms, s.role if s.role != "gas" else f"gas {s.key}")
+        if not oc20 and slab is None:
+            stage = "input"
+            raise ValueError("no clean slab ('star') structure")
         for seed in range(int(p["seeds"])):
             _seed_everything(seed)
             rec: dict[str, Any] = {"seed": seed}
-            ads = relax(adslab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: adslab")
-            rec.update(
-                adslab_tot_eng=ads["energy"],
-                adslab_steps=ads["steps"],
-                adslab_max_disp=ads["max_disp"],
-                adslab_pos_mae=ads["pos_mae"],
-                adslab_pos_rmsd=ads["pos_rmsd"],
-                adslab_time=ads["time"],
-            )
+            stage = "relax:adslab"
+            rec.update(_relaxed_adslab(reaction, adslab, calc, p, seed, cache))
             if oc20:
                 rec.update(
-                    ads_eng=ads["energy"],
+                    ads_eng=rec["adslab_tot_eng"],
                     slab_tot_eng=None,
                     slab_steps=0,
                     slab_max_disp=0.0,
@@ -221,51 +408,28 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
                     gas_energies={},
                 )
             else:
-                sl = relax(slab.atoms, calc, p["fmax"], p["max_steps"], what=f"seed {seed}: slab")
+                stage = "relax:slab"
+                rec.update(_relaxed_slab(reaction, slab, calc, p, seed, cache))
                 gas_e = {}
                 for g in gases:
-                    key = (g.key, _fingerprint(g.atoms), seed)
-                    if key not in gas_cache:
-                        gas = g.atoms.copy()
-                        gas.set_constraint()  # the one fixed atom is the gas molecule's only constraint
-                        gas_cache[key] = relax(
-                            gas,
-                            calc,
-                            p["fmax"],
-                            p["gas_max_steps"],
-                            fixed=[gas_fixed_atom(gas)],
-                            what=f"seed {seed}: gas {g.key}",
-                        )["energy"]
-                    gas_e[g.key] = gas_cache[key]
+                    stage = f"relax:gas:{g.key}"
+                    key = cache.gas_key(g, seed)
+                    if key not in cache.gas:
+                        cache.gas[key] = relax_gas(g, calc, p, seed)
+                    gas_e[g.key] = cache.gas[key]
                 e_ads = (
-                    adslab.stoi * ads["energy"] + slab.stoi * sl["energy"] + sum(g.stoi * gas_e[g.key] for g in gases)
+                    adslab.stoi * rec["adslab_tot_eng"]
+                    + slab.stoi * rec["slab_tot_eng"]
+                    + sum(g.stoi * gas_e[g.key] for g in gases)
                 )
-                rec.update(
-                    ads_eng=float(e_ads),
-                    slab_tot_eng=sl["energy"],
-                    slab_steps=sl["steps"],
-                    slab_max_disp=sl["max_disp"],
-                    slab_pos_mae=sl["pos_mae"],
-                    slab_pos_rmsd=sl["pos_rmsd"],
-                    slab_time=sl["time"],
-                    gas_energies=gas_e,
-                    max_bond_change=max_bond_change(
-                        adslab.atoms, ads["atoms"], reaction.adsorbate_indices, p["chemical_bond_cutoff"]
-                    ),
-                    substrate_displacement=substrate_displacement(
-                        adslab.atoms, ads["atoms"], reaction.adsorbate_indices
-                    ),
-                )
+                rec.update(ads_eng=float(e_ads), gas_energies=gas_e)
             seeds.append(rec)
-        _seed_everything(0)
-        if oc20:
-            single = _single_point(calc, adslab.atoms, "adslab")
-        else:
-            single = sum(s.stoi * _single_point(calc, s.atoms, s.role) for s in reaction.structures)
     except Exception as exc:  # a potential that cannot handle this system: recorded, never dropped
         text = str(exc).strip().replace("\n", " ")[:300]
-        record.update(error=f"{type(exc).__name__}: {text}", seeds=seeds, final=None, single_calculation=None)
-        log.warning("%s: %s", reaction.reaction_id, record["error"])
+        record.update(
+            error=f"{type(exc).__name__}: {text}", stage=stage, seeds=seeds, final=None, single_calculation=None
+        )
+        log.warning("%s: %s (%s)", reaction.reaction_id, record["error"], stage)
         return record
     idx, med = median_seed([s["ads_eng"] for s in seeds])
     record["seeds"] = seeds
@@ -277,10 +441,7 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
         "ads_eng_seed_range": seed_range([s["ads_eng"] for s in seeds]),
     }
     record["single_calculation"] = {"ads_eng": float(single)}
-    record["time_total_slab"] = float(sum(s["slab_time"] for s in seeds))
-    record["time_total_adslab"] = float(sum(s["adslab_time"] for s in seeds))
-    record["steps_total_slab"] = int(sum(s["slab_steps"] for s in seeds))
-    record["steps_total_adslab"] = int(sum(s["adslab_steps"] for s in seeds))
+    _count_work(record)
     return record
 
 
@@ -288,23 +449,98 @@ def run_reaction(reaction: Reaction, calc, params: dict[str, Any], gas_cache: di
 # chunks, resumable
 
 
-def chunk_ids(ids: Sequence[str], chunk: int, n_chunks: int) -> list[str]:
-    """Contiguous slice ``chunk`` of ``n_chunks`` over the sorted reaction ids."""
+def chunk_ids(ids: Sequence[str], chunk: int, n_chunks: int, groups: Sequence[int] | None = None) -> list[str]:
+    """Contiguous slice ``chunk`` of ``n_chunks`` over the sorted reaction ids. With ``groups``
+    (one number per id: reactions that reuse each other's relaxations,
+    :func:`crucible.catalysis.identity.relaxation_groups`) a group is never split: it goes to the
+    chunk in which its first reaction falls, so the reuse, and the time and steps counted, do not
+    depend on the number of chunks."""
     if not 0 <= chunk < n_chunks:
         raise ValueError(f"chunk {chunk} outside 0..{n_chunks - 1}")
     ordered = sorted(ids)
     bounds = np.linspace(0, len(ordered), n_chunks + 1).round().astype(int)
-    return ordered[bounds[chunk] : bounds[chunk + 1]]
+    if groups is None:
+        return ordered[bounds[chunk] : bounds[chunk + 1]]
+    group_of = dict(zip(ids, groups))
+    members: dict[int, list[str]] = {}
+    for rid in ordered:
+        members.setdefault(group_of[rid], []).append(rid)
+    out, start = [], 0
+    for group in sorted(members, key=lambda g: members[g][0]):
+        if bounds[chunk] <= start < bounds[chunk + 1]:
+            out += members[group]
+        start += len(members[group])
+    return sorted(out)
 
 
 def _part_name(reaction_id: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", reaction_id)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", reaction_id)[:80]
     return f"{safe}-{hashlib.sha256(reaction_id.encode()).hexdigest()[:8]}.json"
 
 
-def settings_key(params: dict[str, Any], model: str) -> str:
+IDENTITY_FIELDS = ("class", "params", "package", "version", "module_sha256")
+
+
+def settings_key(params: dict[str, Any], model: str, potential: dict[str, Any] | None = None) -> str:
+    """Digest of the relaxation settings, the model name and what the model is
+    (:func:`crucible.mlip.calculators.provenance`: class, params, package version, a local
+    module's hash): a part written by another version or configuration of the potential is not
+    resumed."""
     p = {**DEFAULTS, **params, "model": model}
+    if potential:
+        p["potential"] = {k: potential.get(k) for k in IDENTITY_FIELDS if k in potential}
     return hashlib.sha256(json.dumps(p, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def input_key(reaction: Reaction) -> str:
+    """Digest of everything of a reaction's input that its relaxations depend on: ids, reference
+    energies, stoichiometry, adsorbate atoms and every structure's atoms, positions (exact bits),
+    cell, periodicity and fixed atoms."""
+    from crucible.catalysis.identity import fixed_set
+
+    h = hashlib.sha256()
+    head = [reaction.reaction_id, reaction.adsorbate, repr(float(reaction.dft_ads_eng)), reaction.adsorbate_indices]
+    h.update(json.dumps(head).encode())
+    for s in reaction.structures:
+        h.update(json.dumps([s.key, s.role, repr(float(s.stoi)), repr(float(s.dft_energy))]).encode())
+        for arr in (s.atoms.numbers, s.atoms.positions, np.asarray(s.atoms.cell), s.atoms.pbc):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        h.update(json.dumps(sorted(fixed_set(s.atoms))).encode())
+    return h.hexdigest()[:32]
+
+
+def _set_aside(part: Path, set_aside: Path, why: str) -> None:
+    set_aside.mkdir(parents=True, exist_ok=True)
+    target = set_aside / part.name
+    n = 1
+    while target.exists():
+        target = set_aside / f"{part.name}.{n}"
+        n += 1
+    os.replace(part, target)
+    log.warning("part file %s %s: moved to %s; the reaction is relaxed again", part, why, target)
+
+
+def _saved_record(part: Path, reaction: Reaction, key: str, set_aside: Path) -> dict[str, Any] | None:
+    """The record in a part file when it belongs to these settings, this model and this very
+    input; otherwise the file is named in the log and set aside."""
+    try:
+        saved = json.loads(part.read_text(encoding="utf-8"))
+        record = saved["record"]
+        stored_settings, stored_input = saved["settings_key"], saved.get("input_key")
+        if record["reaction_id"] != reaction.reaction_id:
+            raise KeyError("reaction_id")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        _set_aside(
+            part, set_aside, f"does not parse as a part of {reaction.reaction_id!r} ({type(exc).__name__}: {exc})"
+        )
+        return None
+    if stored_settings != key:
+        _set_aside(part, set_aside, "was written with other settings or another model (or version of it)")
+        return None
+    if stored_input != input_key(reaction):
+        _set_aside(part, set_aside, "was written for other input structures or energies of this reaction")
+        return None
+    return record
 
 
 def run_chunk(
@@ -315,9 +551,12 @@ def run_chunk(
     model: str,
     progress: bool = True,
     device: str | None = None,
+    potential: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Relax ``reactions`` (one chunk), keeping each finished reaction in ``{out}.parts/`` so a
-    killed run resumes; then write the chunk's JSON to ``out`` and remove the parts."""
+    killed run resumes; then write the chunk's JSON to ``out`` and remove the parts.
+    ``potential``: the potential's provenance (``Potential.provenance``), recorded in the chunk
+    and part of the key a part must match."""
     from tqdm import tqdm
 
     from crucible.io import write_json
@@ -327,28 +566,33 @@ def run_chunk(
         raise ValueError(f"mode {p['mode']!r}: one of {MODES}")
     out = Path(out)
     parts = out.with_name(out.name + ".parts")
+    set_aside = out.with_name(out.name + ".set-aside")
     parts.mkdir(parents=True, exist_ok=True)
-    key = settings_key(params, model)
-    gas_cache: dict = {}
+    key = settings_key(params, model, potential)
+    cache = RelaxationCache(bool(p["structure_cache"]) and p["mode"] != "oc20")
     records, n_resumed, n_computed = [], 0, 0
     for reaction in tqdm(
         sorted(reactions, key=lambda r: r.reaction_id), desc=f"{model} relaxations", disable=None if progress else True
     ):
         part = parts / _part_name(reaction.reaction_id)
-        if part.is_file():
-            saved = json.loads(part.read_text(encoding="utf-8"))
-            if saved.get("settings_key") == key and saved["record"]["reaction_id"] == reaction.reaction_id:
-                records.append(saved["record"])
-                n_resumed += 1
-                continue
-        record = run_reaction(reaction, calc, p, gas_cache)
-        write_json({"settings_key": key, "record": record}, part)
+        record = _saved_record(part, reaction, key, set_aside) if part.is_file() else None
+        if record is not None:
+            record = cache.remember(reaction, record)
+            if record is None:
+                _set_aside(part, set_aside, "reuses a relaxation that this run does not hold (its source changed)")
+        if record is not None:
+            records.append(record)
+            n_resumed += 1
+            continue
+        record = run_reaction(reaction, calc, p, cache=cache)
+        write_json({"settings_key": key, "input_key": input_key(reaction), "record": record}, part)
         records.append(record)
         n_computed += 1
     # the device the potential was loaded on (crucible.mlip.calculators.Potential.device)
     doc = {
         "model": model,
         "device": device or "cpu",
+        "potential": dict(potential or {}),
         "settings": p,
         "settings_key": key,
         "n_reactions": len(records),

@@ -1,7 +1,7 @@
 """``crucible catalysis ...``: adsorption energies with CatBench's semantics, and relative energies.
 
 crucible catalysis fetch --dataset MamunHighT2019 --url URL [--sha256 HEX] --out resources/catalysis/...
-crucible catalysis clean --format catbench-json --input raw.json --out reactions.parquet --out-db structures.db --out-card card.json
+crucible catalysis clean --format catbench-json --input raw.json --out reactions.parquet --out-db structures.db --out-card card.json [--filtering strict] [--out-catbench clean_adsorption.json]
 crucible catalysis relax --reactions reactions.parquet --db structures.db --model emt --chunk 0 --n-chunks 1 --params '{}' --out chunk_0.json
 crucible catalysis score --inputs chunk_0.json ... --model emt --thresholds '{}' --out analysis.json --out-reactions reactions.parquet
 crucible catalysis tables --inputs analysis/*.json --out-prefix results/tables/catalysis_X --out-xlsx results/tables/catalysis_X.xlsx
@@ -44,14 +44,20 @@ def _cmd_clean(args) -> int:
         url=args.url,
         sha256=args.sha256 or None,
         tolerance=args.tolerance,
+        filtering=args.filtering,
         energy_source=args.energy_source,
+        out_catbench=args.out_catbench,
     )
     log.info(
-        "%d reactions (%s); worst |Σ stoi·E − stated| = %.3g eV",
+        "%d of %d reactions kept (%s); dropped by rule %s; worst |Σ stoi·E − stated| = %.3g eV",
         card["n_reactions"],
+        card["n_input"],
         card["reactions_per_adsorbate"],
+        card["dropped_by_rule"],
         card["energy_check"]["worst_abs_difference_eV"],
     )
+    for d in card["dropped"]:
+        log.info("dropped %s (Catalysis-Hub id %s): %s", d["reaction_id"], d.get("cathub_id"), d["reason"])
     return 0
 
 
@@ -61,12 +67,22 @@ def _cmd_relax(args) -> int:
     from crucible.io import read_parquet
     from crucible.mlip.calculators import load_potential
 
-    ids = chunk_ids(
-        list(read_parquet(args.reactions, columns=["reaction_id"])["reaction_id"]), args.chunk, args.n_chunks
-    )
+    table = read_parquet(args.reactions)
+    groups = list(table["relax_group"]) if "relax_group" in table else None
+    ids = chunk_ids(list(table["reaction_id"]), args.chunk, args.n_chunks, groups)
     reactions = load_reactions(args.reactions, args.db, ids)
-    potential = load_potential(args.model, device=args.device, threads=args.threads)
-    run_chunk(reactions, potential.calculator, _json_arg(args.params), args.out, args.model, device=potential.device)
+    potential = load_potential(
+        args.model, device=args.device, threads=args.threads, custom=_json_arg(args.custom_potentials)
+    )
+    run_chunk(
+        reactions,
+        potential.calculator,
+        _json_arg(args.params),
+        args.out,
+        args.model,
+        device=potential.device,
+        potential=dict(potential.provenance),
+    )
     return 0
 
 
@@ -74,7 +90,13 @@ def _cmd_score(args) -> int:
     from crucible.catalysis.analysis import score_calculation_files
 
     record = score_calculation_files(
-        args.inputs, _json_arg(args.thresholds), args.model, args.out, args.out_reactions, args.out_anomaly
+        args.inputs,
+        _json_arg(args.thresholds),
+        args.model,
+        args.out,
+        args.out_reactions,
+        args.out_anomaly,
+        card=args.card,
     )
     mlip = record["mlip"]
     log.info("%s: %s", args.model, {k: mlip[k] for k in ("Num_total", "Normal_rate", "MAE_total", "MAE_normal")})
@@ -106,16 +128,18 @@ def _cmd_figures(args) -> int:
 def _cmd_relative(args) -> int:
     from crucible.catalysis.relative import read_formation_tree, read_surface_tree, run_relative
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.calculators import load_potential, provenance_metadata
 
     systems = (
         read_surface_tree(args.input)
         if args.task == "surface"
         else read_formation_tree(args.input, _json_arg(args.coefficients))
     )
-    potential = load_potential(args.model, device=args.device, threads=args.threads)
+    potential = load_potential(
+        args.model, device=args.device, threads=args.threads, custom=_json_arg(args.custom_potentials)
+    )
     df = run_relative(args.task, systems, potential.calculator, args.model)
-    write_parquet(df, args.out)
+    write_parquet(df, args.out, metadata=provenance_metadata(potential))
     return 0
 
 
@@ -133,7 +157,7 @@ def _cmd_demo(args) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from crucible.catalysis.data import DEFAULT_ENERGY_SOURCE, FORMATS
+    from crucible.catalysis.data import DEFAULT_ENERGY_SOURCE, FILTERINGS, FORMATS
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -148,7 +172,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--input", required=True, help="the file or folder (only read)")
     p.add_argument("--coefficients", help="JSON: adsorbate -> {slab, adslab, ...gas} (vasp-tree)")
-    p.add_argument("--tolerance", type=float, default=1e-4, help="eV, Σ stoi·E vs stated reaction energy")
+    p.add_argument(
+        "--filtering",
+        choices=FILTERINGS,
+        default="catbench",
+        help="catbench: drop what CatBench 1.1.6 drops and list it in the card; strict: refuse the dataset instead",
+    )
+    p.add_argument(
+        "--tolerance", type=float, help="eV, Σ stoi·E vs stated reaction energy (default 1e-3 catbench, 1e-4 strict)"
+    )
+    p.add_argument("--out-catbench", help="also write the cleaned reactions as a CatBench dataset file")
     p.add_argument("--energy-source", default=DEFAULT_ENERGY_SOURCE)
     p.add_argument("--url", help="where the input was downloaded from (recorded in the card)")
     p.add_argument("--sha256", help="the dataset's pin: refuse the input if it differs")
@@ -166,6 +199,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--params", help="JSON: seeds, fmax, max_steps, gas_max_steps, mode, chemical_bond_cutoff")
     p.add_argument("--device")
     p.add_argument("--threads", type=int)
+    p.add_argument(
+        "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+    )
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_relax)
 
@@ -173,6 +209,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--inputs", nargs="+", required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--thresholds", help="JSON of analysis thresholds")
+    p.add_argument("--card", help="the dataset's card.json: input count and hash for the Coverage row")
     p.add_argument("--out", required=True)
     p.add_argument("--out-reactions", required=True)
     p.add_argument(
@@ -203,6 +240,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--device")
     p.add_argument("--threads", type=int)
+    p.add_argument(
+        "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+    )
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_relative)
 

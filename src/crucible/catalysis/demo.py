@@ -103,69 +103,151 @@ def build_reactions(metals=METALS, adsorbates=ADSORBATES) -> list[Reaction]:
     return out
 
 
-def _ase_json(atoms) -> str:
-    import io
+def write_catbench_json(reactions: list[Reaction], path: str | os.PathLike, dedup: bool = True) -> Path:
+    """CatBench's dataset file: the deduplicated layout of CatBench >= 1.1.1, or with
+    ``dedup=False`` the earlier one (``atoms_json`` inline)."""
+    from crucible.catalysis.data import write_catbench_json as write
 
-    from ase.io import write
-
-    buf = io.StringIO()
-    write(buf, atoms, format="json")
-    return buf.getvalue()
+    return write(reactions, path, dedup=dedup)
 
 
-def write_catbench_json(reactions: list[Reaction], path: str | os.PathLike) -> Path:
-    doc = {
-        r.reaction_id: {
-            "raw": {
-                s.key: {"stoi": s.stoi, "energy_ref": s.dft_energy, "atoms_json": _ase_json(s.atoms)}
-                for s in r.structures
-            },
-            "ref_ads_eng": r.dft_ads_eng,
-            "adsorbate_indices": r.adsorbate_indices,
-        }
-        for r in reactions
+def _equation(r: Reaction) -> str:
+    def term(coefficient, name):
+        return name if coefficient == 1 else f"{coefficient:g}{name}"
+
+    gases = " + ".join(term(-s.stoi, f"{s.key[:-3]}(g)") for s in r.structures if s.role == "gas")
+    return f"{gases} + * -> {r.adsorbate}*"
+
+
+def _cathub_system(s, energy_correction: float = 0.0, keep_constraints: bool = True) -> dict:
+    from crucible.catalysis.data import _ase_json
+
+    atoms = s.atoms.copy()
+    fixed = sorted(int(i) for c in atoms.constraints for i in c.get_indices())
+    atoms.set_constraint()  # constraints travel in their own field, as on Catalysis-Hub
+    constraints = None
+    if fixed and keep_constraints:
+        constraints = json.dumps([{"name": "FixAtoms", "kwargs": {"indices": fixed}}])
+    return {
+        "name": s.key,
+        "energyCorrection": energy_correction,
+        "systems": {"energy": s.dft_energy, "InputFile": _ase_json(atoms), "constraints": constraints},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
-    return path
+
+
+def cathub_node(r: Reaction, node_id: str | None = None) -> dict:
+    """One reaction as Catalysis-Hub's GraphQL API returns it (and as CatBench caches it in
+    ``raw_data/{name}.json``): reactants and products as JSON text (reactants with positive
+    coefficients), each system's structure as ASE-JSON text and its FixAtoms as JSON text."""
+    reactants = {s.key: -s.stoi for s in r.structures if s.stoi < 0}
+    products = {s.key: s.stoi for s in r.structures if s.stoi > 0}
+    return {
+        "id": node_id or r.reaction_id,
+        "Equation": _equation(r),
+        "surfaceComposition": r.system,
+        "reactants": json.dumps(reactants),
+        "products": json.dumps(products),
+        "reactionEnergy": r.dft_ads_eng,
+        "reactionSystems": [_cathub_system(s) for s in r.structures],
+    }
 
 
 def write_cathub_raw(reactions: list[Reaction], path: str | os.PathLike) -> Path:
-    rows = []
-    for r in reactions:
-        reactants = {s.key: -s.stoi for s in r.structures if s.stoi < 0}
-        products = {s.key: s.stoi for s in r.structures if s.stoi > 0}
-        gas_terms = " + ".join(f"{-s.stoi:g}{s.key[:-3]}(g)" for s in r.structures if s.role == "gas")
-        systems = []
-        for s in r.structures:
-            atoms = s.atoms.copy()
-            fixed = sorted(int(i) for c in atoms.constraints for i in c.get_indices())
-            atoms.set_constraint()  # constraints travel in their own field, as on Catalysis-Hub
-            systems.append(
-                {
-                    "name": s.key,
-                    "energyCorrection": 0.0,
-                    "systems": {"energy": s.dft_energy, "InputFile": _ase_json(atoms), "constraints": fixed},
-                }
-            )
-        rows.append(
-            {
-                "node": {
-                    "id": r.reaction_id,
-                    "Equation": f"{gas_terms} + * -> {r.adsorbate}*",
-                    "surfaceComposition": r.system,
-                    "reactants": json.dumps(reactants),
-                    "products": json.dumps(products),
-                    "reactionEnergy": r.dft_ads_eng,
-                    "reactionSystems": systems,
-                }
-            }
-        )
+    return _write_raw([cathub_node(r) for r in reactions], path)
+
+
+def _write_raw(nodes: list[dict], path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"raw_reactions": rows}, indent=1, sort_keys=True), encoding="utf-8")
+    path.write_text(json.dumps({"raw_reactions": nodes}, indent=1), encoding="utf-8")
     return path
+
+
+def cathub_filter_cases(reactions: list[Reaction]) -> list[dict]:
+    """The demo's reactions as Catalysis-Hub rows, followed by one row per rule of CatBench's
+    preprocessing (``catbench/adsorption/data/cathub.py``), each named ``<demo id>~<case>``:
+
+    kept: ``within_tolerance`` (reactionEnergy off by 5e-4 eV), ``adslab_coefficient`` (adslab
+    coefficient 2 where the energies fit 1), ``extra_system`` (a system that is no reactant or
+    product), ``no_constraints`` (FixAtoms missing, inferred from geometry), ``second_site``
+    (same surface and equation as a reaction dropped for its energy: CatBench gives the id back);
+    dropped: ``mismatch`` (reactionEnergy off by 0.05 eV), ``multi`` (two adsorbates),
+    ``vacancy`` (FixAtoms missing and the adslab lacks a slab atom, so nothing can be inferred),
+    ``duplicate`` (a Catalysis-Hub id seen before), ``energy_correction`` (a stated energy that
+    includes a correction CatBench never reads), ``no_reaction_energy``."""
+    by_id = {r.reaction_id: r for r in reactions}
+    rows = [cathub_node(r) for r in reactions]
+
+    def case(base: str, name: str) -> dict:
+        return cathub_node(by_id[base], f"{base}~{name}")
+
+    row = case("Cu111_H", "within_tolerance")
+    row["reactionEnergy"] += 5e-4
+    rows.append(row)
+
+    row = case("Pt111_O", "adslab_coefficient")
+    row["products"] = json.dumps({"Ostar": 2})
+    rows.append(row)
+
+    row = case("Ni111_CO", "mismatch")
+    row["reactionEnergy"] += 0.05
+    rows.append(row)
+    rows.append(case("Ni111_CO", "second_site"))
+
+    h, o = by_id["Cu111_H"], by_id["Cu111_O"]
+    multi = {
+        "id": "Cu111_H+O~multi",
+        "Equation": "0.5H2(g) + 0.5O2(g) + 2* -> H* + O*",
+        "surfaceComposition": "Cu111",
+        "reactants": json.dumps({"star": 2, "H2gas": 0.5, "O2gas": 0.5}),
+        "products": json.dumps({"Hstar": 1, "Ostar": 1}),
+        "reactionEnergy": h.dft_ads_eng + o.dft_ads_eng,
+        "reactionSystems": [_cathub_system(s) for s in h.structures]
+        + [_cathub_system(o.structures[1])]
+        + [_cathub_system(o.structures[2])],
+    }
+    rows.append(multi)
+
+    row = case("Cu111_O", "extra_system")
+    row["reactionSystems"].append({**_cathub_system(by_id["Cu111_H"].structures[2]), "name": "N2gas"})
+    rows.append(row)
+
+    row = cathub_node(by_id["Pt111_H"], "Pt111_H~no_constraints")
+    row["reactionSystems"] = [_cathub_system(s, keep_constraints=False) for s in by_id["Pt111_H"].structures]
+    rows.append(row)
+
+    ni_h = by_id["Ni111_H"]
+    slab, adslab = ni_h.structures[0], ni_h.structures[1]
+    holed = adslab.atoms.copy()
+    del holed[[i for i in range(len(holed)) if i not in ni_h.adsorbate_indices][-1]]  # a top-layer Ni
+    row = cathub_node(ni_h, "Ni111_H~vacancy")
+    row["reactionSystems"] = [
+        _cathub_system(slab, keep_constraints=False),
+        _cathub_system(
+            type(adslab)(adslab.key, adslab.role, adslab.stoi, adslab.dft_energy, holed), keep_constraints=False
+        ),
+        _cathub_system(ni_h.structures[2]),
+    ]
+    rows.append(row)
+
+    rows.append(cathub_node(by_id["Cu111_H"]))  # the same Catalysis-Hub id again
+
+    pt_co = by_id["Pt111_CO"]
+    row = cathub_node(pt_co, "Pt111_CO~energy_correction")
+    row["reactionSystems"] = [
+        _cathub_system(s, energy_correction=0.2 if s.role == "gas" else 0.0) for s in pt_co.structures
+    ]
+    row["reactionEnergy"] = pt_co.dft_ads_eng - 0.2  # COgas enters with coefficient −1
+    rows.append(row)
+
+    row = case("Cu111_CO", "no_reaction_energy")
+    row["reactionEnergy"] = None
+    rows.append(row)
+    return rows
+
+
+def write_cathub_filter_cases(reactions: list[Reaction], path: str | os.PathLike) -> Path:
+    return _write_raw(cathub_filter_cases(reactions), path)
 
 
 def _write_vasp_dir(folder: Path, atoms, energy: float) -> None:
@@ -238,13 +320,15 @@ def write_formation_tree(root: str | os.PathLike) -> Path:
 
 
 def main(argv=None) -> int:
-    """``python -m crucible.catalysis.demo OUT_DIR``: the demo set in all three formats."""
+    """``python -m crucible.catalysis.demo OUT_DIR``: the demo set in all three formats, and the
+    Catalysis-Hub rows that exercise each filtering rule."""
     import sys
 
     out = Path((argv or sys.argv[1:])[0])
     reactions = build_reactions()
     write_catbench_json(reactions, out / "emt-demo_adsorption.json")
     write_cathub_raw(reactions, out / "emt-demo_cathub.json")
+    write_cathub_filter_cases(reactions, out / "emt-demo-filters_cathub.json")
     write_vasp_tree(reactions, out / "emt-demo_vasp")
     write_surface_tree(out / "emt-demo_surface")
     write_formation_tree(out / "emt-demo_formation")

@@ -4,11 +4,15 @@ Input: one analysis JSON per potential (``crucible catalysis score``), holding t
 row, the anomaly row, per-adsorbate rows, the gas-shift block and the threshold sweep, plus the
 per-reaction parquet for parity plots.
 
-Gas-reference shift (CatBench ≥ 1.1.4; in CatBench 1.1.6 ``_compute_gas_shift_data`` of
-``catbench/adsorption/analysis/analysis.py``, PyPI ``catbench==1.1.6``): see
-:func:`crucible.catalysis.analysis.gas_shift` — the **median** signed error per adsorbate over
-Normal + Energy-anomaly reactions (≥ ``gas_shift_min_n``), subtracted from all that adsorbate's
-reactions, energy-anomaly test re-run on the structure-valid ones only.
+Gas-reference shift as CatBench 1.1.6 computes it (:func:`crucible.catalysis.analysis.gas_shift`):
+the **median** signed error per adsorbate over Normal + Energy-anomaly reactions (≥
+``gas_shift_min_n``), subtracted from all that adsorbate's reactions, energy-anomaly test re-run
+on the structure-valid ones only.
+
+The workbook has CatBench 1.1.6's layout (``AdsorptionAnalysis._create_excel_output``): sheets
+MLIP_Data, MLIP_Data_shifted, anomaly, anomaly_shifted, Coverage, then one per potential in
+case-insensitive name order; potentials in that order on every sheet; per-adsorbate rows by
+falling reaction count, then name, with the gas-shift columns beside them.
 """
 
 from __future__ import annotations
@@ -71,13 +75,41 @@ PER_MLIP = [
     ("Anomaly_unphysical_relaxation", "Anomaly count", "unphysical relaxation"),
     ("Anomaly_energy_anomaly", "Anomaly count", "energy anomaly"),
 ]
+# CatBench puts the gas-shift correction of each adsorbate beside its row, under one header.
 GAS_SHIFT = [
-    ("Adsorbate_name", "Gas shift correction", "Adsorbate_name"),
-    ("shift_eV", "Gas shift correction", "applied shift (eV)"),
+    ("shift_eV", "Gas shift correction", "Shift (eV)"),
     ("N_fit", "Gas shift correction", "N_fit"),
-    ("MAE_total_shifted", "Gas shift correction", "MAE_total shifted (eV)"),
-    ("MAE_normal_shifted", "Gas shift correction", "MAE_normal shifted (eV)"),
+    ("MAE_total_shifted", "Gas shift correction", "MAE_total_shifted (eV)"),
+    ("MAE_normal_shifted", "Gas shift correction", "MAE_normal_shifted (eV)"),
+    ("Num_normal_shifted", "Gas shift correction", "Num_normal_shifted"),
+    ("Num_energy_anomaly_shifted", "Gas shift correction", "Num_energy_anomaly_shifted"),
 ]
+PER_MLIP_SHEET = PER_MLIP + GAS_SHIFT
+# CatBench's Coverage sheet: one plain header row (pandas' to_excel), then a note under the table.
+COVERAGE = [
+    "MLIP_name",
+    "Num_input",
+    "Num_succeeded",
+    "Num_failed",
+    "Num_not_run",
+    "Coverage_pct",
+    "Failed_by_stage",
+    "catbench_version",
+    "dispersion",
+    "calculator",
+    "device",
+    "input_md5",
+]
+COVERAGE_NOTE = (
+    "Num_succeeded counts every computed reaction, including any later excluded "
+    "by energy_cutoff, so it can exceed Num_total in MLIP_Data."
+)
+# Column widths of CatBench's sheets (characters).
+_WIDTHS = {
+    "MLIP_Data": [25, 18, 30, 15, 20, 25, 18, 18, 18, 18, 15, 15, 15, 18, 18, 15],
+    "anomaly": [20, 15, 25, 15, 20, 25, 18, 15, 12, 12, 12, 12, 12, 12],
+    "per_mlip": [20, 18, 18, 18, 15, 15, 15, 15, 25, 15, 20, 25, 18, 12, 10, 22, 24, 20, 26],
+}
 _FORMATS = {"rate": "0.00", "mae": "0.000", "count": "#,##0"}
 
 
@@ -94,6 +126,7 @@ def _kind(column: str) -> str:
                 "Unphysical_",
                 "Steps_",
                 "N_fit",
+                "Time_total",
             )
         )
         and "rate" not in column
@@ -125,7 +158,7 @@ def _excel_value(v):
     return v
 
 
-def _write_block(ws, df: pd.DataFrame, spec, start_row: int, unit: str) -> int:
+def _write_block(ws, df: pd.DataFrame, spec, start_row: int, unit: str, widths: Sequence[int] = ()) -> int:
     """Two header rows (top merged across its sub-columns, single headers merged vertically)."""
     from openpyxl.styles import Alignment, Font
 
@@ -158,30 +191,72 @@ def _write_block(ws, df: pd.DataFrame, spec, start_row: int, unit: str) -> int:
     from openpyxl.utils import get_column_letter
 
     for c in range(1, len(spec) + 1):
-        ws.column_dimensions[get_column_letter(c)].width = 16
+        ws.column_dimensions[get_column_letter(c)].width = widths[c - 1] if c <= len(widths) else 16
+    for r in range(start_row, start_row + 2 + len(df)):
+        ws.row_dimensions[r].height = 25
     return start_row + 2 + len(df)
+
+
+_FIXED_SHEETS = ("MLIP_Data", "MLIP_Data_shifted", "anomaly", "anomaly_shifted", "Coverage")
 
 
 def _sheet_title(name: str, used: set[str]) -> str:
     title = "".join(ch if ch not in "[]:*?/\\" else "_" for ch in name)[:31]
     base, n = title, 1
-    while title in used or title in ("MLIP_Data", "anomaly", "MLIP_Data_shifted", "anomaly_shifted"):
+    while title in used or title in _FIXED_SHEETS:
         title = f"{base[:28]}_{n}"
         n += 1
     used.add(title)
     return title
 
 
+def per_adsorbate_sheet_rows(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """A potential's per-adsorbate rows with the gas-shift columns beside them, most reactions
+    first (ties by name), as CatBench orders them."""
+    shift = {b["Adsorbate_name"]: b for b in analysis.get("gas_shift", [])}
+    rows = []
+    for row in analysis["per_adsorbate"]:
+        g = shift.get(row["Adsorbate_name"], {})
+        rows.append(
+            {
+                **row,
+                "shift_eV": g.get("shift_eV", math.nan),
+                "N_fit": g.get("N_fit", 0),
+                "MAE_total_shifted": g.get("MAE_total_shifted", math.nan),
+                "MAE_normal_shifted": g.get("MAE_normal_shifted", math.nan),
+                "Num_normal_shifted": g.get("Num_normal_shifted", 0),
+                "Num_energy_anomaly_shifted": g.get("Num_energy_anomaly_shifted", 0),
+            }
+        )
+    return sorted(rows, key=lambda r: (-int(r["Num_total"]), r["Adsorbate_name"]))
+
+
+def _write_coverage(ws, rows: Sequence[dict[str, Any]]) -> None:
+    from openpyxl.styles import Alignment, Border, Font, Side
+
+    thin = Side(style="thin")
+    for c, name in enumerate(COVERAGE, start=1):
+        cell = ws.cell(row=1, column=c, value=name)
+        cell.font = Font(bold=True)
+        cell.alignment = Alignment(horizontal="center", vertical="top")
+        cell.border = Border(left=thin, right=thin, top=thin, bottom=thin)
+    for r, row in enumerate(rows, start=2):
+        for c, name in enumerate(COVERAGE, start=1):
+            ws.cell(row=r, column=c, value=_excel_value(row.get(name)))
+    ws.cell(row=len(rows) + 3, column=1, value=COVERAGE_NOTE)
+
+
 def write_workbook(analyses: Sequence[dict[str, Any]], path: str | os.PathLike, unit: str = "ms") -> None:
-    """CatBench's sheets: MLIP_Data, anomaly, one per MLIP (+ gas-shift block), and the shifted
-    twins MLIP_Data_shifted / anomaly_shifted. Written with fixed document properties so the
-    bytes do not depend on the clock."""
+    """CatBench 1.1.6's workbook: MLIP_Data, MLIP_Data_shifted, anomaly, anomaly_shifted,
+    Coverage, then one sheet per potential (per-adsorbate rows, gas-shift columns beside them).
+    Written with fixed document properties so the bytes do not depend on the clock."""
     import datetime
 
     from openpyxl import Workbook
 
     from crucible.io import atomic_path
 
+    analyses = sorted(analyses, key=lambda a: a["mlip"]["MLIP_name"].lower())
     wb = Workbook()
     fixed = datetime.datetime(2000, 1, 1)
     wb.properties.created = fixed
@@ -189,18 +264,21 @@ def write_workbook(analyses: Sequence[dict[str, Any]], path: str | os.PathLike, 
     wb.properties.creator = "crucible"
     ws = wb.active
     ws.title = "MLIP_Data"
-    _write_block(ws, frame([a["mlip"] for a in analyses], MLIP_DATA), MLIP_DATA, 1, unit)
+    _write_block(ws, frame([a["mlip"] for a in analyses], MLIP_DATA), MLIP_DATA, 1, unit, _WIDTHS["MLIP_Data"])
+    ws = wb.create_sheet("MLIP_Data_shifted")
+    rows = [a["mlip_shifted"] for a in analyses]
+    _write_block(ws, frame(rows, MLIP_DATA), MLIP_DATA, 1, unit, _WIDTHS["MLIP_Data"])
     ws = wb.create_sheet("anomaly")
-    _write_block(ws, frame([a["anomaly"] for a in analyses], ANOMALY), ANOMALY, 1, unit)
+    _write_block(ws, frame([a["anomaly"] for a in analyses], ANOMALY), ANOMALY, 1, unit, _WIDTHS["anomaly"])
+    ws = wb.create_sheet("anomaly_shifted")
+    rows = [a["anomaly_shifted"] for a in analyses]
+    _write_block(ws, frame(rows, ANOMALY), ANOMALY, 1, unit, _WIDTHS["anomaly"])
+    _write_coverage(wb.create_sheet("Coverage"), [a["coverage"] for a in analyses if "coverage" in a])
     used: set[str] = set()
     for a in analyses:
         ws = wb.create_sheet(_sheet_title(a["mlip"]["MLIP_name"], used))
-        end = _write_block(ws, frame(a["per_adsorbate"], PER_MLIP), PER_MLIP, 1, unit)
-        _write_block(ws, frame(a["gas_shift"], GAS_SHIFT), GAS_SHIFT, end + 2, unit)
-    ws = wb.create_sheet("MLIP_Data_shifted")
-    _write_block(ws, frame([a["mlip_shifted"] for a in analyses], MLIP_DATA), MLIP_DATA, 1, unit)
-    ws = wb.create_sheet("anomaly_shifted")
-    _write_block(ws, frame([a["anomaly_shifted"] for a in analyses], ANOMALY), ANOMALY, 1, unit)
+        rows = per_adsorbate_sheet_rows(a)
+        _write_block(ws, frame(rows, PER_MLIP_SHEET), PER_MLIP_SHEET, 1, unit, _WIDTHS["per_mlip"])
     with atomic_path(path, ".xlsx") as tmp:
         wb.save(tmp)
     _normalise_zip(path)
@@ -406,11 +484,15 @@ def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, pr
     """``{prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
     from crucible.catalysis.relative import UNITS, relative_table
     from crucible.io import read_parquet
+    from crucible.mlip.calculators import provenance_text, read_provenance
     from crucible.report.tables import write_table
 
     unit = UNITS[task]
+    table = relative_table([read_parquet(p) for p in frame_paths])
+    # what ran, as stored with each potential's energies (one file per potential, in table order)
+    table["potential"] = [provenance_text(read_provenance(p)) for p in frame_paths]
     write_table(
-        relative_table([read_parquet(p) for p in frame_paths]),
+        table,
         csv=f"{prefix}.csv",
         md=f"{prefix}.md",
         tex=f"{prefix}.tex",
@@ -421,5 +503,6 @@ def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, pr
             "max_error": f"max |error| ({unit})",
             "n_systems": "systems",
             "n_failed": "failed",
+            "potential": "potential (class, params, version)",
         },
     )

@@ -11,10 +11,12 @@ Config section (validated by the schema)::
       gas_max_steps: 500
       mode: basic                     # or oc20
       chunks: 1                       # relaxation jobs per (potential, dataset)
+      structure_cache: true           # CatBench's: a shared clean slab is relaxed once per seed
       thresholds: {disp_thrs: 0.5, energy_thrs: 2.0, reproduction_thrs: 0.2,
                    bond_length_change_threshold: 0.2, energy_cutoff: null, gas_shift_min_n: 5}
       datasets:
         MamunHighT2019: {format: catbench-json, url: "https://.../{name}_adsorption.json", sha256: ...}
+        hub: {format: cathub-raw, path: raw.json, filtering: catbench}   # or strict: refuse, do not drop
         mine: {format: vasp-tree, path: /data/my_vasp, coefficients: {H: {slab: -1, adslab: 1, H2gas: -0.5}}}
       relative:
         my_surfaces: {task: surface, path: /data/surfaces}
@@ -97,6 +99,8 @@ def raw_input(config: dict, name: str) -> str:
 
 def problems(config: dict) -> list[str]:
     """Problems a dry run should stop on (besides the schema): empty list when fine."""
+    from crucible.mlip.workflow import potential_names
+
     problems = []
     for name, spec in datasets(config).items():
         if bool(spec.get("url")) == bool(spec.get("path")):
@@ -107,6 +111,13 @@ def problems(config: dict) -> list[str]:
             problems.append(f"catalysis.datasets.{name}: format vasp-tree needs 'coefficients'")
     if (datasets(config) or relative_datasets(config)) and not models(config):
         problems.append("catalysis: no potentials (set catalysis.models or mlip.models)")
+    known = potential_names(config)
+    unknown = [m for m in models(config) if m not in known]
+    if unknown and (datasets(config) or relative_datasets(config)):
+        problems.append(
+            f"catalysis.models: unknown potential(s) {', '.join(unknown)} (registered or mlip.custom_potentials: "
+            f"{', '.join(known)})"
+        )
     return problems
 
 
@@ -188,6 +199,29 @@ def final_outputs(config: dict) -> list[str]:
     for name, spec in relative_datasets(config).items():
         out += [f"{relative_table_prefix(spec['task'], name)}.{e}" for e in ("csv", "md", "tex")]
     return out
+
+
+def clean_options(spec: dict) -> str:
+    """The filtering flags of ``crucible catalysis clean`` for one dataset: CatBench's rules unless
+    ``filtering: strict``; a configured ``tolerance`` replaces the rule set's own."""
+    flags = f"--filtering {spec.get('filtering', 'catbench')}"
+    if spec.get("tolerance") is not None:
+        flags += f" --tolerance {float(spec['tolerance'])!r}"
+    return flags
+
+
+def custom_potential_arg(config: dict, model: str) -> str:
+    """``--custom-potentials`` for a job running ``model`` when it is a user's potential."""
+    from crucible.mlip.workflow import custom_potential_arg as arg
+
+    return arg(config, model)
+
+
+def potential_sources(config: dict, model: str) -> list[str]:
+    """A user's potential's source file beside the project (editing it reruns its jobs)."""
+    from crucible.mlip.workflow import custom_potential_sources
+
+    return custom_potential_sources(config, model)
 
 
 def coefficients_arg(spec: dict) -> str:

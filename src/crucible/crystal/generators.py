@@ -12,8 +12,9 @@ generator goes through the same parser and scorer as a language model:
   group (the prompt's when given), seeded per item;
 * ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions: FIRE
   with a Fréchet cell filter, :func:`crucible.mlip.relax.relax`) with an interatomic potential
-  loaded by :func:`crucible.mlip.calculators.load_potential`; the lowest energy per atom wins. A
-  candidate whose relaxation meets a non-finite energy or force is a failed candidate.
+  loaded by :func:`crucible.mlip.calculators.load_potential` (a registered one, or the user's own
+  of ``mlip.custom_potentials``, whose provenance goes into the sidecar); the lowest energy per
+  atom wins. A candidate whose relaxation meets a non-finite energy or force is a failed candidate.
 
 The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpec`.
 
@@ -265,12 +266,14 @@ class MlipSearchGenerator:
         fmax: float = 0.1,
         steps: int = 100,
         device: str | None = None,
+        custom_potentials: dict[str, Any] | None = None,
     ):
         from crucible.mlip.calculators import load_potential
 
         self.seed, self.n_candidates, self.fmax, self.steps = seed, int(n_candidates), float(fmax), int(steps)
         self.model = model
-        self.potential = load_potential(model, device)
+        # custom_potentials: config mlip.custom_potentials, when ``model`` is a user's potential
+        self.potential = load_potential(model, device, custom=custom_potentials)
 
     def _relax(self, structure):
         from pymatgen.io.ase import AseAtomsAdaptor
@@ -389,6 +392,9 @@ def generate(
         "generate_s": round(float(sum(seconds)), 3),
         "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
     }
+    potential = getattr(gen, "potential", None)
+    if potential is not None:  # what relaxed the candidates: class path, params, package version
+        info["potential"] = dict(potential.provenance)
     return responses, info
 
 
@@ -440,4 +446,7 @@ def generate_samples(
         "generate_s": round(float(sum(seconds)), 3),
         "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
     }
+    potential = getattr(gen, "potential", None)
+    if potential is not None:  # as generate(): what relaxed the candidates
+        info["potential"] = dict(potential.provenance)
     return lines, info

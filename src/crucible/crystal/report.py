@@ -174,6 +174,8 @@ def _extra_summaries(
 
 
 def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    from crucible.mlip.calculators import provenance_text
+
     rows = []
     for s in summaries:
         sub = s.get("by_formula_in_train", {})
@@ -188,6 +190,8 @@ def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
         }
         row.update({f"fail_{r}": int(s["failures"].get(r, 0)) for r in parsing.REASONS})
         row["seconds_per_item"] = (s.get("generation") or {}).get("seconds_per_item")
+        # the potential that relaxed mlip-search's candidates ("" for other generators)
+        row["potential"] = provenance_text((s.get("generation") or {}).get("potential") or {})
         for c in OTHER_CONVENTIONS:
             other = (s.get("conventions") or {}).get(c, {})
             row[f"match_rate_{convention_slug(c)}"] = other.get("match_rate")

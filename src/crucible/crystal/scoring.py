@@ -265,20 +265,18 @@ def item_responses(
 ) -> dict[str, str | None]:
     """``{id: response text}`` of a response file (read through :mod:`crucible.llm.files`).
 
-    An id that is not an item of the prompt set, or one given twice, is refused naming the file
-    and line; an item without a line is scored ``no_response``.
+    An id that is not an item of the prompt set is refused naming the file and line, one given
+    twice naming both lines; an item without a line is scored ``no_response``.
     """
-    from crucible.llm.files import iter_responses
+    from crucible.llm.files import iter_responses, once_per_id
 
     known = {it["id"] for it in items}
     responses: dict[str, str | None] = {}
-    for lineno, rec in iter_responses(responses_path):
+    for lineno, rec in once_per_id(iter_responses(responses_path), responses_path):
         if rec["id"] not in known:
             raise DataValidationError(
                 f"{responses_path}: line {lineno}: id {rec['id']!r} is not an item of {prompts_path}"
             )
-        if rec["id"] in responses:
-            raise DataValidationError(f"{responses_path}: line {lineno}: id {rec['id']!r} repeated")
         responses[rec["id"]] = rec["response"]
     return responses
 

@@ -72,8 +72,41 @@ def responders(config: dict[str, Any]) -> list[str]:
     return gens + models
 
 
+MLIP_SEARCH_DEFAULT_MODEL = "chgnet-0.3.0"  # MlipSearchGenerator's default potential
+
+
 def generator_params(config: dict[str, Any], name: str) -> str:
-    return json.dumps(section(config)["generator_params"].get(name, {}), sort_keys=True)
+    """A generator's params as JSON. ``mlip-search`` with a user's potential (config
+    ``mlip.custom_potentials``) also gets that potential's entry, so that the job loads it and a
+    change of its class or params reruns the job."""
+    from crucible.mlip.workflow import custom_potentials
+
+    params = dict(section(config)["generator_params"].get(name, {}))
+    if name == "mlip-search":
+        model = params.get("model", MLIP_SEARCH_DEFAULT_MODEL)
+        custom = custom_potentials(config)
+        if model in custom:
+            params["custom_potentials"] = {model: custom[model]}
+    return json.dumps(params, sort_keys=True)
+
+
+def potential_sources(config: dict[str, Any], generator: str) -> list[str]:
+    """The source file of mlip-search's potential when it is a user's module beside the project."""
+    from crucible.mlip.workflow import custom_potential_sources
+
+    if generator != "mlip-search":
+        return []
+    model = section(config)["generator_params"].get("mlip-search", {}).get("model", MLIP_SEARCH_DEFAULT_MODEL)
+    return custom_potential_sources(config, model)
+
+
+def check_mlip_search(config: dict[str, Any]) -> None:
+    """mlip-search's potential must be registered or one of ``mlip.custom_potentials``."""
+    from crucible.mlip.workflow import check_potential_names
+
+    if "mlip-search" in section(config)["generators"]:
+        model = section(config)["generator_params"].get("mlip-search", {}).get("model", MLIP_SEARCH_DEFAULT_MODEL)
+        check_potential_names(config, [model], "crystal.generator_params.mlip-search.model")
 
 
 def build_params(config: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +173,7 @@ def check(config: dict[str, Any]) -> None:
     datasets(config)
     responders(config)
     csp_responders(config)
+    check_mlip_search(config)
 
 
 # ---------------------------------------------------------------- CSP at k samples and the audit

@@ -1,4 +1,4 @@
-"""Composition features and the shared, content-addressed feature cache.
+"""Composition and structure features: content-addressed files, one per task table.
 
 ``crucible.features.magpie`` is the Magpie module; its featurizer is ``magpie_features``.
 """

@@ -1,12 +1,16 @@
-"""The shared, content-addressed Magpie feature cache.
+"""The content-addressed Magpie feature files.
 
-Every distinct formula of every task is featurized once per run and stored in
-``results/features/magpie-<MAGPIE_VERSION>.parquet``: a ``formula`` column (string, sorted) and
-the 132 Magpie columns (float64). The version is part of the file name, so a new matminer,
-new element tables or a change in our code give a new file instead of silently reusing old
-numbers; it is also stored in the file (as metadata of the ``formula`` field, which survives
-:func:`crucible.io.write_parquet`), and :func:`load_features` refuses a file whose stored
-version is not the running one.
+The DAG writes one file per task table, ``results/features/magpie-<MAGPIE_VERSION>/<task>.parquet``
+(user datasets: ``.../user/<name>.parquet``), built from that table alone: a ``formula`` column
+(string, sorted, each distinct formula once) and the 132 Magpie columns (float64). A task's
+features therefore never change when other tasks join or leave the run, and neither do its
+predictions (a formula's features do not depend on the other formulas featurized beside it:
+``tests/test_features.py`` checks it). Several tables in one file (``crucible features build
+--data A B``) is the same format. The version is part of the directory (or file) name, so a new
+matminer, new element tables or a change in our code give new files instead of silently
+reusing old numbers; it is also stored in the file (as metadata of the ``formula`` field, which
+survives :func:`crucible.io.write_parquet`), and :func:`load_features` refuses a file whose
+stored version is not the running one.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from crucible.progress import heartbeat
 log = logging.getLogger(__name__)
 
 VERSION_KEY = b"crucible.magpie_version"
-_CACHE_NAME_RE = re.compile(r"magpie-(.+)\.parquet")
+_CACHE_NAME_RE = re.compile(r"magpie-(.+?)(?:\.parquet)?")
 
 
 class StaleCacheError(DataValidationError):
@@ -40,11 +44,6 @@ class StaleCacheError(DataValidationError):
 
 def cache_filename(version: str = MAGPIE_VERSION) -> str:
     return f"magpie-{version}.parquet"
-
-
-def cache_path(results_dir: str | os.PathLike = "results", version: str = MAGPIE_VERSION) -> Path:
-    """``<results_dir>/features/magpie-<version>.parquet``."""
-    return Path(results_dir) / "features" / cache_filename(version)
 
 
 def cache_schema(version: str = MAGPIE_VERSION) -> pa.Schema:
@@ -70,41 +69,27 @@ def read_formulas(data_paths: Iterable[str | os.PathLike]) -> dict[str, tuple[st
     return first
 
 
-def task_slice_path(cache: str | os.PathLike, task: str) -> Path:
-    """``results/features/magpie-<version>/<task>.parquet`` beside ``magpie-<version>.parquet``."""
-    cache = Path(cache)
-    return cache.with_suffix("") / f"{task}.parquet"
+def features_path(name: str, results_dir: str | os.PathLike = "results", version: str | None = None) -> Path:
+    """``<results_dir>/features/magpie-<version>/<name>.parquet``: one task table's features
+    (``version``: the running featurizer's by default)."""
+    return Path(results_dir) / "features" / f"magpie-{version or MAGPIE_VERSION}" / f"{name}.parquet"
 
 
-def build_cache(
-    data_paths: Sequence[str | os.PathLike],
-    out_path: str | os.PathLike,
-    slice_paths: Sequence[str | os.PathLike] | None = None,
-) -> int:
-    """Featurize the distinct formulas of ``data_paths`` and write the cache; returns its row count.
-
-    ``slice_paths``: also write a task's own rows of the cache (its distinct formulas, sorted,
-    same schema and version) to ``<dir>/<task>.parquet``, taken from the ``--data`` file of the
-    same name (``.../<task>.parquet``), so that a fold job of a 300-row task reads a few kilobytes
-    instead of the whole 126k-formula cache. Data files without a slice (user datasets) only feed
-    the cache.
-    """
-    sources: dict[str, str | os.PathLike] = {}
-    for slice_path in slice_paths or ():
-        name = Path(slice_path).stem
-        matches = [d for d in data_paths if Path(d).stem == name]
-        if len(matches) != 1:
-            raise ValueError(
-                f"slice {slice_path}: needs exactly one --data file named {name}.parquet, found {len(matches)}"
+def _check_version_in_name(out_path: Path) -> None:
+    """The version a file or its directory is named after must be the running featurizer's."""
+    for part in (out_path.name, out_path.parent.name):
+        m = _CACHE_NAME_RE.fullmatch(part)
+        if m and m.group(1) != MAGPIE_VERSION:
+            raise StaleCacheError(
+                f"{out_path}: the file name says Magpie version {m.group(1)!r} but this featurizer is "
+                f"{MAGPIE_VERSION!r}; the workflow and the installed packages disagree"
             )
-        sources[str(slice_path)] = matches[0]
+
+
+def build_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike) -> int:
+    """Featurize the distinct formulas of ``data_paths`` and write them to ``out_path``; returns its row count."""
     out_path = Path(out_path)
-    m = _CACHE_NAME_RE.fullmatch(out_path.name)
-    if m and m.group(1) != MAGPIE_VERSION:
-        raise StaleCacheError(
-            f"{out_path}: the file name says Magpie version {m.group(1)!r} but this featurizer is "
-            f"{MAGPIE_VERSION!r}; the workflow and the installed packages disagree"
-        )
+    _check_version_in_name(out_path)
     t0 = time.perf_counter()
     first = read_formulas(data_paths)
     formulas = sorted(first)
@@ -118,13 +103,6 @@ def build_cache(
     table = pd.concat([pd.DataFrame({"formula": formulas}), features], axis=1)
     write_parquet(table, out_path, schema=cache_schema())
     log.info("wrote %s (%d rows) in %.2f s", out_path, len(table), time.perf_counter() - t0)
-    if sources:
-        index = pd.Index(formulas)
-        for slice_path, data_path in sources.items():
-            own = sorted(set(read_formulas([data_path])))
-            rows = table.iloc[index.get_indexer(own)].reset_index(drop=True)
-            write_parquet(rows, slice_path, schema=cache_schema())
-        log.info("wrote %d per-task slices", len(sources))
     return len(table)
 
 

@@ -55,7 +55,12 @@ def embed_cache_prefix() -> str:
 
 
 def embed_cache_filename(model: str = "chgnet-0.3.0") -> str:
-    return f"{embed_cache_prefix()}-{embed_version(model)}.parquet"
+    return f"{embed_cache_dirname(model)}.parquet"
+
+
+def embed_cache_dirname(model: str = "chgnet-0.3.0") -> str:
+    """The directory of the per-task files: ``mlip-embed-<model>-<version>``."""
+    return f"{embed_cache_prefix()}-{embed_version(model)}"
 
 
 def _check_model(model: str) -> None:
@@ -133,11 +138,8 @@ def load_embeddings(path: str | os.PathLike, hashes: Sequence[str], model: str =
     # The DAG names the cache after the version of the environment that built it; the job that
     # reads it (a gradient-boosting head) may run where chgnet and torch are not installed, so
     # the version expected is the one in the file name, checked against the file's own metadata.
-    name = Path(path).name
     prefix = f"{embed_cache_prefix()}-{model}-"
-    if name.startswith(prefix) and name.endswith(".parquet"):
-        expected = name[len(embed_cache_prefix()) + 1 : -len(".parquet")]
-    else:
-        expected = embed_version(model)
+    named = [n.removesuffix(".parquet") for n in (Path(path).name, Path(path).parent.name) if n.startswith(prefix)]
+    expected = named[0][len(embed_cache_prefix()) + 1 :] if named else embed_version(model)
     rows = load_structure_cache(path, hashes, EMBED_COLUMN, expected)
     return np.asarray(rows, dtype=np.float64).reshape(len(hashes), -1)

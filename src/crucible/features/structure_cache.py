@@ -1,14 +1,16 @@
-"""Per-structure feature caches in ``results/features/``, keyed by the canonical structure hash.
+"""Per-structure feature files in ``results/features/``, keyed by the canonical structure hash.
 
-Like the Magpie cache, each file carries its featurizer's version in its name and in the
+Like the Magpie files, the DAG writes one per task table (``<prefix>-<version>/<task>.parquet``,
+built from that table alone, so a task's features never change when other tasks join or leave
+the run); each carries its featurizer's version in its directory (or file) name and in the
 metadata of its key field, and a reader refuses a file of another version. Rows are the
 distinct structures of the given task tables, sorted by hash, so that two builds are
 byte-identical whatever order the tables come in.
 
-- ``scm-<SCM_VERSION>.parquet``: ``structure_hash``, ``n_sites`` (int32) and
+- ``scm-<SCM_VERSION>/``: ``structure_hash``, ``n_sites`` (int32) and
   ``sine_coulomb_eigenvalues`` (list<float64>, the structure's own n eigenvalues in matminer's
   order; models pad them to the width of their training rows).
-- ``mlip-embed-<model>-<version>.parquet``: ``structure_hash`` and ``embedding``
+- ``mlip-embed-<model>-<version>/``: ``structure_hash`` and ``embedding``
   (list<float64> of fixed length), see :mod:`crucible.features.mlip_embed`.
 """
 
@@ -53,6 +55,11 @@ def scm_cache_filename(version: str = SCM_VERSION) -> str:
     return f"scm-{version}.parquet"
 
 
+def scm_cache_dirname(version: str = SCM_VERSION) -> str:
+    """The directory of the per-task files: ``scm-<version>``."""
+    return f"scm-{version}"
+
+
 def read_structures(data_paths: Iterable[str | os.PathLike]) -> dict[str, tuple[str, int, str]]:
     """Distinct structures of the task tables: hash -> (file, row, structure JSON) of the first."""
     first: dict[str, tuple[str, int, str]] = {}
@@ -87,12 +94,16 @@ def structure_hashes(structures: Sequence[str | None], source: str = "data") -> 
 
 
 def _check_name(out_path: Path, prefix: str, version: str) -> None:
-    expected = f"{prefix}-{version}.parquet"
-    if out_path.name.startswith(f"{prefix}-") and out_path.name != expected:
-        raise StaleCacheError(
-            f"{out_path}: the file name does not carry this featurizer's version {version!r} "
-            f"(expected {expected}); the workflow and the installed packages disagree"
-        )
+    """A file (or the directory of per-task files) named after the featurizer must name this version."""
+    for name, expected in (
+        (out_path.name, f"{prefix}-{version}.parquet"),
+        (out_path.parent.name, f"{prefix}-{version}"),
+    ):
+        if name.startswith(f"{prefix}-") and name != expected:
+            raise StaleCacheError(
+                f"{out_path}: the file name does not carry this featurizer's version {version!r} "
+                f"(expected {expected}); the workflow and the installed packages disagree"
+            )
 
 
 def write_structure_cache(

@@ -3,7 +3,10 @@
     crucible llm generate --prompts results/crystal/mp-20/prompts.jsonl --model qwen-vllm \\
         --config-file config/config.yaml --cache-dir results/llm/cache \\
         --out results/crystal/mp-20/responses/qwen-vllm.jsonl --out-record results/crystal/mp-20/responses/qwen-vllm.json
-    crucible llm generate ... --model-spec '{"backend": "openai", "model": "m", "base_url": "http://node:8000/v1"}'
+
+The model reaches the job by name, read from the config files (merged in order, as Snakemake
+does); ``--model-sha256`` (the rule passes it) makes sure that it is the entry Snakemake saw.
+``--model-spec '{"backend": ...}'`` gives an entry inline, for scripts outside the workflow.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ def _cmd_generate(args) -> int:
     from crucible.llm.generate import run_stage
     from crucible.llm.spec import model_entry
 
-    entry = model_entry(args.model, args.model_spec, args.config_file)
+    entry = model_entry(args.model, args.model_spec, args.config_file, sha256=args.model_sha256)
     if entry.get("backend") == "transformers":
         from crucible.torch_setup import configure_torch
 
@@ -39,8 +42,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", required=True, help="prompts.jsonl ({id, messages, meta} per line)")
     p.add_argument("--model", required=True, help="the model's name under llm.models")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model-spec", help="the model's config entry as JSON")
-    src.add_argument("--config-file", help="a crucible config.yaml to read llm.models.<model> from")
+    src.add_argument(
+        "--config-file",
+        action="append",
+        help="a crucible config.yaml to read llm.models.<model> from; repeated: merged in order, later ones winning",
+    )
+    src.add_argument("--model-spec", help="the model's config entry as JSON (outside the workflow)")
+    p.add_argument("--model-sha256", help="refuse to run unless the entry read has this hash (set by the rule)")
     p.add_argument("--cache-dir", default="results/llm/cache", help="response cache (default: %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the response cache")
     p.add_argument("--replay-file", help="replay backend: the {id, response} JSONL (default: the entry's path)")

@@ -60,10 +60,12 @@ def _check_id(path: Path, lineno: int, obj: dict) -> str:
     return value
 
 
-def _duplicates(ids: list[str]) -> list[str]:
-    seen: set[str] = set()
-    dup = {i for i in ids if i in seen or seen.add(i)}
-    return sorted(dup)
+def _duplicates(lines: Iterable[tuple[int, str]]) -> list[str]:
+    """Each id given on more than one line, with those lines: ``"a (lines 1, 4)"``."""
+    where: dict[str, list[int]] = {}
+    for lineno, rid in lines:
+        where.setdefault(rid, []).append(lineno)
+    return [f"{rid} (lines {', '.join(map(str, ls))})" for rid, ls in sorted(where.items()) if len(ls) > 1]
 
 
 def _name_ids(ids: Iterable[str], limit: int = 10) -> str:
@@ -89,7 +91,7 @@ def _checked_prompt_lines(path: Path) -> list[tuple[int, dict, Prompt]]:
         clean = tuple({"role": m["role"], "content": m["content"]} for m in messages)
         meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
         rows.append((lineno, obj, Prompt(pid, clean, meta)))
-    dup = _duplicates([p.id for _, _, p in rows])
+    dup = _duplicates((lineno, p.id) for lineno, _, p in rows)
     if dup:
         raise DataValidationError(f"{path}: duplicated id(s): {_name_ids(dup)}")
     return rows
@@ -126,8 +128,10 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
     """
     path = Path(path)
     rows: list[Completion] = []
+    lines: list[tuple[int, str]] = []
     for lineno, obj in _read_jsonl(path):
         rid = _check_id(path, lineno, obj)
+        lines.append((lineno, rid))
         if "response" not in obj:
             raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'response' is missing")
         response, error = obj["response"], obj.get("error")
@@ -147,7 +151,7 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
         )
     ids = [r.id for r in rows]
     problems = []
-    dup = _duplicates(ids)
+    dup = _duplicates(lines)
     if dup:
         problems.append(f"duplicated id(s): {_name_ids(dup)}")
     missing = set(expected_ids) - set(ids)
@@ -181,6 +185,21 @@ def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
     for lineno, obj in _read_jsonl(path):
         _check_id(path, lineno, obj)
         yield lineno, {"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")}
+
+
+def once_per_id(rows: Iterable[tuple[int, dict]], source: str | os.PathLike) -> Iterable[tuple[int, dict]]:
+    """``rows`` as they come, refusing an id seen on an earlier line: the error names ``source``
+    and both lines. Both benchmarks score a response file this way, because keeping either line
+    of a repeated id would silently pick one of two answers."""
+    first: dict[str, int] = {}
+    for lineno, row in rows:
+        if row["id"] in first:
+            raise DataValidationError(
+                f"{source}: id {row['id']!r} appears on line {first[row['id']]} and again on line {lineno}; "
+                f"each item must be answered once"
+            )
+        first[row["id"]] = lineno
+        yield lineno, row
 
 
 def read_responses(path: str | os.PathLike) -> list[dict]:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from crucible import __version__
 from crucible.errors import CrucibleError
 from crucible.io import write_json
-from crucible.llm.cache import ResponseCache, request_key
+from crucible.llm.cache import CacheWriteError, Claims, ResponseCache, request_key
 from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, write_responses
 from crucible.llm.spec import model_spec
 
@@ -31,6 +31,60 @@ log = logging.getLogger(__name__)
 
 class GenerationFailedError(CrucibleError):
     """More items failed than the model's ``max_failed_fraction`` allows."""
+
+
+def too_many_failed(failed: int, n_items: int, max_failed_fraction: float) -> bool:
+    """The job's verdict, one formula for the stop while sending and the check at the end."""
+    return n_items > 0 and failed / n_items > float(max_failed_fraction)
+
+
+class FailureBudget:
+    """How many items may fail before the job is bound to fail; then nothing more is sent.
+
+    Backends ``record`` each outcome and check ``stopped`` before each request (and before each
+    retry), so that a job over its ``max_failed_fraction`` stops paying for answers it will not
+    use; the items it did not send come back as failures saying why (``not_sent``). ``stop``
+    also serves the stage itself (a cache that cannot be written). Thread-safe.
+    """
+
+    def __init__(self, max_failed_fraction: float | None, n_items: int):
+        self.max_failed_fraction = max_failed_fraction  # None: never stop for failures
+        self.n_items = n_items
+        self.failed = 0
+        self.reason: str | None = None
+        self.not_sent_ids: list[str] = []
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def stopped(self) -> bool:
+        return self._event.is_set()
+
+    def stop(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+        self._event.set()
+
+    def record(self, c: Completion) -> None:
+        if c.error is None:
+            return
+        with self._lock:
+            self.failed += 1
+            over = self.max_failed_fraction is not None and too_many_failed(
+                self.failed, self.n_items, self.max_failed_fraction
+            )
+        if over:
+            self.stop(f"{self.failed} of {self.n_items} items had already failed, more than max_failed_fraction allows")
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the job stops meanwhile."""
+        self._event.wait(seconds)
+
+    def not_sent(self, where: str, item_id: str) -> Completion:
+        with self._lock:
+            self.not_sent_ids.append(item_id)
+        return Completion(item_id, error=f"{where}: not sent: {self.reason}")
 
 
 class Backend(Protocol):
@@ -43,9 +97,14 @@ class Backend(Protocol):
         """Import the client or load the weights; called only when something is not cached."""
 
     def generate(
-        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+        self,
+        prompts: list[Prompt],
+        params: dict[str, Any],
+        on_done: Callable[[int, Completion], None] | None = None,
+        budget: FailureBudget | None = None,
     ) -> list[Completion]:
-        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes."""
+        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes;
+        nothing more is asked once ``budget.stopped`` (those items: ``budget.not_sent``)."""
 
 
 def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike | None = None) -> Backend:
@@ -60,6 +119,7 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
             spec.get("api_key_env"),
             concurrency=spec["concurrency"],
             timeout_s=spec["timeout_s"],
+            deadline_s=spec["deadline_s"],
             max_retries=spec["max_retries"],
             backoff_s=spec["backoff_s"],
             max_backoff_s=spec["max_backoff_s"],
@@ -114,9 +174,18 @@ class _Progress:
 
 
 def generate(
-    prompts: list[Prompt], backend: Backend, params: dict[str, Any], cache: ResponseCache | None, model_name: str
+    prompts: list[Prompt],
+    backend: Backend,
+    params: dict[str, Any],
+    cache: ResponseCache | None,
+    model_name: str,
+    max_failed_fraction: float | None = None,
 ) -> tuple[list[Completion], dict[str, Any]]:
-    """Completions for ``prompts`` in order, and counts; cached answers are not asked again."""
+    """Completions for ``prompts`` in order, and counts; cached answers are not asked again.
+
+    Once more than ``max_failed_fraction`` of the items have failed (the job will fail), nothing
+    more is sent: the answers already received are cached, the rest are failures "not sent".
+    """
     seen: dict[str, int] = {}
     samples = []
     for p in prompts:
@@ -143,57 +212,157 @@ def generate(
         len(todo),
     )
     progress = _Progress(len(prompts), n_cached, model_name)
+    budget = FailureBudget(max_failed_fraction, len(prompts))
+    cache_errors: list[CrucibleError] = []
+    claims: Claims | None = None
+    sent: list[int] = []  # what this job asked the backend for
+    clock = {"load_s": 0.0, "wall_s": 0.0}
 
-    def on_done(j: int, c: Completion) -> None:
-        i = todo[j]
-        if cache is not None and c.response is not None:
-            cache.put(
-                keys[i],
-                backend=backend.kind,
-                model_name=model_name,
-                model=backend.model,
-                messages=prompts[i].messages,
-                params=params,
-                completion=c,
-                sample=samples[i],
-            )
+    def keep(i: int, c: Completion) -> None:
+        if cache is not None and c.response is not None and not cache_errors:
+            try:
+                cache.put(
+                    keys[i],
+                    backend=backend.kind,
+                    model_name=model_name,
+                    model=backend.model,
+                    messages=prompts[i].messages,
+                    params=params,
+                    completion=c,
+                    sample=samples[i],
+                )
+            except CrucibleError as exc:  # e.g. a full disk: stop paying for answers that cannot be kept
+                cache_errors.append(exc)
+                budget.stop(f"the response cache cannot be written ({exc})")
+        if claims is not None:
+            claims.release(keys[i])  # after the entry: a job waiting on the claim finds the answer
         progress.update(c)
 
-    load_s = 0.0
-    if todo:
-        # Client import or model load before the clock starts: tokens/s measures generation only,
-        # and nothing is loaded at all when every answer is cached.
-        t_load = time.perf_counter()
-        backend.prepare()
-        load_s = time.perf_counter() - t_load
-    t0 = time.perf_counter()
+    def send(batch: list[int]) -> None:
+        if not sent:
+            # Client import or model load before the clock starts: tokens/s measures generation
+            # only, and nothing is loaded at all when every answer is cached.
+            t_load = time.perf_counter()
+            backend.prepare()
+            clock["load_s"] = time.perf_counter() - t_load
+        sent.extend(batch)
+        t0 = time.perf_counter()
+        try:
+            new = backend.generate(
+                [prompts[i] for i in batch], params, on_done=lambda j, c: keep(batch[j], c), budget=budget
+            )
+        finally:
+            clock["wall_s"] += time.perf_counter() - t0
+        for j, c in enumerate(new):
+            c.id = prompts[batch[j]].id
+            results[batch[j]] = c
+
+    def take_answer(i: int) -> bool:
+        hit = cache.get(keys[i]) if cache is not None else None
+        if hit is None:
+            return False
+        hit.id = prompts[i].id
+        results[i] = hit
+        progress.update(hit)
+        return True
+
+    n_from_others = 0
     try:
-        if todo:
-            new = backend.generate([prompts[i] for i in todo], params, on_done=on_done)
-            for j, c in enumerate(new):
-                c.id = prompts[todo[j]].id
-                results[todo[j]] = c
+        if cache is None:
+            if todo:
+                send(todo)
+        else:
+            with cache.claims() as claims:
+                pending = todo
+                while pending:
+                    mine, theirs = [], []
+                    for i in pending:
+                        if not claims.take(keys[i]):
+                            theirs.append(i)
+                        elif take_answer(i):  # answered by the job that held it until just now
+                            claims.release(keys[i])
+                            n_from_others += 1
+                        else:
+                            mine.append(i)
+                    if mine:
+                        send(mine)
+                    pending, answered = _wait_for_others(theirs, keys, claims, budget, take_answer, model_name)
+                    n_from_others += answered
+                    for i in pending if budget.stopped else []:
+                        results[i] = budget.not_sent(f"model {model_name}: item {prompts[i].id}", prompts[i].id)
+                        progress.update(results[i])
+                    if budget.stopped:
+                        pending = []
     finally:
         progress.close()
-    wall = time.perf_counter() - t0
-    new_items = [results[i] for i in todo]
+    if cache_errors:
+        received = sum(results[i] is not None and results[i].response is not None for i in sent)
+        raise CacheWriteError(
+            f"{cache_errors[0]}; the job stopped sending requests ({received} answers were received, "
+            f"those before the failure are cached)"
+        ) from cache_errors[0]
+    wall = clock["wall_s"]
+    new_items = [results[i] for i in sent]
     completion_tokens = sum(int(c.usage.get("completion_tokens", 0)) for c in new_items)
     stats = {
         "n_items": len(prompts),
-        "n_cached": n_cached,
+        "n_cached": n_cached + n_from_others,
+        "n_from_other_jobs": n_from_others,
         "n_new": sum(c.error is None for c in new_items),
         "n_failed": sum(c.error is not None for c in results),
         "failed_ids": sorted(c.id for c in results if c.error is not None),
-        "load_s": round(load_s, 3),
+        "n_not_sent": len(budget.not_sent_ids),
+        "load_s": round(clock["load_s"], 3),
         "generation_wall_s": round(wall, 3),
         "new_usage": {
             "prompt_tokens": sum(int(c.usage.get("prompt_tokens", 0)) for c in new_items),
             "completion_tokens": completion_tokens,
         },
-        "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if todo and wall > 0 else None,
+        "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if sent and wall > 0 else None,
         "model_ids": sorted({c.model_id for c in results if c.model_id}),
     }
     return results, stats  # type: ignore[return-value]
+
+
+WAIT_POLL_S = 0.5
+
+
+def _wait_for_others(
+    theirs: list[int],
+    keys: list[str],
+    claims: Claims,
+    budget: FailureBudget,
+    take_answer: Callable[[int], bool],
+    model_name: str,
+) -> tuple[list[int], int]:
+    """Wait while other jobs ask for ``theirs``; (the items to claim again, the number answered).
+
+    An item comes back to be claimed when its claim is released without an answer (the other
+    job failed it) or has gone stale (the other job died).
+    """
+    waiting = list(theirs)
+    if waiting:
+        log.info(
+            "model %s: %d item(s) are being asked for by another job (%s); waiting for its answers",
+            model_name,
+            len(waiting),
+            claims.holder(keys[waiting[0]]),
+        )
+    retry: list[int] = []
+    answered = 0
+    while waiting and not budget.stopped:
+        still = []
+        for i in waiting:
+            if take_answer(i):
+                answered += 1
+            elif claims.is_free(keys[i]) or claims.stale(keys[i]) is not None:
+                retry.append(i)
+            else:
+                still.append(i)
+        waiting = still
+        if waiting:
+            budget.wait(WAIT_POLL_S)
+    return sorted(retry + waiting), answered
 
 
 def _public_url(url: str) -> str:
@@ -203,6 +372,21 @@ def _public_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def failure_file(out: str | os.PathLike) -> Path:
+    """``responses/failed/{model}.json`` beside ``responses/{model}.jsonl``: no job's output."""
+    out = Path(out)
+    return out.parent / "failed" / f"{out.stem}.json"
+
+
+def write_failures(results: list[Completion], path: Path, info: dict[str, Any]) -> None:
+    """Which run failed (model, prompts file and hash, counts) and each failed item's reason,
+    in prompt-set order."""
+    keys = ("model_name", "backend", "model", "prompts_file", "prompts_sha256", "n_items", "n_failed", "n_not_sent")
+    report = {k: info[k] for k in keys}
+    report["failed"] = [{"id": c.id, "error": c.error} for c in results if c.error is not None]
+    write_json(report, path)
 
 
 def run_stage(
@@ -218,8 +402,11 @@ def run_stage(
     """Read the prompt set, generate, write ``out`` (responses) and ``record`` (sidecar JSON).
 
     Both files are written even when items failed (failures as rows with their reason); then,
-    if more than ``max_failed_fraction`` of the items failed, GenerationFailedError is raised so
-    that the DAG stops instead of scoring a broken run. Successes stay cached for the rerun.
+    if more than ``max_failed_fraction`` of the items failed, the failed items' reasons go to
+    :func:`failure_file` and GenerationFailedError is raised, so that the DAG stops instead of
+    scoring a broken run. Snakemake deletes the outputs of a failed job, ``out`` and ``record``
+    among them; the failure file is no output, so it stays (a later successful run removes it).
+    Successes stay cached for the rerun.
     """
     t0 = time.perf_counter()
     spec = model_spec(model_name, entry)
@@ -227,7 +414,7 @@ def run_stage(
     backend = make_backend(model_name, spec, replay_file)
     cache = ResponseCache(cache_dir) if cache_dir and spec["backend"] != "replay" else None
     params = spec["params"]
-    results, stats = generate(prompts, backend, params, cache, model_name)
+    results, stats = generate(prompts, backend, params, cache, model_name, float(spec["max_failed_fraction"]))
     write_responses(results, out)
     template_hashes = sorted({str(p.meta["template_hash"]) for p in prompts if "template_hash" in p.meta})
     info: dict[str, Any] = {
@@ -265,10 +452,17 @@ def run_stage(
         info["wall_s"],
         out,
     )
-    if n and failed / n > float(spec["max_failed_fraction"]):
+    failures = failure_file(out)
+    if not too_many_failed(failed, n, spec["max_failed_fraction"]):
+        failures.unlink(missing_ok=True)  # an earlier run's reasons no longer describe the outputs
+    else:
+        write_failures(results, failures, info)
         shown = ", ".join(stats["failed_ids"][:10]) + (" ..." if failed > 10 else "")
+        not_sent = stats["n_not_sent"]
+        held_back = f", {not_sent} of them not sent once the job was bound to fail" if not_sent else ""
         raise GenerationFailedError(
-            f"model {model_name}: {failed} of {n} items failed ({shown}); their reasons are in {out} and the log. "
+            f"model {model_name}: {failed} of {n} items failed ({shown}{held_back}); each item's reason is in "
+            f"{failures} (kept after the job fails, unlike its outputs) and the log. "
             f"Successful answers are cached, so a rerun asks only for these; to accept failures as wrong "
             f"answers, raise llm.models.{model_name}.max_failed_fraction (now {spec['max_failed_fraction']})"
         )

@@ -1,14 +1,18 @@
 """Chat completions from any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, hosted APIs).
 
 The official ``openai`` client sends the requests; retries are ours (the client's own are
-switched off) so that every attempt is logged and counted: 429, 5xx, timeouts and dropped
-connections are retried with exponential back-off, anything else (400, 401, 404) fails the
-item at once. The API key comes from the environment variable the config names and is
-redacted from every message crucible writes.
+switched off) so that every attempt is logged and counted: 429, 5xx, timeouts, dropped
+connections and malformed replies (a body that is not chat-completion JSON, no ``choices``,
+fields of the wrong type) are retried with exponential back-off, anything else (400, 401, 404)
+fails the item at once. Each attempt ends within ``deadline_s`` however slowly the server
+sends (crucible.llm.deadline); ``timeout_s`` bounds each wait for a byte. The reply body is
+checked here, not by the client, whose models accept any shape. The API key comes from the
+environment variable the config names and is redacted from every message crucible writes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -20,12 +24,18 @@ from typing import Any
 
 from crucible.errors import ConfigError
 from crucible.llm.files import Completion, Prompt
+from crucible.llm.generate import FailureBudget
 
 log = logging.getLogger(__name__)
 
 # Servers that run without authentication (a vLLM or llama.cpp server started without
 # --api-key) ignore the header, but the client insists on some value.
 NO_KEY = "EMPTY"
+
+
+class MalformedReplyError(Exception):
+    """A 200 reply that is not a chat completion; retried like a 5xx (proxies and overloaded
+    servers send these now and then)."""
 
 
 class OpenAIBackend:
@@ -40,20 +50,20 @@ class OpenAIBackend:
         *,
         concurrency: int = 4,
         timeout_s: float = 120.0,
+        deadline_s: float | None = None,
         max_retries: int = 6,
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
-        sleep: Callable[[float], None] = time.sleep,
     ):
         self.name = name
         self.model = model
         self.base_url = base_url
         self.concurrency = max(1, int(concurrency))
         self.timeout_s = float(timeout_s)
+        self.deadline_s = float(deadline_s) if deadline_s is not None else 2 * self.timeout_s
         self.max_retries = max(0, int(max_retries))
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
-        self._sleep = sleep
         self.api_key_env = api_key_env
         self._key: str | None = None  # read when the first request is due: a run answered
         self._client = None  # wholly from the cache needs no key
@@ -62,7 +72,10 @@ class OpenAIBackend:
     def _get_client(self):
         with self._lock:
             if self._client is None:
+                import httpx2
                 import openai
+
+                from crucible.llm.deadline import DeadlineTransport, environment_proxy
 
                 key = NO_KEY
                 if self.api_key_env:
@@ -77,7 +90,14 @@ class OpenAIBackend:
                 # The client and the HTTP library would log request details at DEBUG; keep them quiet.
                 for noisy in ("openai", "httpx", "httpx2", "httpcore", "httpcore2"):
                     logging.getLogger(noisy).setLevel(logging.WARNING)
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+                http = httpx2.Client(
+                    transport=DeadlineTransport(proxy=environment_proxy(self.base_url)),
+                    timeout=self.timeout_s,
+                    follow_redirects=True,
+                )
+                self._client = openai.OpenAI(
+                    base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0, http_client=http
+                )
             return self._client
 
     def prepare(self) -> None:
@@ -105,44 +125,53 @@ class OpenAIBackend:
             pass
         return min(delay, self.max_backoff_s)
 
-    def complete(self, prompt: Prompt, params: dict[str, Any]) -> Completion:
-        """One item, retried; a failure comes back as a Completion with ``error`` set."""
+    def _attempt(self, client, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One request within the deadline; the checked fields of the reply."""
+        from crucible.llm.deadline import deadline
+
+        with deadline(self.deadline_s):
+            raw = client.chat.completions.with_raw_response.create(**kwargs)
+            body = raw.content
+        return parse_reply(body)
+
+    def complete(self, prompt: Prompt, params: dict[str, Any], budget: FailureBudget | None = None) -> Completion:
+        """One item, retried; a failure comes back as a Completion with ``error`` set, never raised."""
         import openai
 
         client = self._get_client()
         kwargs = self._request_kwargs(prompt, params)
         attempts = self.max_retries + 1
+        where = f"model {self.name}: item {prompt.id}"
         for attempt in range(attempts):
+            if budget is not None and budget.stopped:
+                return budget.not_sent(where, prompt.id)
+            t0 = time.monotonic()
             try:
-                reply = client.chat.completions.create(**kwargs)
+                reply = self._attempt(client, kwargs)
             except (
                 openai.RateLimitError,
                 openai.InternalServerError,
                 openai.APITimeoutError,
                 openai.APIConnectionError,
+                openai.APIResponseValidationError,
+                MalformedReplyError,
             ) as exc:
                 reason = self.redact(_describe(exc))
+                if isinstance(exc, openai.APITimeoutError) and time.monotonic() - t0 >= self.deadline_s:
+                    reason = f"no complete reply within deadline_s={self.deadline_s:g} s ({reason})"
                 if attempt + 1 == attempts:
-                    message = (
-                        f"model {self.name}: item {prompt.id}: gave up after {attempts} attempt(s); "
-                        f"last error: {reason}"
-                    )
+                    message = f"{where}: gave up after {attempts} attempt(s); last error: {reason}"
                     log.error("%s", message)
                     return Completion(prompt.id, error=message)
                 delay = self._backoff(attempt, exc)
-                log.warning(
-                    "model %s: item %s: %s; retry %d/%d in %.2f s",
-                    self.name,
-                    prompt.id,
-                    reason,
-                    attempt + 1,
-                    self.max_retries,
-                    delay,
-                )
-                self._sleep(delay)
+                log.warning("%s: %s; retry %d/%d in %.2f s", where, reason, attempt + 1, self.max_retries, delay)
+                if budget is not None:
+                    budget.wait(delay)  # wakes at once when the job stops
+                else:
+                    time.sleep(delay)
                 continue
             except openai.APIStatusError as exc:  # 400, 401, 404, ...: asking again will not help
-                message = f"model {self.name}: item {prompt.id}: {self.redact(_describe(exc))}"
+                message = f"{where}: {self.redact(_describe(exc))}"
                 if getattr(exc, "status_code", None) == 404:
                     message += (
                         f" (is base_url {self.base_url} right, usually ending in /v1, and does the server "
@@ -150,24 +179,56 @@ class OpenAIBackend:
                     )
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
-            except openai.APIError as exc:  # e.g. a reply that is not chat-completion JSON
-                message = f"model {self.name}: item {prompt.id}: {self.redact(_describe(exc))}"
+            except Exception as exc:  # anything else the client raises: this item's failure, not the job's
+                message = f"{where}: {self.redact(_describe(exc))}"
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
-            return _completion(self.name, prompt.id, reply)
+            if reply["content"] is None:
+                return Completion(
+                    prompt.id,
+                    error=f"{where}: the server returned no message content (finish_reason {reply['finish_reason']})",
+                    model_id=reply["model"],
+                    usage=reply["usage"],
+                )
+            return Completion(
+                prompt.id,
+                response=reply["content"],
+                model_id=reply["model"],
+                usage=reply["usage"],
+                finish_reason=reply["finish_reason"],
+            )
         raise AssertionError("unreachable")
 
     def generate(
-        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+        self,
+        prompts: list[Prompt],
+        params: dict[str, Any],
+        on_done: Callable[[int, Completion], None] | None = None,
+        budget: FailureBudget | None = None,
     ) -> list[Completion]:
+        """Every prompt, ``concurrency`` at a time; once ``budget`` stops, the queued ones are not sent."""
+        budget = budget if budget is not None else FailureBudget(None)
+
+        def run(p: Prompt) -> Completion:
+            c = self.complete(p, params, budget)
+            budget.record(c)  # in the worker, so that the next queued request already sees it
+            return c
+
         results: list[Completion | None] = [None] * len(prompts)
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm") as pool:
-            futures = {pool.submit(self.complete, p, params): i for i, p in enumerate(prompts)}
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm")
+        try:
+            futures = {pool.submit(run, p): i for i, p in enumerate(prompts)}
             for fut in as_completed(futures):
                 i = futures[fut]
                 results[i] = fut.result()
                 if on_done is not None:
                     on_done(i, results[i])
+        except BaseException:
+            budget.stop("the job was interrupted")
+            raise
+        finally:
+            # Requests in flight finish (within deadline_s); queued ones are dropped.
+            pool.shutdown(wait=True, cancel_futures=True)
         return results  # type: ignore[return-value]
 
 
@@ -178,30 +239,48 @@ def _describe(exc: Exception) -> str:
     return f"HTTP {status} {name}: {text}" if status else f"{name}: {text}"
 
 
-def _completion(name: str, item: str, reply) -> Completion:
-    choices = getattr(reply, "choices", None) or []
-    if not choices:
-        return Completion(item, error=f"model {name}: item {item}: the server returned no choices")
-    choice = choices[0]
-    content = getattr(choice.message, "content", None)
-    usage = {}
-    if getattr(reply, "usage", None) is not None:
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            value = getattr(reply.usage, key, None)
-            if isinstance(value, int):
-                usage[key] = value
-    if content is None:
-        return Completion(
-            item,
-            error=f"model {name}: item {item}: the server returned no message content "
-            f"(finish_reason {choice.finish_reason})",
-            model_id=reply.model,
-            usage=usage,
+def _excerpt(body: bytes, n: int = 80) -> str:
+    text = body[:n].decode("utf-8", errors="replace")
+    return repr(text) + (" ..." if len(body) > n else "")
+
+
+def parse_reply(body: bytes) -> dict[str, Any]:
+    """``content``, ``finish_reason``, ``model`` and ``usage`` of a chat-completion body, each of
+    the type the protocol says; MalformedReplyError naming what is wrong otherwise."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedReplyError(f"the reply is not JSON ({exc}): {_excerpt(body)}") from None
+    if not isinstance(data, dict):
+        raise MalformedReplyError(f"the reply is a JSON {type(data).__name__}, not an object: {_excerpt(body)}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        error = data.get("error")
+        said = f"; it says {error.get('message')!r}" if isinstance(error, dict) and error.get("message") else ""
+        raise MalformedReplyError(
+            f"the reply has no 'choices' (got {'an empty list' if choices == [] else repr(choices)[:40]}){said}"
         )
-    return Completion(
-        item,
-        response=content,
-        model_id=getattr(reply, "model", None),
-        usage=usage,
-        finish_reason=getattr(choice, "finish_reason", None),
-    )
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise MalformedReplyError(f"choices[0].message is not an object: {repr(choice)[:80]}")
+    content, finish = message.get("content"), choice.get("finish_reason")
+    if content is not None and not isinstance(content, str):
+        raise MalformedReplyError(f"choices[0].message.content is a {type(content).__name__}, not a string")
+    if finish is not None and not isinstance(finish, str):
+        raise MalformedReplyError(f"choices[0].finish_reason is a {type(finish).__name__}, not a string")
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise MalformedReplyError(f"'model' is a {type(model).__name__}, not a string")
+    usage_in = data.get("usage")
+    if usage_in is not None and not isinstance(usage_in, dict):
+        raise MalformedReplyError(f"'usage' is a {type(usage_in).__name__}, not an object")
+    usage = {}
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = (usage_in or {}).get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise MalformedReplyError(f"usage.{key} is {value!r}, not a token count")
+        usage[key] = value
+    return {"content": content, "finish_reason": finish, "model": model, "usage": usage}

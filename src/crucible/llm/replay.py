@@ -31,7 +31,11 @@ class ReplayBackend:
         pass
 
     def generate(
-        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+        self,
+        prompts: list[Prompt],
+        params: dict[str, Any],
+        on_done: Callable[[int, Completion], None] | None = None,
+        budget=None,  # nothing is sent, so nothing to hold back
     ) -> list[Completion]:
         rows = read_replay(self.path, [p.id for p in prompts])
         out = []

@@ -7,7 +7,12 @@ parameters, which goes into every cache key and every record.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from crucible.errors import ConfigError
 
@@ -22,6 +27,7 @@ DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 PARAM_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 
 OPENAI_DEFAULTS = {"concurrency": 4, "timeout_s": 120.0, "max_retries": 6, "backoff_s": 1.0, "max_backoff_s": 60.0}
+DEADLINE_PER_TIMEOUT = 2.0
 TRANSFORMERS_DEFAULTS = {"batch_size": 8, "device": "auto", "dtype": "auto"}
 
 
@@ -36,9 +42,16 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in REQUIRED[backend] if not entry.get(k)]
     if missing:
         raise ConfigError(f"{where}: backend {backend} needs {', '.join(missing)}")
+    if backend == "openai":
+        _check_base_url(where, str(entry["base_url"]))
     spec = dict(entry)
     if backend == "openai":
         spec = {**OPENAI_DEFAULTS, **spec}
+        # timeout_s bounds each wait for a byte; deadline_s the whole attempt, so that a server
+        # trickling its reply cannot hold a request for ever. A normal reply arrives in one piece
+        # once generated, within timeout_s, so twice that never cuts a healthy server short.
+        if spec.get("deadline_s") is None:
+            spec["deadline_s"] = DEADLINE_PER_TIMEOUT * float(spec["timeout_s"])
     elif backend == "transformers":
         spec = {**TRANSFORMERS_DEFAULTS, **spec}
     spec.setdefault("max_failed_fraction", 0.0)
@@ -64,21 +77,93 @@ def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def model_entry(name: str, spec_json: str | None = None, config_file: str | None = None) -> dict[str, Any]:
-    """A model's config entry: ``spec_json`` (the entry as JSON) if given, else
-    ``llm.models.<name>`` of the crucible config at ``config_file``."""
-    import json
+def _check_base_url(where: str, url: str) -> None:
+    """No credentials in the address: the URL is logged and recorded, and the client would send
+    them as HTTP Basic auth instead of the configured key. The message does not repeat them."""
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        host = parts.hostname or ""
+        shown = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+        raise ConfigError(
+            f"{where}.base_url: credentials in the URL (user:password@) are refused, because the URL is "
+            f"written to logs and records; use {shown} and give the key through api_key_env, the NAME of an "
+            f"environment variable holding it"
+        )
 
-    if spec_json:
-        try:
-            return json.loads(spec_json)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
+
+def spec_sha256(name: str, entry: dict[str, Any]) -> str:
+    """SHA-256 of the checked entry with its defaults: the same for two spellings of one model."""
+    canon = json.dumps(model_spec(name, entry), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Nested update, later values winning: how Snakemake merges its config files."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def entry_from_config_files(paths: Iterable[str | os.PathLike], name: str) -> dict[str, Any]:
+    """``llm.models.<name>`` of the config files merged in order (later files win).
+
+    The model entry reaches a job this way, by name, and never as a command-line argument,
+    which Snakemake prints and records.
+    """
     import yaml
 
-    with open(config_file, encoding="utf-8") as fh:
-        config = yaml.safe_load(fh) or {}
+    paths = [str(p) for p in paths]
+    config: dict[str, Any] = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                loaded = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top, got {type(loaded).__name__}")
+        config = _merge(config, loaded)
     models = (config.get("llm") or {}).get("models") or {}
     if name not in models:
-        raise ConfigError(f"{config_file}: llm.models has no {name!r} (has: {', '.join(sorted(models)) or 'none'})")
+        raise ConfigError(
+            f"{', '.join(paths)}: llm.models has no {name!r} (has: {', '.join(sorted(models)) or 'none'})"
+        )
     return models[name]
+
+
+def model_entry(
+    name: str,
+    spec_json: str | None = None,
+    config_file: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    sha256: str | None = None,
+) -> dict[str, Any]:
+    """A model's config entry: ``spec_json`` (the entry as JSON) if given, else ``llm.models.<name>``
+    of the crucible config file(s) at ``config_file`` (several: merged in order, as Snakemake does).
+
+    ``sha256`` (the rule passes :func:`spec_sha256` of the entry Snakemake planned with) refuses
+    any other entry: one given with ``--config`` on Snakemake's command line, or a file edited since.
+    """
+    if spec_json:
+        try:
+            entry = json.loads(spec_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
+        where = "--model-spec"
+    else:
+        files = [config_file] if isinstance(config_file, (str, os.PathLike)) else list(config_file or [])
+        if not files:
+            raise ConfigError(f"language model {name!r}: no config file and no --model-spec to read it from")
+        entry = entry_from_config_files(files, name)
+        where = ", ".join(str(f) for f in files)
+    if sha256 and spec_sha256(name, entry) != sha256:
+        raise ConfigError(
+            f"llm.models.{name} in {where} is not the entry the workflow was planned with (was it set with "
+            f"--config on the command line, or a config file edited since?); put it in a config file and run again"
+        )
+    return entry

@@ -1,8 +1,9 @@
 """A local checkpoint run inside the job with ``transformers``: CUDA with bf16 when present, else CPU.
 
-Weights are never downloaded: the checkpoint is a directory, loaded with ``local_files_only``
-and the hub switched offline, so a missing file is an error instead of a silent download on a
-compute node. The tokenizer's chat template turns messages into text; prompts are sorted by
+Weights are never downloaded: the checkpoint is a directory, or a single GGUF file (llama.cpp's
+format, which transformers dequantizes on load with the ``gguf`` package; tokenizer and chat
+template come from its metadata), loaded with ``local_files_only`` and the hub switched
+offline, so a missing file is an error instead of a silent download on a compute node. The tokenizer's chat template turns messages into text; prompts are sorted by
 length and generated in left-padded batches, then put back in the prompt set's order.
 """
 
@@ -33,8 +34,9 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
     """
     root = Path(path)
     digest = hashlib.sha256()
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = file.relative_to(root).as_posix()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for file in files:
+        rel = file.name if file == root else file.relative_to(root).as_posix()
         if rel.startswith("."):
             continue
         size = file.stat().st_size
@@ -47,6 +49,42 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
                 fh.seek(size - _CHUNK)
                 digest.update(fh.read(_CHUNK))
     return digest.hexdigest()[:16]
+
+
+# transformers builds a GGUF file's tokenizer with a plain byte-level split whatever the file's
+# ``tokenizer.ggml.pre`` says; llama.cpp splits as the model was trained. SmolLM2 ("smollm")
+# isolates every digit first: without that, "\n  0: base" became [ĊĠ, Ġ, 0, ...] instead of
+# [ĊĠĠ, 0, ...], and 32 of the 48 prompts of the real-model benchmark were tokenized unlike
+# training (and unlike llama.cpp's server). Each name here was checked token for token against
+# llama.cpp on those prompts. Bump GGUF_LOADER when this changes: it is part of the cache key.
+GGUF_LOADER = "pretok1"
+
+
+def _digits_then_byte_level():
+    from tokenizers import pre_tokenizers
+
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ]
+    )
+
+
+GGUF_PRE_TOKENIZERS = {"smollm": _digits_then_byte_level}
+
+
+def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
+    """Give ``tokenizer`` (loaded from the GGUF file at ``path``) the pre-tokenizer its
+    ``tokenizer.ggml.pre`` names, where transformers does not; that name, or None."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get("tokenizer.ggml.pre")
+    name = bytes(field.parts[field.data[0]]).decode("utf-8") if field is not None else None
+    if name in GGUF_PRE_TOKENIZERS:
+        tokenizer.backend_tokenizer.pre_tokenizer = GGUF_PRE_TOKENIZERS[name]()
+        log.info("tokenizer of %s: pre-tokenizer %r as llama.cpp splits it", path, name)
+    return name
 
 
 class TransformersBackend:
@@ -64,14 +102,22 @@ class TransformersBackend:
     ):
         self.name = name
         self.path = Path(path)
-        if not (self.path / "config.json").is_file():
-            raise ConfigError(f"config llm.models.{name}.path: {path} is not a checkpoint directory (no config.json)")
+        self.gguf = self.path.suffix == ".gguf"
+        if self.gguf and not self.path.is_file():
+            raise ConfigError(f"config llm.models.{name}.path: {path} does not exist")
+        if not self.gguf and not (self.path / "config.json").is_file():
+            raise ConfigError(
+                f"config llm.models.{name}.path: {path} is neither a checkpoint directory (no config.json) "
+                f"nor a .gguf file"
+            )
         self.batch_size = max(1, int(batch_size))
         self.device_request = device
         self.dtype_request = dtype
         self.chat_template = chat_template
         # The cache key names the checkpoint by content, not by where it lies.
         self.model = f"{self.path.name}@{checkpoint_fingerprint(self.path)}"
+        if self.gguf:  # how crucible turns the file into a tokenizer is part of what answers
+            self.model += f":{GGUF_LOADER}"
         self.device = None
         self._model = None
         self._tokenizer = None
@@ -94,7 +140,12 @@ class TransformersBackend:
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
         t0 = time.perf_counter()
-        tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        where = {"pretrained_model_name_or_path": self.path, "local_files_only": True}
+        if self.gguf:
+            where = {**where, "pretrained_model_name_or_path": self.path.parent, "gguf_file": self.path.name}
+        tokenizer = AutoTokenizer.from_pretrained(**where)
+        if self.gguf:
+            gguf_pre_tokenizer(tokenizer, self.path)
         tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -105,7 +156,7 @@ class TransformersBackend:
                 f"config llm.models.{self.name}: the checkpoint {self.path} has no chat template; "
                 f"set llm.models.{self.name}.chat_template"
             )
-        model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True, dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(**where, dtype=getattr(torch, dtype))
         model.to(device).eval()
         self._model, self._tokenizer, self.device, self.dtype = model, tokenizer, device, dtype
         log.info(
@@ -113,7 +164,11 @@ class TransformersBackend:
         )
 
     def generate(
-        self, prompts: list[Prompt], params: dict[str, Any], on_done: Callable[[int, Completion], None] | None = None
+        self,
+        prompts: list[Prompt],
+        params: dict[str, Any],
+        on_done: Callable[[int, Completion], None] | None = None,
+        budget=None,
     ) -> list[Completion]:
         import torch
 
@@ -138,6 +193,12 @@ class TransformersBackend:
         results: list[Completion | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
+            if budget is not None and budget.stopped:  # the job is failing: no more GPU time on it
+                for i in idx:
+                    results[i] = budget.not_sent(f"model {self.name}: item {prompts[i].id}", prompts[i].id)
+                    if on_done is not None:
+                        on_done(i, results[i])
+                continue
             batch = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False).to(
                 self.device
             )

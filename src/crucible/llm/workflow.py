@@ -8,8 +8,9 @@ replay file so that editing it reruns the job.
 
 from __future__ import annotations
 
-import json
+import os
 import re
+import shlex
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,7 +18,7 @@ from crucible import config as _config
 from crucible.errors import ConfigError
 from crucible.families import Family
 from crucible.llm.replay import replay_path
-from crucible.llm.spec import model_spec
+from crucible.llm.spec import model_spec, spec_sha256
 from crucible.workflow import alternation, flag
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -71,12 +72,25 @@ def response_targets(
     return [response_file(benchmark, d.strip("/"), m) for d in sorted(datasets) for m in names]
 
 
-def model_entry_json(config: dict[str, Any], name: str) -> str:
-    """The model's config entry as canonical JSON: a rule param, so that editing it reruns the job."""
+def model_sha256(config: dict[str, Any], name: str) -> str:
+    """The hash of the model's checked entry: a rule param, so that editing the entry reruns the
+    job, and passed to it, so that the job refuses an entry other than the one planned with.
+
+    The entry itself never goes on the command line (Snakemake prints and records every shell
+    command and param); the job reads it from the config files by name.
+    """
     entry = (config.get("llm") or {}).get("models", {}).get(name)
     if entry is None:
         raise ConfigError(f"language model {name!r} is not defined under llm.models")
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    return spec_sha256(name, entry)
+
+
+def config_file_flags(directive_files: Iterable[str], command_line_files: Iterable[str]) -> str:
+    """``--config-file A --config-file B ...``, absolute and quoted, in Snakemake's precedence:
+    the Snakefile's ``configfile:`` first, then each ``--configfile`` (later ones win)."""
+    cli = [os.path.abspath(str(f)) for f in command_line_files]
+    files = [os.path.abspath(str(f)) for f in directive_files if os.path.abspath(str(f)) not in cli] + cli
+    return " ".join(f"--config-file {shlex.quote(f)}" for f in files)
 
 
 def replay_input(config: dict[str, Any], name: str, benchmark: str, dataset: str) -> list[str]:

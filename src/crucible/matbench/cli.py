@@ -137,6 +137,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
         args.out_folds_csv,
         args.out_png,
         args.out_pdf,
+        args.cards,
     )
     return 0
 
@@ -167,34 +168,57 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("clean", help="raw source file -> typed, id'd, checked task table + task card")
-    p.add_argument("--task", required=True, type=_checked_task)
-    p.add_argument("--source", required=True, choices=["composition-mirror", "matminer"])
+    p.add_argument("--task", required=True, type=_checked_task, help="Matbench task, e.g. matbench_steels")
+    p.add_argument(
+        "--source",
+        required=True,
+        choices=["composition-mirror", "matminer"],
+        help="where --raw comes from: the composition mirror (formulas) or matminer's upstream file (structures)",
+    )
     p.add_argument("--raw", required=True, help="crabnet CSV (mirror) or matminer .json.gz")
     p.add_argument("--metadata", required=True, help="the official dataset metadata (checked against its pin)")
     p.add_argument("--raw-sha256", help="pinned SHA-256 of --raw: refuse the file if it differs")
     p.add_argument("--artifact", nargs="*", default=[], help="provenance as name=sha256 pairs")
-    p.add_argument("--out-data", required=True)
-    p.add_argument("--out-card", required=True)
+    p.add_argument(
+        "--out-data", required=True, help="the clean task table to write: results/matbench/data/{task}.parquet"
+    )
+    p.add_argument("--out-card", required=True, help="the task card to write: results/matbench/data/{task}.json")
     p.set_defaults(func=_cmd_clean)
 
     p = sub.add_parser("folds", help="official folds, checked against a regeneration, plus inner validation")
-    p.add_argument("--task", required=True, type=_checked_task)
-    p.add_argument("--data", required=True)
-    p.add_argument("--card", required=True)
+    p.add_argument("--task", required=True, type=_checked_task, help="Matbench task, e.g. matbench_steels")
+    p.add_argument("--data", required=True, help="the clean task table: results/matbench/data/{task}.parquet")
+    p.add_argument("--card", required=True, help="the task card: results/matbench/data/{task}.json")
     p.add_argument("--validation", required=True, help="the official validation splits (checked against their pin)")
     p.add_argument("--raw-sha256", help="pinned SHA-256 of the raw file: the card must record exactly this")
-    p.add_argument("--inner-fraction", type=float, default=0.25)
-    p.add_argument("--inner-seed", type=int, default=7)
-    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--inner-fraction",
+        type=float,
+        default=0.25,
+        help="fraction of each training fold held out as inner validation (default 0.25)",
+    )
+    p.add_argument("--inner-seed", type=int, default=7, help="seed of the inner validation split (default 7)")
+    p.add_argument("--out", required=True, help="the folds table to write: results/matbench/folds/{task}.parquet")
     p.set_defaults(func=_cmd_folds)
 
     p = sub.add_parser("tasks-table", help="the task table and the task-overlap table")
-    p.add_argument("--cards", nargs="+", required=True)
-    p.add_argument("--data", nargs="+", required=True)
-    p.add_argument("--out-csv", required=True)
-    p.add_argument("--out-md", required=True)
-    p.add_argument("--out-overlap-csv", required=True)
-    p.add_argument("--out-overlap-md", required=True)
+    p.add_argument(
+        "--cards", nargs="+", required=True, help="task cards results/matbench/data/{task}.json, one per task"
+    )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        required=True,
+        help="clean task tables results/matbench/data/{task}.parquet, in --cards order",
+    )
+    p.add_argument("--out-csv", required=True, help="the task table, CSV")
+    p.add_argument("--out-md", required=True, help="the task table, Markdown")
+    p.add_argument(
+        "--out-overlap-csv",
+        required=True,
+        help="the task-overlap table (duplicates, shared inputs, class balance), CSV",
+    )
+    p.add_argument("--out-overlap-md", required=True, help="the task-overlap table, Markdown")
     p.set_defaults(func=_cmd_tasks_table)
 
     p = sub.add_parser("predict", help="fit a model on one fold's training rows and predict its test rows")
@@ -203,16 +227,26 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_predict)
 
     p = sub.add_parser("import-predictions", help="validate a user-supplied predictions file and take it in")
-    p.add_argument("--task", required=True, type=_checked_task)
-    p.add_argument("--fold", type=int, required=True, choices=range(N_FOLDS))
-    p.add_argument("--card", required=True)
-    p.add_argument("--folds", required=True)
-    p.add_argument("--predictions", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--task", required=True, type=_checked_task, help="Matbench task, e.g. matbench_steels")
+    p.add_argument(
+        "--fold", type=int, required=True, choices=range(N_FOLDS), help="the test fold the file predicts (0-4)"
+    )
+    p.add_argument("--card", required=True, help="the task card: results/matbench/data/{task}.json")
+    p.add_argument("--folds", required=True, help="the folds table: results/matbench/folds/{task}.parquet")
+    p.add_argument(
+        "--predictions",
+        required=True,
+        help="the predictions made elsewhere: parquet with mbid, prediction[, probability]",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the checked copy to write: results/matbench/predictions/{model}/{task}/fold_{k}.parquet",
+    )
     p.set_defaults(func=_cmd_import_predictions)
 
     p = sub.add_parser("score", help="score one model on one task (5 folds) into a scores JSON")
-    p.add_argument("--task", required=True, type=_checked_task)
+    p.add_argument("--task", required=True, type=_checked_task, help="Matbench task, e.g. matbench_steels")
     p.add_argument("--card", help="task card (results/matbench/data/{task}.json): gives task type and MAD")
     p.add_argument("--task-type", choices=TASK_TYPES, help="instead of --card")
     p.add_argument(
@@ -227,7 +261,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--folds", required=True, help="results/matbench/folds/{task}.parquet")
     p.add_argument("--data", required=True, help="results/matbench/data/{task}.parquet")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="the model's name, as recorded in the scores")
     p.add_argument(
         "--input-kind",
         default=None,
@@ -237,8 +271,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_score)
 
     p = sub.add_parser("results-file", help="write matbench's results.json.gz (and info.json) for a model")
-    p.add_argument("--model", required=True)
-    p.add_argument("--tasks", required=True, nargs="+", type=_checked_task)
+    p.add_argument("--model", required=True, help="the model's name, as recorded in the results file")
+    p.add_argument(
+        "--tasks",
+        required=True,
+        nargs="+",
+        type=_checked_task,
+        help="the Matbench tasks of the file, in Matbench order",
+    )
     p.add_argument("--data", required=True, nargs="+", help="one clean data file per task, in --tasks order")
     p.add_argument("--folds", required=True, nargs="+", help="one folds file per task, in --tasks order")
     p.add_argument(
@@ -254,34 +294,39 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="store P(True) instead of bool labels for classifiers (matbench scores either as labels)",
     )
     p.add_argument("--algorithm", default=None, help="info.json algorithm (default: the model name)")
-    p.add_argument("--algorithm-long", default=None)
-    p.add_argument("--authors", default="crucible")
-    p.add_argument("--bibtex-refs", default=None)
-    p.add_argument("--notes", default=None)
+    p.add_argument("--algorithm-long", default=None, help="info.json: a longer description of the algorithm")
+    p.add_argument("--authors", default="crucible", help="info.json: authors (default: crucible)")
+    p.add_argument("--bibtex-refs", default=None, help="info.json: BibTeX references of the algorithm")
+    p.add_argument("--notes", default=None, help="info.json: free-text notes")
     p.add_argument("--out-results", required=True, help="results/matbench/{model}/results.json.gz")
     p.add_argument("--out-info", default=None, help="also write the leaderboard's info.json here")
     p.set_defaults(func=_cmd_results_file)
 
     p = sub.add_parser("leaderboard", help="leaderboard and per-fold tables, scaled-error figure")
-    p.add_argument("--scores", nargs="+", required=True)
+    p.add_argument(
+        "--scores", nargs="+", required=True, help="scores JSONs results/matbench/scores/{model}/{task}.json"
+    )
     p.add_argument("--published", required=True, help="config/published_matbench.yaml")
-    p.add_argument("--out-csv", required=True)
-    p.add_argument("--out-md", required=True)
-    p.add_argument("--out-tex", required=True)
-    p.add_argument("--out-folds-csv", required=True)
-    p.add_argument("--out-png", required=True)
-    p.add_argument("--out-pdf", required=True)
+    p.add_argument("--cards", nargs="*", default=[], help="task cards results/matbench/data/{task}.json: the MAE units")
+    p.add_argument("--out-csv", required=True, help="the leaderboard, CSV")
+    p.add_argument("--out-md", required=True, help="the leaderboard, Markdown")
+    p.add_argument("--out-tex", required=True, help="the leaderboard, LaTeX")
+    p.add_argument("--out-folds-csv", required=True, help="every fold's score of every model and task, CSV")
+    p.add_argument("--out-png", required=True, help="the scaled-error figure, PNG")
+    p.add_argument("--out-pdf", required=True, help="the scaled-error figure, PDF")
     p.set_defaults(func=_cmd_leaderboard)
 
     p = sub.add_parser(
         "figures", help="parity plot (regression) or ROC curve (classification) of one model on one task"
     )
-    p.add_argument("--model", required=True)
-    p.add_argument("--card", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--predictions", nargs="+", required=True)
-    p.add_argument("--out-png", required=True)
-    p.add_argument("--out-pdf", required=True)
+    p.add_argument("--model", required=True, help="the model's name (figure title)")
+    p.add_argument("--card", required=True, help="the task card: results/matbench/data/{task}.json")
+    p.add_argument("--data", required=True, help="the clean task table: results/matbench/data/{task}.parquet")
+    p.add_argument(
+        "--predictions", nargs="+", required=True, help="fold_0 .. fold_4 prediction files of the model on the task"
+    )
+    p.add_argument("--out-png", required=True, help="the parity plot (regression) or ROC curve (classification), PNG")
+    p.add_argument("--out-pdf", required=True, help="the same figure, PDF")
     p.set_defaults(func=_cmd_figures)
 
     add_user_commands(sub)

@@ -31,11 +31,15 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
         choices=range(N_FOLDS),
         help="one fold, or several fitted in turn in this process (one --out each)",
     )
-    p.add_argument("--data", required=True)
-    p.add_argument("--card", required=True)
-    p.add_argument("--folds", required=True)
-    p.add_argument("--features", help="Magpie feature cache (models whose input_kind is magpie)")
-    p.add_argument("--structure-features", help="per-structure feature cache (structure models)")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="the clean task table: results/matbench/data/{task}.parquet (or a user dataset's data.parquet)",
+    )
+    p.add_argument("--card", required=True, help="the task card: results/matbench/data/{task}.json")
+    p.add_argument("--folds", required=True, help="the folds table: results/matbench/folds/{task}.parquet")
+    p.add_argument("--features", help="the task's Magpie feature file (models whose input_kind is magpie)")
+    p.add_argument("--structure-features", help="the task's per-structure feature file (structure models)")
     p.add_argument("--params", help="JSON hyperparameter overrides")
     p.add_argument("--custom-models", help="JSON of config's matbench.custom_models")
     p.add_argument(
@@ -49,7 +53,12 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         help="random_state for models that take one and do not set it in --params (recorded)",
     )
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads of the fit (OMP/MKL/OpenBLAS variables; 0: leave them as they are)",
+    )
     p.add_argument(
         "--out",
         required=True,

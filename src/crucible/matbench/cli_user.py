@@ -100,25 +100,36 @@ def _cmd_user_table(args: argparse.Namespace) -> int:
 
 def add_user_commands(sub) -> None:
     p = sub.add_parser("user-fetch", help="download a user dataset and check its pinned SHA-256")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="the user dataset's name (a key of matbench.user_datasets)")
     p.add_argument("--spec", required=True, help="JSON of its matbench.user_datasets entry")
-    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--out", required=True, help="the downloaded file to write: resources/downloads/user/{dataset}.json.gz"
+    )
     p.set_defaults(func=_cmd_user_fetch)
 
     p = sub.add_parser("user-clean", help="user dataset .json.gz -> typed, id'd task table + card")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--spec", required=True)
-    p.add_argument("--raw", required=True)
-    p.add_argument("--out-data", required=True)
-    p.add_argument("--out-card", required=True)
+    p.add_argument("--dataset", required=True, help="the user dataset's name (a key of matbench.user_datasets)")
+    p.add_argument("--spec", required=True, help="JSON of its matbench.user_datasets entry")
+    p.add_argument("--raw", required=True, help="the downloaded .json.gz (checked against the entry's sha256)")
+    p.add_argument(
+        "--out-data", required=True, help="the clean table to write: results/matbench/user/{dataset}/data.parquet"
+    )
+    p.add_argument("--out-card", required=True, help="the card to write: results/matbench/user/{dataset}/card.json")
     p.set_defaults(func=_cmd_user_clean)
 
     p = sub.add_parser("user-folds", help="Matbench's 5-fold recipe (seed 18012019) on a user dataset")
-    p.add_argument("--data", required=True)
-    p.add_argument("--card", required=True)
-    p.add_argument("--inner-fraction", type=float, default=0.25)
-    p.add_argument("--inner-seed", type=int, default=7)
-    p.add_argument("--out", required=True)
+    p.add_argument("--data", required=True, help="the clean table: results/matbench/user/{dataset}/data.parquet")
+    p.add_argument("--card", required=True, help="the card: results/matbench/user/{dataset}/card.json")
+    p.add_argument(
+        "--inner-fraction",
+        type=float,
+        default=0.25,
+        help="fraction of each training fold held out as inner validation (default 0.25)",
+    )
+    p.add_argument("--inner-seed", type=int, default=7, help="seed of the inner validation split (default 7)")
+    p.add_argument(
+        "--out", required=True, help="the folds table to write: results/matbench/user/{dataset}/folds.parquet"
+    )
     p.set_defaults(func=_cmd_user_folds)
 
     p = sub.add_parser("user-predict", help="fit a model on a fold of a user dataset, predict its test rows")
@@ -126,17 +137,19 @@ def add_user_commands(sub) -> None:
     p.set_defaults(func=_cmd_user_predict)
 
     p = sub.add_parser("user-score", help="score a model's five folds on a user dataset")
-    p.add_argument("--model", required=True)
-    p.add_argument("--card", required=True)
-    p.add_argument("--data", required=True)
-    p.add_argument("--folds", required=True)
+    p.add_argument("--model", required=True, help="the model's name, as recorded in the scores")
+    p.add_argument("--card", required=True, help="the card: results/matbench/user/{dataset}/card.json")
+    p.add_argument("--data", required=True, help="the clean table: results/matbench/user/{dataset}/data.parquet")
+    p.add_argument("--folds", required=True, help="the folds table: results/matbench/user/{dataset}/folds.parquet")
     p.add_argument("--predictions", nargs=5, required=True, help="fold_0 .. fold_4 predictions")
-    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--out", required=True, help="the scores JSON to write: results/matbench/user/{dataset}/scores/{model}.json"
+    )
     p.set_defaults(func=_cmd_user_score)
 
     p = sub.add_parser("user-table", help="one user dataset's scores, every model")
-    p.add_argument("--scores", nargs="+", required=True)
-    p.add_argument("--out-csv", required=True)
-    p.add_argument("--out-md", required=True)
-    p.add_argument("--out-tex", required=True)
+    p.add_argument("--scores", nargs="+", required=True, help="scores JSONs of the dataset, one per model")
+    p.add_argument("--out-csv", required=True, help="the table, CSV")
+    p.add_argument("--out-md", required=True, help="the table, Markdown")
+    p.add_argument("--out-tex", required=True, help="the table, LaTeX")
     p.set_defaults(func=_cmd_user_table)

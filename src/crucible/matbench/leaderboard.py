@@ -48,8 +48,12 @@ def _order(records: list[dict[str, Any]]) -> list[str]:
     return [t for t in TASKS if t in tasks]
 
 
-def leaderboard(records: list[dict[str, Any]], published: dict[str, Any]) -> pd.DataFrame:
-    """One row per task; numeric columns for tools (CSV)."""
+def leaderboard(
+    records: list[dict[str, Any]], published: dict[str, Any], units: dict[str, str] | None = None
+) -> pd.DataFrame:
+    """One row per task; numeric columns for tools (CSV). ``units``: each task's target unit (its
+    card's), the unit of every MAE in its row ("" for classification: ROC AUC has none)."""
+    units = units or {}
     by_key = {(r["model"], r["task"]): r for r in records}
     models = sorted({r["model"] for r in records})
     rows = []
@@ -59,6 +63,7 @@ def leaderboard(records: list[dict[str, Any]], published: dict[str, Any]) -> pd.
             "task": task,
             "n": any_record["n_test"],
             "metric": any_record["leaderboard_metric"],
+            "unit": units.get(task, "") if any_record["leaderboard_metric"] == "mae" else "",
         }
         for model in models:
             rec = by_key.get((model, task))
@@ -80,6 +85,12 @@ def leaderboard(records: list[dict[str, Any]], published: dict[str, Any]) -> pd.
     return pd.DataFrame(rows)
 
 
+def _metric_label(metric: str, unit: str) -> str:
+    """``MAE (MPa)``, ``ROC AUC``: what a row's numbers are, in its own unit."""
+    name = {"mae": "MAE", "rocauc": "ROC AUC"}.get(metric, metric)
+    return f"{name} ({unit})" if unit else name
+
+
 def _pm(mean: float, std: float, digits: int) -> str:
     if np.isnan(mean):
         return "–"
@@ -93,7 +104,11 @@ def leaderboard_display(table: pd.DataFrame, published: dict[str, Any]) -> pd.Da
     out = []
     for row in table.to_dict("records"):
         digits = 4 if row["metric"] == "rocauc" or row["published_Dummy"] < 10 else 2
-        line: dict[str, Any] = {"task": row["task"].removeprefix("matbench_"), "n": row["n"], "metric": row["metric"]}
+        line: dict[str, Any] = {
+            "task": row["task"].removeprefix("matbench_"),
+            "n": row["n"],
+            "metric (unit of the row)": _metric_label(row["metric"], row.get("unit") or ""),
+        }
         for model in models:
             inputs = str(row[f"{model}_inputs"])
             label = f"{model} ({'comp.' if inputs.startswith('composition') else inputs})"
@@ -118,6 +133,8 @@ def leaderboard_preamble(published: dict[str, Any]) -> str:
         "# Matbench v0.1 leaderboard (official 5-fold splits)\n\n"
         "Mean ± std (ddof 0) over the 5 folds of MAE (regression) or matbench's label-based ROC AUC "
         "(classification; the AUC from probabilities, where a model gives them, in its own column); *scaled* is MAE/MAD or (1 − AUC)/0.5. "
+        "Every value of a row, ours and published, is in the unit its metric column gives (the task's target unit for MAE; "
+        "ROC AUC and scaled errors have none). "
         "The parenthesis says what our model saw: comp. = formulas only (the composition mirror has no "
         "structures). Published columns marked * are composition-only; RF-SCM/Magpie uses structure "
         "features on the structure tasks.\n\n"
@@ -168,16 +185,18 @@ def write_leaderboard_files(
     out_folds_csv: str,
     out_png: str,
     out_pdf: str,
+    card_paths: list[str | os.PathLike] = (),
 ) -> pd.DataFrame:
     """The leaderboard (CSV with every number; Markdown/LaTeX for reading), the per-fold table
-    and the scaled-error figure, from the models' scores records."""
+    and the scaled-error figure, from the models' scores records; the task cards give the units."""
     from crucible.io import read_json
     from crucible.report.figures import save_figure, scaled_error_figure
     from crucible.report.tables import write_table
 
     records = [read_json(p) for p in score_paths]
     published = load_published(published_path)
-    table = leaderboard(records, published)
+    cards = [read_json(p) for p in card_paths]
+    table = leaderboard(records, published, {c["task"]: c.get("unit") or "" for c in cards})
     write_table(table, csv=out_csv)
     write_table(
         leaderboard_display(table, published),

@@ -225,33 +225,46 @@ def fold_files(config: dict[str, Any]) -> list[str]:
     return [folds_file(t) for t in tasks(config)]
 
 
-def magpie_cache() -> str:
-    from crucible.features.magpie import MAGPIE_VERSION
-
-    return f"results/features/magpie-{MAGPIE_VERSION}.parquet"
-
-
-def magpie_slice(task: str) -> str:
-    """The task's own rows of the Magpie cache, written by the job that builds the cache."""
-    from crucible.features.cache import task_slice_path
-
-    return str(task_slice_path(magpie_cache(), task))
+def feature_tables(config: dict[str, Any]) -> list[str]:
+    """The names of the tables features are built from: each official task, then ``user/<name>``
+    for each user dataset. Each table gets its own feature files (``magpie_features``), built
+    from it alone, so that a task's features never change when other tasks join or leave."""
+    return tasks(config) + [f"user/{d}" for d in user_datasets(config)]
 
 
-def magpie_slices(config: dict[str, Any]) -> list[str]:
-    """One cache slice per configured Matbench task (user datasets read the whole cache)."""
-    return [magpie_slice(t) for t in tasks(config)]
+def feature_table_pattern(config: dict[str, Any]) -> str:
+    """The ``{table}`` wildcard constraint of the feature rules."""
+    return alternation(feature_tables(config))
 
 
-def model_features(config: dict[str, Any], model: str, task: str | None = None) -> str | list[str]:
-    """The feature cache for models that take Magpie features (rf-scm-magpie too), else nothing.
+def feature_source(config: dict[str, Any], table: str) -> str:
+    """The clean table a feature table name stands for (``user/<name>``: a user dataset's)."""
+    if table.startswith("user/"):
+        return user_data_file(table.removeprefix("user/"))
+    return data_file(table)
 
-    With a Matbench ``task``: that task's slice of the cache, so that a fold job reads only its
-    task's rows (a few kilobytes for a small task instead of the whole 126k-formula cache).
-    Without (user datasets): the whole cache.
+
+def _feature_table(task: str) -> str:
+    """A task's or user dataset's name as a feature table name."""
+    return task if task in TASKS else f"user/{task}"
+
+
+def magpie_features(table: str) -> str:
+    """``results/features/magpie-<version>/<table>.parquet``: the table's own Magpie features.
+
+    The directory carries the featurizer version (matminer, element tables, our code), so a
+    change there makes new files rather than reusing stale numbers.
     """
+    from crucible.features.cache import features_path
+
+    return str(features_path(table))
+
+
+def model_features(config: dict[str, Any], model: str, task: str) -> str | list[str]:
+    """The Magpie feature file of the task (or user dataset) for models that take Magpie features
+    (rf-scm-magpie too), else nothing."""
     if _spec(config, model).input_kind in ("magpie", SCM_KIND):
-        return magpie_slice(task) if task is not None else magpie_cache()
+        return magpie_features(_feature_table(task))
     return []
 
 
@@ -303,13 +316,53 @@ def published_table(config: dict[str, Any], repo: str | Path) -> str:
     return str(path if path.is_absolute() else Path(repo) / path)
 
 
+# --- the run's aggregates: what depends on the configured set of tasks and models -------------
+#
+# Everything per (model, task) -- features, predictions, scores, per-model figures -- sits at one
+# path whatever else is configured, so it is reused by every run that needs it. What summarizes
+# the configured set (task table, leaderboard, fold table, scaled-error figure, results files,
+# user-dataset tables) sits in the run's directory: results/ for the run named `default`,
+# results/runs/<run_name>/ otherwise, so a subset run under its own name leaves the full run's
+# tables as they were, and one under the same name replaces them (cheap: no fit reruns).
+
+DEFAULT_RUN = "default"
+
+
+def run_name(config: dict[str, Any]) -> str:
+    return _section(config)["run_name"]
+
+
+def run_dir(config: dict[str, Any]) -> str:
+    """``results`` for the default run, ``results/runs/<run_name>`` for any other."""
+    name = run_name(config)
+    return "results" if name == DEFAULT_RUN else f"results/runs/{name}"
+
+
+def run_file(config: dict[str, Any], relative: str) -> str:
+    """A run aggregate's path, e.g. ``run_file(config, "tables/matbench_leaderboard.csv")``."""
+    return f"{run_dir(config)}/{relative}"
+
+
+def results_file(config: dict[str, Any], model: str) -> str:
+    """The model's Matbench results file for this run's tasks (``{model}`` keeps a wildcard)."""
+    return run_file(config, f"matbench/{model}/results.json.gz")
+
+
+def results_info_file(config: dict[str, Any], model: str) -> str:
+    return run_file(config, f"matbench/{model}/info.json")
+
+
+def user_table_file(config: dict[str, Any], dataset: str, ext: str) -> str:
+    return run_file(config, f"tables/matbench_user_{dataset}.{ext}")
+
+
 def score_files(config: dict[str, Any]) -> list[str]:
     return [f"results/matbench/scores/{m}/{t}.json" for m in models(config) for t in tasks(config)]
 
 
 def data_outputs(config: dict[str, Any]) -> list[str]:
     """What ``snakemake matbench_data`` builds: folds of every task and the task table."""
-    return fold_files(config) + ["results/tables/matbench_tasks.csv"]
+    return fold_files(config) + [run_file(config, "tables/matbench_tasks.csv")]
 
 
 def final_outputs(config: dict[str, Any]) -> list[str]:
@@ -322,19 +375,16 @@ def official_outputs(config: dict[str, Any]) -> list[str]:
     ts, ms = tasks(config), models(config)
     if not ts:
         return []
-    out = [
-        "results/tables/matbench_tasks.csv",
-        "results/tables/matbench_tasks.md",
-        "results/tables/matbench_task_overlap.csv",
-    ]
+    out = [run_file(config, f"tables/{name}") for name in ("matbench_tasks.csv", "matbench_tasks.md")]
+    out += [run_file(config, "tables/matbench_task_overlap.csv")]
     out += fold_files(config)
     if ms:
         out += score_files(config)
-        out += [f"results/matbench/{m}/results.json.gz" for m in ms]
-        out += [f"results/matbench/{m}/info.json" for m in ms]
-        out += [f"results/tables/matbench_leaderboard.{ext}" for ext in ("csv", "md", "tex")]
-        out += ["results/tables/matbench_folds.csv"]
-        out += [f"results/figures/matbench_scaled_error.{ext}" for ext in ("png", "pdf")]
+        out += [results_file(config, m) for m in ms]
+        out += [results_info_file(config, m) for m in ms]
+        out += [run_file(config, f"tables/matbench_leaderboard.{ext}") for ext in ("csv", "md", "tex")]
+        out += [run_file(config, "tables/matbench_folds.csv")]
+        out += [run_file(config, f"figures/matbench_scaled_error.{ext}") for ext in ("png", "pdf")]
         out += [f"results/figures/matbench/{m}/{t}.png" for m in ms for t in ts]
     return out
 
@@ -405,38 +455,35 @@ def structure_feature_kind(config: dict[str, Any], model: str, task: str) -> str
     return None
 
 
-def scm_cache() -> str:
-    from crucible.features.structure_cache import scm_cache_filename
+def scm_features(table: str) -> str:
+    """``results/features/scm-<version>/<table>.parquet``: the table's Sine Coulomb eigenvalues."""
+    from crucible.features.structure_cache import scm_cache_dirname
 
-    return f"results/features/{scm_cache_filename()}"
+    return f"results/features/{scm_cache_dirname()}/{table}.parquet"
 
 
-def embedding_cache() -> str:
-    from crucible.features.mlip_embed import embed_cache_filename
+def embedding_features(table: str) -> str:
+    """``results/features/mlip-embed-<model>-<version>/<table>.parquet``: its CHGNet embeddings."""
+    from crucible.features.mlip_embed import embed_cache_dirname
 
-    return f"results/features/{embed_cache_filename()}"
+    return f"results/features/{embed_cache_dirname()}/{table}.parquet"
 
 
 def model_structure_features(config: dict[str, Any], model: str, task: str) -> str | list[str]:
-    """The per-structure cache a structure model reads on this task or user dataset, else nothing."""
+    """The per-structure feature file a structure model reads on this task or user dataset, else nothing."""
     kind = structure_feature_kind(config, model, task)
-    return {SCM_KIND: scm_cache(), EMBED_KIND: embedding_cache()}.get(kind, [])
+    files = {SCM_KIND: scm_features, EMBED_KIND: embedding_features}
+    return files[kind](_feature_table(task)) if kind else []
+
+
+def structure_table_pattern(config: dict[str, Any]) -> str:
+    """The ``{table}`` constraint of the structure feature rules: tables that carry structures."""
+    return alternation([_feature_table(t) for t in structure_tasks(config)])
 
 
 def structure_tasks(config: dict[str, Any]) -> list[str]:
     """Tasks and user datasets whose clean tables carry structures."""
     return [t for t in tasks(config) + list(user_datasets(config)) if structures_available(config, t)]
-
-
-def structure_data_files(config: dict[str, Any]) -> list[str]:
-    """The clean tables the structure caches are built from."""
-    users = user_datasets(config)
-    return [user_data_file(t) if t in users else data_file(t) for t in structure_tasks(config)]
-
-
-def feature_data_files(config: dict[str, Any]) -> list[str]:
-    """The clean tables the Magpie cache is built from: the official tasks' and the user datasets'."""
-    return clean_data_files(config) + [user_data_file(d) for d in user_datasets(config)]
 
 
 def user_score_files(config: dict[str, Any], name: str) -> list[str]:
@@ -449,7 +496,7 @@ def user_outputs(config: dict[str, Any]) -> list[str]:
         out += [f"results/matbench/user/{name}/folds.parquet"]
         if fitted_models(config):
             out += user_score_files(config, name)
-            out += [f"results/tables/matbench_user_{name}.{ext}" for ext in ("csv", "md", "tex")]
+            out += [user_table_file(config, name, ext) for ext in ("csv", "md", "tex")]
     return out
 
 

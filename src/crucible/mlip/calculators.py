@@ -9,11 +9,14 @@
   or the upstream package's own cache folder) and otherwise raise
   :class:`WeightsUnavailableError` saying where the file was looked for.
 
-``load_potential(name, device=None, threads=None)`` is the one way a job gets a potential: it
-first calls :func:`crucible.torch_setup.configure_torch` (deterministic kernels, the job's CPU
-threads), then wraps the calculator in a :class:`Potential`, a small record of what actually ran
-(name, device) beside the calculator; nothing is patched onto the third-party calculator object.
-The registry is a :class:`crucible.registry.Registry` of :class:`PotentialSpec`.
+``load_potential(name, device=None, threads=None, custom=None)`` is the one way a job gets a
+potential: it first calls :func:`crucible.torch_setup.configure_torch` (deterministic kernels, the
+job's CPU threads), then wraps the calculator in a :class:`Potential`, a small record of what
+actually ran (name, device, and its provenance: calculator class, parameters, package and
+version) beside the calculator; nothing is patched onto the third-party calculator object. The
+registry is a :class:`crucible.registry.Registry` of :class:`PotentialSpec`; a user's own
+potentials (config ``mlip.custom_potentials``, passed as ``custom``) are specs of the same kind
+built by :mod:`crucible.mlip.custom` and load exactly like the registered ones.
 
 A non-finite energy or force is never passed on as a number: :func:`single_energy` and
 :func:`single_point` raise :class:`NonFiniteError` (its message says which quantity), and
@@ -31,9 +34,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -69,7 +72,10 @@ def non_finite_reason(energy: float, forces=None, stress=None) -> str | None:
 class PotentialSpec(Spec):
     """A registered potential: ``factory(device)`` -> ASE calculator, and its batched path if it has one."""
 
-    kind: str  # "builtin" | "shipped" | "hub"
+    kind: str  # "builtin" | "shipped" | "hub" | "custom"
+    # a user's potential (mlip.custom_potentials): its "pkg.mod:factory" and params, as configured
+    class_path: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
     # batch(calculator) -> (list of atoms -> total energies in eV)
     batch: Callable[[object], Callable[[list], list[float]]] | None = None
     inputs: tuple[str, ...] = ("structure",)
@@ -86,6 +92,8 @@ class Potential:
     device: str
     calculator: object
     batch_energies: Callable[[list], list[float]] | None = None
+    # what ran (:func:`provenance`): recorded beside every result the potential produced
+    provenance: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def as_potential(calc: object) -> Potential:
@@ -317,22 +325,122 @@ def available_models() -> list[str]:
     return names
 
 
-def load_potential(name: str, device: str | None = None, threads: int | None = None) -> Potential:
-    """The potential registered as ``name`` on ``device`` (default: CUDA if present).
+def potential_spec(name: str, custom: Mapping[str, Any] | None = None) -> PotentialSpec:
+    """The spec of ``name``: a user's potential of ``custom`` (config ``mlip.custom_potentials``)
+    or a registered one; an unknown name lists both."""
+    from crucible.mlip.custom import custom_potential_spec
+
+    custom = custom or {}
+    if name in custom:
+        return custom_potential_spec(name, custom[name])
+    if name not in REGISTRY:
+        raise REGISTRY.unknown(name, sorted(custom))
+    return REGISTRY[name]
+
+
+def _distribution(module: str) -> tuple[str | None, str | None]:
+    """(distribution, version) that installed the top-level package of ``module``, if any."""
+    import importlib.metadata
+
+    top = module.partition(".")[0]
+    names = importlib.metadata.packages_distributions().get(top) or []
+    for dist in sorted(names):
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None, None
+
+
+def provenance(spec: PotentialSpec, calc: object, device: str) -> dict[str, Any]:
+    """What ran: the potential's name and kind, the class path (a custom potential's factory as
+    configured, else the calculator's class), its params, the package that provides it and that
+    package's version. A module that no installed distribution provides (one beside the project)
+    is identified by its ``__version__`` if it has one, and by the SHA-256 of its source file."""
+    import hashlib
+    import sys
+
+    if spec.class_path:
+        class_path, module = spec.class_path, spec.class_path.partition(":")[0]
+    else:
+        cls = type(calc)
+        class_path, module = f"{cls.__module__}:{cls.__qualname__}", cls.__module__
+    package, version = _distribution(module)
+    out: dict[str, Any] = {
+        "potential": spec.name,
+        "kind": spec.kind,
+        "class": class_path,
+        "params": dict(spec.params),
+        "package": package,
+        "version": version,
+        "device": device,
+    }
+    if package is None:
+        mod = sys.modules.get(module)
+        source = getattr(mod, "__file__", None)
+        out["version"] = str(getattr(mod, "__version__", "")) or None
+        if source and Path(source).is_file():
+            out["module_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    return out
+
+
+def provenance_text(prov: Mapping[str, Any]) -> str:
+    """One line for a table cell: ``class {params} (package version)``; "" when unknown."""
+    import json
+
+    if not prov:
+        return ""
+    text = str(prov["class"])
+    if prov.get("params"):
+        text += " " + json.dumps(prov["params"], sort_keys=True)
+    if prov.get("package"):
+        text += f" ({prov['package']} {prov.get('version')})"
+    elif prov.get("version") or prov.get("module_sha256"):
+        where = f"version {prov['version']}" if prov.get("version") else "local module"
+        sha = prov.get("module_sha256")
+        text += f" ({where}{', sha256 ' + sha[:12] if sha else ''})"
+    return text
+
+
+PROVENANCE_KEY = "potential"  # the parquet metadata key of a result table's potential
+
+
+def provenance_metadata(potential: object) -> dict[str, Any]:
+    """The metadata :func:`crucible.io.write_parquet` stores with a potential's result table."""
+    prov = getattr(potential, "provenance", None)
+    return {PROVENANCE_KEY: dict(prov)} if prov else {}
+
+
+def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
+    """The provenance stored with a result table (empty for a file written without one)."""
+    from crucible.io import read_parquet_metadata
+
+    return dict(read_parquet_metadata(path).get(PROVENANCE_KEY) or {})
+
+
+def load_potential(
+    name: str, device: str | None = None, threads: int | None = None, custom: Mapping[str, Any] | None = None
+) -> Potential:
+    """The potential registered as ``name`` (or a user's, given in ``custom``: config
+    ``mlip.custom_potentials``) on ``device`` (default: CUDA if present).
 
     Torch is configured first (deterministic kernels; ``threads`` CPU threads when given), so
     that no job runs a potential with run-to-run different forces.
     """
     from crucible import torch_setup
 
-    spec = REGISTRY[name]
+    spec = potential_spec(name, custom)
     torch_setup.configure_torch(threads)
     dev = "cpu" if spec.kind == "builtin" else resolve_device(device)
     calc = spec.build(dev)
     potential = Potential(
-        name=name, device=dev, calculator=calc, batch_energies=spec.batch(calc) if spec.batch else None
+        name=name,
+        device=dev,
+        calculator=calc,
+        batch_energies=spec.batch(calc) if spec.batch else None,
+        provenance=provenance(spec, calc, dev),
     )
-    log.info("loaded potential %s on %s", name, dev)
+    log.info("loaded potential %s on %s: %s", name, dev, provenance_text(potential.provenance))
     return potential
 
 

@@ -17,6 +17,12 @@ import time
 log = logging.getLogger(__name__)
 
 
+def _custom(args) -> dict:
+    import json
+
+    return json.loads(args.custom_potentials) if args.custom_potentials else {}
+
+
 def _cmd_models(args) -> int:
     from crucible.mlip.calculators import REGISTRY, available_models
 
@@ -30,16 +36,16 @@ def _cmd_models(args) -> int:
 
 def _cmd_eos(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.calculators import load_potential, provenance_metadata
     from crucible.mlip.eos import EOS_SCHEMA, parse_elements, run_eos
 
     elements = parse_elements(args.elements)  # fail on a typo before loading a model
     t0 = time.perf_counter()
-    potential = load_potential(args.model, device=args.device, threads=args.threads)
+    potential = load_potential(args.model, device=args.device, threads=args.threads, custom=_custom(args))
     t_load = time.perf_counter() - t0
     df = run_eos(potential, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
     t_total = time.perf_counter() - t0
-    write_parquet(df, args.out, schema=EOS_SCHEMA)
+    write_parquet(df, args.out, schema=EOS_SCHEMA, metadata=provenance_metadata(potential))
     n_failed = int((df["status"] != "ok").sum())
     ok = df[df["status"] == "ok"]
     log.info(
@@ -59,10 +65,18 @@ def _cmd_eos(args) -> int:
 
 def _cmd_eos_table(args) -> int:
     from crucible.mlip.eos import eos_summary_table
-    from crucible.mlip.report import EOS_TABLE_HEADERS, load_frames, write_table
+    from crucible.mlip.report import EOS_TABLE_HEADERS, EOS_TITLE, eos_caption, load_frames, write_table
 
     table = eos_summary_table(load_frames(args.inputs))
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, headers=EOS_TABLE_HEADERS)
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        headers=EOS_TABLE_HEADERS,
+        title=EOS_TITLE,
+        caption=eos_caption(table),
+    )
     return 0
 
 
@@ -79,12 +93,13 @@ def _cmd_eos_figures(args) -> int:
 
 def _cmd_s2ef_predict(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.mlip.calculators import load_potential, provenance_metadata
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
 
     frames = read_frames(args.dataset)
-    df = predict_frames(frames, load_potential(args.model, device=args.device, threads=args.threads))
-    write_parquet(df, args.out, schema=prediction_schema())
+    potential = load_potential(args.model, device=args.device, threads=args.threads, custom=_custom(args))
+    df = predict_frames(frames, potential)
+    write_parquet(df, args.out, schema=prediction_schema(), metadata=provenance_metadata(potential))
     log.info(
         "%s on %s: %d frames, %d failed -> %s",
         args.model,
@@ -97,11 +112,20 @@ def _cmd_s2ef_predict(args) -> int:
 
 
 def _cmd_s2ef_table(args) -> int:
-    from crucible.mlip.report import S2EF_TABLE_HEADERS, write_table
+    from crucible.mlip.report import S2EF_TABLE_HEADERS, s2ef_caption, s2ef_title, write_table
     from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(args.inputs)
-    write_table(table, csv=args.out_csv, md=args.out_md, tex=args.out_tex, digits=4, headers=S2EF_TABLE_HEADERS)
+    write_table(
+        table,
+        csv=args.out_csv,
+        md=args.out_md,
+        tex=args.out_tex,
+        digits=4,
+        headers=S2EF_TABLE_HEADERS,
+        title=s2ef_title(table),
+        caption=s2ef_caption(table),
+    )
     return 0
 
 
@@ -112,34 +136,53 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_cmd_models)
 
     def model_args(p):
-        p.add_argument("--model", required=True, help="registered potential, e.g. emt, chgnet-0.3.0, sevennet-0")
+        p.add_argument(
+            "--model", required=True, help="registered potential (emt, chgnet-0.3.0, sevennet-0, ...) or a custom one"
+        )
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+        p.add_argument(
+            "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+        )
 
     p = sub.add_parser("eos", help="EOS of the Delta-set elements with one potential")
     model_args(p)
     p.add_argument("--elements", default="all", help="'all' or comma-separated symbols, e.g. Cu,Ag")
-    p.add_argument("--points", type=int, default=7)
-    p.add_argument("--volume-range", type=float, nargs=2, default=[0.94, 1.06], metavar=("LOW", "HIGH"))
-    p.add_argument("--out", required=True)
+    p.add_argument("--points", type=int, default=7, help="volumes sampled per element (default 7)")
+    p.add_argument(
+        "--volume-range",
+        type=float,
+        nargs=2,
+        default=[0.94, 1.06],
+        metavar=("LOW", "HIGH"),
+        help="the sampled volumes as fractions of V0, low and high (default 0.94 1.06)",
+    )
+    p.add_argument("--out", required=True, help="the EOS fits to write: results/mlip/eos/{model}.parquet")
     p.set_defaults(func=_cmd_eos)
 
     def table_args(p):
-        p.add_argument("--inputs", nargs="+", required=True)
-        p.add_argument("--out-csv")
-        p.add_argument("--out-md")
-        p.add_argument("--out-tex")
+        p.add_argument(
+            "--inputs",
+            nargs="+",
+            required=True,
+            help="per-model files: results/mlip/eos/{model}.parquet or results/mlip/s2ef/{dataset}/{model}.parquet",
+        )
+        p.add_argument("--out-csv", help="the table, CSV")
+        p.add_argument("--out-md", help="the table, Markdown")
+        p.add_argument("--out-tex", help="the table, LaTeX")
 
     p = sub.add_parser("eos-table", help="per-model EOS summary table")
     table_args(p)
     p.set_defaults(func=_cmd_eos_table)
 
     p = sub.add_parser("eos-figures", help="Δ periodic table and B0 parity figures")
-    p.add_argument("--inputs", nargs="+", required=True)
-    p.add_argument("--out-png")
-    p.add_argument("--out-pdf")
-    p.add_argument("--out-parity-png")
-    p.add_argument("--out-parity-pdf")
+    p.add_argument(
+        "--inputs", nargs="+", required=True, help="EOS fits results/mlip/eos/{model}.parquet, one per potential"
+    )
+    p.add_argument("--out-png", help="the Δ periodic-table figure, PNG")
+    p.add_argument("--out-pdf", help="the Δ periodic-table figure, PDF")
+    p.add_argument("--out-parity-png", help="the B0 parity figure (against experiment), PNG")
+    p.add_argument("--out-parity-pdf", help="the B0 parity figure, PDF")
     p.set_defaults(func=_cmd_eos_figures)
 
     p = sub.add_parser("s2ef-predict", help="a potential's energies and forces on a dataset's frames")
@@ -147,7 +190,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset", required=True, help="extended XYZ / ASE db / any ASE-readable file, or 'ase-vasp-testdata'"
     )
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="the predictions to write: results/mlip/s2ef/{dataset}/{model}.parquet")
     p.set_defaults(func=_cmd_s2ef_predict)
 
     p = sub.add_parser("s2ef-table", help="s2ef metric table from prediction files .../{dataset}/{model}.parquet")

@@ -407,6 +407,7 @@ SUMMARY_COLUMNS = [
     "v0_mae_exp",
     "b0_mae_exp",
     "n_v0_outside_sampled_range",
+    "potential",  # what ran: class path, params, package version (crucible.mlip.calculators.provenance_text)
 ]
 
 
@@ -417,7 +418,10 @@ def _mae(x: pd.Series) -> float:
 
 def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per model: mean/median Delta, MAE of V0, B0 (and B0′) against WIEN2k and experiment over
-    the elements that did not fail, and the failed elements (counted, and named)."""
+    the elements that did not fail, and the failed elements (counted, and named); the potential's
+    provenance from each frame's ``attrs["potential"]`` (:func:`crucible.mlip.report.load_frames`)."""
+    from crucible.mlip.calculators import provenance_text
+
     rows = []
     for model in sorted(frames_by_model):
         df = frames_by_model[model]
@@ -437,6 +441,7 @@ def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFra
                 "v0_mae_exp": _mae(ok["v0_error_exp"]),
                 "b0_mae_exp": _mae(ok["b0_error_exp"]),
                 "n_v0_outside_sampled_range": int((~ok["v0_in_range"].astype(bool)).sum()),
+                "potential": provenance_text(df.attrs.get("potential") or {}),
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

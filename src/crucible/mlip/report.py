@@ -27,6 +27,7 @@ EOS_TABLE_HEADERS = {
     "v0_mae_exp": "V0 MAE vs exp. (Å³/atom)",
     "b0_mae_exp": "B0 MAE vs exp. (GPa)",
     "n_v0_outside_sampled_range": "V0 outside sampled range",
+    "potential": "potential (class, params, version)",
 }
 
 
@@ -44,16 +45,55 @@ S2EF_TABLE_HEADERS = {
     "energy_forces_within_threshold": "EFwT (0.02 eV, 0.03 eV/Å)",
     "n_frames": "frames",
     "n_failed": "failed",
+    "potential": "potential (class, params, version)",
 }
 
 
 def write_table(
-    df: pd.DataFrame, csv=None, md=None, tex=None, headers: Mapping[str, str] | None = None, digits: int = 3
+    df: pd.DataFrame,
+    csv=None,
+    md=None,
+    tex=None,
+    headers: Mapping[str, str] | None = None,
+    digits: int = 3,
+    title: str | None = None,
+    caption: str | None = None,
 ) -> None:
-    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
+    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding; a
+    ``title`` and ``caption`` head the Markdown file, the caption goes into the LaTeX table."""
     from crucible.report.tables import write_table as write
 
-    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers)
+    preamble = "".join(f"{text}\n\n" for text in (f"# {title}" if title else None, caption) if text)
+    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers, caption=caption, md_preamble=preamble)
+
+
+EOS_TITLE = "Equation of state of the Delta-set elemental crystals"
+
+
+def eos_caption(table: pd.DataFrame) -> str:
+    """What the EOS table shows, for its Markdown and LaTeX files."""
+    n = int(table["n_elements"].max()) if len(table) else 0
+    return (
+        f"Per potential, {n} elemental crystals of the Delta set: how many failed (no equation-of-state fit, "
+        "elements the potential does not model included), the mean and median Δ against WIEN2k over the "
+        "elements that potential fitted (so rows average different element sets), the MAE of V0, B0 and B0′ "
+        "against WIEN2k and of V0 and B0 against experiment, and how many fitted V0 lie outside the sampled volumes."
+    )
+
+
+def s2ef_title(table: pd.DataFrame) -> str:
+    datasets = ", ".join(sorted(table["dataset"].astype(str).unique())) if len(table) else "no dataset"
+    return f"Structure to energy and forces on {datasets}"
+
+
+def s2ef_caption(table: pd.DataFrame) -> str:
+    frames = int(table["n_frames"].max()) if len(table) else 0
+    return (
+        f"Per potential, against the reference calculations of {frames} frames (failed frames are counted, "
+        "not scored): MAE of each frame's total energy (eV) and of the forces per component and over all "
+        "components (eV/Å), force cosine, force magnitude error (eV/Å), and EFwT, the fraction of frames "
+        "within 0.02 eV and 0.03 eV/Å."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,9 +255,11 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
 
 def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd.DataFrame]:
     """Read per-model parquet files into {model: frame}; the model name comes from the ``model``
-    column (one value per file) or, failing that, the file stem."""
+    column (one value per file) or, failing that, the file stem. Each frame's
+    ``attrs["potential"]`` holds the provenance stored with the file (empty if none)."""
     from crucible.errors import DataValidationError
     from crucible.io import read_parquet
+    from crucible.mlip.calculators import read_provenance
 
     out: dict[str, pd.DataFrame] = {}
     for path in paths:
@@ -227,5 +269,6 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
             raise DataValidationError(f"{path}: expected one {key} per file, found {names}")
         if names[0] in out:
             raise DataValidationError(f"{path}: {key} {names[0]!r} given twice")
+        df.attrs["potential"] = read_provenance(path)
         out[names[0]] = df
     return out

@@ -142,7 +142,8 @@ def score_s2ef(table: pd.DataFrame) -> dict[str, Any]:
 
 
 def s2ef_metric_table(scores_by_model: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per model (sorted by name): ``model``, each metric's value, ``n_frames``, ``n_failed``.
+    """One row per model (sorted by name): ``model``, each metric's value, ``n_frames``, ``n_failed``
+    and ``potential`` (the scores' provenance text, "" when they carry none).
 
     Metric columns follow the s2ef key order; a key some model lacks is NaN for it.
     """
@@ -160,17 +161,28 @@ def s2ef_metric_table(scores_by_model: Mapping[str, Mapping[str, Any]]) -> pd.Da
             row[key] = float(record["metric"]) if record is not None else np.nan
         row["n_frames"] = int(scores["n_frames"])
         row["n_failed"] = int(sum(scores["failures"].values()))
+        row["potential"] = str(scores.get("potential", ""))
         rows.append(row)
-    columns = ["model", *keys, "n_frames", "n_failed"]
+    columns = ["model", *keys, "n_frames", "n_failed", "potential"]
     table = pd.DataFrame(rows, columns=columns)
-    table = table.astype({"model": "string", **{k: "float64" for k in keys}, "n_frames": "int64", "n_failed": "int64"})
+    table = table.astype(
+        {
+            "model": "string",
+            **{k: "float64" for k in keys},
+            "n_frames": "int64",
+            "n_failed": "int64",
+            "potential": "string",
+        }
+    )
     return table
 
 
 def s2ef_table_from_files(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """The s2ef metric table from prediction files laid out as ``.../{dataset}/{model}.parquet``:
-    one block of rows per dataset (``s2ef_metric_table`` of its models), with a dataset column."""
+    one block of rows per dataset (``s2ef_metric_table`` of its models), with a dataset column and
+    the provenance of the potential stored with each file."""
     from crucible.io import read_parquet
+    from crucible.mlip.calculators import provenance_text, read_provenance
 
     by_dataset: dict[str, dict[str, dict]] = {}
     for path in sorted(Path(p) for p in paths):
@@ -178,7 +190,7 @@ def s2ef_table_from_files(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
         if path.stem in models:
             raise DataValidationError(f"{path}: model {path.stem!r} given twice for dataset {path.parent.name!r}")
         try:
-            models[path.stem] = score_s2ef(read_parquet(path))
+            models[path.stem] = {**score_s2ef(read_parquet(path)), "potential": provenance_text(read_provenance(path))}
         except DataValidationError as exc:
             raise DataValidationError(f"{path}: {exc}") from exc
     blocks = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crucible.config import section
+from crucible.config import put_on_python_path, section
 from crucible.errors import ConfigError
 from crucible.families import Family
 
@@ -26,14 +26,71 @@ def models(config: dict[str, Any]) -> list[str]:
     return list(_section(config)["models"])
 
 
-def check_models(config: dict[str, Any]) -> None:
-    """Fail at start-up on a potential name that is not registered."""
+def custom_potentials(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``mlip.custom_potentials``: name -> {class, params} (see :mod:`crucible.mlip.custom`)."""
+    return {k: dict(v) for k, v in sorted(_section(config)["custom_potentials"].items())}
+
+
+def potential_names(config: dict[str, Any]) -> list[str]:
+    """Every potential name a config may use: the registered ones and the user's own."""
     from crucible.mlip.calculators import registered_models
 
-    known = registered_models()
-    unknown = [m for m in models(config) if m not in known]
+    return sorted(set(registered_models()) | set(custom_potentials(config)))
+
+
+def check_potential_names(config: dict[str, Any], names: list[str], key: str) -> None:
+    """Fail at start-up on a potential name (at config ``key``) that is neither registered nor custom."""
+    known = potential_names(config)
+    unknown = [m for m in names if m not in known]
     if unknown:
-        raise ConfigError(f"config mlip.models: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        raise ConfigError(f"config {key}: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+
+
+def check_models(config: dict[str, Any]) -> None:
+    """Fail at start-up on a potential name that is not registered or custom, or on a custom
+    potential whose factory does not import (the error names its config key)."""
+    from crucible.mlip.calculators import registered_models
+    from crucible.mlip.custom import check_custom_potentials
+
+    check_custom_potentials(custom_potentials(config), registered_models())
+    check_potential_names(config, models(config), "mlip.models")
+
+
+def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
+    """The source file of a user's potential whose module sits beside the project (under the
+    working directory), as a job input: editing it reruns the potential's jobs. An installed
+    module's version is in its provenance instead; a registered potential has none."""
+    import importlib.util
+    import os
+
+    custom = custom_potentials(config)
+    if name not in custom:
+        return []
+    module = custom[name]["class"].partition(":")[0]
+    put_on_python_path(os.getcwd())  # where a module beside the project is found (common.smk does the same)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []  # the start-up check names the key
+    origin = Path(spec.origin).resolve() if spec and spec.origin and spec.has_location else None
+    here = Path(os.getcwd()).resolve()
+    if origin is None or not origin.is_file() or here not in origin.parents:
+        return []
+    return [origin.relative_to(here).as_posix()]
+
+
+def custom_potential_arg(config: dict[str, Any], name: str) -> str:
+    """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
+    (only its own entry: a changed class or params reruns its jobs and no other); "" for a
+    registered one."""
+    import json
+
+    from crucible.workflow import flag
+
+    custom = custom_potentials(config)
+    if name not in custom:
+        return ""
+    return flag("--custom-potentials", json.dumps({name: custom[name]}, sort_keys=True))
 
 
 def check_eos(config: dict[str, Any]) -> None:

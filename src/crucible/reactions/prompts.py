@@ -2,8 +2,9 @@
 
 ``prompts.jsonl`` follows the shared LLM contract: one object per line, sorted by id, with
 ``id``, ``messages`` (system + user) and ``meta``. The LLM stage writes
-``responses/{model}.jsonl`` (``{"id", "response", "error"}``); :func:`parse_conditions_answer` turns each
-response into the same prediction a baseline writes, so one scorer serves both.
+``responses/{model}.jsonl`` (``{"id", "response", "error"}``); :func:`read_conditions_answer` turns
+each response into the same prediction a baseline writes, so one scorer serves both, or into the
+reason it gives none.
 
 The model is asked to end its answer with a JSON object: ``{"answer": <option index>}`` for
 multiple choice, ``{"answer": {"<key>": <candidate index>, ...}}`` for fill in the blank.
@@ -103,38 +104,115 @@ def prompts_jsonl(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_P
     )
 
 
-def parse_conditions_answer(text: str | None, fill_in_blank: bool) -> Any:
-    """The conditions a response chooses: the ``answer`` of the last JSON object that has one
-    (an option index, or ``{key: candidate index}`` for fill in the blank); else, for multiple
-    choice, the last ``answer: N`` phrase. None when nothing is found (scored as invalid)."""
-    if not text:
-        return None
-    objects = [value for value, _, _ in embedded_json(text, "{")]
-    for obj in reversed(objects):
-        if isinstance(obj, dict) and "answer" in obj:
-            return obj["answer"]
-    if not fill_in_blank:
-        hits = re.findall(r"answer(?:\s+is)?\W{0,5}(\d+)", text, flags=re.IGNORECASE)
-        if hits:
-            return int(hits[-1])
+# "answer: 3", "The answer is 3", "**Answer:** 3", "answer = 3", "answer #3", "Answer – 3": the
+# number is captured whole, sign, fraction, exponent and base included, so that "-3" or "2.5"
+# is refused as written instead of read as 3 or 2.
+_NUMBER = r"[-+]?(?:0[xob][0-9a-f]+|\d*\.\d+|\d+(?:\.\d+)?)(?:e[-+]?\d+)?(?:\s*/\s*\d+)?"
+_ANSWER_PHRASE = re.compile(
+    r"answer(?:\s+is)?(?:[\s:=*\"'`(\[#\u2013\u2014]|\s-(?=\s)){0,5}(" + _NUMBER + r")(?!\w|\.\d)",
+    re.IGNORECASE,
+)
+
+
+def _integer_token(token: str) -> tuple[int | None, str | None]:
+    """The option index a phrase writes, or why it is not a plain non-negative integer."""
+    t = token.lower()
+    if t[0] in "+-":
+        return None, f"{token!r} has a sign; an option index is written as a plain integer"
+    if "/" in t:
+        return None, f"{token!r} is a fraction, not an option index"
+    if re.match(r"0[xob]", t):
+        return None, f"{token!r} is written in another base, not as a decimal integer"
+    if "." in t:
+        return None, f"{token!r} is a fraction, not an option index"
+    if "e" in t:
+        return None, f"{token!r} has an exponent; an option index is written as a plain integer"
+    return int(t), None
+
+
+def _json_index(value: Any, what: str) -> str | None:
+    """Why a JSON value is not an index written as an integer; None if it is one."""
+    if isinstance(value, bool) or value is None:
+        return f"{what} is {json.dumps(value)}, not an integer"
+    if isinstance(value, float):
+        return f"{what} is {value!r}, a number with a fraction or exponent, not an integer"
+    if not isinstance(value, int):
+        return f"{what} is a {type(value).__name__} ({value!r}), not an integer"
+    if value < 0:
+        return f"{what} is {value}, a negative number"
     return None
+
+
+def read_conditions_answer(text: str | None, question: dict[str, Any]) -> tuple[Any, str | None]:
+    """``(answer, None)``, or ``(None, reason)`` when the reply gives no usable answer.
+
+    The answer is the ``answer`` of the last JSON object that has one: an option index, or for
+    fill in the blank ``{key: candidate index}``; else, for multiple choice, the last
+    ``answer: N`` phrase. Strict: an index is a non-negative integer written as one (no sign,
+    fraction, exponent or other base) and, for multiple choice, one of the options; anything
+    else is invalid with the reason, never rounded or stripped into another option.
+    """
+    fill_in_blank = "query_keys" in question
+    if not text:
+        return None, "empty reply"
+    objects = [value for value, _, _ in embedded_json(text, "{")]
+    answers = [obj["answer"] for obj in objects if isinstance(obj, dict) and "answer" in obj]
+    if answers:
+        answer = answers[-1]
+        if fill_in_blank:
+            if not isinstance(answer, dict):
+                return None, f"the answer is {json.dumps(answer)[:60]}, not an object of condition key -> index"
+            for key, value in answer.items():
+                why = _json_index(value, f"the index for {key!r}")
+                if why:
+                    return None, why
+            return answer, None
+        why = _json_index(answer, "the answer")
+        if why:
+            return None, why
+        index = answer
+    elif fill_in_blank:
+        return None, 'no JSON object with an "answer"'
+    else:
+        hits = _ANSWER_PHRASE.findall(text)
+        if not hits:
+            return None, 'no JSON object with an "answer" and no "answer: N" phrase'
+        index, why = _integer_token(hits[-1])
+        if why:
+            return None, why
+    n = len(question.get("options") or [])
+    if n and index >= n:
+        return None, f"option {index} is out of range 0..{n - 1}"
+    return index, None
+
+
+def parse_conditions_answer(text: str | None, fill_in_blank: bool) -> Any:
+    """The answer of :func:`read_conditions_answer`, or None when it is invalid (range unchecked)."""
+    question: dict[str, Any] = {"query_keys": []} if fill_in_blank else {}
+    return read_conditions_answer(text, question)[0]
 
 
 def predictions_from_responses(
     responses: Iterable[tuple[int, dict[str, Any]]], questions: list[dict[str, Any]], source: str = "responses"
 ) -> dict[str, Any]:
     """``{id: prediction}`` from ``(line number, response record)`` pairs (as
-    :func:`crucible.llm.files.iter_responses` gives them); an id outside the question set is an
-    error naming ``source`` and the line."""
+    :func:`crucible.llm.files.iter_responses` gives them): a reply without a usable answer is an
+    :class:`~crucible.reactions.scoring.InvalidAnswer` with its reason. An id outside the
+    question set is an error naming ``source`` and the line; an id on two lines one naming both."""
+    from crucible.llm.files import once_per_id
+    from crucible.reactions.scoring import InvalidAnswer
+
     ids = {q["id"]: q for q in questions}
     out: dict[str, Any] = {}
-    for lineno, rec in responses:
+    for lineno, rec in once_per_id(responses, source):
         q = ids.get(rec["id"])
         if q is None:
             raise DataValidationError(f"{source}: line {lineno}: id {rec['id']!r} is not a question of this set")
-        pred = parse_conditions_answer(rec.get("response"), "query_keys" in q)
-        if pred is not None:
-            out[rec["id"]] = pred
+        if rec.get("response") is None:
+            out[rec["id"]] = InvalidAnswer(f"no reply ({rec.get('error') or 'the response is null'})")
+            continue
+        answer, why = read_conditions_answer(rec["response"], q)
+        out[rec["id"]] = InvalidAnswer(why) if why else answer
     return out
 
 

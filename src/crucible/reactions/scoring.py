@@ -18,8 +18,9 @@ formulas below are from its README, the code itself was not available to check):
   ``avg_relative_score`` over scored; ``best_hit_rate_among_scored`` = share of scored with
   relative score 1.
 
-Invalid predictions (missing id, not an integer, out of range, unknown key) are counted and
-listed in the score file; they never stop the run. A prediction file that belongs to another
+Invalid predictions (missing id, not an integer, out of range, unknown key, a reply without a
+usable answer) are counted and listed in the score file with their reason; they never stop the
+run. A prediction file that belongs to another
 question set is refused (:class:`PredictionFileError`).
 """
 
@@ -136,9 +137,14 @@ def load_predictions(
                 f"{path}: predictions were made for question file {doc.get('questions_file', '?')} "
                 f"(sha256 {doc['questions_sha256'][:12]}…), not this one ({questions_sha256[:12]}…)"
             )
+        invalid = doc.get("invalid") or {}
         doc = doc["predictions"]
-        if not isinstance(doc, dict):
-            raise PredictionFileError(f"{path}: 'predictions' must be a JSON object")
+        if not isinstance(doc, dict) or not isinstance(invalid, dict):
+            raise PredictionFileError(f"{path}: 'predictions' and 'invalid' must be JSON objects")
+        both = sorted(set(doc) & set(invalid))
+        if both:
+            raise PredictionFileError(f"{path}: {both[0]!r} is both a prediction and invalid")
+        doc = {**doc, **{k: InvalidAnswer(str(v)) for k, v in invalid.items()}}
     ids = {q["id"] for q in questions}
     if doc and not ids.intersection(doc):
         example = next(iter(sorted(doc)))
@@ -149,7 +155,27 @@ def load_predictions(
     return doc
 
 
+class InvalidAnswer:
+    """A prediction that is known to be invalid and why: a language model's reply that gives no
+    usable answer (``crucible.reactions.prompts``). Scored like any invalid prediction, with
+    this reason in the score file instead of "missing"; stored in a prediction file as
+    ``"invalid": {id: reason}`` beside ``"predictions"``."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, InvalidAnswer) and other.reason == self.reason
+
+    def __repr__(self) -> str:
+        return f"InvalidAnswer({self.reason!r})"
+
+
 def _as_index(value: Any, n: int) -> tuple[int | None, str | None]:
+    if isinstance(value, InvalidAnswer):
+        return None, value.reason
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -215,6 +241,8 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
         reason = None
         if q["id"] not in predictions:
             reason = "missing"
+        elif isinstance(pred, InvalidAnswer):
+            reason = pred.reason
         elif not isinstance(pred, dict):
             reason = f"not an object of condition key -> index: {pred!r}"
         else:
@@ -265,13 +293,18 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
 
 def prediction_record(model: str, questions_path: str | os.PathLike, predictions: dict[str, Any]) -> dict[str, Any]:
     """crucible's wrapped prediction file: the predictions and the question file they answer
-    (by SHA-256, so that :func:`load_predictions` refuses them for another question set)."""
-    return {
+    (by SHA-256, so that :func:`load_predictions` refuses them for another question set); the
+    reasons of :class:`InvalidAnswer` predictions under ``invalid``, when there are any."""
+    record = {
         "model": model,
         "questions_file": str(questions_path),
         "questions_sha256": questions_fingerprint(questions_path),
-        "predictions": predictions,
+        "predictions": {k: v for k, v in predictions.items() if not isinstance(v, InvalidAnswer)},
     }
+    invalid = {k: v.reason for k, v in predictions.items() if isinstance(v, InvalidAnswer)}
+    if invalid:
+        record["invalid"] = invalid
+    return record
 
 
 def score_file(questions_path: str | os.PathLike, predictions_path: str | os.PathLike) -> dict[str, Any]:

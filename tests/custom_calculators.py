@@ -1,0 +1,72 @@
+"""Users' own interatomic potentials, as a user would write them beside the project, for the
+``mlip.custom_potentials`` tests (``class: "custom_calculators:scaled_emt"``). Not a test module:
+the tests import it by its class path, and the DAG tests copy it into the working directory.
+
+* ``scaled_emt(device, scale=1.0)``: ASE's EMT with energy, forces and stress multiplied by
+  ``scale`` (1.0 gives EMT's numbers exactly; another scale, numbers no registered potential
+  gives), remembering the ``device`` it was built for;
+* ``nan_potential(device, what="energy", element=None)``: EMT's forces, NaN energy (and NaN
+  forces with ``what="energy+forces"``), on every structure or only on those containing
+  ``element``: a broken potential;
+* ``not_a_calculator(device)``: a factory that returns something else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ase.calculators.calculator import Calculator, all_changes
+from ase.calculators.emt import EMT
+
+__version__ = "0.0.test"
+
+
+class ScaledEMT(Calculator):
+    implemented_properties = ["energy", "free_energy", "forces", "stress"]
+
+    def __init__(self, scale: float = 1.0, device: str = "cpu"):
+        super().__init__()
+        self.scale, self.device = float(scale), device
+        self._emt = EMT()
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        wanted = ["energy", "forces"] + (["stress"] if "stress" in properties else [])
+        # EMT sees the changes ASE saw, so that it updates its neighbour list as it would alone
+        self._emt.calculate(self.atoms, wanted, system_changes)
+        results = self._emt.results
+        self.results = {"energy": float(results["energy"]) * self.scale, "forces": results["forces"] * self.scale}
+        self.results["free_energy"] = self.results["energy"]
+        if "stress" in results:
+            self.results["stress"] = results["stress"] * self.scale
+
+
+def scaled_emt(device: str, scale: float = 1.0) -> ScaledEMT:
+    return ScaledEMT(scale, device)
+
+
+class NaNPotential(Calculator):
+    implemented_properties = ["energy", "free_energy", "forces"]
+
+    def __init__(self, what: str = "energy", element: str | None = None):
+        super().__init__()
+        self.what, self.element = what, element
+        self._emt = EMT()
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        self._emt.calculate(self.atoms, ["energy", "forces"], system_changes)
+        energy = float(self._emt.results["energy"])
+        forces = np.array(self._emt.results["forces"], copy=True)
+        if self.element is None or self.element in self.atoms.get_chemical_symbols():
+            energy = float("nan")
+            if "forces" in self.what:
+                forces[:] = np.nan
+        self.results = {"energy": energy, "free_energy": energy, "forces": forces}
+
+
+def nan_potential(device: str, what: str = "energy", element: str | None = None) -> NaNPotential:
+    return NaNPotential(what, element)
+
+
+def not_a_calculator(device: str):
+    return {"device": device}

