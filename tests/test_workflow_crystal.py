@@ -236,3 +236,52 @@ def test_score_samples_cli_refuses_a_bad_samples_file(run, tmp_path):
     )
     assert proc.returncode == 2 and f"{bad}: line 2: sample 0 of id {ident!r} already given" in proc.stderr
     assert not out.exists()
+
+
+def test_a_language_models_k_answers_come_through_the_llm_stage(tmp_path, venv_env):
+    """A language model as CSP responder: the DAG writes the repeated prompt set (ids {id}#{j}),
+    the LLM stage answers it (a replay file here), and match@k counts the item when only its third
+    answer is right: 0 % at 1 sample, 100 % at 3, under both conventions."""
+    from crucible.crystal.generators import answer_from_structure
+    from crucible.crystal.scoring import reference_structure
+
+    config = {
+        "crystal": {
+            "datasets": ["aflow-prototypes"],
+            "generators": [],
+            "llm_models": ["replayed"],
+            "max_test_items": 4,
+            "csp": {"k": 3, "responders": ["replayed"]},
+        },
+        "llm": {"models": {"replayed": {"backend": "replay", "path": "answers/{benchmark}/{dataset}.jsonl"}}},
+    }
+    provide_downloads(tmp_path, "crystal/aflow-prototypes")
+    prompts_path = "results/crystal/aflow-prototypes/prompts.jsonl"
+    proc = run_snakemake(tmp_path, config, prompts_path, env=venv_env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    items = [json.loads(line) for line in (tmp_path / prompts_path).open()]
+    right = {
+        it["id"]: answer_from_structure(reference_structure(it["ground_truth"]), it["meta"]["elements"]) for it in items
+    }
+    answers = tmp_path / "answers/crystal"
+    (answers / "aflow-prototypes").mkdir(parents=True)
+    (answers / "aflow-prototypes.jsonl").write_text(
+        "".join(json.dumps({"id": i, "response": "I cannot tell."}) + "\n" for i in right)
+    )
+    (answers / "aflow-prototypes/k3.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"{i}#{j}", "response": text if j == 2 else "I cannot tell."}) + "\n"
+            for j in range(3)
+            for i, text in right.items()
+        )
+    )
+    proc = run_snakemake(tmp_path, config, "crystal", env=venv_env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    repeated = [json.loads(line) for line in (tmp_path / "results/crystal/aflow-prototypes/k3/prompts.jsonl").open()]
+    assert [r["id"] for r in repeated] == [f"{i}#{j}" for j in range(3) for i in right]
+    summary = json.loads((tmp_path / "results/crystal/aflow-prototypes/csp/replayed.json").read_text())
+    for conv in ("cdvae", "pymatgen-default"):
+        block = summary["conventions"][conv]["all"]
+        assert (block["match_rate@1"], block["match_rate@k"], block["total"]) == (0.0, 100.0, 4)
+    table = pd.read_csv(tmp_path / "results/tables/crystal_csp.csv").set_index(["method", "samples", "test_set"])
+    assert table.loc[("replayed", 3, "all"), "aflow-prototypes:pymatgen-default:match_rate"] == 100.0
