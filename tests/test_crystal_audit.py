@@ -110,3 +110,59 @@ def test_prompt_counts_per_template(planted):
     formulas = {st.composition.reduced_formula for _, st in splits["test"]}
     # the test duplicate is written in a 1x2x1 cell: another site count, another prompt
     assert c["items"] == 23 and c["distinct_prompts"] == len(formulas) + 1
+
+
+def _write_rows(path, rows):
+    """A CDVAE-layout CSV (material_id, cif) of (id, Structure) rows."""
+    import pandas as pd
+
+    pd.DataFrame({"material_id": [i for i, _ in rows], "cif": [st.to(fmt="cif") for _, st in rows]}).to_csv(
+        path, index=False
+    )
+    return path
+
+
+def test_a_cdvae_set_with_its_validation_split_read_through_its_pins(tmp_path):
+    """run_audit on train/val/test CSVs (the real slice: 30 train, 10 of its rows as val, 20 test),
+    each read through its role's pin: a val crystal that is also in train and a test crystal that
+    is also in val are found, the tables are written, and a file edited after its pin stops."""
+    import json
+
+    from crucible.errors import CrucibleError
+
+    splits = data.load_splits(
+        "cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")], dataset="perov-5", sources=slice_sources()
+    )
+    train, val, test = splits["train"][:30], splits["train"][30:], list(splits["test"])
+    val.append(("zz-val-leak", _rewritten(train[0][1])))
+    test.append(("zz-test-in-val", _rewritten(val[0][1])))
+    files = {
+        s: _write_rows(tmp_path / f"{s}.csv", rows) for s, rows in (("train", train), ("val", val), ("test", test))
+    }
+    pins = slice_sources(**files)
+    out = {k: tmp_path / f"audit.{k}" for k in ("parquet", "json", "csv", "md")}
+    summary = audit.run_audit(
+        "cdvae",
+        "perov-5",
+        [str(files[s]) for s in ("train", "val", "test")],
+        REPO / "config" / "crystal_prompts.yaml",
+        out["parquet"],
+        out["json"],
+        out["csv"],
+        out["md"],
+        sources=pins,
+    )
+    assert {s: c["items"] for s, c in summary["splits"].items()} == {"train": 30, "val": 11, "test": 21}
+    assert summary["val_duplicate_in_train"] == 1 and summary["test_duplicate_in_val"] == 1
+    assert summary["test_duplicate_in_train"] == 0
+    assert "zz-test-in-val" not in summary["deduplicated_test_ids"] and summary["deduplicated_test_items"] == 20
+    assert json.loads(out["json"].read_text()) == summary
+    md = out["md"].read_text()
+    assert (
+        "| val structure also in train | val | 1 | 11 |" in md
+        and "| test structure also in val | test | 1 | 21 |" in md
+    )
+    # a crystal set edited after its fetch is refused by its pin, not audited
+    files["val"].write_text(files["val"].read_text().replace("zz-val-leak", "zz-edited"))
+    with pytest.raises(CrucibleError, match="val"):
+        data.load_splits("cdvae", [str(files[s]) for s in ("train", "val", "test")], dataset="perov-5", sources=pins)

@@ -340,14 +340,17 @@ def run_audit(
     max_comparisons: int = DEFAULT_MAX_COMPARISONS,
     timeout: float = TIMEOUT_S,
     progress: bool = False,
+    sources: Any = None,
 ) -> dict[str, Any]:
-    """The audit of one crystal set: per-structure table (parquet), summary (JSON), table (CSV, MD)."""
+    """The audit of one crystal set: per-structure table (parquet), summary (JSON), table (CSV, MD).
+    A built-in set's files are checked against their pins (``sources``: another sources file or
+    document than config/sources.yaml)."""
     from crucible.crystal import data
     from crucible.crystal.items import load_templates
     from crucible.io import write_json, write_parquet
     from crucible.report.tables import write_table
 
-    splits = data.load_splits(source, inputs, test_fraction, seed, max_sites, dataset=dataset)
+    splits = data.load_splits(source, inputs, test_fraction, seed, max_sites, dataset=dataset, sources=sources)
     table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress)
     summary["dataset"] = dataset
     summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates_path))
