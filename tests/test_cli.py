@@ -178,9 +178,9 @@ def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
     assert "Traceback" not in proc.stderr and "tables" in proc.stderr
 
 
-# Groups whose options still lack help text, fixed by their own issues (crystal: issue 24,
-# catalysis: issue 21); remove a group here when its issue is merged.
-_HELP_PENDING = {"crystal", "catalysis"}
+# Groups whose options still lack help text, fixed by their own issues (crystal: issue 24);
+# remove a group here when its issue is merged.
+_HELP_PENDING = {"crystal"}
 
 
 def _options_without_help(parser, prog):

@@ -346,8 +346,8 @@ def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path,
 # ------------------------------------------------------------------------- 8. bookkeeping
 
 # Rule files whose jobs do not all write a benchmarks/runs/ file yet: their families' own issues
-# add them (crystal: issue 24, catalysis: issue 21). The README says which are timed.
-_BENCHMARK_PENDING = {"crystal.smk", "catalysis.smk"}
+# add them (crystal: issue 24). The README says which are timed.
+_BENCHMARK_PENDING = {"crystal.smk"}
 
 
 def test_every_job_writes_its_time_and_memory_under_benchmarks_runs(rules):
