@@ -15,6 +15,8 @@ rule build_crystal_items:
         train="results/crystal/{crystal_dataset}/train.jsonl",
     log:
         "logs/crystal/{crystal_dataset}/build_items.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/build_items.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
     conda:
@@ -114,6 +116,8 @@ rule tabulate_crystals:
         tex="results/tables/crystal_{crystal_dataset}.tex",
     log:
         "logs/crystal/{crystal_dataset}/table.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/table.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
     conda:
@@ -136,6 +140,8 @@ rule plot_crystals:
         pdf="results/figures/crystal_{crystal_dataset}_match_by_nsites.pdf",
     log:
         "logs/crystal/{crystal_dataset}/figure.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/figure.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
     conda:
@@ -237,6 +243,8 @@ rule build_crystal_sample_prompts:
         prompts="results/crystal/{crystal_dataset}/k{crystal_k}/prompts.jsonl",
     log:
         "logs/crystal/{crystal_dataset}/sample_prompts_k{crystal_k}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/sample_prompts_k{crystal_k}.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
         crystal_k=r"[0-9]+",
@@ -293,6 +301,8 @@ rule tabulate_crystal_csp:
         tex="results/tables/crystal_csp.tex",
     log:
         "logs/crystal/csp_table.log",
+    benchmark:
+        "benchmarks/runs/crystal/csp_table.tsv"
     conda:
         "../../envs/crystal.yaml"
     shell:
