@@ -76,7 +76,8 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     changed = copy.deepcopy(CONFIG)
     changed["mlip"]["custom_potentials"]["scaled"]["params"]["scale"] = 3.0
-    proc = run_snakemake(workdir, changed, "mlip", "catalysis", "--dry-run", env=venv_env)
+    # --printshellcmds: the default profile prints one line per job, the full blocks (output:) only so
+    proc = run_snakemake(workdir, changed, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
     jobs = _job_counts(proc.stdout)
     assert jobs.get("run_eos") == 1 and jobs.get("relax_catalysis") == 1, proc.stdout[-3000:]
     assert "clean_catalysis" not in jobs and "output: results/mlip/eos/scaled.parquet" in proc.stdout
@@ -84,7 +85,7 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     # the module beside the project is an input of its jobs: editing it reruns them, and only them
     module = workdir / "custom_calculators.py"
     module.write_text(module.read_text() + "\n# tuned\n")
-    proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", env=venv_env)
+    proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
     jobs = _job_counts(proc.stdout)
     assert jobs.get("run_eos") == 1 and jobs.get("relax_catalysis") == 1, proc.stdout[-3000:]
     assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
