@@ -518,4 +518,5 @@ FAMILY = Family(
     ),
     wildcard_constraints=wildcard_constraints,
     extra_targets={"matbench_data": data_outputs},
+    built=lambda c: {"tasks": tasks(c), "user datasets": list(user_datasets(c)), "models": models(c)},
 )
