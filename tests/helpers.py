@@ -217,6 +217,23 @@ def repinned(role: str, path: Path) -> dict:
 
 @lru_cache(maxsize=None)
 @downloads
+def slice_sources(dataset: str = "perov-5", **files: Path) -> dict:
+    """config/sources.yaml with the CDVAE roles ``crystal/{dataset}/{split}`` pinned (SHA-256) to
+    the files given per split, by default the perov-5 slice in tests/data (train, test): the real
+    pins are the git blobs of the full upstream files."""
+    import copy
+
+    from crucible.sources import find_pin, sha256_file
+
+    files = files or {s: REPO / "tests" / "data" / "cdvae" / "perov_5" / f"{s}.csv" for s in ("train", "test")}
+    doc = copy.deepcopy(sources())
+    for split, path in files.items():
+        spec = doc["artifacts"][find_pin(f"crystal/{dataset}/{split}", doc).artifact]
+        spec.pop("git_blob", None)
+        spec["sha256"] = sha256_file(path)
+    return doc
+
+
 def matbench_members() -> dict[str, Path]:
     """Every pinned file the Matbench tests read, by role: the official metadata and validation
     splits, the composition mirror's tables, the element tables."""

@@ -178,11 +178,6 @@ def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
     assert "Traceback" not in proc.stderr and "tables" in proc.stderr
 
 
-# Groups whose options still lack help text, fixed by their own issues (crystal: issue 24,
-# catalysis: issue 21); remove a group here when its issue is merged.
-_HELP_PENDING = {"crystal", "catalysis"}
-
-
 def _options_without_help(parser, prog):
     """(command, option) of every option, and every subcommand, that --help prints without a text."""
     import argparse
@@ -208,8 +203,16 @@ def test_every_option_of_every_command_has_help(group):
     parser = argparse.ArgumentParser(prog=f"crucible {group}")
     importlib.import_module(GROUPS[group][0]).configure_parser(parser)
     missing = list(_options_without_help(parser, f"crucible {group}"))
-    if group in _HELP_PENDING and missing:
-        pytest.xfail(f"{len(missing)} options of crucible {group} lack help (its own issue fixes them)")
     assert missing == []
+
+    # and every --help prints: a lone % in a help text (argparse's format string) would crash it
+    def parsers(p):
+        yield p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    assert all(p.format_help() for p in parsers(parser))
     # the walk reaches the commands: every group has at least one with options
     assert any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)

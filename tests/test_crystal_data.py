@@ -278,3 +278,31 @@ def test_user_errors_name_file_row_and_field(tmp_path):
     (tmp_path / "x.txt").write_text("")
     with pytest.raises(DataValidationError, match="csv or .jsonl"):
         data.load_dataset("user", [str(tmp_path / "x.txt")])
+
+
+def test_lattice_system_template_agrees_with_pymatgen_and_tells_more_items_apart(aflow_file):
+    """The composition-lattice-v1 prompt states the lattice system as pymatgen's
+    SpacegroupAnalyzer names it (all 288 AFLOW prototypes) and the formula units; it never
+    states the space group, and it tells at least as many items apart as composition-v1."""
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    rows = data.load_aflow(aflow_file)
+    name = "composition-lattice-v1"
+    built = {
+        t: [items.make_item("aflow-prototypes", i, st, t, TEMPLATES[t], set()) for i, st, _ in rows] for t in TEMPLATES
+    }
+    for (i, st, _), it in zip(rows, built[name]):
+        meta = it["meta"]
+        assert meta["lattice_system"] == SpacegroupAnalyzer(st, symprec=items.SYMPREC).get_lattice_type(), i
+        text = it["messages"][-1]["content"]
+        assert f"with a {meta['lattice_system']} lattice" in text
+        assert f"{meta['formula_units']} formula unit(s)" in text
+        assert "space group" not in text.lower() and meta["spacegroup_symbol"] not in text
+        assert not meta["prompt_gives_spacegroup"] and meta["prompt_gives_lattice_system"]
+    for t in ("composition-v1", "composition-spacegroup-v1"):
+        assert "prompt_gives_lattice_system" not in built[t][0]["meta"]
+
+    def distinct(t):
+        return len({tuple(m["content"] for m in it["messages"]) for it in built[t]})
+
+    assert distinct(name) > distinct("composition-v1")

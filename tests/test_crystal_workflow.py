@@ -57,3 +57,59 @@ def test_wildcards_match_only_configured_names():
 def test_check_names_the_key(crystal, message):
     with pytest.raises(ConfigError, match=message):
         wf.check({"crystal": crystal})
+
+
+def test_csp_targets_samples_and_audit_inputs():
+    """CSP is opt-in (no responders by default); a generator's samples come from its sample rule, a
+    language model's from the LLM stage on the repeated prompt set, a samples file as configured;
+    the audit of a CDVAE set reads train, val and test through their roles."""
+    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}}
+    plain = {"crystal": {"datasets": ["perov-5"]}}
+    assert not [p for p in wf.final_outputs(plain) if "/csp/" in p or "crystal_csp" in p]
+    assert "results/tables/crystal_perov-5_audit.md" in wf.final_outputs(plain)
+    assert wf.audit_inputs(plain, "perov-5") == [
+        "resources/downloads/cdvae-perov_5-train.csv",
+        "resources/downloads/cdvae-perov_5-val.csv",
+        "resources/downloads/cdvae-perov_5-test.csv",
+    ]
+    assert wf.audit_params({}) == {"convention": "cdvae", "max_comparisons": 2000}
+    cfg = {
+        "crystal": {
+            "datasets": ["aflow-prototypes", "perov-5"],
+            "generators": ["template"],
+            "llm_models": ["gpt"],
+            "csp": {"k": 5, "responders": ["template", "gpt"], "samples_files": {"diffcsp": {"perov-5": "d.tar.gz"}}},
+        },
+        "llm": {"models": {"gpt": {"backend": "replay", "path": "a/{benchmark}/{dataset}.jsonl"}}},
+    }
+    assert wf.csp_responders(cfg) == ["template", "gpt", "diffcsp"]
+    assert wf.csp_dataset_responders(cfg, "aflow-prototypes") == ["template", "gpt"]
+    assert wf.samples_input(cfg, "perov-5", "template") == "results/crystal/perov-5/samples/k5/template.jsonl"
+    assert wf.samples_input(cfg, "perov-5", "gpt") == "results/crystal/perov-5/k5/responses/gpt.jsonl"
+    assert wf.samples_input(cfg, "perov-5", "diffcsp") == "d.tar.gz"
+    assert wf.samples_format(cfg, "gpt") == "responses" and wf.samples_format(cfg, "diffcsp") == "auto"
+    assert "results/crystal/perov-5/k5/responses/gpt.jsonl" in wf.llm_responses(cfg)
+    assert "results/crystal/perov-5/responses/gpt.jsonl" in wf.llm_responses(cfg)
+    outs = wf.final_outputs(cfg)
+    assert "results/crystal/perov-5/csp/diffcsp.json" in outs
+    assert "results/crystal/aflow-prototypes/csp/diffcsp.json" not in outs
+    assert "results/tables/crystal_csp.tex" in outs
+
+
+@pytest.mark.parametrize(
+    "csp, message",
+    [
+        (
+            {"responders": ["diffcsp"]},
+            "crystal.csp.responders: diffcsp not in crystal.generators or crystal.llm_models",
+        ),
+        ({"samples_files": {"template": {"perov-5": "x"}}}, "crystal.csp.samples_files: template is also a generator"),
+        (
+            {"samples_files": {"m": {"mp-20": "x"}}},
+            r"crystal.csp.samples_files.m: dataset\(s\) mp-20 not in crystal.datasets",
+        ),
+    ],
+)
+def test_csp_config_mistakes_are_refused(csp, message):
+    with pytest.raises(ConfigError, match=message):
+        wf.check({"crystal": {"datasets": ["perov-5"], "generators": ["template"], "csp": csp}})

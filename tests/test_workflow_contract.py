@@ -52,6 +52,7 @@ def stand_ins(workdir: Path) -> Path:
     (workdir / "answers/crystal").mkdir(parents=True, exist_ok=True)
     for d in ("aflow-prototypes", "mp-20"):
         (workdir / f"answers/crystal/{d}.jsonl").touch()
+    (workdir / "answers/crystal-samples.jsonl").touch()  # crystal.csp.samples_files
     return workdir
 
 
@@ -345,19 +346,11 @@ def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path,
 
 # ------------------------------------------------------------------------- 8. bookkeeping
 
-# Rule files whose jobs do not all write a benchmarks/runs/ file yet: their families' own issues
-# add them (crystal: issue 24, catalysis: issue 21). The README says which are timed.
-_BENCHMARK_PENDING = {"crystal.smk", "catalysis.smk"}
-
 
 def test_every_job_writes_its_time_and_memory_under_benchmarks_runs(rules):
     """The README says per-job wall time and memory go to benchmarks/runs/: every rule that makes
     files has a ``benchmark:`` there (the aggregate targets make none)."""
-    untimed = sorted(
-        name
-        for name, rule in rules.items()
-        if rule["output"] and not rule["benchmark"] and Path(rule["snakefile"]).name not in _BENCHMARK_PENDING
-    )
+    untimed = sorted(name for name, rule in rules.items() if rule["output"] and not rule["benchmark"])
     assert untimed == []
     timed = [r["benchmark"] for r in rules.values() if r["benchmark"]]
     assert timed and all(b.startswith("benchmarks/runs/") for b in timed)

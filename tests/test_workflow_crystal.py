@@ -142,3 +142,146 @@ def test_score_cli_reads_a_language_models_responses(run, tmp_path):
         text=True,
     )
     assert proc.returncode == 2 and "line 1: id 'nope'" in proc.stderr
+
+
+# ---- CSP at k samples and the audit --------------------------------------------------------
+
+
+def test_csp_table_rows_follow_from_the_per_sample_scores(run):
+    """Each responder's row at 1 and at k=3 samples, under each convention, is what its
+    per-sample scores give by the papers' rule (any of the first k; mean RMSE of the best)."""
+    from crucible.crystal.scoring import CONVENTION_NAMES
+
+    workdir, _ = run
+    table = pd.read_csv(workdir / "results/tables/crystal_csp.csv")
+    ours = table[table["source"] == "this run"].set_index(["method", "samples", "test_set"])
+    prompts = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
+    for gen in ("template", "random-symmetric"):
+        samples = [
+            json.loads(line) for line in (workdir / f"results/crystal/aflow-prototypes/samples/k3/{gen}.jsonl").open()
+        ]
+        single = [
+            json.loads(line) for line in (workdir / f"results/crystal/aflow-prototypes/responses/{gen}.jsonl").open()
+        ]
+        # sample 0 is the generator's single answer; k different candidates per item
+        assert [s["response"] for s in samples if s["sample"] == 0] == [r["response"] for r in single]
+        # random-symmetric always draws k; template has at most the usable training crystals
+        # (same site and element count), and the missing samples count as no_response
+        per_item = pd.Series([s["id"] for s in samples]).value_counts()
+        assert per_item.max() == 3 and (per_item.min() == 3 or gen == "template")
+        summary = json.loads((workdir / f"results/crystal/aflow-prototypes/csp/{gen}.json").read_text())
+        assert summary["items_with_fewer_than_k"] == int((per_item < 3).sum())
+        scores = pd.read_parquet(workdir / f"results/crystal/aflow-prototypes/csp/{gen}.parquet")
+        assert len(scores) == 3 * len(prompts) * len(CONVENTION_NAMES)
+        for conv in CONVENTION_NAMES:
+            s = scores[scores["convention"] == conv]
+            at1 = s[s["rank"] == 0].set_index("id")
+            atk = s.groupby("id")
+            best = atk["rms_dist"].min()
+            expect = {
+                1: (100 * at1["matched"].mean(), at1.loc[at1["matched"], "rms_dist"].mean()),
+                3: (100 * atk["matched"].any().mean(), best[atk["matched"].any()].mean()),
+            }
+            for k, (rate, rmse) in expect.items():
+                row = ours.loc[(gen, k, "all")]
+                assert row[f"aflow-prototypes:{conv}:match_rate"] == pytest.approx(round(rate, 4))
+                if not pd.isna(rmse):
+                    assert row[f"aflow-prototypes:{conv}:rmse"] == pytest.approx(round(rmse, 4))
+        # the single-answer score table and the CSP scores agree on sample 0
+        plain = pd.read_parquet(workdir / f"results/crystal/aflow-prototypes/scores/{gen}.parquet").set_index("id")
+        first = scores[(scores["rank"] == 0) & (scores["convention"] == "cdvae")].set_index("id")
+        assert (plain["matched"] == first.loc[plain.index, "matched"]).all()
+        assert (plain["matched_pymatgen_default"] <= plain["matched"]).all()  # the stricter convention
+    published = table[table["source"] == "diffcsp-table1"]
+    assert len(published) == 12 and published["mp-20:cdvae:match_rate"].notna().all()
+
+
+def test_audit_counts_and_the_deduplicated_scores(run):
+    workdir, _ = run
+    audit = json.loads((workdir / "results/crystal/aflow-prototypes/audit.json").read_text())
+    per_structure = pd.read_parquet(workdir / "results/crystal/aflow-prototypes/audit.parquet")
+    test = per_structure[per_structure["split"] == "test"]
+    assert audit["splits"]["test"]["items"] == len(test) == 125  # the whole set, before max_test_items
+    assert audit["deduplicated_test_ids"] == sorted(test.loc[test["in_deduplicated_test"], "id"])
+    assert audit["test_duplicate_in_train"] == int(test["duplicate_in_train"].sum())
+    md = (workdir / "results/tables/crystal_aflow-prototypes_audit.md").read_text()
+    assert "distinct prompts: composition-v1" in md and "polymorph" in md
+    ids = [json.loads(line)["id"] for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
+    kept = set(ids) & set(audit["deduplicated_test_ids"])
+    summary = json.loads((workdir / "results/crystal/aflow-prototypes/scores/template.json").read_text())
+    assert summary["deduplicated"]["cdvae"]["total"] == len(kept)
+    scores = pd.read_parquet(workdir / "results/crystal/aflow-prototypes/scores/template.parquet")
+    sub = scores[scores["id"].isin(kept)]
+    assert summary["deduplicated"]["cdvae"]["match_rate"] == pytest.approx(round(100 * sub["matched"].mean(), 4))
+
+
+def test_score_samples_cli_refuses_a_bad_samples_file(run, tmp_path):
+    workdir, env = run
+    prompts = workdir / "results/crystal/aflow-prototypes/prompts.jsonl"
+    ident = json.loads(prompts.open().readline())["id"]
+    bad = tmp_path / "model.jsonl"
+    bad.write_text(
+        json.dumps({"id": ident, "sample": 0, "cif": "data_x"})
+        + "\n"
+        + json.dumps({"id": ident, "sample": 0, "cif": "y"})
+        + "\n"
+    )
+    out = tmp_path / "model.parquet"
+    proc = subprocess.run(
+        ["crucible", "crystal", "score-samples", "--prompts", str(prompts), "--samples", str(bad), "--responder", "m"]
+        + ["--k", "2", "--out", str(out), "--out-summary", str(tmp_path / "model.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and f"{bad}: line 2: sample 0 of id {ident!r} already given" in proc.stderr
+    assert not out.exists()
+
+
+def test_a_language_models_k_answers_come_through_the_llm_stage(tmp_path, venv_env):
+    """A language model as CSP responder: the DAG writes the repeated prompt set (ids {id}#{j}),
+    the LLM stage answers it (a replay file here), and match@k counts the item when only its third
+    answer is right: 0 % at 1 sample, 100 % at 3, under both conventions."""
+    from crucible.crystal.generators import answer_from_structure
+    from crucible.crystal.scoring import reference_structure
+
+    config = {
+        "crystal": {
+            "datasets": ["aflow-prototypes"],
+            "generators": [],
+            "llm_models": ["replayed"],
+            "max_test_items": 4,
+            "csp": {"k": 3, "responders": ["replayed"]},
+        },
+        "llm": {"models": {"replayed": {"backend": "replay", "path": "answers/{benchmark}/{dataset}.jsonl"}}},
+    }
+    provide_downloads(tmp_path, "crystal/aflow-prototypes")
+    prompts_path = "results/crystal/aflow-prototypes/prompts.jsonl"
+    proc = run_snakemake(tmp_path, config, prompts_path, env=venv_env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    items = [json.loads(line) for line in (tmp_path / prompts_path).open()]
+    right = {
+        it["id"]: answer_from_structure(reference_structure(it["ground_truth"]), it["meta"]["elements"]) for it in items
+    }
+    answers = tmp_path / "answers/crystal"
+    (answers / "aflow-prototypes").mkdir(parents=True)
+    (answers / "aflow-prototypes.jsonl").write_text(
+        "".join(json.dumps({"id": i, "response": "I cannot tell."}) + "\n" for i in right)
+    )
+    (answers / "aflow-prototypes/k3.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"{i}#{j}", "response": text if j == 2 else "I cannot tell."}) + "\n"
+            for j in range(3)
+            for i, text in right.items()
+        )
+    )
+    proc = run_snakemake(tmp_path, config, "crystal", env=venv_env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    repeated = [json.loads(line) for line in (tmp_path / "results/crystal/aflow-prototypes/k3/prompts.jsonl").open()]
+    assert [r["id"] for r in repeated] == [f"{i}#{j}" for j in range(3) for i in right]
+    summary = json.loads((tmp_path / "results/crystal/aflow-prototypes/csp/replayed.json").read_text())
+    for conv in ("cdvae", "pymatgen-default"):
+        block = summary["conventions"][conv]["all"]
+        assert (block["match_rate@1"], block["match_rate@k"], block["total"]) == (0.0, 100.0, 4)
+    table = pd.read_csv(tmp_path / "results/tables/crystal_csp.csv").set_index(["method", "samples", "test_set"])
+    assert table.loc[("replayed", 3, "all"), "aflow-prototypes:pymatgen-default:match_rate"] == 100.0

@@ -14,6 +14,8 @@ rule fetch_catalysis_dataset:
         "resources/catalysis/{cat_dataset}/{filename}",
     log:
         "logs/catalysis/fetch_{cat_dataset}_{filename}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/fetch_{cat_dataset}_{filename}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config),
         filename=r"[^/]+",
@@ -37,6 +39,8 @@ rule clean_catalysis:
         catbench="results/catalysis/{cat_dataset}/{cat_dataset}_adsorption.json",
     log:
         "logs/catalysis/clean_{cat_dataset}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/clean_{cat_dataset}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config),
     conda:
@@ -98,6 +102,8 @@ rule score_catalysis:
         anomaly="results/catalysis/{cat_dataset}/analysis/{cat_model}_anomaly_detection.json",
     log:
         "logs/catalysis/score_{cat_dataset}_{cat_model}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/score_{cat_dataset}_{cat_model}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config),
     conda:
@@ -146,6 +152,8 @@ rule tabulate_catalysis:
         ),
     log:
         "logs/catalysis/tables_{cat_dataset}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/tables_{cat_dataset}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config),
     conda:
@@ -185,6 +193,8 @@ rule plot_catalysis:
         ),
     log:
         "logs/catalysis/figures_{cat_dataset}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/figures_{cat_dataset}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config),
     conda:
@@ -204,6 +214,8 @@ rule compute_relative_energies:
         "results/catalysis/relative/{rel_dataset}/{cat_model}.parquet",
     log:
         "logs/catalysis/relative_{rel_dataset}_{cat_model}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/relative_{rel_dataset}_{cat_model}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config, relative=True),
     conda:
@@ -236,6 +248,8 @@ rule tabulate_relative_energies:
         tex="results/tables/catalysis_{rel_task}_{rel_dataset}.tex",
     log:
         "logs/catalysis/relative_table_{rel_task}_{rel_dataset}.log",
+    benchmark:
+        "benchmarks/runs/catalysis/relative_table_{rel_task}_{rel_dataset}.tsv"
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config, relative=True),
         rel_task=catalysis_workflow.RELATIVE_TASKS,

@@ -15,6 +15,8 @@ rule build_crystal_items:
         train="results/crystal/{crystal_dataset}/train.jsonl",
     log:
         "logs/crystal/{crystal_dataset}/build_items.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/build_items.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
     conda:
@@ -74,6 +76,7 @@ rule score_crystals:
     input:
         prompts=rules.build_crystal_items.output.prompts,
         responses="results/crystal/{crystal_dataset}/responses/{responder}.jsonl",
+        audit="results/crystal/{crystal_dataset}/audit.json",
     output:
         scores="results/crystal/{crystal_dataset}/scores/{responder}.parquet",
         summary="results/crystal/{crystal_dataset}/scores/{responder}.json",
@@ -96,7 +99,7 @@ rule score_crystals:
     shell:
         "crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
         " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
-        " --out {output.scores:q} --out-summary {output.summary:q} 2> {log:q}"
+        " --audit {input.audit:q} --out {output.scores:q} --out-summary {output.summary:q} 2> {log:q}"
 
 
 rule tabulate_crystals:
@@ -113,6 +116,8 @@ rule tabulate_crystals:
         tex="results/tables/crystal_{crystal_dataset}.tex",
     log:
         "logs/crystal/{crystal_dataset}/table.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/table.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
     conda:
@@ -135,6 +140,8 @@ rule plot_crystals:
         pdf="results/figures/crystal_{crystal_dataset}_match_by_nsites.pdf",
     log:
         "logs/crystal/{crystal_dataset}/figure.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/figure.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
     conda:
@@ -142,3 +149,162 @@ rule plot_crystals:
     shell:
         "crucible crystal figure --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
         " --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
+
+
+# Leakage and duplicate audit of each set (all its splits, before any subsampling): duplicates
+# inside and across splits under the matcher, polymorphs, distinct prompts per template; the
+# de-duplicated test ids it writes are scored beside the whole test set.
+rule audit_crystal_set:
+    input:
+        raw=lambda wc: crystal_workflow.audit_inputs(config, wc.crystal_dataset),
+        templates=str(REPO / "config" / "crystal_prompts.yaml"),
+    output:
+        per_item="results/crystal/{crystal_dataset}/audit.parquet",
+        summary="results/crystal/{crystal_dataset}/audit.json",
+        csv=report(
+            "results/tables/crystal_{crystal_dataset}_audit.csv",
+            caption="../report/crystal_audit.rst",
+            category="Crystal",
+            labels={"dataset": "{crystal_dataset}", "kind": "audit"},
+        ),
+        md="results/tables/crystal_{crystal_dataset}_audit.md",
+    log:
+        "logs/crystal/{crystal_dataset}/audit.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/audit.tsv"
+    wildcard_constraints:
+        **crystal_workflow.wildcard_constraints(config),
+    conda:
+        "../../envs/crystal.yaml"
+    resources:
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 240 * attempt,
+    params:
+        **crystal_workflow.build_params(config),
+        **crystal_workflow.audit_params(config),
+        source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
+        timeout=crystal_workflow.score_timeout(config),
+    shell:
+        "crucible crystal audit --source {params.source} --dataset {wildcards.crystal_dataset:q}"
+        " --inputs {input.raw:q} --templates {input.templates:q} --test-fraction {params.test_fraction}"
+        " --seed {params.seed} --max-sites {params.max_sites} --convention {params.convention}"
+        " --max-comparisons {params.max_comparisons} --timeout {params.timeout}"
+        " --out-items {output.per_item:q} --out-summary {output.summary:q} --csv {output.csv:q} --md {output.md:q}"
+        " 2> {log:q}"
+
+
+# Crystal structure prediction at k samples per item (crystal.csp): generators draw k candidates,
+# language models answer the repeated prompt set (the LLM stage), samples files are read as given.
+rule sample_crystals:
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        train="results/crystal/{crystal_dataset}/train.jsonl",
+        # mlip-search's potential, when it is a user's module beside the project
+        potential=lambda wc: crystal_workflow.potential_sources(config, wc.crystal_generator),
+    output:
+        samples="results/crystal/{crystal_dataset}/samples/k{crystal_k}/{crystal_generator}.jsonl",
+        info="results/crystal/{crystal_dataset}/samples/k{crystal_k}/{crystal_generator}.json",
+    log:
+        "logs/crystal/{crystal_dataset}/sample_k{crystal_k}_{crystal_generator}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/sample_k{crystal_k}_{crystal_generator}.tsv"
+    wildcard_constraints:
+        **crystal_workflow.wildcard_constraints(config, device="cpu"),
+        crystal_k=r"[0-9]+",
+    conda:
+        "../../envs/crystal.yaml"
+    resources:
+        mem_mb=lambda wc, attempt: 3000 * attempt,
+        runtime=lambda wc, attempt: 240 * attempt,
+    params:
+        gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
+        seed=crystal_workflow.generation_seed(config),
+    shell:
+        "crucible crystal sample --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
+        " --train {input.train:q} --k {wildcards.crystal_k} --seed {params.seed} --params {params.gen:q}"
+        " --out {output.samples:q} --out-info {output.info:q} 2> {log:q}"
+
+
+use rule sample_crystals as sample_crystals_gpu with:
+    wildcard_constraints:
+        **crystal_workflow.wildcard_constraints(config, device="gpu"),
+        crystal_k=r"[0-9]+",
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 8000 * attempt,
+        runtime=lambda wc, attempt: 480 * attempt,
+
+
+rule build_crystal_sample_prompts:
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+    output:
+        prompts="results/crystal/{crystal_dataset}/k{crystal_k}/prompts.jsonl",
+    log:
+        "logs/crystal/{crystal_dataset}/sample_prompts_k{crystal_k}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/sample_prompts_k{crystal_k}.tsv"
+    wildcard_constraints:
+        **crystal_workflow.wildcard_constraints(config),
+        crystal_k=r"[0-9]+",
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal sample-prompts --prompts {input.prompts:q} --k {wildcards.crystal_k}"
+        " --out {output.prompts:q} 2> {log:q}"
+
+
+rule score_crystal_samples:
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        samples=lambda wc: crystal_workflow.samples_input(config, wc.crystal_dataset, wc.responder),
+        audit="results/crystal/{crystal_dataset}/audit.json",
+    output:
+        scores="results/crystal/{crystal_dataset}/csp/{responder}.parquet",
+        summary="results/crystal/{crystal_dataset}/csp/{responder}.json",
+    log:
+        "logs/crystal/{crystal_dataset}/score_csp_{responder}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/score_csp_{responder}.tsv"
+    wildcard_constraints:
+        **crystal_workflow.wildcard_constraints(config),
+    conda:
+        "../../envs/crystal.yaml"
+    resources:
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 480 * attempt,
+    params:
+        k=crystal_workflow.csp_section(config)["k"],
+        fmt=lambda wc: crystal_workflow.samples_format(config, wc.responder),
+        info=lambda wc, input: crystal_workflow.samples_info(input.samples),
+        timeout=crystal_workflow.score_timeout(config),
+    shell:
+        "crucible crystal score-samples --prompts {input.prompts:q} --samples {input.samples:q}"
+        " --format {params.fmt} --responder {wildcards.responder:q} --k {params.k} --audit {input.audit:q}"
+        " --info {params.info:q} --timeout {params.timeout} --out {output.scores:q}"
+        " --out-summary {output.summary:q} 2> {log:q}"
+
+
+rule tabulate_crystal_csp:
+    input:
+        summaries=crystal_workflow.csp_summaries(config),
+        published=str(REPO / "config" / "published_crystal.yaml"),
+    output:
+        csv=report(
+            "results/tables/crystal_csp.csv",
+            caption="../report/crystal_csp.rst",
+            category="Crystal",
+            labels={"dataset": "all", "kind": "CSP table"},
+        ),
+        md="results/tables/crystal_csp.md",
+        tex="results/tables/crystal_csp.tex",
+    log:
+        "logs/crystal/csp_table.log",
+    benchmark:
+        "benchmarks/runs/crystal/csp_table.tsv"
+    conda:
+        "../../envs/crystal.yaml"
+    shell:
+        "crucible crystal csp-table --inputs {input.summaries:q} --published {input.published:q}"
+        " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"

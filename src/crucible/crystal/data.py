@@ -198,6 +198,34 @@ def load_dataset(
     return train, test
 
 
+def load_splits(
+    source: str,
+    inputs: list[str],
+    test_fraction: float = 0.5,
+    seed: int = 0,
+    max_sites: int | None = 20,
+    dataset: str | None = None,
+    sources: Any = None,
+) -> dict[str, list]:
+    """``{split: [(id, Structure)]}`` for the audit, each sorted by id: a built-in CDVAE set with
+    three inputs (train, val, test CSV, each checked against its pin) keeps its validation split;
+    everything else is :func:`load_dataset`'s train and test."""
+    if source == "cdvae" and len(inputs) == 3:
+        if BUILTIN_DATASETS.get(dataset) != "cdvae":
+            raise DataValidationError(
+                f"the cdvae source reads a built-in CDVAE set (mp-20, perov-5, carbon-24), not {dataset!r}"
+            )
+        out = {}
+        for split, path in zip(("train", "val", "test"), inputs):
+            rows = load_cif_table(pinned(f"crystal/{dataset}/{split}", path, sources=sources), split=split)
+            out[split] = sorted(
+                ((i, st) for i, st, _ in rows if not max_sites or len(st) <= max_sites), key=lambda r: r[0]
+            )
+        return out
+    train, test = load_dataset(source, inputs, test_fraction, seed, max_sites, dataset=dataset, sources=sources)
+    return {"train": train, "test": test}
+
+
 def subsample(rows: list, n: int, seed: int) -> list:
     """At most ``n`` rows (0: all), a seeded choice kept in id order."""
     if not n or n >= len(rows):

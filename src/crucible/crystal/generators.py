@@ -18,6 +18,11 @@ generator goes through the same parser and scorer as a language model:
 
 The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpec`.
 
+For match@k (:mod:`crucible.crystal.csp`) each generator draws k different candidates per item
+(:meth:`samples`), the first of which is its single answer: ``template`` the k best-ranked
+training crystals, ``random-symmetric`` k seeded draws (seed ``item_seed + j``, the candidates
+``mlip-search`` relaxes), ``mlip-search`` its relaxed candidates by increasing energy.
+
 A generator that cannot answer an item writes ``response: null`` with the reason in ``error``;
 nothing is dropped.
 """
@@ -30,7 +35,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -43,6 +48,14 @@ log = logging.getLogger(__name__)
 def item_seed(seed: int, ident: str) -> int:
     """A per-item seed that does not depend on which other items are generated."""
     return int(hashlib.sha256(f"{seed}:{ident}".encode()).hexdigest()[:8], 16)
+
+
+def _attempt(fn: Callable[..., str], *args) -> str | Exception:
+    """One sample: its answer text, or the exception that stopped it (recorded, not raised)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - a failed sample is recorded per sample, never dropped
+        return exc
 
 
 def format_answer(abc, angles, elements: list[str], coords) -> str:
@@ -111,6 +124,12 @@ class TemplateGenerator:
             raise ConfigError("the template generator needs a non-empty training set")
 
     def _pick(self, meta: dict[str, Any]):
+        ranked = self._ranked(meta)
+        return ranked[0] if ranked else None
+
+    def _ranked(self, meta: dict[str, Any]) -> list:
+        """Usable training crystals, best first (same anonymised formula, then space group when
+        the prompt gives it, then nearest stoichiometry, then id)."""
         n, k = meta["nsites"], len(meta["elements"])
         want_sg = meta["spacegroup_number"] if meta.get("prompt_gives_spacegroup") else None
         target = _stoichiometry(meta["element_counts"])
@@ -125,13 +144,24 @@ class TemplateGenerator:
         usable = [e for e in self.train if e[2].num_sites == n and len(e[3]) == k]
         usable = usable or [e for e in self.train if n % e[2].num_sites == 0 and len(e[3]) == k]
         usable = usable or [e for e in self.train if n % e[2].num_sites == 0]
-        return min(usable, key=rank) if usable else None
+        return sorted(usable, key=rank)
 
     def answer(self, item: dict[str, Any]) -> str:
         meta = item["meta"]
         picked = self._pick(meta)
         if picked is None:
             raise ValueError(f"no training crystal with {meta['nsites']} sites or a divisor of it")
+        return self._substituted(meta, picked)
+
+    def samples(self, item: dict[str, Any], k: int) -> list:
+        """The k best-ranked training crystals, substituted (fewer when fewer are usable)."""
+        meta = item["meta"]
+        ranked = self._ranked(meta)
+        if not ranked:
+            raise ValueError(f"no training crystal with {meta['nsites']} sites or a divisor of it")
+        return [_attempt(self._substituted, meta, picked) for picked in ranked[:k]]
+
+    def _substituted(self, meta: dict[str, Any], picked) -> str:
         _, _, structure, els, counts = picked
         structure = structure.copy()
         if structure.num_sites != meta["nsites"]:
@@ -211,6 +241,15 @@ class RandomSymmetricGenerator:
         structure = random_symmetric_structure(item["meta"], item_seed(self.seed, item["id"]))
         return answer_from_structure(structure, item["meta"]["elements"])
 
+    def samples(self, item: dict[str, Any], k: int) -> list:
+        """k draws, seeds ``item_seed + j`` (draw 0 is :meth:`answer`)."""
+        base = item_seed(self.seed, item["id"])
+
+        def draw(j: int) -> str:
+            return answer_from_structure(random_symmetric_structure(item["meta"], base + j), item["meta"]["elements"])
+
+        return [_attempt(draw, j) for j in range(k)]
+
 
 # ---------------------------------------------------------------- mlip-search
 
@@ -254,9 +293,10 @@ class MlipSearchGenerator:
             raise ValueError(result.reason)
         return result.energy / len(result.atoms), AseAtomsAdaptor.get_structure(result.atoms)
 
-    def answer(self, item: dict[str, Any]) -> str:
+    def _relaxed_candidates(self, item: dict[str, Any]) -> list:
+        """(energy per atom, relaxed structure) of every candidate that relaxed, lowest first."""
         base = item_seed(self.seed, item["id"])
-        best, errors = None, []
+        done, errors = [], []
         for k in range(self.n_candidates):
             try:
                 candidate = random_symmetric_structure(item["meta"], base + k)
@@ -264,11 +304,18 @@ class MlipSearchGenerator:
             except Exception as exc:  # noqa: BLE001 - one failed candidate must not sink the item
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
                 continue
-            if best is None or energy < best[0]:
-                best = (energy, relaxed)
-        if best is None:
+            done.append((energy, k, relaxed))
+        if not done:
             raise ValueError(f"all {self.n_candidates} candidates failed; first: {errors[0] if errors else '?'}")
-        return answer_from_structure(best[1], item["meta"]["elements"])
+        return [(e, st) for e, _, st in sorted(done, key=lambda t: (t[0], t[1]))]
+
+    def answer(self, item: dict[str, Any]) -> str:
+        return answer_from_structure(self._relaxed_candidates(item)[0][1], item["meta"]["elements"])
+
+    def samples(self, item: dict[str, Any], k: int) -> list:
+        """The k lowest-energy relaxed candidates (at most ``n_candidates``)."""
+        ranked = self._relaxed_candidates(item)[:k]
+        return [answer_from_structure(st, item["meta"]["elements"]) for _, st in ranked]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -349,3 +396,57 @@ def generate(
     if potential is not None:  # what relaxed the candidates: class path, params, package version
         info["potential"] = dict(potential.provenance)
     return responses, info
+
+
+def generate_samples(
+    name: str,
+    items: list[dict[str, Any]],
+    k: int,
+    train: list[dict[str, Any]] | None = None,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+    progress: bool = False,
+):
+    """k samples per item: (samples-file lines ``{id, sample, response, error}``, sidecar info).
+
+    Sample 0 is the generator's single answer; a generator draws fewer than k where it has fewer
+    candidates (the scorer counts the missing ones as ``no_response``)."""
+    from tqdm import tqdm
+
+    if k < 1:
+        raise ConfigError(f"k must be at least 1, got {k}")
+    spec = get_generator_spec(name)
+    t0 = time.perf_counter()
+    gen = spec.factory(train=train or [], seed=seed, **(params or {}))
+    setup_s = time.perf_counter() - t0
+    lines, seconds = [], []
+    for item in tqdm(items, desc=f"{name} x{k}", disable=not progress):
+        t1 = time.perf_counter()
+        try:
+            drawn = gen.samples(item, k)
+        except Exception as exc:  # noqa: BLE001 - the item gets one failed sample, never dropped
+            drawn = [exc]
+        for j, out in enumerate(drawn):
+            if isinstance(out, Exception):
+                lines.append(
+                    {"id": item["id"], "sample": j, "response": None, "error": f"{type(out).__name__}: {out}"[:500]}
+                )
+            else:
+                lines.append({"id": item["id"], "sample": j, "response": out, "error": None})
+        seconds.append(time.perf_counter() - t1)
+    info = {
+        "generator": name,
+        "seed": seed,
+        "params": params or {},
+        "k": k,
+        "n_items": len(items),
+        "n_samples": len(lines),
+        "n_errors": sum(r["response"] is None for r in lines),
+        "setup_s": round(setup_s, 3),
+        "generate_s": round(float(sum(seconds)), 3),
+        "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
+    }
+    potential = getattr(gen, "potential", None)
+    if potential is not None:  # as generate(): what relaxed the candidates
+        info["potential"] = dict(potential.provenance)
+    return lines, info

@@ -89,6 +89,17 @@ def describe(structure) -> dict[str, Any]:
     }
 
 
+def lattice_system(spacegroup_number: int, spacegroup_symbol: str) -> str:
+    """The lattice system of a space group (trigonal groups: rhombohedral for R, else hexagonal)."""
+    n = int(spacegroup_number)
+    for last, name in ((2, "triclinic"), (15, "monoclinic"), (74, "orthorhombic"), (142, "tetragonal")):
+        if n <= last:
+            return name
+    if n <= 167:
+        return "rhombohedral" if spacegroup_symbol.startswith("R") else "hexagonal"
+    return "hexagonal" if n <= 194 else "cubic"
+
+
 def _plural(n: int, el: str) -> str:
     return f"the {n} {el} site" + ("s" if n != 1 else "")
 
@@ -99,8 +110,13 @@ def make_item(
     structure, order = canonical_order(structure)
     meta = describe(structure)
     counts = [sum(1 for s in structure if s.specie.symbol == el) for el in order]
+    lattice = {
+        "lattice_system": lattice_system(meta["spacegroup_number"], meta["spacegroup_symbol"]),
+        "formula_units": int(structure.composition.get_reduced_composition_and_factor()[1]),
+    }
     fields = {
         **meta,
+        **lattice,
         "counts": ", ".join(f"{n} {el}" for el, n in zip(order, counts)),
         "site_order": "first " + ", then ".join(_plural(n, el) for el, n in zip(order, counts)),
     }
@@ -110,6 +126,9 @@ def make_item(
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(f"prompt template {template_name!r}: bad placeholder ({exc})") from None
     gives_sg = bool(template.get("gives_spacegroup", False))
+    if template.get("gives_lattice_system", False):
+        # only where the prompt says it, so that the other templates' items stay as they were
+        meta.update({**lattice, "prompt_gives_lattice_system": True})
     meta.update(
         {
             "dataset": dataset,

@@ -1,4 +1,11 @@
-"""Per-item scores, their summaries, the generator table and the match-rate-by-size figure."""
+"""Per-item scores, their summaries, the generator table and the match-rate-by-size figure.
+
+Every item is scored under both matcher conventions (:data:`crucible.crystal.scoring.CONVENTIONS`):
+the summary's top-level numbers and the per-item ``matched``/``rms_dist`` are the default
+``cdvae`` convention (OpenCompass-compatible); ``conventions`` holds both, and the per-item table
+has the other convention's columns beside. With the leakage audit's de-duplicated test ids the
+summary also scores that subset, and ``per_prompt`` weighs every distinct prompt once.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,15 @@ import pandas as pd
 import pyarrow as pa
 
 from crucible.crystal import parsing
-from crucible.crystal.scoring import TIMEOUT_S, ItemScore, MatchRateMetric
+from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, ItemScore, MatchRateMetric
+
+OTHER_CONVENTIONS = tuple(c for c in CONVENTION_NAMES if c != DEFAULT_CONVENTION)
+
+
+def convention_slug(name: str) -> str:
+    """A convention's name as a column suffix (``pymatgen-default`` -> ``pymatgen_default``)."""
+    return name.replace("-", "_")
+
 
 SCORE_SCHEMA = pa.schema(
     [
@@ -23,6 +38,15 @@ SCORE_SCHEMA = pa.schema(
         ("crystal_system", pa.string()),
         ("spacegroup_number", pa.int64()),
         ("formula_in_train", pa.bool_()),
+    ]
+    + [
+        field
+        for c in OTHER_CONVENTIONS
+        for field in (
+            (f"matched_{convention_slug(c)}", pa.bool_()),
+            (f"rms_dist_{convention_slug(c)}", pa.float64()),
+            (f"reason_{convention_slug(c)}", pa.string()),
+        )
     ]
 )
 
@@ -37,8 +61,13 @@ def nsite_bin(n: int) -> str:
     return "?"
 
 
-def scores_frame(scores: list[ItemScore], items: list[dict[str, Any]]) -> pd.DataFrame:
+def scores_frame(
+    scores: list[ItemScore], items: list[dict[str, Any]], others: dict[str, list[ItemScore]] | None = None
+) -> pd.DataFrame:
+    """Per-item scores (default convention) with the other conventions' verdicts beside
+    (``others``: convention -> scores in the same order; missing ones are left empty)."""
     meta = {it["id"]: it["meta"] for it in items}
+    others = others or {}
     rows = [
         {
             "id": s.id,
@@ -50,23 +79,48 @@ def scores_frame(scores: list[ItemScore], items: list[dict[str, Any]]) -> pd.Dat
             "crystal_system": meta[s.id]["crystal_system"],
             "spacegroup_number": int(meta[s.id]["spacegroup_number"]),
             "formula_in_train": bool(meta[s.id].get("formula_in_train", False)),
+            **{
+                key: value
+                for c in OTHER_CONVENTIONS
+                for key, value in _other_columns(c, others[c][n] if c in others else None).items()
+            },
         }
-        for s in scores
+        for n, s in enumerate(scores)
     ]
     return pd.DataFrame(rows, columns=SCORE_SCHEMA.names)
 
 
-def _summary(df: pd.DataFrame) -> dict[str, Any]:
+def _other_columns(convention: str, score: ItemScore | None) -> dict[str, Any]:
+    slug = convention_slug(convention)
+    if score is None:
+        return {f"matched_{slug}": None, f"rms_dist_{slug}": np.nan, f"reason_{slug}": None}
+    return {
+        f"matched_{slug}": score.matched,
+        f"rms_dist_{slug}": score.rms_dist if score.matched else np.nan,
+        f"reason_{slug}": score.reason,
+    }
+
+
+def _summary(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> dict[str, Any]:
+    suffix = "" if convention == DEFAULT_CONVENTION else f"_{convention_slug(convention)}"
     metric = MatchRateMetric()
     metric.update(
-        ItemScore(r.id, bool(r.matched), None if not r.matched else float(r.rms_dist), r.reason)
-        for r in df.itertuples()
+        ItemScore(ident, bool(m), None if not m else float(r), reason)
+        for ident, m, r, reason in zip(df["id"], df[f"matched{suffix}"], df[f"rms_dist{suffix}"], df[f"reason{suffix}"])
     )
     return metric.compute()
 
 
-def summarize(df: pd.DataFrame, generator: str, generation: dict[str, Any] | None = None) -> dict[str, Any]:
-    """OpenCompass's four numbers, failures by reason, and the match rate by size, system and subset."""
+def summarize(
+    df: pd.DataFrame,
+    generator: str,
+    generation: dict[str, Any] | None = None,
+    dedup_ids: Iterable[str] | None = None,
+    prompt_groups: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """OpenCompass's four numbers, failures by reason, and the match rate by size, system and
+    subset; the same numbers under every convention; the de-duplicated test set (``dedup_ids``)
+    and the per-prompt match rate (``prompt_groups``: item id -> distinct-prompt number)."""
 
     def grouped(key):
         return {str(k): _summary(g) for k, g in sorted(df.groupby(key, sort=True), key=lambda kv: str(kv[0]))}
@@ -83,7 +137,40 @@ def summarize(df: pd.DataFrame, generator: str, generation: dict[str, Any] | Non
             ("seen" if k == "True" else "unseen"): v for k, v in grouped("formula_in_train").items()
         },
         "generation": generation or {},
+        **_extra_summaries(df, dedup_ids, prompt_groups),
     }
+
+
+def _extra_summaries(
+    df: pd.DataFrame, dedup_ids: Iterable[str] | None, prompt_groups: dict[str, int] | None
+) -> dict[str, Any]:
+    # a convention counts where every item has its verdict (tables built by hand may lack one)
+    scored = [DEFAULT_CONVENTION] + [
+        c
+        for c in OTHER_CONVENTIONS
+        if f"matched_{convention_slug(c)}" in df and df[f"matched_{convention_slug(c)}"].notna().all()
+    ]
+    out: dict[str, Any] = {
+        "default_convention": DEFAULT_CONVENTION,
+        "conventions": {c: _summary(df, c) for c in scored},
+    }
+    if dedup_ids is not None:
+        keep = set(dedup_ids)
+        out["deduplicated"] = {c: _summary(df[df["id"].isin(keep)], c) for c in out["conventions"]}
+    if prompt_groups is not None:
+        from crucible.crystal.csp import per_prompt_rates
+
+        out["per_prompt"] = {}
+        for c in out["conventions"]:
+            suffix = "" if c == DEFAULT_CONVENTION else f"_{convention_slug(c)}"
+            frame = pd.DataFrame({"id": df["id"], "matched": df[f"matched{suffix}"].astype(bool)})
+            rates = per_prompt_rates(frame, prompt_groups, ("matched",))
+            out["per_prompt"][c] = {
+                "match_rate": rates["matched_per_prompt"],
+                "n_prompts": rates["n_prompts"],
+                "n_items": rates["n_items"],
+            }
+    return out
 
 
 def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -105,20 +192,47 @@ def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
         row["seconds_per_item"] = (s.get("generation") or {}).get("seconds_per_item")
         # the potential that relaxed mlip-search's candidates ("" for other generators)
         row["potential"] = provenance_text((s.get("generation") or {}).get("potential") or {})
+        for c in OTHER_CONVENTIONS:
+            other = (s.get("conventions") or {}).get(c, {})
+            row[f"match_rate_{convention_slug(c)}"] = other.get("match_rate")
+            row[f"mean_rms_dist_{convention_slug(c)}"] = other.get("mean_rms_dist")
+        row["match_rate_dedup"] = (s.get("deduplicated") or {}).get(DEFAULT_CONVENTION, {}).get("match_rate")
+        row["total_dedup"] = (s.get("deduplicated") or {}).get(DEFAULT_CONVENTION, {}).get("total")
+        per_prompt = (s.get("per_prompt") or {}).get(DEFAULT_CONVENTION, {})
+        row["match_rate_per_prompt"] = per_prompt.get("match_rate")
+        row["n_prompts"] = per_prompt.get("n_prompts")
         rows.append(row)
     df = pd.DataFrame(rows)
-    for col in ("mean_rms_dist", "match_rate_seen", "match_rate_unseen", "seconds_per_item"):
+    for col in FLOAT_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    for col in ("total_dedup", "n_prompts"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df
 
 
+FLOAT_COLUMNS = (
+    "mean_rms_dist",
+    "match_rate_seen",
+    "match_rate_unseen",
+    "seconds_per_item",
+    *(f"{m}_{convention_slug(c)}" for c in OTHER_CONVENTIONS for m in ("match_rate", "mean_rms_dist")),
+    "match_rate_dedup",
+    "match_rate_per_prompt",
+)
+
 TABLE_HEADERS = {
-    "match_rate": "match rate (%)",
-    "mean_rms_dist": "mean RMS",
-    "match_rate_seen": "seen formula (%)",
-    "match_rate_unseen": "unseen formula (%)",
+    "match_rate": f"match rate (%) [{DEFAULT_CONVENTION}]",
+    "mean_rms_dist": f"mean RMS [{DEFAULT_CONVENTION}]",
+    "match_rate_seen": f"seen formula (%) [{DEFAULT_CONVENTION}]",
+    "match_rate_unseen": f"unseen formula (%) [{DEFAULT_CONVENTION}]",
     "seconds_per_item": "s/item",
-    **{f"fail_{r}": r.replace("_", " ") for r in parsing.REASONS},
+    **{f"fail_{r}": f"{r.replace('_', ' ')} [{DEFAULT_CONVENTION}]" for r in parsing.REASONS},
+    **{f"match_rate_{convention_slug(c)}": f"match rate (%) [{c}]" for c in OTHER_CONVENTIONS},
+    **{f"mean_rms_dist_{convention_slug(c)}": f"mean RMS [{c}]" for c in OTHER_CONVENTIONS},
+    "match_rate_dedup": f"de-duplicated test: match rate (%) [{DEFAULT_CONVENTION}]",
+    "total_dedup": "de-duplicated test: items",
+    "match_rate_per_prompt": f"per distinct prompt: match rate (%) [{DEFAULT_CONVENTION}]",
+    "n_prompts": "distinct prompts",
 }
 
 
@@ -157,7 +271,8 @@ def write_table_files(
     df = generator_table(summaries)
     caption = (
         f"Text-to-crystal on {dataset}: OpenCompass MP-20 scoring (StructureMatcher ltol 0.3, stol 0.5, "
-        "angle_tol 10; 10 s per item); failures by reason; s/item is generation time."
+        "angle_tol 10 [cdvae]; and ltol 0.2, stol 0.3, angle_tol 5 [pymatgen-default]; 10 s per item "
+        "and convention); failures by reason; s/item is generation time."
     )
     write_table(df, csv=csv, md=md, tex=tex, digits=4, caption=caption, headers=TABLE_HEADERS)
     return df
@@ -172,21 +287,25 @@ def score_response_file(
     info_path: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
     progress: bool = False,
+    audit_path: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Score one responder's response file against the items of a prompt set: the per-item
     scores (parquet) and their summary (JSON, with the generation sidecar ``info_path`` when it
-    exists). Returns the summary."""
+    exists, the de-duplicated subset when the audit summary ``audit_path`` is given). Returns
+    the summary."""
     from pathlib import Path
 
-    from crucible.crystal.scoring import item_responses, score_items
+    from crucible.crystal.csp import prompt_groups, read_dedup_ids
+    from crucible.crystal.scoring import item_responses, score_items_by_convention
     from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
 
     items = read_prompt_records(prompts_path)
     responses = item_responses(responses_path, items, prompts_path)
-    df = scores_frame(score_items(responses, items, timeout=timeout, progress=progress), items)
+    by_convention = score_items_by_convention(responses, items, CONVENTION_NAMES, timeout=timeout, progress=progress)
+    df = scores_frame(by_convention[DEFAULT_CONVENTION], items, by_convention)
     info = read_json(info_path) if info_path and Path(info_path).exists() else {}
-    summary = summarize(df, generator, info)
+    summary = summarize(df, generator, info, read_dedup_ids(audit_path), prompt_groups(items))
     write_parquet(df, out, schema=SCORE_SCHEMA)
     write_json(summary, out_summary)
     return summary

@@ -6,6 +6,17 @@ coordinates, then ``StructureMatcher(ltol=0.3, stol=0.5, angle_tol=10).get_rms_d
 (all else pymatgen's defaults: primitive cells, volumes scaled). A number means matched; its
 first element is the RMS displacement normalised by (V/n)^(1/3).
 
+Two matcher conventions are in use in the field (:data:`CONVENTIONS`): ``cdvae`` (ltol 0.3,
+stol 0.5, angle_tol 10: CDVAE's and DiffCSP's ``compute_metrics.py``, OpenCompass' MP-20; the
+default, so that the headline number stays OpenCompass-compatible) and ``pymatgen-default``
+(0.2, 0.3, 5: ``StructureMatcher()``'s own defaults). Numbers under the two are not comparable;
+every score is computed under both, each call with its own time limit, so that adding the second
+never changes the first.
+
+A sample is either an answer text (parsed as above) or a structure (a CIF text or a pymatgen
+dict, e.g. from a generative model's samples file): a structure keeps its own species, and a
+composition other than the reference's is simply no match.
+
 The whole item runs in one persistent worker process and the parent waits at most
 ``timeout`` seconds (10, as OpenCompass): on timeout the worker is killed, a fresh one starts for
 the next item, and the item counts as unmatched with reason ``timeout``. Parsing runs in the
@@ -27,12 +38,28 @@ from typing import Any, Iterable
 import numpy as np
 
 from crucible.crystal import parsing
-from crucible.errors import DataValidationError
+from crucible.errors import ConfigError, DataValidationError
 
 log = logging.getLogger(__name__)
 
-MATCHER_PARAMS = {"ltol": 0.3, "stol": 0.5, "angle_tol": 10}
+CONVENTIONS: dict[str, dict[str, float]] = {
+    "cdvae": {"ltol": 0.3, "stol": 0.5, "angle_tol": 10},
+    "pymatgen-default": {"ltol": 0.2, "stol": 0.3, "angle_tol": 5},
+}
+DEFAULT_CONVENTION = "cdvae"
+CONVENTION_NAMES = tuple(CONVENTIONS)
+MATCHER_PARAMS = CONVENTIONS[DEFAULT_CONVENTION]
 TIMEOUT_S = 10.0
+
+# What a sample is: answer text (parsed as OpenCompass does), CIF text, or a pymatgen Structure dict.
+TEXT, CIF, STRUCTURE = "text", "cif", "structure"
+SAMPLE_KINDS = (TEXT, CIF, STRUCTURE)
+
+
+def convention_params(name: str) -> dict[str, float]:
+    if name not in CONVENTIONS:
+        raise ConfigError(f"unknown matcher convention {name!r}; known: {', '.join(CONVENTIONS)}")
+    return CONVENTIONS[name]
 
 
 @dataclass(frozen=True)
@@ -61,14 +88,31 @@ def predicted_structure(parsed: parsing.ParsedCrystal, ground_truth: dict[str, A
     return Structure(Lattice(parsing.lattice_matrix(*parsed.lattice_parameters)), species, parsed.coordinates)
 
 
-def _matcher():
+def _matcher(params: dict[str, float] | None = None):
     from pymatgen.analysis.structure_matcher import StructureMatcher
 
-    return StructureMatcher(**MATCHER_PARAMS)
+    return StructureMatcher(**(params or MATCHER_PARAMS))
 
 
-def score_text(response: str | None, ground_truth: dict[str, Any]) -> tuple[float | None, str | None, str]:
-    """(rms, reason, detail) for one item, in this process. Never raises."""
+def _rms(pred, ref, params: dict[str, float] | None) -> tuple[float | None, str | None, str]:
+    rms = _matcher(params).get_rms_dist(pred, ref)
+    if rms is None:
+        return None, parsing.NO_MATCH, "StructureMatcher found no match"
+    value = float(rms[0])
+    if not math.isfinite(value):
+        return None, parsing.NO_MATCH, f"non-finite RMS {value}"
+    return value, None, ""
+
+
+def _failure(exc: Exception) -> tuple[None, str, str]:
+    return None, parsing.BAD_STRUCTURE, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def score_text(
+    response: str | None, ground_truth: dict[str, Any], params: dict[str, float] | None = None
+) -> tuple[float | None, str | None, str]:
+    """(rms, reason, detail) for one item, in this process, under ``params`` (default: the
+    ``cdvae`` convention). Never raises."""
     try:
         parsed = parsing.parse_crystal_response(response)
         if isinstance(parsed, parsing.ParseFailure):
@@ -80,16 +124,61 @@ def score_text(response: str | None, ground_truth: dict[str, Any]) -> tuple[floa
             pred = predicted_structure(parsed, ground_truth)
             ref = reference_structure(ground_truth)
         except Exception as exc:  # noqa: BLE001 - any construction error means unmatched (as OpenCompass)
-            return None, parsing.BAD_STRUCTURE, f"{type(exc).__name__}: {exc}"[:300]
-        rms = _matcher().get_rms_dist(pred, ref)
-        if rms is None:
-            return None, parsing.NO_MATCH, "StructureMatcher found no match"
-        value = float(rms[0])
-        if not math.isfinite(value):
-            return None, parsing.NO_MATCH, f"non-finite RMS {value}"
-        return value, None, ""
+            return _failure(exc)
+        return _rms(pred, ref, params)
     except Exception as exc:  # noqa: BLE001 - an exception inside the matcher counts as unmatched
-        return None, parsing.BAD_STRUCTURE, f"{type(exc).__name__}: {exc}"[:300]
+        return _failure(exc)
+
+
+def sample_structure(kind: str, payload: Any):
+    """The pymatgen Structure of a structure sample (CIF text or Structure dict); raises on a bad one."""
+    import warnings
+
+    from pymatgen.core import Structure
+
+    if kind == CIF:
+        if not isinstance(payload, str) or not payload.strip():
+            raise ValueError("empty CIF")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            structure = Structure.from_str(payload, fmt="cif")
+    else:
+        structure = Structure.from_dict(payload)
+    if not structure.is_ordered:
+        raise ValueError("disordered sites (partial occupancy)")
+    if len(structure) == 0:
+        raise ValueError("no sites")
+    return structure
+
+
+def score_structure(
+    kind: str, payload: Any, ground_truth: dict[str, Any], params: dict[str, float] | None = None
+) -> tuple[float | None, str | None, str]:
+    """(rms, reason, detail) of a structure sample against the reference. Never raises."""
+    if payload is None:
+        return None, parsing.NO_RESPONSE, ""
+    try:
+        try:
+            pred = sample_structure(kind, payload)
+            ref = reference_structure(ground_truth)
+        except Exception as exc:  # noqa: BLE001 - an unreadable sample is unmatched, with the reason
+            return _failure(exc)
+        if pred.composition.reduced_formula != ref.composition.reduced_formula:
+            detail = f"composition {pred.composition.reduced_formula}, reference {ref.composition.reduced_formula}"
+            return None, parsing.NO_MATCH, detail
+        return _rms(pred, ref, params)
+    except Exception as exc:  # noqa: BLE001 - an exception inside the matcher counts as unmatched
+        return _failure(exc)
+
+
+def score_sample(
+    kind: str, payload: Any, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
+) -> tuple[float | None, str | None, str]:
+    """(rms, reason, detail) of one sample of any kind under one convention, in this process."""
+    params = convention_params(convention)
+    if kind == TEXT:
+        return score_text(payload, ground_truth, params)
+    return score_structure(kind, payload, ground_truth, params)
 
 
 def _worker(conn) -> None:
@@ -100,7 +189,7 @@ def _worker(conn) -> None:
             return
         if job is None:
             return
-        conn.send(score_text(*job))
+        conn.send(score_sample(*job))
 
 
 class MatcherWorker:
@@ -127,14 +216,24 @@ class MatcherWorker:
             self._conn.close()
         self._proc = self._conn = None
 
-    def score(self, response: str | None, ground_truth: dict[str, Any]) -> tuple[float | None, str | None, str]:
+    def score(
+        self, response: str | None, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
+    ) -> tuple[float | None, str | None, str]:
+        """An answer text, as OpenCompass scores it (under ``convention``)."""
+        return self.score_sample(TEXT, response, ground_truth, convention)
+
+    def score_sample(
+        self, kind: str, payload: Any, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
+    ) -> tuple[float | None, str | None, str]:
+        if kind != TEXT and payload is None:  # (a missing text goes through the parser, as before)
+            return None, parsing.NO_RESPONSE, ""
         if self._proc is None or not self._proc.is_alive():
             if self._proc is not None:
                 self._kill()
                 self.restarts += 1
             self._start()
         try:
-            self._conn.send((response, ground_truth))
+            self._conn.send((kind, payload, ground_truth, convention))
             if self._conn.poll(self.timeout):
                 return self._conn.recv()
             detail = f"no result within {self.timeout:g} s; worker replaced"
@@ -188,15 +287,31 @@ def score_items(
     timeout: float = TIMEOUT_S,
     progress: bool = False,
 ) -> list[ItemScore]:
-    """Score every item (a prompts.jsonl record); an item without a response is ``no_response``."""
+    """Score every item (a prompts.jsonl record) under the default convention; an item without a
+    response is ``no_response``."""
+    return score_items_by_convention(responses, items, (DEFAULT_CONVENTION,), timeout, progress)[DEFAULT_CONVENTION]
+
+
+def score_items_by_convention(
+    responses: dict[str, str | None],
+    items: Iterable[dict[str, Any]],
+    conventions: Iterable[str] = CONVENTION_NAMES,
+    timeout: float = TIMEOUT_S,
+    progress: bool = False,
+) -> dict[str, list[ItemScore]]:
+    """``{convention: [ItemScore per item]}``: each (item, convention) is one matcher call with its
+    own time limit."""
     from tqdm import tqdm
 
-    items = list(items)
-    out = []
+    items, conventions = list(items), list(conventions)
+    for name in conventions:
+        convention_params(name)
+    out: dict[str, list[ItemScore]] = {name: [] for name in conventions}
     with MatcherWorker(timeout) as worker:
         for item in tqdm(items, desc="score", disable=not progress):
-            rms, reason, detail = worker.score(responses.get(item["id"]), item["ground_truth"])
-            out.append(ItemScore(item["id"], rms is not None, rms, reason, detail))
+            for name in conventions:
+                rms, reason, detail = worker.score(responses.get(item["id"]), item["ground_truth"], name)
+                out[name].append(ItemScore(item["id"], rms is not None, rms, reason, detail))
     return out
 
 

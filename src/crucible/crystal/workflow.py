@@ -164,22 +164,124 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
         if names:
             out += [f"results/tables/crystal_{ds}.{ext}" for ext in ("csv", "md", "tex")]
             out += [f"results/figures/crystal_{ds}_match_by_nsites.{ext}" for ext in ("png", "pdf")]
-    return out
+    return out + get_csp_outputs(config)
 
 
 def check(config: dict[str, Any]) -> None:
     """Unknown datasets or generators, language models not defined under llm.models, a name
-    used both as generator and as language model."""
+    used both as generator and as language model; CSP responders that are neither."""
     datasets(config)
     responders(config)
+    csp_responders(config)
     check_mlip_search(config)
 
 
+# ---------------------------------------------------------------- CSP at k samples and the audit
+
+
+def csp_section(config: dict[str, Any]) -> dict[str, Any]:
+    """``crystal.csp`` (schema defaults filled): k, the responders answering k times, samples files."""
+    csp = section(config)["csp"]
+    return {"k": int(csp["k"]), "responders": list(csp["responders"]), "samples_files": dict(csp["samples_files"])}
+
+
+def csp_responders(config: dict[str, Any]) -> list[str]:
+    """Who is scored at k samples: the listed generators and language models (each checked to be
+    configured as one), then the samples files' models."""
+    csp = csp_section(config)
+    gens, models = generators(config), llm_models(config)
+    unknown = [r for r in csp["responders"] if r not in gens and r not in models]
+    if unknown:
+        raise ConfigError(
+            f"config crystal.csp.responders: {', '.join(unknown)} not in crystal.generators or crystal.llm_models"
+        )
+    files = csp["samples_files"]
+    clash = sorted(set(files) & (set(gens) | set(models)))
+    if clash:
+        raise ConfigError(f"config crystal.csp.samples_files: {', '.join(clash)} is also a generator or LLM model")
+    ds = set(datasets(config))
+    for name, per_dataset in files.items():
+        extra = sorted(set(per_dataset) - ds)
+        if extra:
+            raise ConfigError(
+                f"config crystal.csp.samples_files.{name}: dataset(s) {', '.join(extra)} not in crystal.datasets"
+            )
+    if csp["k"] < 1 and (csp["responders"] or files):
+        raise ConfigError(f"config crystal.csp.k must be at least 1, got {csp['k']}")
+    return csp["responders"] + sorted(files)
+
+
+def csp_dataset_responders(config: dict[str, Any], dataset: str) -> list[str]:
+    """The CSP responders with samples for ``dataset`` (a samples file covers the datasets it names)."""
+    files = csp_section(config)["samples_files"]
+    return [r for r in csp_responders(config) if r not in files or dataset in files[r]]
+
+
+def sample_prompts_path(config: dict[str, Any], dataset: str) -> str:
+    return f"results/crystal/{dataset}/k{csp_section(config)['k']}/prompts.jsonl"
+
+
+def samples_input(config: dict[str, Any], dataset: str, responder: str) -> str:
+    """Where a CSP responder's samples come from: a generator's samples rule, the LLM stage's
+    answers to the repeated prompt set, or the configured samples file."""
+    csp = csp_section(config)
+    if responder in csp["samples_files"]:
+        return csp["samples_files"][responder][dataset]
+    if responder in llm_models(config):
+        return f"results/crystal/{dataset}/k{csp['k']}/responses/{responder}.jsonl"
+    return f"results/crystal/{dataset}/samples/k{csp['k']}/{responder}.jsonl"
+
+
+def samples_format(config: dict[str, Any], responder: str) -> str:
+    return "responses" if responder in llm_models(config) else "auto"
+
+
+def samples_info(samples_path: str) -> str:
+    """The sidecar next to a generator's samples file (absent for other samples: optional)."""
+    import os
+
+    return f"{os.path.splitext(samples_path)[0]}.json"
+
+
+def audit_inputs(config: dict[str, Any], dataset: str) -> list[str]:
+    """Raw files for the audit: as build-items, plus the validation CSV of a CDVAE set (train,
+    val, test: the order ``crucible crystal audit --inputs`` wants)."""
+    if dataset_source(config, dataset) != "cdvae":
+        return dataset_inputs(config, dataset)
+    return [str(resource_path(f"crystal/{dataset}/{split}")) for split in ("train", "val", "test")]
+
+
+def audit_params(config: dict[str, Any]) -> dict[str, Any]:
+    audit = section(config)["audit"]
+    return {"convention": audit["convention"], "max_comparisons": int(audit["max_comparisons"])}
+
+
+def csp_summaries(config: dict[str, Any]) -> list[str]:
+    return [f"results/crystal/{ds}/csp/{r}.json" for ds in datasets(config) for r in csp_dataset_responders(config, ds)]
+
+
+def get_csp_outputs(config: dict[str, Any]) -> list[str]:
+    """Per dataset the audit; with CSP responders their summaries and the CSP table."""
+    out = []
+    for ds in datasets(config):
+        out += [f"results/crystal/{ds}/audit.json"] + [f"results/tables/crystal_{ds}_audit.{e}" for e in ("csv", "md")]
+    summaries = csp_summaries(config)
+    if summaries:
+        out += summaries + [f"results/tables/crystal_csp.{e}" for e in ("csv", "md", "tex")]
+    return out
+
+
 def llm_responses(config: dict[str, Any]) -> list[str]:
-    """The response files the language models of ``crystal.llm_models`` are asked for."""
+    """The response files the language models of ``crystal.llm_models`` are asked for, and those
+    of the CSP responders among them for the repeated prompt sets (dataset ``{dataset}/k{k}``)."""
     from crucible.llm.workflow import response_targets
 
-    return response_targets(config, "crystal", datasets(config), llm_models(config))
+    out = response_targets(config, "crystal", datasets(config), llm_models(config))
+    models = [r for r in csp_section(config)["responders"] if r in llm_models(config)]
+    if models:
+        k = csp_section(config)["k"]
+        out += response_targets(config, "crystal", [f"{ds}/k{k}" for ds in datasets(config)], models)
+    return out
 
 
 FAMILY = Family(
@@ -187,6 +289,6 @@ FAMILY = Family(
     package="crucible.crystal",
     final_outputs=final_outputs,
     check=check,
-    captions=("crystal_table.rst", "crystal_figure.rst"),
+    captions=("crystal_table.rst", "crystal_figure.rst", "crystal_csp.rst", "crystal_audit.rst"),
     llm_responses=llm_responses,
 )

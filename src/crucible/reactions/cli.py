@@ -169,7 +169,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="scores JSONs results/reactions/{dataset}/scores/{model}.json, one per model",
     )
     p.add_argument(
-        "--bootstrap", type=int, default=1000, help="bootstrap resamples of the 95 % intervals (default 1000)"
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples of the 95 %% intervals (default 1000)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     for name in ("csv", "md", "tex", "paired-csv", "paired-md", "paired-tex"):

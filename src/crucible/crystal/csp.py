@@ -1,0 +1,244 @@
+"""Crystal structure prediction (CSP) scores at 1 and at k samples per item, as the generative-model
+papers report them, under both matcher conventions.
+
+CDVAE/DiffCSP (``scripts/compute_metrics.py``, ``RecEvalBatch`` in jiaor17/DiffCSP): an item is
+matched at k if at least one of its first k samples matches the reference; its RMSE is that of
+the best-matching sample (the lowest normalised RMS among the matched ones); ``match_rate@k`` is
+the percentage of items matched at k and ``rmse@k`` the mean RMSE over the matched items. At 1
+this is OpenCompass's ``match_rate``/``mean_rms_dist`` of sample 0.
+
+What the papers' code does and this does not: it also calls a sample unmatched when it fails
+their validity check (SMACT charge balance and a 0.5 Å minimum distance); here every sample goes
+to the matcher, as in OpenCompass. The CSP table says so.
+
+Beside the whole test set, each summary reports the de-duplicated test set of the leakage audit
+(:mod:`crucible.crystal.audit`) and the match rate per distinct prompt: items whose prompts are
+the same text cannot be told apart by a deterministic model, so each distinct prompt weighs one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from crucible.crystal import parsing
+from crucible.crystal.samples import Sample
+from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, MatcherWorker, convention_params
+
+DEFAULT_K = 20
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("rank", pa.int64()),  # position among the item's samples, 0 = first
+        ("sample", pa.int64()),  # the sample number as given; null where the item has fewer than k
+        ("convention", pa.string()),
+        ("matched", pa.bool_()),
+        ("rms_dist", pa.float64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+
+def score_samples(
+    samples: dict[str, list[Sample]],
+    items: Iterable[dict[str, Any]],
+    k: int,
+    conventions: Iterable[str] = CONVENTION_NAMES,
+    timeout: float = TIMEOUT_S,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """One row per (item, rank < k, convention), in item order; each matcher call has its own
+    time limit. A rank the item has no sample for is ``no_response``."""
+    from tqdm import tqdm
+
+    items, conventions = list(items), list(conventions)
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    for name in conventions:
+        convention_params(name)
+    rows = []
+    with MatcherWorker(timeout) as worker:
+        for item in tqdm(items, desc=f"score@{k}", disable=not progress):
+            chosen = samples.get(item["id"], [])[:k]
+            for rank in range(k):
+                sample = chosen[rank] if rank < len(chosen) else None
+                for name in conventions:
+                    if sample is None:
+                        rms, reason, detail = None, parsing.NO_RESPONSE, f"fewer than {k} samples"
+                    elif sample.payload is None:
+                        rms, reason, detail = None, parsing.NO_RESPONSE, sample.error or ""
+                    else:
+                        rms, reason, detail = worker.score_sample(
+                            sample.kind, sample.payload, item["ground_truth"], name
+                        )
+                    rows.append(
+                        {
+                            "id": item["id"],
+                            "rank": rank,
+                            "sample": None if sample is None else sample.number,
+                            "convention": name,
+                            "matched": rms is not None,
+                            "rms_dist": np.nan if rms is None else float(rms),
+                            "reason": reason,
+                            "detail": detail,
+                        }
+                    )
+    df = pd.DataFrame(rows, columns=SAMPLE_SCHEMA.names)
+    df["sample"] = df["sample"].astype("Int64")
+    return df
+
+
+def item_results(sample_scores: pd.DataFrame, k: int | None = None) -> pd.DataFrame:
+    """Per (item, convention): matched and RMSE at 1 and at k, the best sample and the first
+    matching rank. ``k`` (default: every rank present) may be smaller than what was scored."""
+    df = sample_scores if k is None else sample_scores[sample_scores["rank"] < k]
+    rows = []
+    for (ident, name), g in df.groupby(["id", "convention"], sort=False):
+        g = g.sort_values("rank")
+        first = g.iloc[0]
+        hits = g[g["matched"]]
+        best = hits.loc[hits["rms_dist"].idxmin()] if len(hits) else None
+        rows.append(
+            {
+                "id": ident,
+                "convention": name,
+                "n_samples": int(g["sample"].notna().sum()),
+                "matched_at_1": bool(first["rank"] == 0 and first["matched"]),
+                "rms_at_1": float(first["rms_dist"]) if first["rank"] == 0 and first["matched"] else np.nan,
+                "matched_at_k": best is not None,
+                "rms_at_k": float(best["rms_dist"]) if best is not None else np.nan,
+                "best_sample": int(best["sample"]) if best is not None else None,
+                "first_match_rank": int(hits["rank"].min()) if len(hits) else None,
+            }
+        )
+    out = pd.DataFrame(rows)
+    for col in ("best_sample", "first_match_rank"):
+        out[col] = out[col].astype("Int64") if len(out) else pd.Series(dtype="Int64")
+    return out
+
+
+def _rate(matched: pd.Series) -> float:
+    return round(100.0 * float(matched.mean()), 4) if len(matched) else 0.0
+
+
+def _mean(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return round(float(values.mean()), 4) if len(values) else None
+
+
+def csp_metrics(per_item: pd.DataFrame) -> dict[str, Any]:
+    """match_rate@1/@k (percent of items), rmse@1/@k (mean over matched items), counts."""
+    return {
+        "match_rate@1": _rate(per_item["matched_at_1"]),
+        "rmse@1": _mean(per_item["rms_at_1"]),
+        "matched@1": int(per_item["matched_at_1"].sum()),
+        "match_rate@k": _rate(per_item["matched_at_k"]),
+        "rmse@k": _mean(per_item["rms_at_k"]),
+        "matched@k": int(per_item["matched_at_k"].sum()),
+        "total": int(len(per_item)),
+    }
+
+
+def prompt_text(item: dict[str, Any]) -> str:
+    """What the model sees: every message of the item, in order."""
+    return "\x1e".join(f"{m['role']}\x1f{m['content']}" for m in item["messages"])
+
+
+def prompt_groups(items: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """``{item id: distinct-prompt number}``, numbered in order of first appearance."""
+    numbers: dict[str, int] = {}
+    out = {}
+    for it in items:
+        out[it["id"]] = numbers.setdefault(prompt_text(it), len(numbers))
+    return out
+
+
+def per_prompt_rates(per_item: pd.DataFrame, groups: dict[str, int], columns: Iterable[str]) -> dict[str, Any]:
+    """Match rate with every distinct prompt weighing one: per prompt, the fraction of its items
+    matched; then the mean over prompts (percent)."""
+    df = per_item.assign(prompt=[groups[i] for i in per_item["id"]])
+    by_prompt = df.groupby("prompt")[list(columns)].mean()
+    out = {f"{col}_per_prompt": round(100.0 * float(by_prompt[col].mean()), 4) if len(df) else 0.0 for col in columns}
+    out["n_prompts"] = int(df["prompt"].nunique())
+    out["n_items"] = int(len(df))
+    return out
+
+
+def summarize_csp(
+    sample_scores: pd.DataFrame,
+    items: list[dict[str, Any]],
+    k: int,
+    responder: str,
+    dedup_ids: Iterable[str] | None = None,
+    generation: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The CSP summary of one responder on one dataset: per convention, the whole test set, the
+    de-duplicated one (when the audit gives it) and the per-prompt rates."""
+    per_item = item_results(sample_scores, k)
+    groups = prompt_groups(items)
+    keep = None if dedup_ids is None else set(dedup_ids)
+    conventions = {}
+    for name, g in per_item.groupby("convention", sort=False):
+        block = {
+            "all": csp_metrics(g),
+            "deduplicated": csp_metrics(g[g["id"].isin(keep)]) if keep is not None else None,
+            "per_prompt": per_prompt_rates(g, groups, ("matched_at_1", "matched_at_k")),
+        }
+        conventions[name] = block
+    counts = per_item.drop_duplicates("id")["n_samples"] if len(per_item) else pd.Series(dtype=int)
+    return {
+        "responder": responder,
+        "dataset": next((it.get("meta", {}).get("dataset") for it in items), None),
+        "k": int(k),
+        "default_convention": DEFAULT_CONVENTION,
+        "n_items": len(items),
+        "samples_per_item": round(float(counts.mean()), 4) if len(counts) else 0.0,
+        "items_with_fewer_than_k": int((counts < k).sum()),
+        "conventions": conventions,
+        "generation": generation or {},
+    }
+
+
+def read_dedup_ids(audit_path: str | os.PathLike | None) -> list[str] | None:
+    """The de-duplicated test ids of an audit summary (``audit.json``), or None without one."""
+    if not audit_path:
+        return None
+    from crucible.io import read_json
+
+    return list(read_json(audit_path)["deduplicated_test_ids"])
+
+
+def score_samples_file(
+    prompts_path: str | os.PathLike,
+    samples_path: str | os.PathLike,
+    responder: str,
+    k: int,
+    out: str | os.PathLike,
+    out_summary: str | os.PathLike,
+    fmt: str = "auto",
+    audit_path: str | os.PathLike | None = None,
+    info_path: str | os.PathLike | None = None,
+    timeout: float = TIMEOUT_S,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score a samples file against a prompt set: per-sample rows (parquet) and the CSP summary."""
+    from pathlib import Path
+
+    from crucible.crystal.samples import read_samples
+    from crucible.io import read_json, write_json, write_parquet
+    from crucible.llm.files import read_prompt_records
+
+    items = read_prompt_records(prompts_path)
+    samples = read_samples(samples_path, [it["id"] for it in items], fmt, str(prompts_path))
+    df = score_samples(samples, items, k, timeout=timeout, progress=progress)
+    info = read_json(info_path) if info_path and Path(info_path).exists() else {}
+    summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit_path), info)
+    write_parquet(df, out, schema=SAMPLE_SCHEMA)
+    write_json(summary, out_summary)
+    return summary

@@ -1,0 +1,110 @@
+"""The CSP table: DiffCSP's Table 1 rows as cited in config/published_crystal.yaml, ours at 1 and
+k samples under both conventions (each column naming its convention), the de-duplicated test set,
+and a published-results file with a mistake refused naming the row."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import yaml
+
+from crucible.crystal import csp_table
+from crucible.crystal.scoring import CONVENTION_NAMES
+from crucible.errors import ConfigError
+
+from helpers import REPO
+
+PUBLISHED = REPO / "config" / "published_crystal.yaml"
+
+
+def _summary(dataset, responder, k, rates):
+    """A CSP summary as score-samples writes it; ``rates``: {convention: (m@1, r@1, m@k, r@k)}."""
+
+    def block(m1, r1, mk, rk):
+        return {"match_rate@1": m1, "rmse@1": r1, "match_rate@k": mk, "rmse@k": rk}
+
+    return {
+        "responder": responder,
+        "dataset": dataset,
+        "k": k,
+        "n_items": 10,
+        "conventions": {
+            c: {"all": block(*v), "deduplicated": block(*(x / 2 if x else x for x in v))} for c, v in rates.items()
+        },
+    }
+
+
+def test_published_rows_are_diffcsps_table_1_as_the_issue_quotes_them():
+    pub = csp_table.load_published(PUBLISHED)
+    assert pub["convention"] == "cdvae"
+    rows = {(r["method"], r["samples"]): r["scores"] for r in pub["rows"]}
+    # the issue: DiffCSP on MP-20 about 51.5 % / 0.063 with 1 sample and 77.9 % / 0.049 with 20
+    assert rows[("DiffCSP", 1)]["mp-20"] == {"match_rate": 51.49, "rmse": 0.0631}
+    assert rows[("DiffCSP", 20)]["mp-20"] == {"match_rate": 77.93, "rmse": 0.0492}
+    assert all(set(s) == {"perov-5", "carbon-24", "mp-20"} for s in rows.values())
+    assert {r["source"] for r in pub["rows"]} == {"diffcsp-table1"}
+    assert "2309.04475" in pub["sources"]["diffcsp-table1"]["citation"]
+
+
+def test_table_layout_ours_beside_published_both_conventions(tmp_path):
+    summaries = [
+        _summary(
+            "perov-5", "template", 20, {"cdvae": (10.0, 0.1, 40.0, 0.05), "pymatgen-default": (5.0, 0.08, 20.0, 0.04)}
+        ),
+        _summary(
+            "perov-5",
+            "random-symmetric",
+            20,
+            {"cdvae": (0.0, None, 10.0, 0.3), "pymatgen-default": (0.0, None, 0.0, None)},
+        ),
+    ]
+    paths = {e: tmp_path / f"csp.{e}" for e in ("csv", "md", "tex")}
+    df = csp_table.write_csp_table(summaries, PUBLISHED, paths["csv"], paths["md"], paths["tex"])
+    n_pub = len(csp_table.load_published(PUBLISHED)["rows"])
+    assert len(df) == n_pub + 2 * 2 * 2  # 2 responders x {1, 20} samples x {all, de-duplicated}
+    ours = df.iloc[n_pub:].set_index(["method", "samples", "test_set"])
+    col = csp_table.score_column
+    assert ours.loc[("template", 1, "all"), col("perov-5", "cdvae", "match_rate")] == 10.0
+    assert ours.loc[("template", 20, "all"), col("perov-5", "cdvae", "rmse")] == 0.05
+    assert ours.loc[("template", 20, "all"), col("perov-5", "pymatgen-default", "match_rate")] == 20.0
+    assert ours.loc[("template", 20, "deduplicated"), col("perov-5", "cdvae", "match_rate")] == 20.0
+    assert math.isnan(ours.loc[("random-symmetric", 1, "all"), col("perov-5", "cdvae", "rmse")])
+    # published numbers exist only under their own convention
+    pub = df.iloc[:n_pub]
+    assert pub[col("mp-20", "pymatgen-default", "match_rate")].isna().all()
+    assert pub[col("mp-20", "cdvae", "match_rate")].notna().all()
+    # every score column names its convention, in every format
+    csv = pd.read_csv(paths["csv"])
+    scored = [c for c in csv.columns if c not in ("method", "samples", "test_set", "source")]
+    assert scored and all(any(f":{c}:" in s for c in CONVENTION_NAMES) for s in scored)
+    md_header = paths["md"].read_text().split("\n| method")[1].split("\n")[0]
+    assert md_header.count("[cdvae]") == md_header.count("[pymatgen-default]") == 3 * 2  # 3 datasets x 2 metrics
+    assert "arXiv:2309.04475" in paths["md"].read_text()
+    tex = paths["tex"].read_text()
+    assert r"\begin{tabular}" in tex and "[pymatgen-default]" in tex
+    # two runs give byte-identical tables
+    again = {e: tmp_path / f"again.{e}" for e in ("csv", "md", "tex")}
+    csp_table.write_csp_table(summaries, PUBLISHED, again["csv"], again["md"], again["tex"])
+    assert all(paths[e].read_bytes() == again[e].read_bytes() for e in paths)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["rows"][0].update(source="nowhere"), r"rows\[0\] \(RS\): source 'nowhere' is not under 'sources'"),
+        (lambda d: d["rows"][1]["scores"]["mp-20"].update(match_rate=0.5e3), r"rows\[1\] \(RS, mp-20\): match_rate"),
+        (lambda d: d["rows"][2]["scores"]["perov-5"].update(rmse=-1), r"rows\[2\] \(BO, perov-5\): rmse"),
+        (lambda d: d["rows"][3].update(samples=0), r"rows\[3\] \(BO\): 'samples'"),
+        (lambda d: d.update(convention="mine"), "'convention' must be one of"),
+    ],
+)
+def test_a_mistake_in_the_published_file_is_refused_naming_the_row(tmp_path, edit, message):
+    doc = yaml.safe_load(PUBLISHED.read_text())
+    edit(doc)
+    path = tmp_path / "published.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match=message) as err:
+        csp_table.load_published(path)
+    assert str(path) in str(err.value)
