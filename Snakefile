@@ -5,6 +5,7 @@
 # aggregate target named after it (`snakemake reactions`); `rule all` builds every family's targets.
 from snakemake.utils import min_version
 
+from crucible.report.front_page import CONFIG_KEY, FrontPage
 from crucible.run_summary import run_summary
 
 min_version("9.0")
@@ -18,6 +19,14 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/fetch.smk"
+
+
+# The report's front page (workflow/report/workflow.rst prints it): every family that ran and what
+# it built, the sources its jobs read and their pins, the code version and the wall time, computed
+# from the config and this run's DAG when `snakemake --report` renders it.
+config[CONFIG_KEY] = FrontPage(
+    config, lambda: workflow.dag, sources=SOURCES, configfiles=lambda: workflow.configfiles, repo=REPO
+)
 
 
 for _family in FAMILIES:

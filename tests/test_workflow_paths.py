@@ -1,10 +1,12 @@
 """The DAG from a directory whose name has a space, with a custom model module beside the
 config, and the report built by the run itself (issue 10, points 2, 6, 7, 8): what a new user
-does on day one."""
+does on day one. The report's front page (issue 23): every family that ran, the sources read and
+their pins, the code version and the wall time, checked in its HTML and in a headless browser."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import zipfile
 
@@ -12,6 +14,7 @@ import pytest
 import yaml
 
 from helpers import REPO, provide_downloads, run_snakemake
+from report_pages import NO_BROWSER, chromium, front_page_html, rendered_dom, screenshot, unpack
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +60,14 @@ CONFIG = {
 }
 
 
+ROLES = (
+    "matbench/metadata",
+    "matbench/mirror/matbench_steels",
+    "crystal/aflow-prototypes",
+    "reactions/direct-arylation",
+)
+
+
 def _snakemake(workdir, *args, env):
     # The clone itself lives under a path with spaces: its Snakefile, config and sources file too.
     return run_snakemake(workdir, [workdir / "my config.yaml"], *args, env=env, snakefile=workdir / "Snakefile")
@@ -69,13 +80,7 @@ def run(tmp_path_factory, venv_env):
     for name in ("Snakefile", "workflow", "config", "envs"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
     # the archives this config reads, from the test cache (PyPI the first time: marks `network`)
-    provide_downloads(
-        workdir,
-        "matbench/metadata",
-        "matbench/mirror/matbench_steels",
-        "crystal/aflow-prototypes",
-        "reactions/direct-arylation",
-    )
+    provide_downloads(workdir, *ROLES)
     (workdir / "my config.yaml").write_text(yaml.safe_dump(CONFIG))
     (workdir / "mymodels.py").write_text(MODULE)
     env = {k: v for k, v in venv_env.items() if k != "PYTHONPATH"}
@@ -120,6 +125,86 @@ def test_the_report_has_every_table_and_figure(run):
         "mlip_s2ef_vasp.csv",
     ]:
         assert any(n.endswith(wanted) for n in names), wanted
+
+
+def test_every_familys_tables_enter_the_report_as_csv(run):
+    workdir, _ = run
+    names = zipfile.ZipFile(workdir / "report.zip").namelist()
+    for table in (
+        "reactions_direct-arylation.csv",
+        "reactions_direct-arylation_paired.csv",
+        "crystal_aflow-prototypes.csv",
+    ):
+        assert any(n.endswith(table) for n in names), table
+    # Markdown only for the reaction package's own report, a document, not a table
+    assert [n.rsplit("/", 1)[1] for n in names if n.endswith(".md")] == ["report.md"]
+
+
+@pytest.fixture(scope="module")
+def report_html(run, tmp_path_factory):
+    """The report as the README makes it after a run: `snakemake --report` (with
+    --report-after-run, Snakemake 9.27 drops the profile's metadata, so that report opens on the
+    rule graph, with the front page after it)."""
+    workdir, env = run
+    proc = _snakemake(workdir, "--report", str(workdir / "report-front.zip"), env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return unpack(workdir / "report-front.zip", tmp_path_factory.mktemp("report"))
+
+
+def test_the_report_front_page_names_the_families_sources_version_and_wall_time(run, report_html):
+    import subprocess
+
+    import crucible
+    from crucible.sources import find_pin, load_sources, resource_path
+
+    workdir, _ = run
+    page = front_page_html(report_html)
+    # every family that ran, what it built; those that did not
+    for family, built in {
+        "matbench": ["matbench_steels", "dummy, mine"],
+        "mlip": ["potentials (1): emt", "EOS elements (1): Cu", "S2EF datasets (1): vasp"],
+        "reactions": ["direct-arylation"],
+        "crystal": ["aflow-prototypes", "template, random-symmetric"],
+    }.items():
+        row = page.split(f"<strong>{family}</strong>", 1)[1].split("</tr>", 1)[0]
+        assert all(b in row for b in built), (family, row)
+    assert "Not in this run (nothing configured): llm, catalysis." in page
+    # the sources: each pinned file the jobs read with its pin, its archive with the archive's
+    sources = load_sources(workdir / "config/sources.yaml")
+    for role in ROLES:
+        pin = find_pin(role, sources)
+        assert str(resource_path(role, sources)) in page and pin.sha256 in page, role
+        assert sources["artifacts"][pin.artifact]["sha256"] in page, pin.artifact
+    assert str(resource_path("matbench/mirror/matbench_glass", sources)) not in page  # not read by this run
+    assert "my config.yaml" in page  # the config files of the run
+    # the code version: the package's, and the checkout's commit (this copy is none)
+    git = subprocess.run(["git", "-C", str(workdir), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert f"crucible {crucible.__version__}" in page
+    assert (f"git commit {git.stdout.strip()}" if git.returncode == 0 else "not a git checkout") in page
+    # the wall time, from the benchmark files: at least the longest job's
+    wall = re.search(r"Wall time: (?:(\d+) h )?(?:(\d+) min )?(\d+) s</strong>", page)
+    assert wall, page[:3000]
+    h, m, sec = (int(x or 0) for x in wall.groups())
+    longest = max(
+        float(p.read_text().splitlines()[1].split("\t")[0]) for p in (workdir / "benchmarks/runs").rglob("*.tsv")
+    )
+    assert 3600 * h + 60 * m + sec >= int(longest)
+
+
+@pytest.mark.skipif(chromium() is None, reason=NO_BROWSER)
+def test_in_a_browser_the_report_opens_on_its_front_page_and_the_rule_graph_has_its_own(run, report_html):
+    workdir, _ = run
+    landing = rendered_dom(report_html)
+    # rendered by the page's scripts (the embedded copy has its quotes escaped)
+    assert '<div class="section" id="families-that-ran">' in landing
+    assert '<div id="rulegraph"' not in landing
+    graph = rendered_dom(report_html, view="rulegraph")
+    assert '<div id="rulegraph"' in graph and "<canvas" in graph
+    # the report the run itself made opens on the graph, and still has the front page
+    after_run = rendered_dom(unpack(workdir / "report.zip", report_html.parents[1] / "after-run"))
+    assert '<div id="rulegraph"' in after_run and '<div class="section" id="families-that-ran">' in after_run
+    # for a reader: the pictures (benchmarks/report_screenshot.py makes them for a tiny run)
+    assert screenshot(report_html, workdir / "report_front.png").stat().st_size > 20_000
 
 
 def test_an_extracted_member_edited_after_the_run_stops_the_rerun(run):

@@ -119,22 +119,28 @@ rule report_reactions:
     input:
         lambda wc: rxn.score_files(config, wc.rxn_dataset),
     output:
-        csv="results/tables/reactions_{rxn_dataset}.csv",
-        md=report(
-            "results/tables/reactions_{rxn_dataset}.md", caption="../report/reactions_table.rst", category="Reactions"
+        # In the report as CSV, as every family's tables are; the .md and .tex are for papers.
+        csv=report(
+            "results/tables/reactions_{rxn_dataset}.csv",
+            caption="../report/reactions_table.rst",
+            category="Reactions",
+            subcategory="{rxn_dataset}",
         ),
+        md="results/tables/reactions_{rxn_dataset}.md",
         tex="results/tables/reactions_{rxn_dataset}.tex",
-        paired_csv="results/tables/reactions_{rxn_dataset}_paired.csv",
-        paired_md=report(
-            "results/tables/reactions_{rxn_dataset}_paired.md",
+        paired_csv=report(
+            "results/tables/reactions_{rxn_dataset}_paired.csv",
             caption="../report/reactions_paired.rst",
             category="Reactions",
+            subcategory="{rxn_dataset}",
         ),
+        paired_md="results/tables/reactions_{rxn_dataset}_paired.md",
         paired_tex="results/tables/reactions_{rxn_dataset}_paired.tex",
         png=report(
             "results/figures/reactions_{rxn_dataset}.png",
             caption="../report/reactions_figure.rst",
             category="Reactions",
+            subcategory="{rxn_dataset}",
         ),
         pdf="results/figures/reactions_{rxn_dataset}.pdf",
     log:
@@ -166,6 +172,7 @@ rule package_reactions:
             "results/reactions/{rxn_dataset}/package/report.md",
             caption="../report/reactions_package.rst",
             category="Reactions",
+            subcategory="{rxn_dataset}",
         ),
     log:
         "logs/reactions/package_{rxn_dataset}.log",

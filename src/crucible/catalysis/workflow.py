@@ -245,4 +245,9 @@ FAMILY = Family(
         "catalysis_sensitivity.rst",
         "catalysis_relative.rst",
     ),
+    built=lambda c: {
+        "datasets": list(datasets(c)),
+        "relative-energy sets": list(relative_datasets(c)),
+        "potentials": models(c),
+    },
 )

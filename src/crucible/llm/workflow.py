@@ -147,4 +147,5 @@ FAMILY = Family(
     final_outputs=final_outputs,
     check=check,
     captions=(),
+    built=lambda c: {"language models": list(llm_models(c))},
 )

@@ -500,6 +500,12 @@ def user_outputs(config: dict[str, Any]) -> list[str]:
     return out
 
 
+def built(config: dict[str, Any]) -> dict[str, list[str]]:
+    """The report front page's summary: tasks, user datasets, models, and a named run's name."""
+    out = {"tasks": tasks(config), "user datasets": list(user_datasets(config)), "models": models(config)}
+    return out | ({"run name": [run_name(config)]} if run_name(config) != DEFAULT_RUN else {})
+
+
 FAMILY = Family(
     name="matbench",
     package="crucible.matbench",
@@ -518,4 +524,5 @@ FAMILY = Family(
     ),
     wildcard_constraints=wildcard_constraints,
     extra_targets={"matbench_data": data_outputs},
+    built=built,
 )

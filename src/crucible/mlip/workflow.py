@@ -167,4 +167,9 @@ FAMILY = Family(
     final_outputs=final_outputs,
     check=check,
     captions=("mlip_eos.rst", "mlip_eos_delta.rst", "mlip_b0_parity.rst", "mlip_s2ef.rst"),
+    built=lambda c: {
+        "potentials": models(c),
+        "EOS elements": eos_params(c)["elements"].split(","),
+        "S2EF datasets": sorted(s2ef_datasets(c)),
+    },
 )

@@ -166,6 +166,16 @@ def llm_responses(config: dict[str, Any]) -> list[str]:
     return [r for d in datasets(config) for m in llm_models(config) for r in response_files(config, d, m)]
 
 
+def built(config: dict[str, Any]) -> dict[str, list[str]]:
+    """The report front page's summary: datasets, the baselines some dataset runs, the LLMs."""
+    ran = {m for d in datasets(config) for m in baselines(config, d)}
+    return {
+        "datasets": datasets(config),
+        "baselines": [m for m in baselines(config) if m in ran],
+        "language models": llm_models(config),
+    }
+
+
 FAMILY = Family(
     name="reactions",
     package="crucible.reactions",
@@ -173,4 +183,5 @@ FAMILY = Family(
     check=check,
     captions=("reactions_table.rst", "reactions_paired.rst", "reactions_figure.rst", "reactions_package.rst"),
     llm_responses=llm_responses,
+    built=built,
 )
