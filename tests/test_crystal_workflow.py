@@ -9,6 +9,7 @@ import pytest
 
 from crucible.crystal import workflow as wf
 from crucible.errors import ConfigError
+from crucible.sources import resource_path
 
 
 def test_defaults_come_from_the_schema():
@@ -68,9 +69,7 @@ def test_csp_targets_samples_and_audit_inputs():
     assert not [p for p in wf.final_outputs(plain) if "/csp/" in p or "crystal_csp" in p]
     assert "results/tables/crystal_perov-5_audit.md" in wf.final_outputs(plain)
     assert wf.audit_inputs(plain, "perov-5") == [
-        "resources/downloads/cdvae-perov_5-train.csv",
-        "resources/downloads/cdvae-perov_5-val.csv",
-        "resources/downloads/cdvae-perov_5-test.csv",
+        str(resource_path(f"crystal/perov-5/{split}")) for split in ("train", "val", "test")
     ]
     assert wf.audit_params({}) == {"convention": "cdvae", "max_comparisons": 2000}
     cfg = {

@@ -20,13 +20,15 @@ from crucible.config import check_config, fill_defaults
 from crucible.errors import ConfigError
 from crucible.families import families
 from crucible.report import front_page as fp
-from crucible.sources import load_sources, resource_path
+from crucible.sources import find_pin, load_sources, resource_path
 
 from helpers import REPO, SOURCES_FILE
 
 SOURCES = load_sources(SOURCES_FILE)
 STEELS = str(resource_path("matbench/mirror/matbench_steels"))
-CRABNET = "resources/downloads/crabnet-2.0.8-py3-none-any.whl"
+# the archive the steels table comes from, by role (no artifact name or version written here)
+ARCHIVE = find_pin("matbench/mirror/matbench_steels", SOURCES).artifact
+CRABNET = f"resources/downloads/{SOURCES['artifacts'][ARCHIVE]['filename']}"
 
 
 def _config(**sections) -> dict:
@@ -81,7 +83,8 @@ def test_sources_are_the_files_the_jobs_read_with_their_pins(tmp_path):
     read = fp.sources_read(jobs, SOURCES, root=tmp_path)
     assert [s.path for s in read] == [CRABNET, STEELS, "resources/downloads/matbench_glass.json.gz"]
     archive, member, other = read
-    assert archive.sha256 == SOURCES["artifacts"]["crabnet-2.0.8"]["sha256"] and archive.origin == "PyPI crabnet==2.0.8"
+    assert archive.sha256 == SOURCES["artifacts"][ARCHIVE]["sha256"]
+    assert archive.origin == f"PyPI {SOURCES['artifacts'][ARCHIVE]['requirement']}"
     assert member.sha256 == _pin("matbench/mirror/matbench_steels") and member.pinned
     # a file the sources file does not pin: its hash now, marked as not a pin
     import hashlib
@@ -89,7 +92,7 @@ def test_sources_are_the_files_the_jobs_read_with_their_pins(tmp_path):
     assert other.sha256 == hashlib.sha256(b"not pinned here").hexdigest() and not other.pinned
     assert "not in config/sources.yaml" in other.origin
     # other members of the same archive were not read: not listed
-    assert not any("matbench_glass.csv" in s.path for s in read)
+    assert str(resource_path("matbench/mirror/matbench_glass")) not in [s.path for s in read]
     assert archive.on_disk == member.on_disk == "absent" and other.on_disk == "no pin to compare with"
 
 

@@ -218,3 +218,14 @@ def test_reaction_archives_are_pinned_with_their_members():
     got = reaction_members()
     for role, pin in pins.items():
         assert sources.sha256_file(got[role]) == pin.sha256
+
+
+def test_locate_places_downloads_and_members_and_nothing_else():
+    from crucible.sources import find_pin, locate, resource_path
+
+    pin = find_pin("matbench/metadata")
+    filename = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]["filename"]
+    assert locate(resource_path("matbench/metadata")) == (pin.artifact, pin.member)
+    assert locate(f"resources/downloads/{filename}") == (pin.artifact, None)
+    assert locate("resources/downloads/matbench_glass.json.gz") is None  # a matminer download: no entry
+    assert locate(f"results/{filename}") is None

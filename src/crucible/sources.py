@@ -430,6 +430,31 @@ def resource_path(
     return Path(resources) / find_pin(role, sources).location
 
 
+def locate(
+    path: str | os.PathLike,
+    sources: dict[str, Any] | str | os.PathLike | None = None,
+    resources: str | os.PathLike = RESOURCES,
+) -> tuple[str, str | None] | None:
+    """(artifact, member or None) of the file at ``path`` (relative to the project directory)
+    where the fetch stage puts it: a download by its file name, an extracted member by its
+    artifact and name; None for a file the sources file does not place."""
+    doc = sources_doc(sources)
+    parts = Path(path).parts
+    base = Path(resources).parts
+    if parts[: len(base)] != base:
+        return None
+    rest = parts[len(base) :]
+    if len(rest) == 2 and rest[0] == "downloads":
+        for name, spec in doc["artifacts"].items():
+            if spec.get("filename") == rest[1]:
+                return name, None
+    if len(rest) >= 3 and rest[0] == "extracted" and rest[1] in doc["artifacts"]:
+        member = "/".join(rest[2:])
+        if member in (doc["artifacts"][rest[1]].get("members") or {}):
+            return rest[1], member
+    return None
+
+
 def pinned(
     role: str,
     path: str | os.PathLike | None = None,

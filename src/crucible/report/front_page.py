@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import crucible
 from crucible import families as registry
-from crucible.sources import read_lock, sha256_file
+from crucible.sources import locate, read_lock, sha256_file
 
 # The config key under which the Snakefile puts the front page for the report template: no
 # family's section, and the schema refuses it in a config file, so a user cannot set it.
@@ -131,21 +131,13 @@ def sources_read(jobs: Iterable[Job], sources: Mapping[str, Any], root: str | os
     before its members."""
     root = Path(root)
     artifacts = sources["artifacts"]
-    by_filename = {spec["filename"]: name for name, spec in artifacts.items()}
     lock = read_lock(root / LOCK_FILE)
     read = sorted(
         {_relative(f, root) for job in jobs for f in job.inputs if _relative(f, root).startswith("resources/")}
     )
     out = []
     for path in read:
-        parts = path.split("/")
-        artifact, member = None, None
-        if len(parts) == 3 and parts[1] == "downloads" and parts[2] in by_filename:
-            artifact = by_filename[parts[2]]
-        elif len(parts) >= 4 and parts[1] == "extracted" and parts[2] in artifacts:
-            name = "/".join(parts[3:])
-            if name in (artifacts[parts[2]].get("members") or {}):
-                artifact, member = parts[2], name
+        artifact, member = locate(path, dict(sources)) or (None, None)
         if artifact is None:
             on_disk = root / path
             sha = sha256_file(on_disk) if on_disk.is_file() else None
