@@ -148,11 +148,47 @@ def test_emt_eos_sane_and_unsupported_element_recorded(emt):
     assert ok.loc["Cu", "delta_mev"] == pytest.approx(11.87, abs=0.05)
     assert ok["failure_reason"].isna().all()
     si = df.set_index("element").loc["Si"]
-    assert si["status"] == "failed" and "No EMT-potential for Si" in si["failure_reason"]
-    assert math.isnan(si["delta_mev"]) and len(si["volumes"]) == 7
+    # EMT has no Si parameters: "unsupported", not a failure, and never evaluated (energies NaN)
+    assert si["status"] == "unsupported" and "emt has no parameters for Si" in si["failure_reason"]
+    assert math.isnan(si["delta_mev"]) and len(si["volumes"]) == 7 and np.isnan(si["energies"]).all()
     table = eos.eos_summary_table({"emt": df})
-    assert table.loc[0, "n_failed"] == 1 and table.loc[0, "failed_elements"] == "Si"
+    assert table.loc[0, "n_unsupported"] == 1 and table.loc[0, "unsupported_elements"] == "Si"
+    assert table.loc[0, "n_failed"] == 0 and table.loc[0, "failed_elements"] == ""
+    assert table.loc[0, "n_fitted"] == 4
     assert table.loc[0, "delta_mean_mev"] == pytest.approx(ok["delta_mev"].mean())
+
+
+def test_bare_emt_without_an_element_list_still_records_the_error_as_a_failure():
+    # a calculator that does not say what it models is tried everywhere; its error is a failure
+    from ase.calculators.emt import EMT
+
+    df = run_eos(EMT(), "Si", progress=False)
+    assert df.loc[0, "status"] == "failed" and "No EMT-potential for Si" in df.loc[0, "failure_reason"]
+
+
+def test_sevennet_declares_the_elements_it_models():
+    pytest.importorskip("sevenn", reason="sevenn needs torch, absent on the Python 3.12 CI leg")
+    potential = load_potential("sevennet-0", device="cpu")
+    # the Delta set's Po and Rn are outside SevenNet-0's type map; Rb, Cs inside (they fail in the fit)
+    assert {"Po", "Rn"}.isdisjoint(potential.elements) and {"Cu", "Rb", "Cs"} <= potential.elements
+    df = run_eos(potential, "Po,Rn", progress=False)
+    assert (df["status"] == "unsupported").all()
+
+
+def test_delta_over_the_elements_every_model_fitted(emt):
+    # real EMT fits; the second "model" runs fewer elements, so the common set is the smaller one
+    wide = run_eos(emt, "Cu,Ag,Au,Si,C", progress=False)
+    narrow = run_eos(emt, "Cu,Si,C", model="emt-narrow", progress=False)
+    assert eos.common_elements({"emt": wide, "emt-narrow": narrow}) == ["Cu"]
+    table = eos.eos_summary_table({"emt": wide, "emt-narrow": narrow}).set_index("model")
+    d = wide.set_index("element")["delta_mev"]
+    assert table.loc["emt", "delta_mean_mev"] == pytest.approx(d[["Cu", "Ag", "Au"]].mean())
+    assert table.loc["emt", "delta_mean_common_mev"] == pytest.approx(d["Cu"])
+    assert table.loc["emt-narrow", "delta_mean_common_mev"] == pytest.approx(d["Cu"])
+    assert (table["n_common"] == 1).all()
+    # C is modelled by EMT but its fit fails (no minimum near WIEN2k): failed, not unsupported
+    assert table.loc["emt", "failed_elements"] == "C" and table.loc["emt", "unsupported_elements"] == "Si"
+    assert table.loc["emt", "n_elements"] == 5 and table.loc["emt", "n_fitted"] == 3
 
 
 def test_emt_full_delta_set_fast(emt):
@@ -161,8 +197,9 @@ def test_emt_full_delta_set_fast(emt):
     by = df.set_index("element")
     assert sorted(by.index[by["status"] == "ok"]) == sorted(["H", "Al", "Ni", "Cu", "Pd", "Ag", "Pt", "Au"])
     # EMT has C, N, O parameters but their molecular-crystal curves have no minimum near WIEN2k's
+    assert (by.loc[["C", "N", "O"], "status"] == "failed").all()
     assert by.loc[["C", "N", "O"], "failure_reason"].str.contains("far outside").all()
-    assert by["failure_reason"].str.contains("No EMT-potential").sum() == 60
+    assert (by["status"] == "unsupported").sum() == 60
 
 
 def test_nan_energy_and_nonconverging_fit_are_failures():

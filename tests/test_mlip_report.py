@@ -187,17 +187,36 @@ def test_s2ef_caption_gives_the_tables_units():
     assert all(unit in caption for unit in units) and "meV" not in caption
 
 
-def test_mlip_md_tables_open_with_a_title_and_a_caption(tmp_path):
+def test_mlip_md_tables_open_with_a_title_and_a_caption(tmp_path, emt):
     """A reader of mlip_eos.md / mlip_s2ef_<dataset>.md sees what the table is, over how many items,
     before its header row; the LaTeX table carries the same caption."""
-    from crucible.mlip.report import EOS_TITLE, eos_caption, s2ef_caption, s2ef_title, write_table
+    from crucible.mlip.eos import eos_summary_table
+    from crucible.mlip.report import EOS_TITLE, s2ef_caption, s2ef_title, write_eos_table
 
-    eos = pd.DataFrame({"model": ["emt"], "n_elements": [71], "n_failed": [63]})
-    write_table(eos, md=tmp_path / "e.md", tex=tmp_path / "e.tex", title=EOS_TITLE, caption=eos_caption(eos))
+    frames = {
+        "emt": run_eos(emt, "Al,Si,Cu,Au,C", progress=False),
+        "emt-cu": run_eos(emt, "Cu,Si", model="emt-cu", progress=False),
+    }
+    write_eos_table(eos_summary_table(frames), csv=tmp_path / "e.csv", md=tmp_path / "e.md", tex=tmp_path / "e.tex")
     md = (tmp_path / "e.md").read_text().splitlines()
-    assert md[0] == f"# {EOS_TITLE}" and md[2].startswith("Per potential, 71 elemental crystals")
-    assert "different element sets" in md[2] and md[4].startswith("| model |")
-    assert "\\caption{Per potential, 71 elemental crystals" in (tmp_path / "e.tex").read_text()
+    assert md[0] == f"# {EOS_TITLE}" and md[2].startswith("Per potential, 5 elemental crystals")
+    assert "over the 1 elements every potential in the table fitted" in md[2] and md[4].startswith("| model |")
+    heads = [h.strip() for h in md[4].strip("|").split("|")]
+    assert heads[:7] == [
+        "model",
+        "elements",
+        "not modelled",
+        "failed",
+        "failed elements",
+        "fitted",
+        "mean Δ, fitted (meV/atom)",
+    ]
+    assert "mean Δ, fitted by all (meV/atom)" in heads and "elements not modelled" not in heads
+    cells = dict(zip(heads, (c.strip() for c in md[6].strip("|").split("|"))))  # the emt row
+    assert (cells["not modelled"], cells["failed"], cells["failed elements"], cells["fitted"]) == ("1", "1", "C", "3")
+    csv = pd.read_csv(tmp_path / "e.csv").set_index("model")
+    assert csv.loc["emt", "unsupported_elements"] == "Si"  # the list the printed table leaves out
+    assert "\\caption{Per potential, 5 elemental crystals" in (tmp_path / "e.tex").read_text()
     s2ef = pd.DataFrame({"dataset": ["vasp", "vasp"], "model": ["emt", "chgnet-0.3.0"], "n_frames": [3, 3]})
     assert s2ef_title(s2ef) == "Structure to energy and forces on vasp"
     assert "of 3 frames" in s2ef_caption(s2ef) and "(eV)" in s2ef_caption(s2ef)

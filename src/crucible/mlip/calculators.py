@@ -82,6 +82,9 @@ class PotentialSpec(Spec):
     # one job runs one potential over one input set: the Delta set (EOS), a frames file (s2ef),
     # a chunk of reactions (catalysis), a generator's items (crystal mlip-search)
     job_unit: str = "dataset"
+    # elements(calculator) -> the element symbols the loaded model has parameters for; None when
+    # the model does not say (every element is then tried, and an error there counts as a failure)
+    elements: Callable[[object], Sequence[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class Potential:
     device: str
     calculator: object
     batch_energies: Callable[[list], list[float]] | None = None
+    # the element symbols the model has parameters for; None when it does not say
+    elements: frozenset[str] | None = field(default=None, compare=False)
     # what ran (:func:`provenance`): recorded beside every result the potential produced
     provenance: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
@@ -159,6 +164,12 @@ def _load_emt(device: str):
     return EMT()
 
 
+def _emt_elements(calc) -> list[str]:
+    from ase.calculators.emt import parameters
+
+    return sorted(parameters)
+
+
 def _load_chgnet_030(device: str):
     from chgnet.model import CHGNet
     from chgnet.model.dynamics import CHGNetCalculator
@@ -193,6 +204,12 @@ def _sevennet_checkpoint() -> Path:
     if not path.is_file():
         raise WeightsUnavailableError(f"model 'sevennet-0': {path} missing from the installed sevenn package")
     return path
+
+
+def _sevennet_elements(calc) -> list[str]:
+    from ase.data import chemical_symbols
+
+    return sorted(chemical_symbols[int(z)] for z in calc.type_map)  # keys: atomic numbers
 
 
 def _load_sevennet_0(device: str):
@@ -256,6 +273,7 @@ REGISTRY: Registry[PotentialSpec] = Registry(
             kind="builtin",
             description="ASE effective-medium theory (Al, Cu, Ag, Au, Ni, Pd, Pt, H, C, N, O); for fast tests",
             factory=_load_emt,
+            elements=_emt_elements,
         ),
         PotentialSpec(
             name="chgnet-0.3.0",
@@ -270,6 +288,7 @@ REGISTRY: Registry[PotentialSpec] = Registry(
             kind="shipped",
             description="SevenNet-0 (11Jul2024), weights inside the sevenn wheel",
             factory=_load_sevennet_0,
+            elements=_sevennet_elements,
             device="gpu",
         ),
         PotentialSpec(
@@ -438,6 +457,7 @@ def load_potential(
         device=dev,
         calculator=calc,
         batch_energies=spec.batch(calc) if spec.batch else None,
+        elements=frozenset(spec.elements(calc)) if spec.elements else None,
         provenance=provenance(spec, calc, dev),
     )
     log.info("loaded potential %s on %s: %s", name, dev, provenance_text(potential.provenance))

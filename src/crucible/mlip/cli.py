@@ -46,13 +46,14 @@ def _cmd_eos(args) -> int:
     df = run_eos(potential, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
     t_total = time.perf_counter() - t0
     write_parquet(df, args.out, schema=EOS_SCHEMA, metadata=provenance_metadata(potential))
-    n_failed = int((df["status"] != "ok").sum())
     ok = df[df["status"] == "ok"]
     log.info(
-        "%s: %d elements, %d failed, mean Δ %.2f meV/atom, median %.2f; load %.1f s, total %.1f s on %s -> %s",
+        "%s: %d elements, %d not modelled, %d failed, mean Δ %.2f meV/atom, median %.2f; "
+        "load %.1f s, total %.1f s on %s -> %s",
         args.model,
         len(df),
-        n_failed,
+        int((df["status"] == "unsupported").sum()),
+        int((~df["status"].isin(["ok", "unsupported"])).sum()),
         ok["delta_mev"].mean(),
         ok["delta_mev"].median(),
         t_load,
@@ -65,18 +66,9 @@ def _cmd_eos(args) -> int:
 
 def _cmd_eos_table(args) -> int:
     from crucible.mlip.eos import eos_summary_table
-    from crucible.mlip.report import EOS_TABLE_HEADERS, EOS_TITLE, eos_caption, load_frames, write_table
+    from crucible.mlip.report import load_frames, write_eos_table
 
-    table = eos_summary_table(load_frames(args.inputs))
-    write_table(
-        table,
-        csv=args.out_csv,
-        md=args.out_md,
-        tex=args.out_tex,
-        headers=EOS_TABLE_HEADERS,
-        title=EOS_TITLE,
-        caption=eos_caption(table),
-    )
+    write_eos_table(eos_summary_table(load_frames(args.inputs)), csv=args.out_csv, md=args.out_md, tex=args.out_tex)
     return 0
 
 

@@ -258,13 +258,18 @@ EOS_SCHEMA = pa.schema(
         ("v0_error_exp", pa.float64()),
         ("b0_error_exp", pa.float64()),
         ("b0_prime_error_exp", pa.float64()),
-        ("status", pa.string()),  # "ok" or "failed"
+        ("status", pa.string()),  # "ok", "failed" or "unsupported" (UNSUPPORTED)
         ("failure_reason", pa.string()),  # null when ok
     ]
 )
 
 
-def _row(model, element, device, natoms, volumes, energies, ref, fit: BMFit | None, reason: str | None) -> dict:
+OK, FAILED, UNSUPPORTED = "ok", "failed", "unsupported"
+
+
+def _row(
+    model, element, device, natoms, volumes, energies, ref, fit: BMFit | None, reason: str | None, status: str
+) -> dict:
     nan = math.nan
     row = {
         "model": model,
@@ -302,7 +307,7 @@ def _row(model, element, device, natoms, volumes, energies, ref, fit: BMFit | No
     for src in ("wien2k", "exp"):
         for q in ("v0", "b0", "b0_prime"):
             row[f"{q}_error_{src}"] = row[q] - ref[f"{src}_{q}"]
-    row["status"] = "ok" if reason is None else "failed"
+    row["status"] = status
     row["failure_reason"] = reason
     return row
 
@@ -343,9 +348,11 @@ def run_eos(
 ) -> pd.DataFrame:
     """EOS of each element with ``calculator``; one row per element, failures included.
 
-    Volumes are ``volume_range`` × the WIEN2k V0 (per atom), evenly spaced. A structure the
-    model rejects, a non-finite energy or a fit that does not converge gives a row with
-    ``status == "failed"`` and its ``failure_reason``; the row is never dropped.
+    Volumes are ``volume_range`` × the WIEN2k V0 (per atom), evenly spaced. An element the
+    potential says it has no parameters for (``Potential.elements``) is not evaluated: its row has
+    ``status == "unsupported"``. Otherwise a structure the model rejects, a non-finite energy or a
+    fit that does not converge gives ``status == "failed"``; both carry a ``failure_reason`` and
+    the row is never dropped.
     """
     from ase.collections import dcdft
     from tqdm.auto import tqdm
@@ -364,30 +371,33 @@ def run_eos(
         atoms = dcdft[element]
         ref = reference(element)
         volumes = eos_volumes(ref["wien2k_v0"], points, volume_range)
-        results = evaluate_energies(calculator, scaled_structures(atoms, volumes))
-        energies = np.array([e for e, _ in results]) / len(atoms)
-        reasons = [(v, r) for v, (_, r) in zip(volumes, results) if r is not None]
-        fit, reason = None, None
-        if reasons:
-            v_bad, first = reasons[0]
-            reason = f"model failed at {len(reasons)}/{len(volumes)} volumes (first at V={v_bad:.3f} Å³/atom): {first}"
+        fit, reason, status = None, None, OK
+        missing = sorted(set(atoms.get_chemical_symbols()) - calculator.elements) if calculator.elements else []
+        if missing:
+            # not a failure of the model: it never claimed this element, so it is not evaluated
+            status = UNSUPPORTED
+            modelled = ", ".join(sorted(calculator.elements))
+            reason = f"{model} has no parameters for {', '.join(missing)} (it models {modelled})"
+            energies = np.full(len(volumes), math.nan)
         else:
-            try:
-                fit = fit_birch_murnaghan(volumes, energies)
-            except FitError as exc:
-                reason = str(exc)
-        if reason:
-            log.warning("%s %s: %s", model, element, reason)
-        rows.append(_row(model, element, device, len(atoms), volumes, energies, ref, fit, reason))
-        log.info(
-            "%s %s (%d/%d): %s in %.2f s",
-            model,
-            element,
-            i,
-            len(names),
-            "ok" if reason is None else "failed",
-            time.perf_counter() - t0,
-        )
+            results = evaluate_energies(calculator, scaled_structures(atoms, volumes))
+            energies = np.array([e for e, _ in results]) / len(atoms)
+            reasons = [(v, r) for v, (_, r) in zip(volumes, results) if r is not None]
+            if reasons:
+                v_bad, first = reasons[0]
+                reason = (
+                    f"model failed at {len(reasons)}/{len(volumes)} volumes (first at V={v_bad:.3f} Å³/atom): {first}"
+                )
+            else:
+                try:
+                    fit = fit_birch_murnaghan(volumes, energies)
+                except FitError as exc:
+                    reason = str(exc)
+            if reason:
+                status = FAILED
+                log.warning("%s %s: %s", model, element, reason)
+        rows.append(_row(model, element, device, len(atoms), volumes, energies, ref, fit, reason, status))
+        log.info("%s %s (%d/%d): %s in %.2f s", model, element, i, len(names), status, time.perf_counter() - t0)
     return pd.DataFrame(rows, columns=EOS_SCHEMA.names)
 
 
@@ -397,10 +407,16 @@ def run_eos(
 SUMMARY_COLUMNS = [
     "model",
     "n_elements",
-    "n_failed",
+    "n_unsupported",  # elements the potential has no parameters for: not run, not a failure
+    "unsupported_elements",
+    "n_failed",  # elements it models whose evaluation or fit failed
     "failed_elements",
-    "delta_mean_mev",
+    "n_fitted",
+    "delta_mean_mev",  # over this model's own fitted elements
     "delta_median_mev",
+    "n_common",  # elements every model of the table fitted
+    "delta_mean_common_mev",
+    "delta_median_common_mev",
     "v0_mae_wien2k",
     "b0_mae_wien2k",
     "b0_prime_mae_wien2k",
@@ -416,25 +432,47 @@ def _mae(x: pd.Series) -> float:
     return float(x.abs().mean()) if len(x) else math.nan
 
 
+def common_elements(frames_by_model: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The elements every model fitted (status ok), in the first model's (dcdft) order: the one
+    set over which their mean Δ can be compared."""
+    models = sorted(frames_by_model)
+    if not models:
+        return []
+    fitted = [set(frames_by_model[m].loc[frames_by_model[m]["status"] == OK, "element"]) for m in models]
+    shared = set.intersection(*fitted)
+    return [e for e in frames_by_model[models[0]]["element"] if e in shared]
+
+
 def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per model: mean/median Delta, MAE of V0, B0 (and B0′) against WIEN2k and experiment over
-    the elements that did not fail, and the failed elements (counted, and named); the potential's
-    provenance from each frame's ``attrs["potential"]`` (:func:`crucible.mlip.report.load_frames`)."""
+    """Per model: the elements it does not model (``unsupported``) and those that failed
+    (counted, and named); mean/median Delta over its own fitted elements and over the elements
+    every model fitted (:func:`common_elements`); MAE of V0, B0 (and B0′) against WIEN2k and
+    experiment over its fitted elements; the potential's provenance from each frame's
+    ``attrs["potential"]`` (:func:`crucible.mlip.report.load_frames`)."""
     from crucible.mlip.calculators import provenance_text
 
+    common = set(common_elements(frames_by_model))
     rows = []
     for model in sorted(frames_by_model):
         df = frames_by_model[model]
-        ok = df[df["status"] == "ok"]
-        failed = df[df["status"] != "ok"]
+        ok = df[df["status"] == OK]
+        unsupported = df[df["status"] == UNSUPPORTED]
+        failed = df[~df["status"].isin([OK, UNSUPPORTED])]
+        shared = ok[ok["element"].isin(common)]
         rows.append(
             {
                 "model": model,
                 "n_elements": int(len(df)),
+                "n_unsupported": int(len(unsupported)),
+                "unsupported_elements": ",".join(unsupported["element"]),
                 "n_failed": int(len(failed)),
-                "failed_elements": ",".join(failed["element"]) if len(failed) else "",
+                "failed_elements": ",".join(failed["element"]),
+                "n_fitted": int(len(ok)),
                 "delta_mean_mev": float(ok["delta_mev"].mean()) if len(ok) else math.nan,
                 "delta_median_mev": float(ok["delta_mev"].median()) if len(ok) else math.nan,
+                "n_common": int(len(common)),
+                "delta_mean_common_mev": float(shared["delta_mev"].mean()) if len(shared) else math.nan,
+                "delta_median_common_mev": float(shared["delta_mev"].median()) if len(shared) else math.nan,
                 "v0_mae_wien2k": _mae(ok["v0_error_wien2k"]),
                 "b0_mae_wien2k": _mae(ok["b0_error_wien2k"]),
                 "b0_prime_mae_wien2k": _mae(ok["b0_prime_error_wien2k"]),

@@ -17,10 +17,16 @@ import pandas as pd
 EOS_TABLE_HEADERS = {
     "model": "model",
     "n_elements": "elements",
+    "n_unsupported": "not modelled",
+    "unsupported_elements": "elements not modelled",
     "n_failed": "failed",
     "failed_elements": "failed elements",
-    "delta_mean_mev": "mean Δ (meV/atom)",
-    "delta_median_mev": "median Δ (meV/atom)",
+    "n_fitted": "fitted",
+    "delta_mean_mev": "mean Δ, fitted (meV/atom)",
+    "delta_median_mev": "median Δ, fitted (meV/atom)",
+    "n_common": "fitted by all",
+    "delta_mean_common_mev": "mean Δ, fitted by all (meV/atom)",
+    "delta_median_common_mev": "median Δ, fitted by all (meV/atom)",
     "v0_mae_wien2k": "V0 MAE vs WIEN2k (Å³/atom)",
     "b0_mae_wien2k": "B0 MAE vs WIEN2k (GPa)",
     "b0_prime_mae_wien2k": "B0′ MAE vs WIEN2k",
@@ -73,11 +79,31 @@ EOS_TITLE = "Equation of state of the Delta-set elemental crystals"
 def eos_caption(table: pd.DataFrame) -> str:
     """What the EOS table shows, for its Markdown and LaTeX files."""
     n = int(table["n_elements"].max()) if len(table) else 0
+    common = int(table["n_common"].max()) if len(table) else 0
     return (
-        f"Per potential, {n} elemental crystals of the Delta set: how many failed (no equation-of-state fit, "
-        "elements the potential does not model included), the mean and median Δ against WIEN2k over the "
-        "elements that potential fitted (so rows average different element sets), the MAE of V0, B0 and B0′ "
-        "against WIEN2k and of V0 and B0 against experiment, and how many fitted V0 lie outside the sampled volumes."
+        f"Per potential, {n} elemental crystals of the Delta set: how many it does not model (no parameters "
+        "for the element; not run, listed in the CSV), how many failed (evaluation or equation-of-state fit) "
+        "and how many it fitted; the mean and median Δ against WIEN2k over its own fitted elements "
+        f"(rows average different sets) and over the {common} elements every potential in the table fitted "
+        "(comparable across rows); the MAE of V0, B0 and B0′ against WIEN2k and of V0 and B0 against "
+        "experiment over its fitted elements, and how many fitted V0 lie outside the sampled volumes."
+    )
+
+
+# the CSV keeps every column; these are too long for a printed table (the caption points to the CSV)
+EOS_CSV_ONLY = ("unsupported_elements",)
+
+
+def write_eos_table(table: pd.DataFrame, csv=None, md=None, tex=None) -> None:
+    """The EOS summary: every column in the CSV; Markdown and LaTeX without :data:`EOS_CSV_ONLY`."""
+    write_table(table, csv=csv, headers=EOS_TABLE_HEADERS)
+    write_table(
+        table.drop(columns=list(EOS_CSV_ONLY)),
+        md=md,
+        tex=tex,
+        headers=EOS_TABLE_HEADERS,
+        title=EOS_TITLE,
+        caption=eos_caption(table),
     )
 
 
@@ -150,9 +176,18 @@ def _plain_log_axis(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def _not_fitted(df: pd.DataFrame) -> str:
+    """The two reasons an element has no fit, apart: "60 not modelled (n/a), 3 failed of 71"."""
+    unsupported = int((df["status"] == "unsupported").sum())
+    failed = int((~df["status"].isin(["ok", "unsupported"])).sum())
+    head = f"{unsupported} not modelled (n/a), " if unsupported else ""
+    return f"{head}{failed} failed of {len(df)}"
+
+
 def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -> None:
-    """Δ per element laid out as a periodic table, one panel per model; failed elements
-    hatched with an ×, elements not run left blank. Colour on a log scale shared by panels."""
+    """Δ per element laid out as a periodic table, one panel per model; failed elements grey
+    and hatched, elements the potential does not model dashed and "n/a", elements not run left
+    blank. Colour on a log scale shared by panels."""
     plt = _pyplot()
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Rectangle
@@ -188,6 +223,11 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
                 )
                 label = f"{row.delta_mev:.1f}" if row.delta_mev < 100 else f"{row.delta_mev:.0f}"
                 ax.text(x + 0.475, y + 0.70, label, ha="center", va="center", fontsize=7, color=text_colour)
+            elif row.status == "unsupported":
+                # not a failure: the potential has no parameters for this element
+                ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor="white", edgecolor="0.6", lw=0.5, ls="--"))
+                ax.text(x + 0.475, y + 0.33, row.element, ha="center", va="center", fontsize=9, color="0.5")
+                ax.text(x + 0.475, y + 0.72, "n/a", ha="center", va="center", fontsize=6, color="0.5")
             else:
                 # Grey cell, hatch only in the lower strip: the symbol stays readable.
                 ax.add_patch(Rectangle((x, y), 0.95, 0.95, facecolor="lightgrey", edgecolor="black", lw=0.5))
@@ -205,10 +245,9 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5},
                 )
         ok = df[df["status"] == "ok"]
-        n_failed = int((df["status"] != "ok").sum())
         ax.set_title(
-            f"{model}: Δ vs WIEN2k (meV/atom), mean {ok['delta_mev'].mean():.1f}, median {ok['delta_mev'].median():.1f}, "
-            f"{n_failed} failed of {len(df)}",
+            f"{model}: Δ vs WIEN2k (meV/atom), mean {ok['delta_mev'].mean():.1f}, median {ok['delta_mev'].median():.1f} "
+            f"over {len(ok)} fitted; {_not_fitted(df)}",
             fontsize=10,
         )
         ax.set_xlim(-0.1, 18)
@@ -248,7 +287,7 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
         ax.set_xlabel("WIEN2k B0 (GPa)")
         ax.set_ylabel(f"{model} B0 (GPa)")
         mae = float(np.mean(np.abs(pred - ref))) if len(ok) else math.nan
-        ax.set_title(f"{model}: MAE {mae:.1f} GPa, {len(df) - len(ok)} failed", fontsize=9)
+        ax.set_title(f"{model}: MAE {mae:.1f} GPa over {len(ok)}; {_not_fitted(df)}", fontsize=9)
     fig.tight_layout()
     _figure_save(fig, png, pdf)
 
