@@ -77,6 +77,37 @@ def test_b0_parity_log_axes_have_plain_labels(monkeypatch):
     assert labels and not any("times" in s or "$" in s for s in labels), labels
 
 
+def test_b0_parity_labels_only_outliers_on_axes_shared_by_all_panels(monkeypatch, emt):
+    """Real EMT fits on the whole Delta set (8 fitted) beside a copy whose Cu B0 is planted 3x
+    off: each panel labels only its largest relative errors (the planted Cu among them), no two
+    labels overlap, and every panel has the same axis limits (the narrow EMT panel used to get
+    its own)."""
+    from crucible.mlip import report
+
+    captured = {}
+    monkeypatch.setattr(report, "_figure_save", lambda fig, png, pdf: captured.setdefault("fig", fig))
+    real = run_eos(emt, "all", progress=False)
+    planted = real.assign(model="planted")
+    planted.loc[planted["element"] == "Cu", "b0"] *= 3.0
+    planted = planted[planted["element"].isin(["Cu", "Ag", "Au", "Pt", "Pd", "Ni", "Al", "H", "C"])]
+    report.b0_parity({"emt": real, "planted": planted})
+    fig = captured["fig"]
+    fig.canvas.draw()
+    axes = fig.axes[:2]
+    assert axes[0].get_xlim() == axes[1].get_xlim() and axes[0].get_ylim() == axes[1].get_ylim()
+    ok = real[real["status"] == "ok"]
+    for ax, frame in zip(axes, (ok, planted[planted["status"] == "ok"])):
+        labels = [t for t in ax.texts]
+        expected = report.b0_outliers(frame)
+        assert sorted(t.get_text() for t in labels) == sorted(expected) and len(labels) == 5 < len(frame)
+        boxes = [t.get_window_extent() for t in labels]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                assert not a.overlaps(b), "two element labels overlap"
+    assert report.b0_outliers(planted[planted["status"] == "ok"])[0] == "Cu"  # 3x off is the worst
+    assert "not modelled" in axes[0].get_title() and "3 failed" in axes[0].get_title()
+
+
 def test_s2ef_table_headers_carry_units():
     from crucible.mlip.report import S2EF_TABLE_HEADERS
 

@@ -260,23 +260,65 @@ def delta_periodic_table(frames_by_model: Mapping[str, pd.DataFrame], png=None, 
     _figure_save(fig, png, pdf)
 
 
+B0_LABELLED_OUTLIERS = 5  # per panel: more than this many labels crowd the dense 30-300 GPa band
+
+
+def b0_outliers(ok: pd.DataFrame, n: int = B0_LABELLED_OUTLIERS) -> list[str]:
+    """The ``n`` elements furthest from the diagonal of the log-log parity plot, i.e. with the
+    largest relative B0 error |ln(B0 / B0_WIEN2k)|; ties by dcdft order (the frame's)."""
+    ratio = np.abs(np.log(ok["b0"].to_numpy(float) / ok["wien2k_b0"].to_numpy(float)))
+    order = sorted(range(len(ok)), key=lambda i: (-ratio[i], i))
+    return [str(ok["element"].iloc[i]) for i in order[:n]]
+
+
+def _spread_labels(ax, texts, min_gap_pt: float = 8.0) -> None:
+    """Push labels apart vertically (in points) so that no two overlap; labels keep their x."""
+    if len(texts) < 2:
+        return
+    fig = ax.figure
+    fig.canvas.draw()
+    scale = fig.dpi / 72.0
+    items = sorted(texts, key=lambda t: ax.transData.transform(t.xy)[1])
+    placed: list[tuple[float, float, float]] = []  # (x0, x1, y) in display pixels of placed labels
+    for text in items:
+        box = text.get_window_extent()
+        y = box.y0
+        for x0, x1, py in placed:
+            if box.x1 > x0 and box.x0 < x1 and abs(y - py) < min_gap_pt * scale:
+                y = py + min_gap_pt * scale
+        dx, dy = text.get_position()
+        text.set_position((dx, dy + (y - box.y0) / scale))
+        placed.append((box.x0, box.x1, y))
+
+
 def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -> None:
-    """Model B0 against WIEN2k B0 (log–log), one panel per model; failed elements omitted
-    from the plot but counted in the panel title."""
+    """Model B0 against WIEN2k B0 (log–log), one panel per model, on axes shared by all panels;
+    only the :data:`B0_LABELLED_OUTLIERS` largest relative errors of each panel are labelled.
+    Elements without a fit are left out of the plot and counted in the panel title."""
     plt = _pyplot()
     models = sorted(frames_by_model)
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.2), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    if not models:
+        raise ValueError("no EOS results to plot")
+    fitted = {}
+    for model in models:
         df = frames_by_model[model]
-        ok = df[(df["status"] == "ok") & np.isfinite(df["b0"]) & (df["b0"] > 0)]
+        fitted[model] = df[(df["status"] == "ok") & np.isfinite(df["b0"]) & (df["b0"] > 0)]
+    values = np.concatenate([np.r_[f["wien2k_b0"].to_numpy(float), f["b0"].to_numpy(float)] for f in fitted.values()])
+    values = values[np.isfinite(values) & (values > 0)]
+    lo, hi = (max(values.min() / 1.5, 0.1), values.max() * 1.5) if values.size else (1.0, 500.0)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.9), squeeze=False, sharex=True, sharey=True)
+    for ax, model in zip(axes[0], models):
+        df, ok = frames_by_model[model], fitted[model]
         ref = ok["wien2k_b0"].to_numpy(float)
         pred = ok["b0"].to_numpy(float)
-        both = np.concatenate([ref, pred]) if len(ok) else np.array([1.0, 500.0])
-        lo, hi = max(both.min() / 1.5, 0.1), both.max() * 1.5
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, zorder=0)
         ax.scatter(ref, pred, s=14, color="tab:blue")
-        for r, p, el in zip(ref, pred, ok["element"]):
-            ax.annotate(el, (r, p), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        outliers = set(b0_outliers(ok))
+        labels = [
+            ax.annotate(el, (r, p), fontsize=7, xytext=(4, 2), textcoords="offset points")
+            for r, p, el in zip(ref, pred, ok["element"])
+            if el in outliers
+        ]
         ax.set_xscale("log")
         ax.set_yscale("log")
         _plain_log_axis(ax.xaxis)
@@ -285,10 +327,19 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal")
         ax.set_xlabel("WIEN2k B0 (GPa)")
-        ax.set_ylabel(f"{model} B0 (GPa)")
+        ax.set_ylabel("potential's B0 (GPa)")
+        ax.tick_params(labelleft=True)
         mae = float(np.mean(np.abs(pred - ref))) if len(ok) else math.nan
-        ax.set_title(f"{model}: MAE {mae:.1f} GPa over {len(ok)}; {_not_fitted(df)}", fontsize=9)
-    fig.tight_layout()
+        ax.set_title(f"{model}\nMAE {mae:.1f} GPa over {len(ok)} fitted\n{_not_fitted(df)}", fontsize=9)
+        _spread_labels(ax, labels)
+    fig.text(
+        0.5,
+        0.01,
+        f"Labelled: the {B0_LABELLED_OUTLIERS} largest relative errors |ln(B0/B0_WIEN2k)| of each panel.",
+        ha="center",
+        fontsize=8,
+    )
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     _figure_save(fig, png, pdf)
 
 
