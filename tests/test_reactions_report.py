@@ -132,3 +132,35 @@ def test_package_holds_the_question_files_prompts_and_example_predictions(files,
     md = (out / "report.md").read_text()
     card = json.loads((root / "card.json").read_text())
     assert card["source_sha256"] in md and "| `multiple_choice_all_varying.json` | `all_varying` |" in md
+
+
+def test_figure_shows_identical_question_types_once_and_marks_the_random_expectation(files):
+    """Neither baseline reads the references, so the reference and control variants of
+    all_varying have the very same bars: one group, not three. The random baseline's exact
+    expectation (a table row the figure used to drop) is a black marker across each group."""
+    table = report.results_table(_scores(files), n_boot=100, seed=0)
+    groups = report.question_type_groups(table)
+    assert groups == [["all_varying", "all_varying_reference", "all_varying_reference_control"], ["all_blank"]]
+    fig = report.relative_score_figure(DATASET, table)
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["all varying\n+ reference\n+ reference\ncontrol", "all blank"]
+    bars = [p for c in ax.containers if hasattr(c, "patches") for p in c.patches]
+    assert len(bars) == 2 * len(groups)  # oracle and random, once per group
+    (markers,) = [c for c in ax.collections if c.get_label() == "random: expected value"]
+    expected = table[table["model"] == "random (expected)"].set_index("question_type")["avg_relative_score"]
+    heights = sorted(seg[0][1] for seg in markers.get_segments())
+    assert heights == pytest.approx(sorted(expected[["all_varying", "all_blank"]]))
+    # a model whose score moves with the references splits the group again
+    moved = table.copy()
+    moved.loc[
+        (moved["model"] == "oracle") & (moved["question_type"] == "all_varying_reference"), "avg_relative_score"
+    ] = 0.5
+    assert report.question_type_groups(moved) == [
+        ["all_varying", "all_varying_reference_control"],
+        ["all_varying_reference"],
+        ["all_blank"],
+    ]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

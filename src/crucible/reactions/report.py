@@ -16,6 +16,8 @@ from crucible.reactions.prompts import FB_INSTRUCTION, MC_INSTRUCTION, SYSTEM_PR
 from crucible.reactions.scoring import FB_TYPES, PAIRS, QUESTION_TYPES, bootstrap_interval
 from crucible.report.tables import to_markdown, write_table
 
+EXPECTED_SUFFIX = " (expected)"  # the random baseline's exact expectation, a row of its own
+
 COLUMNS = [
     "model",
     "question_type",
@@ -64,7 +66,7 @@ def results_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 
             if expected:
                 rows.append(
                     {
-                        "model": f"{sc['model']} (expected)",
+                        "model": f"{sc['model']}{EXPECTED_SUFFIX}",
                         "question_type": qtype,
                         "n": summ["num_questions"],
                         "ci95_low": None,
@@ -194,24 +196,73 @@ def write_report(
     return table
 
 
+def _bar_values(rows: pd.DataFrame, qtype: str) -> tuple:
+    """What one question type's bars and markers show, hashable; NaN as None so it compares."""
+    sub = rows[rows["question_type"] == qtype]
+    cols = ["model", "n", "avg_relative_score", "ci95_low", "ci95_high"]
+    return tuple(
+        tuple(None if isinstance(v, float) and np.isnan(v) else v for v in rec)
+        for rec in sub[cols].itertuples(index=False, name=None)
+    )
+
+
+def question_type_groups(table: pd.DataFrame) -> list[list[str]]:
+    """Question types grouped when every model, the random expectation included, has exactly the
+    same n, score and interval on them (baselines that ignore the references give the reference
+    and control variants the bars of the plain type); in :data:`QUESTION_TYPES` order of the
+    first member. A model that reads the references splits the group again."""
+    present = [q for q in QUESTION_TYPES if q in set(table["question_type"])]
+    groups: dict[tuple, list[str]] = {}
+    for qtype in present:
+        groups.setdefault(_bar_values(table, qtype), []).append(qtype)
+    return list(groups.values())
+
+
+def _group_label(group: list[str]) -> str:
+    """A group's tick label: the first type, then each variant of it by its suffix ("+ reference")."""
+    import textwrap
+
+    head, lines = group[0], [group[0].replace("_", " ")]
+    for qtype in group[1:]:
+        name = "+ " + qtype.removeprefix(head + "_") if qtype.startswith(head + "_") else qtype
+        lines += textwrap.wrap(name.replace("_", " "), 18)
+    return "\n".join(lines)
+
+
 def relative_score_figure(dataset: str, table: pd.DataFrame):
+    """Bars of each model's average relative score per question type (95 % bootstrap interval),
+    one group for question types whose results are identical for every model
+    (:func:`question_type_groups`), and the random baseline's expected score as a black marker
+    across each group."""
     import matplotlib.pyplot as plt
 
-    data = table[~table["model"].str.endswith("(expected)")]
-    qtypes = [q for q in QUESTION_TYPES if q in set(data["question_type"])]
+    is_expected = table["model"].str.endswith(EXPECTED_SUFFIX)
+    data, expected = table[~is_expected], table[is_expected]
+    groups = question_type_groups(table)
     models = list(dict.fromkeys(data["model"]))
-    x = np.arange(len(qtypes))
+    x = np.arange(len(groups))
     width = 0.8 / max(1, len(models))
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.0 * len(qtypes) + 3), 4.5))
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(groups) + 3), 4.8))
+    heads = [g[0] for g in groups]
     for i, m in enumerate(models):
-        sub = data[data["model"] == m].set_index("question_type").reindex(qtypes)
+        sub = data[data["model"] == m].set_index("question_type").reindex(heads)
         y = sub["avg_relative_score"].to_numpy(dtype=float)
         err = np.vstack([y - sub["ci95_low"].to_numpy(dtype=float), sub["ci95_high"].to_numpy(dtype=float) - y])
         ax.bar(x + (i - (len(models) - 1) / 2) * width, y, width, yerr=err, capsize=2, label=m)
-    ax.set_xticks(x, [q.replace("_", "\n", 2) for q in qtypes], fontsize=7)
+    for j, name in enumerate(dict.fromkeys(expected["model"])):
+        sub = expected[expected["model"] == name].set_index("question_type").reindex(heads)
+        y = sub["avg_relative_score"].to_numpy(dtype=float)
+        label = f"{name.removesuffix(EXPECTED_SUFFIX)}: expected value"
+        ax.hlines(y, x - 0.42, x + 0.42, colors="black", linestyles=("-", "--", ":")[j % 3], lw=1.6, label=label)
+    ax.set_xticks(x, [_group_label(g) for g in groups], fontsize=7)
     ax.set_ylabel("average relative score")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"{dataset}: relative score by question type (bars: 95 % bootstrap interval)", fontsize=9)
+    merged = any(len(g) > 1 for g in groups)
+    ax.set_title(
+        f"{dataset}: relative score by question type (bars: 95 % bootstrap interval)"
+        + ("\nquestion types listed together have identical results for every model" if merged else ""),
+        fontsize=9,
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
