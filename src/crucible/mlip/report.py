@@ -266,7 +266,9 @@ B0_LABELLED_OUTLIERS = 5  # per panel: more than this many labels crowd the dens
 def b0_outliers(ok: pd.DataFrame, n: int = B0_LABELLED_OUTLIERS) -> list[str]:
     """The ``n`` elements furthest from the diagonal of the log-log parity plot, i.e. with the
     largest relative B0 error |ln(B0 / B0_WIEN2k)|; ties by dcdft order (the frame's)."""
-    ratio = np.abs(np.log(ok["b0"].to_numpy(float) / ok["wien2k_b0"].to_numpy(float)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.abs(np.log(ok["b0"].to_numpy(float) / ok["wien2k_b0"].to_numpy(float)))
+    ratio = np.where(np.isfinite(ratio), ratio, -1.0)  # no reference B0: never an outlier
     order = sorted(range(len(ok)), key=lambda i: (-ratio[i], i))
     return [str(ok["element"].iloc[i]) for i in order[:n]]
 
