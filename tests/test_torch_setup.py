@@ -57,7 +57,10 @@ NO_TORCH = {
     ("mlip", "s2ef-table"),
     *(("reactions", c) for c in ("build", "clean", "package", "parse", "predict", "report", "score")),
     *(("catalysis", c) for c in ("clean", "demo", "fetch", "figures", "relative-table", "score", "tables")),
-    *(("crystal", c) for c in ("build-items", "figure", "score", "table")),
+    *(
+        ("crystal", c)
+        for c in ("audit", "build-items", "csp-table", "figure", "sample-prompts", "score", "score-samples", "table")
+    ),
 }
 
 TORCH = [
@@ -66,6 +69,7 @@ TORCH = [
     ("catalysis", "relax"),
     ("catalysis", "relative"),
     ("crystal", "generate"),
+    ("crystal", "sample"),
     ("features", "build-embeddings"),
     ("llm", "generate"),
     ("matbench", "predict"),
@@ -208,6 +212,30 @@ def test_crystal_mlip_search(spied, tmp_path):
     )
     _potential_was_configured_first(spied)
     assert json.loads((tmp_path / "r.jsonl").read_text())["error"] is None
+
+
+def test_crystal_mlip_search_samples(spied, tmp_path):
+    """k samples per item (the CSP stage) relax through the same potential layer as generate."""
+    item = {
+        "id": "cu-1",
+        "messages": [{"role": "user", "content": "Cu"}],
+        "meta": {
+            "elements": ["Cu"],
+            "element_counts": [1],
+            "nsites": 1,
+            "spacegroup_number": 225,
+            "prompt_gives_spacegroup": True,
+        },
+    }
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps(item) + "\n")
+    params = {"model": "probe", "n_candidates": 2, "steps": 3, "fmax": 0.1}
+    _run(
+        ["crystal", "sample", "--generator", "mlip-search", "--prompts", str(prompts), "--params", json.dumps(params)]
+        + ["--k", "2", "--out", str(tmp_path / "s.jsonl"), "--out-info", str(tmp_path / "s.json")]
+    )
+    _potential_was_configured_first(spied)
+    assert (tmp_path / "s.jsonl").read_text().strip()
 
 
 @pytest.mark.slow
