@@ -191,7 +191,8 @@ def test_catalysis_relax_and_relative(spied, tmp_path, catalysis_demo):
     assert 1 in spied
 
 
-def test_crystal_mlip_search(spied, tmp_path):
+def _cu_prompts(tmp_path):
+    """One crystal item (fcc Cu, its space group given) in the prompts contract."""
     item = {
         "id": "cu-1",
         "messages": [{"role": "user", "content": "Cu"}],
@@ -205,6 +206,11 @@ def test_crystal_mlip_search(spied, tmp_path):
     }
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps(item) + "\n")
+    return prompts
+
+
+def test_crystal_mlip_search(spied, tmp_path):
+    prompts = _cu_prompts(tmp_path)
     params = {"model": "probe", "n_candidates": 1, "steps": 3, "fmax": 0.1}
     _run(
         ["crystal", "generate", "--generator", "mlip-search", "--prompts", str(prompts), "--params", json.dumps(params)]
@@ -216,19 +222,7 @@ def test_crystal_mlip_search(spied, tmp_path):
 
 def test_crystal_mlip_search_samples(spied, tmp_path):
     """k samples per item (the CSP stage) relax through the same potential layer as generate."""
-    item = {
-        "id": "cu-1",
-        "messages": [{"role": "user", "content": "Cu"}],
-        "meta": {
-            "elements": ["Cu"],
-            "element_counts": [1],
-            "nsites": 1,
-            "spacegroup_number": 225,
-            "prompt_gives_spacegroup": True,
-        },
-    }
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text(json.dumps(item) + "\n")
+    prompts = _cu_prompts(tmp_path)
     params = {"model": "probe", "n_candidates": 2, "steps": 3, "fmax": 0.1}
     _run(
         ["crystal", "sample", "--generator", "mlip-search", "--prompts", str(prompts), "--params", json.dumps(params)]
