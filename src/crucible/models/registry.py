@@ -74,7 +74,7 @@ _BUILTINS = {
     "dummy": "crucible.models.baselines",
     "rf-magpie": "crucible.models.trees",
     "gbm-magpie": "crucible.models.trees",
-    "comp-transformer": "crucible.models.comp_transformer",
+    "comp-transformer": "crucible.models.networks",  # torch only when a job builds it
     "rf-scm-magpie": "crucible.models.structure_models",
     "mlip-embed": "crucible.models.structure_models",
 }

@@ -1,6 +1,6 @@
 """``comp-transformer``: a composition transformer estimator (see :mod:`.estimator`).
 
-Importing this package registers the model; ``encoding`` (formulas -> tensors), ``network``
+Its registry entry is in :mod:`crucible.models.networks` (no torch import when the workflow plans); ``encoding`` (formulas -> tensors), ``network``
 (torch modules) and ``estimator`` (scikit-learn estimator, training) hold one job each.
 """
 

@@ -54,7 +54,6 @@ from torch import nn
 from crucible.errors import ConfigError, DataValidationError
 from crucible.models.comp_transformer.encoding import _as_series, _Encoded, encode_formulas, load_element_table
 from crucible.models.comp_transformer.network import CompTransformerNet, Ensemble
-from crucible.models.registry import ModelSpec, register
 from crucible.progress import Throttle
 
 log = logging.getLogger(__name__)
@@ -518,23 +517,3 @@ class CompTransformer(BaseEstimator):
         if est._is_clf:
             est.classes_ = np.array([False, True])
         return est
-
-
-def _factory(task_type: str, random_state: int, **params: Any) -> CompTransformer:
-    return CompTransformer(task_type=task_type, random_state=random_state, **params)
-
-
-register(
-    ModelSpec(
-        name="comp-transformer",
-        factory=_factory,
-        input_kind="composition",
-        description=(
-            "fraction-aware transformer over the elements of a formula (mat2vec embeddings), "
-            "trained per fold with early stopping on the inner validation rows"
-        ),
-        uses_validation=True,
-        device="gpu",
-        runs_torch=True,
-    )
-)
