@@ -150,6 +150,15 @@ def split_ids(ids: list[str], test_fraction: float, seed: int) -> set[str]:
     return {ordered[i] for i in perm[:n_test]}
 
 
+def _require_builtin_cdvae(dataset: str | None) -> None:
+    """The cdvae source reads the pinned files of a built-in CDVAE set, nothing else."""
+    if BUILTIN_DATASETS.get(dataset) != "cdvae":
+        raise DataValidationError(
+            f"the cdvae source reads a built-in CDVAE set (mp-20, perov-5, carbon-24), not {dataset!r}; "
+            "a CSV of your own is a user dataset"
+        )
+
+
 def load_dataset(
     source: str,
     inputs: list[str],
@@ -172,11 +181,7 @@ def load_dataset(
     elif source == "cdvae":
         if len(inputs) != 2:
             raise DataValidationError("the cdvae source takes two inputs: the train CSV, then the test CSV")
-        if BUILTIN_DATASETS.get(dataset) != "cdvae":
-            raise DataValidationError(
-                f"the cdvae source reads a built-in CDVAE set (mp-20, perov-5, carbon-24), not {dataset!r}; "
-                "a CSV of your own is a user dataset"
-            )
+        _require_builtin_cdvae(dataset)
         train_csv, test_csv = (
             pinned(role, path, sources=sources) for role, path in zip(dataset_roles(dataset), inputs)
         )
@@ -211,10 +216,7 @@ def load_splits(
     three inputs (train, val, test CSV, each checked against its pin) keeps its validation split;
     everything else is :func:`load_dataset`'s train and test."""
     if source == "cdvae" and len(inputs) == 3:
-        if BUILTIN_DATASETS.get(dataset) != "cdvae":
-            raise DataValidationError(
-                f"the cdvae source reads a built-in CDVAE set (mp-20, perov-5, carbon-24), not {dataset!r}"
-            )
+        _require_builtin_cdvae(dataset)
         out = {}
         for split, path in zip(("train", "val", "test"), inputs):
             rows = load_cif_table(pinned(f"crystal/{dataset}/{split}", path, sources=sources), split=split)
