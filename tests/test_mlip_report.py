@@ -247,7 +247,7 @@ def test_mlip_md_tables_open_with_a_title_and_a_caption(tmp_path, emt):
     assert (cells["not modelled"], cells["failed"], cells["failed elements"], cells["fitted"]) == ("1", "1", "C", "3")
     csv = pd.read_csv(tmp_path / "e.csv").set_index("model")
     assert csv.loc["emt", "unsupported_elements"] == "Si"  # the list the printed table leaves out
-    assert "\\caption{Per potential, 5 elemental crystals" in (tmp_path / "e.tex").read_text()
+    assert f"\\caption{{{EOS_TITLE}. Per potential, 5 elemental crystals" in (tmp_path / "e.tex").read_text()
     s2ef = pd.DataFrame({"dataset": ["vasp", "vasp"], "model": ["emt", "chgnet-0.3.0"], "n_frames": [3, 3]})
     assert s2ef_title(s2ef) == "Structure to energy and forces on vasp"
     assert "of 3 frames" in s2ef_caption(s2ef) and "(eV)" in s2ef_caption(s2ef)

@@ -65,12 +65,10 @@ def write_table(
     title: str | None = None,
     caption: str | None = None,
 ) -> None:
-    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding; a
-    ``title`` and ``caption`` head the Markdown file, the caption goes into the LaTeX table."""
+    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
     from crucible.report.tables import write_table as write
 
-    preamble = "".join(f"{text}\n\n" for text in (f"# {title}" if title else None, caption) if text)
-    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers, caption=caption, md_preamble=preamble)
+    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers, title=title, caption=caption)
 
 
 EOS_TITLE = "Equation of state of the Delta-set elemental crystals"
