@@ -18,8 +18,8 @@ falling reaction count, then name, with the gas-shift columns beside them.
 from __future__ import annotations
 
 import math
-import re
 import os
+import re
 from typing import Any, Sequence
 
 import numpy as np

@@ -18,7 +18,6 @@ import pandas as pd
 
 from crucible.io import write_text
 
-
 PERCENT_DIGITS = 1
 
 # a header a reader would have to decode: a word that is words joined by underscores
