@@ -6,6 +6,7 @@ naming its file and line."""
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -161,3 +162,151 @@ def test_generator_table_and_figure_from_summaries(item_files, tmp_path):
     assert "| self |" in (tmp_path / "t.md").read_text() and "match rate (%)" in (tmp_path / "t.md").read_text()
     report.write_match_rate_figure(summaries, "aflow-prototypes", tmp_path / "f.png", tmp_path / "f.pdf")
     assert (tmp_path / "f.png").stat().st_size > 10_000 and (tmp_path / "f.pdf").stat().st_size > 1_000
+
+
+# --- issue 23: a table and a figure a paper can print ---------------------------------------
+
+
+def _markdown_rows(path):
+    """The Markdown table of ``path`` as {first cell: {header: cell}}, and the text above it."""
+    text = path.read_text()
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    heads = [h.strip() for h in lines[0].strip("|").split(" | ")]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[1:]]
+    return {row[0]: dict(zip(heads, row)) for row in rows}, text.split("\n| ")[0]
+
+
+@pytest.fixture(scope="module")
+def scored(item_files, aflow_file, tmp_path_factory):
+    """Two responders on the 12 real items: "self" answers with the reference for even items
+    (6 matched), "none" never answers with JSON. Each scored through score_response_file with an
+    audit summary: the real test split's size; "self" with a de-duplicated set of 4 items, "none"
+    with an empty one (every test item also in train)."""
+    from crucible.crystal import data
+
+    root, prompts = item_files
+    out = tmp_path_factory.mktemp("crystal_scored")
+    _, test = data.load_dataset("aflow", [str(aflow_file)], max_sites=8)
+    dedup = {"self": [p["id"] for p in prompts[:4]], "none": []}
+    rows = {"self": _responses(prompts), "none": [{"id": p["id"], "response": "?"} for p in prompts]}
+    summaries = {}
+    for name in ("self", "none"):
+        audit = out / f"{name}-audit.json"
+        audit.write_text(json.dumps({"deduplicated_test_ids": dedup[name], "splits": {"test": {"items": len(test)}}}))
+        info = out / f"{name}-info.json"
+        info.write_text(json.dumps({"seconds_per_item": 0.5}))
+        summaries[name] = report.score_response_file(
+            root / "prompts.jsonl",
+            _write(out / f"{name}.jsonl", rows[name]),
+            name,
+            out / f"{name}.parquet",
+            out / f"{name}.json",
+            info_path=info,
+            audit_path=audit,
+        )
+    return prompts, [summaries["self"], summaries["none"]], len(test), out
+
+
+def test_the_printed_table_gives_percentages_and_the_items_each_rate_is_over(scored, tmp_path):
+    prompts, summaries, n_split, _ = scored
+    seen = sum(bool(p["meta"]["formula_in_train"]) for p in prompts)
+    seen_matched = sum(bool(p["meta"]["formula_in_train"]) for p in prompts[:11:2])
+    paths = {e: tmp_path / f"t.{e}" for e in ("csv", "md", "tex")}
+    report.write_table_files(summaries, "aflow-prototypes", paths["csv"], paths["md"], paths["tex"])
+    rows, above = _markdown_rows(paths["md"])
+    me, none = rows["self"], rows["none"]
+    assert me["match rate (%) [cdvae]"] == "50.0" and none["match rate (%) [cdvae]"] == "0.0"
+    assert me["test items"] == "12" and me["matched (items) [cdvae]"] == "6"
+    # each subset's rate beside its number of items; a subset without items has no rate
+    assert (me["seen formula: items"], me["unseen formula: items"]) == (str(seen), str(12 - seen))
+    for subset, n, k in (("seen", seen, seen_matched), ("unseen", 12 - seen, 6 - seen_matched)):
+        assert me[f"{subset} formula: match rate (%) [cdvae]"] == (f"{100 * k / n:.1f}" if n else "–")
+    assert me["de-duplicated test: items"] == "4" and me["de-duplicated test: match rate (%) [cdvae]"] == "50.0"
+    assert none["de-duplicated test: items"] == "0" and none["de-duplicated test: match rate (%) [cdvae]"] == "–"
+    # the normalised RMS is said so; no timing column; the caption says how many items of which split
+    assert "mean RMS (normalised) [cdvae]" in me and not any("s/item" in h or "second" in h for h in me)
+    assert f"12 of the {n_split} items of the aflow-prototypes test split" in above
+    assert "(V/n)^(1/3)" in above and "responses/{generator}.json" in above
+    csv = pd.read_csv(paths["csv"])
+    assert "seconds_per_item" not in csv.columns
+    assert csv["total_unseen"].tolist() == [12 - seen, 12 - seen] and csv["total_dedup"].tolist() == [4, 0]
+    assert csv["match_rate_dedup"].iloc[0] == 50.0 and math.isnan(csv["match_rate_dedup"].iloc[1])
+    assert r"(\%)" in paths["tex"].read_text()
+
+
+def test_two_runs_of_the_table_give_identical_bytes_though_their_timings_differ(scored, tmp_path):
+    """The generation time stays in the summary (and its sidecar), not in the table."""
+    _, summaries, _, out = scored
+    assert json.loads((out / "self.json").read_text())["generation"]["seconds_per_item"] == 0.5
+    slower = [{**s, "generation": {**s["generation"], "seconds_per_item": 7.25, "generate_s": 87.0}} for s in summaries]
+    written = []
+    for name, run in (("first", summaries), ("second", slower)):
+        paths = [tmp_path / f"{name}.{e}" for e in ("csv", "md", "tex")]
+        report.write_table_files(run, "aflow-prototypes", *paths)
+        written.append([p.read_bytes() for p in paths])
+    assert written[0] == written[1]
+
+
+@pytest.mark.parametrize(
+    "matched, total, low, high",
+    # Newcombe, Statistics in Medicine 17 (1998) 857, Table I, method 3 (Wilson score)
+    [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)],
+)
+def test_wilson_interval_on_textbook_values(matched, total, low, high):
+    lo, hi = report.wilson_interval(matched, total)
+    assert (round(lo, 4), round(hi, 4)) == (low, high)
+
+
+def _wilson_scipy(matched, total):
+    from scipy.stats import binomtest
+
+    ci = binomtest(matched, total).proportion_ci(confidence_level=0.95, method="wilson")
+    return ci.low, ci.high
+
+
+def test_the_figure_tells_a_bin_matched_by_none_from_one_not_evaluated(scored, tmp_path):
+    """ "self", "none" on all 12 items, and "small" scored on the cells of at most 2 sites only:
+    in every bin each responder has either a bar (height = its rate) with its Wilson interval,
+    plus a "0" where it matched none, or (no items there) a hatched "n/a" slot and no bar."""
+    import matplotlib.pyplot as plt
+
+    _, summaries, _, out = scored
+    per_item = pd.read_parquet(out / "self.parquet").assign(bin=lambda d: [report.nsite_bin(n) for n in d["nsites"]])
+    small = per_item[per_item["nsites"] <= 2]
+    assert 0 < len(small) < len(per_item)
+    runs = [*summaries, report.summarize(small.drop(columns="bin"), "small")]
+    frames = {"self": per_item, "none": per_item.assign(matched=False), "small": small}
+    fig = report.match_rate_by_nsites_figure(runs, "aflow-prototypes")
+    ax = fig.axes[0]
+    patches = {p.get_gid(): p for p in ax.patches if p.get_gid()}
+    texts = {t.get_gid(): t for t in ax.texts if t.get_gid()}
+    bins = [b for b in (report.nsite_bin(lo) for lo, _ in report.NSITE_BINS) if b in set(per_item["bin"])]
+    assert len(bins) >= 2
+    seen_zero = seen_missing = 0
+    for name, frame in frames.items():
+        segments = iter(next(c for c in ax.collections if c.get_gid() == f"wilson95|{name}").get_segments())
+        for b in bins:
+            here = frame[frame["bin"] == b]
+            if len(here):
+                k, n = int(here["matched"].sum()), len(here)
+                bar = patches[f"rate|{name}|{b}"]
+                assert bar.get_height() == pytest.approx(100 * k / n) and not bar.get_hatch()
+                (x0, y0), (x1, y1) = next(segments)
+                lo, hi = _wilson_scipy(k, n)
+                assert (y0, y1) == (pytest.approx(100 * lo, abs=1e-9), pytest.approx(100 * hi, abs=1e-9))
+                assert x0 == x1 == pytest.approx(bar.get_x() + bar.get_width() / 2)
+                if k == 0:
+                    seen_zero += 1
+                    label = texts[f"zero|{name}|{b}"]
+                    assert label.get_text() == "0" and label.get_position()[0] == pytest.approx(x0)
+                assert f"not-evaluated|{name}|{b}" not in patches
+            else:
+                seen_missing += 1
+                assert f"rate|{name}|{b}" not in patches and f"zero|{name}|{b}" not in texts
+                slot = patches[f"not-evaluated|{name}|{b}"]
+                assert slot.get_hatch() and texts[f"not-evaluated|{name}|{b}"].get_text() == "n/a"
+        assert next(segments, None) is None  # one interval per evaluated bin, no more
+    assert seen_zero >= len(bins) and seen_missing == len(bins) - 1  # "none" everywhere; "small" misses all but one bin
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == [f"{b}\n(n={int((per_item['bin'] == b).sum())})" for b in bins]
+    plt.close(fig)

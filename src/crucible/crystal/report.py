@@ -173,94 +173,287 @@ def _extra_summaries(
     return out
 
 
+def _rate(block: dict[str, Any] | None) -> float | None:
+    """A block's match rate (percent), or None where it scored no item: an empty subset prints
+    "–", not 0 %."""
+    if not block or not block.get("total"):
+        return None
+    return block.get("match_rate")
+
+
 def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per responder: the scores of its summary, each rate beside the number of items it
+    is over. Generation time is not a column (it differs between runs, and the table must not):
+    it stays in the summary's ``generation`` record."""
     from crucible.mlip.calculators import provenance_text
 
     rows = []
     for s in summaries:
-        sub = s.get("by_formula_in_train", {})
+        sub = s.get("by_formula_in_train")
         row = {
             "generator": s["generator"],
-            "match_rate": s["match_rate"],
+            "match_rate": _rate(s),
             "mean_rms_dist": s["mean_rms_dist"],
             "matched": s["matched"],
             "total": s["total"],
-            "match_rate_seen": sub.get("seen", {}).get("match_rate"),
-            "match_rate_unseen": sub.get("unseen", {}).get("match_rate"),
         }
+        for subset in ("seen", "unseen"):
+            # a subset without items is absent from the summary's groups
+            row[f"total_{subset}"] = None if sub is None else int((sub.get(subset) or {}).get("total", 0))
+            row[f"match_rate_{subset}"] = None if sub is None else _rate(sub.get(subset))
         row.update({f"fail_{r}": int(s["failures"].get(r, 0)) for r in parsing.REASONS})
-        row["seconds_per_item"] = (s.get("generation") or {}).get("seconds_per_item")
-        # the potential that relaxed mlip-search's candidates ("" for other generators)
-        row["potential"] = provenance_text((s.get("generation") or {}).get("potential") or {})
+        # the potential that relaxed mlip-search's candidates (none for other generators)
+        row["potential"] = provenance_text((s.get("generation") or {}).get("potential") or {}) or None
         for c in OTHER_CONVENTIONS:
             other = (s.get("conventions") or {}).get(c, {})
-            row[f"match_rate_{convention_slug(c)}"] = other.get("match_rate")
+            row[f"match_rate_{convention_slug(c)}"] = _rate(other)
             row[f"mean_rms_dist_{convention_slug(c)}"] = other.get("mean_rms_dist")
-        row["match_rate_dedup"] = (s.get("deduplicated") or {}).get(DEFAULT_CONVENTION, {}).get("match_rate")
-        row["total_dedup"] = (s.get("deduplicated") or {}).get(DEFAULT_CONVENTION, {}).get("total")
+        dedup = (s.get("deduplicated") or {}).get(DEFAULT_CONVENTION)
+        row["match_rate_dedup"] = _rate(dedup)
+        row["total_dedup"] = (dedup or {}).get("total")
         per_prompt = (s.get("per_prompt") or {}).get(DEFAULT_CONVENTION, {})
-        row["match_rate_per_prompt"] = per_prompt.get("match_rate")
+        row["match_rate_per_prompt"] = per_prompt.get("match_rate") if per_prompt.get("n_prompts") else None
         row["n_prompts"] = per_prompt.get("n_prompts")
         rows.append(row)
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     for col in FLOAT_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
-    for col in ("total_dedup", "n_prompts"):
+    for col in COUNT_COLUMNS:
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df
 
 
+TABLE_COLUMNS = (
+    "generator",
+    "match_rate",
+    "mean_rms_dist",
+    "matched",
+    "total",
+    "total_seen",
+    "match_rate_seen",
+    "total_unseen",
+    "match_rate_unseen",
+    *(f"fail_{r}" for r in parsing.REASONS),
+    "potential",
+    *(f"{m}_{convention_slug(c)}" for c in OTHER_CONVENTIONS for m in ("match_rate", "mean_rms_dist")),
+    "match_rate_dedup",
+    "total_dedup",
+    "match_rate_per_prompt",
+    "n_prompts",
+)
+
 FLOAT_COLUMNS = (
+    "match_rate",
     "mean_rms_dist",
     "match_rate_seen",
     "match_rate_unseen",
-    "seconds_per_item",
     *(f"{m}_{convention_slug(c)}" for c in OTHER_CONVENTIONS for m in ("match_rate", "mean_rms_dist")),
     "match_rate_dedup",
     "match_rate_per_prompt",
 )
 
+COUNT_COLUMNS = ("total_seen", "total_unseen", "total_dedup", "n_prompts")
+
+# Percentages (0-100): printed with one decimal and "(%)" in the header.
+PERCENT_COLUMNS = tuple(c for c in TABLE_COLUMNS if c.startswith("match_rate"))
+
+REASON_WORDS = {
+    parsing.NO_RESPONSE: "no response",
+    parsing.NO_JSON: "no JSON",
+    parsing.BAD_JSON: "bad JSON",
+    parsing.BAD_FIELDS: "bad fields",
+    parsing.WRONG_SITE_COUNT: "wrong site count",
+    parsing.BAD_STRUCTURE: "bad structure",
+    parsing.TIMEOUT: "timeout",
+    parsing.NO_MATCH: "no match",
+}
+
 TABLE_HEADERS = {
+    "generator": "generator",
     "match_rate": f"match rate (%) [{DEFAULT_CONVENTION}]",
-    "mean_rms_dist": f"mean RMS [{DEFAULT_CONVENTION}]",
-    "match_rate_seen": f"seen formula (%) [{DEFAULT_CONVENTION}]",
-    "match_rate_unseen": f"unseen formula (%) [{DEFAULT_CONVENTION}]",
-    "seconds_per_item": "s/item",
-    **{f"fail_{r}": f"{r.replace('_', ' ')} [{DEFAULT_CONVENTION}]" for r in parsing.REASONS},
+    "mean_rms_dist": f"mean RMS (normalised) [{DEFAULT_CONVENTION}]",
+    "matched": f"matched (items) [{DEFAULT_CONVENTION}]",
+    "total": "test items",
+    "total_seen": "seen formula: items",
+    "match_rate_seen": f"seen formula: match rate (%) [{DEFAULT_CONVENTION}]",
+    "total_unseen": "unseen formula: items",
+    "match_rate_unseen": f"unseen formula: match rate (%) [{DEFAULT_CONVENTION}]",
+    **{f"fail_{r}": f"failed, {REASON_WORDS[r]} (items) [{DEFAULT_CONVENTION}]" for r in parsing.REASONS},
+    "potential": "potential",
     **{f"match_rate_{convention_slug(c)}": f"match rate (%) [{c}]" for c in OTHER_CONVENTIONS},
-    **{f"mean_rms_dist_{convention_slug(c)}": f"mean RMS [{c}]" for c in OTHER_CONVENTIONS},
+    **{f"mean_rms_dist_{convention_slug(c)}": f"mean RMS (normalised) [{c}]" for c in OTHER_CONVENTIONS},
     "match_rate_dedup": f"de-duplicated test: match rate (%) [{DEFAULT_CONVENTION}]",
     "total_dedup": "de-duplicated test: items",
     "match_rate_per_prompt": f"per distinct prompt: match rate (%) [{DEFAULT_CONVENTION}]",
     "n_prompts": "distinct prompts",
 }
 
+# StructureMatcher's settings per convention, as the captions state them.
+MATCHER_SETTINGS = {"cdvae": "ltol 0.3, stol 0.5, angle_tol 10", "pymatgen-default": "ltol 0.2, stol 0.3, angle_tol 5"}
+
+
+def scored_items_text(summaries: list[dict[str, Any]], dataset: str) -> str:
+    """How many test items the rows are over: "6 of the 125 items of the aflow-prototypes test
+    split (a seeded subsample)" (the split's size comes from the audit, when the summaries carry it)."""
+    split = f"the {dataset} test split"
+    totals = sorted({int(s["total"]) for s in summaries})
+    sizes = sorted({int(s["test_split_items"]) for s in summaries if s.get("test_split_items") is not None})
+    if len(totals) != 1:
+        return f"the items of {split} each row scored (its test items column)"
+    n = totals[0]
+    if len(sizes) == 1 and sizes[0] == n:
+        return f"all {n} items of {split}"
+    if len(sizes) == 1:
+        return f"{n} of the {sizes[0]} items of {split} (a seeded subsample)"
+    return f"{n} item{'s' if n != 1 else ''} of {split}"
+
+
+def table_caption(summaries: list[dict[str, Any]], dataset: str) -> str:
+    conventions = "; ".join(f"[{c}] {MATCHER_SETTINGS[c]}" for c in CONVENTION_NAMES)
+    return (
+        f"One row per generator or language model on {scored_items_text(summaries, dataset)}, scored as "
+        f"OpenCompass scores MP-20: pymatgen StructureMatcher against the reference ({conventions}; "
+        f"{TIMEOUT_S:g} s per item and convention); match rates in percent of the items of their column; "
+        "RMS is StructureMatcher's RMS displacement normalised by (V/n)^(1/3), mean over matched items "
+        "(dimensionless, lower is better); failures count items by the reason they did not match."
+    )
+
+
+def table_notes(dataset: str) -> str:
+    return (
+        "Seen/unseen formula: whether the item's anonymised formula occurs in the training split; "
+        "a rate over no items prints as –. De-duplicated test: the audit's one item per test cluster, "
+        "none matching train or val. Per distinct prompt: every distinct prompt weighs once. "
+        "Generation time is not a column, since it differs between runs and this table must not: "
+        f"`seconds_per_item` is in `results/crystal/{dataset}/responses/{{generator}}.json` and under "
+        f"`generation` in `results/crystal/{dataset}/scores/{{generator}}.json`."
+    )
+
+
+# z of a two-sided 95 % interval
+Z95 = 1.959963984540054
+
+
+def wilson_interval(matched: int, total: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson's score interval of a binomial proportion (fractions, 0-1); (0, 1) without items.
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or n matches."""
+    if total <= 0:
+        return 0.0, 1.0
+    p = matched / total
+    denom = 1.0 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    # at 0 or n matches one bound is exactly 0 or 1; rounding would put it a hair off
+    lo = 0.0 if matched == 0 else max(0.0, centre - half)
+    hi = 1.0 if matched == total else min(1.0, centre + half)
+    return float(lo), float(hi)
+
 
 def match_rate_by_nsites_figure(summaries: list[dict[str, Any]], dataset: str):
+    """Bars of match rate per size bin and responder with Wilson 95 % intervals. A bin a responder
+    matched nothing in has a floor line and a "0"; one it has no items in (while others do) is a
+    hatched "n/a" slot. Artists carry ids (``gid``): ``rate|{generator}|{bin}`` (a bar),
+    ``zero|…`` (the "0" and floor of an unmatched bin), ``not-evaluated|…`` (slot and label) and
+    ``wilson95|{generator}`` (the interval lines, one per evaluated bin in bin order)."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     labels = [nsite_bin(lo) for lo, _ in NSITE_BINS]
-    present = [lab for lab in labels if any(lab in s["by_nsites"] for s in summaries)]
+    present = [lab for lab in labels if any(_bin(s, lab) for s in summaries)]
     x = np.arange(len(present))
     width = 0.8 / max(1, len(summaries))
+    evaluated = [[(j, _bin(s, lab)) for j, lab in enumerate(present) if _bin(s, lab)] for s in summaries]
+    bounds = [[wilson_interval(int(b["matched"]), int(b["total"])) for _, b in done] for done in evaluated]
+    # the axis ends above the highest interval (in steps of 10 %), so small rates stay legible
+    highest = max((hi for per in bounds for _, hi in per), default=1.0)
+    top = 10.0 * np.ceil(100.0 * highest * 1.08 / 10.0)
+    top = 100.0 if top >= 80.0 else float(top)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(present) + 3), 4.2))
-    for i, s in enumerate(summaries):
-        rates = [s["by_nsites"].get(lab, {}).get("match_rate", np.nan) for lab in present]
-        ax.bar(
-            x + (i - (len(summaries) - 1) / 2) * width,
-            rates,
-            width,
-            label=f"{s['generator']} ({s['match_rate']:.1f} %)",
-        )
-    counts = [next((s["by_nsites"][lab]["total"] for s in summaries if lab in s["by_nsites"]), 0) for lab in present]
-    ax.set_xticks(x, [f"{lab}\n(n={c})" for lab, c in zip(present, counts)])
-    ax.set_xlabel("sites in the reference cell")
-    ax.set_ylabel("match rate (%)")
-    ax.set_ylim(0, 100)
+    unevaluated = False
+    for i, (s, done, per) in enumerate(zip(summaries, evaluated, bounds)):
+        gen, color = s["generator"], f"C{i % 10}"
+        slots = x + (i - (len(summaries) - 1) / 2) * width
+        where = [slots[j] for j, _ in done]
+        rates = [100.0 * b["matched"] / b["total"] for _, b in done]
+        overall = f"{100.0 * s['matched'] / s['total']:.1f} % of {s['total']}" if s.get("total") else "no items"
+        bars = ax.bar(where, rates, width, color=color, label=f"{gen} ({overall})")
+        for patch, (j, _) in zip(bars.patches, done):
+            patch.set_gid(f"rate|{gen}|{present[j]}")
+        if done:
+            low = [r - 100 * lo for r, (lo, _) in zip(rates, per)]
+            high = [100 * hi - r for r, (_, hi) in zip(rates, per)]
+            lines = ax.errorbar(where, rates, yerr=[low, high], fmt="none", ecolor="0.2", elinewidth=1, capsize=2.5)
+            lines.lines[2][0].set_gid(f"wilson95|{gen}")
+        for j, b in done:
+            if b["matched"]:
+                continue
+            ident = f"zero|{gen}|{present[j]}"
+            ax.plot(
+                [slots[j] - width / 2, slots[j] + width / 2],
+                [0, 0],
+                color=color,
+                lw=3,
+                solid_capstyle="butt",
+                gid=ident,
+                clip_on=False,
+            )
+            ax.text(
+                slots[j],
+                0.012 * top,
+                "0",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=color,
+                fontweight="bold",
+                gid=ident,
+                zorder=4,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3},
+            )
+        for j, lab in enumerate(present):
+            if _bin(s, lab):
+                continue
+            unevaluated = True
+            ident = f"not-evaluated|{gen}|{lab}"
+            ax.bar(slots[j], top, width, fill=False, hatch="///", edgecolor="0.75", linewidth=0, gid=ident)
+            ax.text(
+                slots[j],
+                0.012 * top,
+                "n/a",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="0.3",
+                rotation=90,
+                gid=ident,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3},
+            )
+    ax.set_xticks(x, [f"{lab}\n(n={_bin_counts(summaries, lab)})" for lab in present])
+    ax.set_xlabel("sites in the reference cell (n: test items in the bin)")
+    ax.set_ylabel(f"match rate (%) [{DEFAULT_CONVENTION}]")
+    ax.set_ylim(0, top)
     ax.set_title(f"{dataset}: StructureMatcher match rate by cell size")
-    ax.legend(fontsize=8, frameon=False)
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(ax.errorbar([], [], yerr=[], fmt="none", ecolor="0.2", capsize=2.5, label="Wilson 95 % interval"))
+    handles.append(plt.Line2D([], [], color="0.4", lw=3, label='"0": no item matched'))
+    if unevaluated:
+        handles.append(Patch(fill=False, hatch="///", edgecolor="0.6", label="n/a: no items of that responder"))
+    ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
+
+
+def _bin(summary: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """A size bin's scores, or None where the responder has no items in it."""
+    block = summary["by_nsites"].get(label)
+    return block if block and block.get("total") else None
+
+
+def _bin_counts(summaries: list[dict[str, Any]], label: str) -> str:
+    """A bin's item count; the counts of the responders evaluated on it in order ("10/8") where
+    they differ (a responder without items there has its "n/a" in the plot)."""
+    counts = [int(b["total"]) for b in (_bin(s, label) for s in summaries) if b]
+    return str(counts[0]) if len(set(counts)) == 1 else "/".join(map(str, counts))
 
 
 def write_table_files(
@@ -269,11 +462,6 @@ def write_table_files(
     from crucible.report.tables import write_table
 
     df = generator_table(summaries)
-    caption = (
-        f"Text-to-crystal on {dataset}: OpenCompass MP-20 scoring (StructureMatcher ltol 0.3, stol 0.5, "
-        "angle_tol 10 [cdvae]; and ltol 0.2, stol 0.3, angle_tol 5 [pymatgen-default]; 10 s per item "
-        "and convention); failures by reason; s/item is generation time."
-    )
     write_table(
         df,
         csv=csv,
@@ -281,8 +469,10 @@ def write_table_files(
         tex=tex,
         digits=4,
         title=f"Text-to-crystal on {dataset}",
-        caption=caption,
+        caption=table_caption(summaries, dataset),
+        notes=table_notes(dataset),
         headers=TABLE_HEADERS,
+        percent=PERCENT_COLUMNS,
     )
     return df
 
@@ -300,8 +490,8 @@ def score_response_file(
 ) -> dict[str, Any]:
     """Score one responder's response file against the items of a prompt set: the per-item
     scores (parquet) and their summary (JSON, with the generation sidecar ``info_path`` when it
-    exists, the de-duplicated subset when the audit summary ``audit_path`` is given). Returns
-    the summary."""
+    exists; the de-duplicated subset and the test split's size ``test_split_items`` when the audit
+    summary ``audit_path`` is given). Returns the summary."""
     from pathlib import Path
 
     from crucible.crystal.csp import prompt_groups, read_dedup_ids
@@ -315,6 +505,9 @@ def score_response_file(
     df = scores_frame(by_convention[DEFAULT_CONVENTION], items, by_convention)
     info = read_json(info_path) if info_path and Path(info_path).exists() else {}
     summary = summarize(df, generator, info, read_dedup_ids(audit_path), prompt_groups(items))
+    if audit_path:
+        # the size of the split the items were drawn from, for the table's caption
+        summary["test_split_items"] = int(read_json(audit_path)["splits"]["test"]["items"])
     write_parquet(df, out, schema=SCORE_SCHEMA)
     write_json(summary, out_summary)
     return summary
