@@ -4,6 +4,7 @@ pymatgen's own ``StructureMatcher.group_structures`` under the same convention."
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from crucible.crystal import audit, data, items
@@ -114,8 +115,6 @@ def test_prompt_counts_per_template(planted):
 
 def _write_rows(path, rows):
     """A CDVAE-layout CSV (material_id, cif) of (id, Structure) rows."""
-    import pandas as pd
-
     pd.DataFrame({"material_id": [i for i, _ in rows], "cif": [st.to(fmt="cif") for _, st in rows]}).to_csv(
         path, index=False
     )
@@ -159,9 +158,14 @@ def test_a_cdvae_set_with_its_validation_split_read_through_its_pins(tmp_path):
     assert json.loads(out["json"].read_text()) == summary
     md = out["md"].read_text()
     assert (
-        "| val structure also in train | val | 1 | 11 |" in md
-        and "| test structure also in val | test | 1 | 21 |" in md
+        "| val structure also in train | val | 1 | 11 | 9.1 |" in md
+        and "| test structure also in val | test | 1 | 21 | 4.8 |" in md
     )
+    # the share as a percentage; the caption gives every split's size; the CSV keeps full precision
+    assert "| check | split | count | out of | share (%) | note |" in md
+    assert "The splits of perov-5 (30 train, 11 val, 21 test items" in md
+    table = pd.read_csv(out["csv"])
+    assert table.loc[table["check"] == "val structure also in train", "percent"].item() == pytest.approx(100 / 11)
     # a crystal set edited after its fetch is refused by its pin, not audited
     files["val"].write_text(files["val"].read_text().replace("zz-val-leak", "zz-edited"))
     with pytest.raises(CrucibleError, match="val"):

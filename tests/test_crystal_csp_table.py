@@ -19,11 +19,15 @@ from helpers import REPO
 PUBLISHED = REPO / "config" / "published_crystal.yaml"
 
 
-def _summary(dataset, responder, k, rates):
-    """A CSP summary as score-samples writes it; ``rates``: {convention: (m@1, r@1, m@k, r@k)}."""
+def _summary(dataset, responder, k, rates, dedup_items=5):
+    """A CSP summary as score-samples writes it (10 test items, ``dedup_items`` of them
+    de-duplicated); ``rates``: {convention: (m@1, r@1, m@k, r@k)}."""
 
-    def block(m1, r1, mk, rk):
-        return {"match_rate@1": m1, "rmse@1": r1, "match_rate@k": mk, "rmse@k": rk}
+    def block(total, m1, r1, mk, rk):
+        return {"match_rate@1": m1, "rmse@1": r1, "match_rate@k": mk, "rmse@k": rk, "total": total}
+
+    def halved(v):
+        return (x / 2 if x else x for x in v) if dedup_items else (0.0, None, 0.0, None)
 
     return {
         "responder": responder,
@@ -31,7 +35,7 @@ def _summary(dataset, responder, k, rates):
         "k": k,
         "n_items": 10,
         "conventions": {
-            c: {"all": block(*v), "deduplicated": block(*(x / 2 if x else x for x in v))} for c, v in rates.items()
+            c: {"all": block(10, *v), "deduplicated": block(dedup_items, *halved(v))} for c, v in rates.items()
         },
     }
 
@@ -77,7 +81,7 @@ def test_table_layout_ours_beside_published_both_conventions(tmp_path):
     assert pub[col("mp-20", "cdvae", "match_rate")].notna().all()
     # every score column names its convention, in every format
     csv = pd.read_csv(paths["csv"])
-    scored = [c for c in csv.columns if c not in ("method", "samples", "test_set", "source")]
+    scored = [c for c in csv.columns if c not in ("method", "samples", "test_set", "source") and ":items" not in c]
     assert scored and all(any(f":{c}:" in s for c in CONVENTION_NAMES) for s in scored)
     md_header = paths["md"].read_text().split("\n| method")[1].split("\n")[0]
     assert md_header.count("[cdvae]") == md_header.count("[pymatgen-default]") == 3 * 2  # 3 datasets x 2 metrics
@@ -108,3 +112,33 @@ def test_a_mistake_in_the_published_file_is_refused_naming_the_row(tmp_path, edi
     with pytest.raises(ConfigError, match=message) as err:
         csp_table.load_published(path)
     assert str(path) in str(err.value)
+
+
+def test_printed_rates_are_percentages_beside_their_items_and_an_empty_set_has_none(tmp_path):
+    """Our rows say how many test items they are over; a de-duplicated set without items (every
+    test item also in train) prints no rate rather than 0 %."""
+    rates = {"cdvae": (12.5, 0.1, 37.5, 0.05), "pymatgen-default": (0.0, None, 25.0, 0.04)}
+    summaries = [
+        _summary("perov-5", "template", 20, rates),
+        _summary("perov-5", "random-symmetric", 20, rates, dedup_items=0),
+    ]
+    paths = {e: tmp_path / f"csp.{e}" for e in ("csv", "md", "tex")}
+    csp_table.write_csp_table(summaries, PUBLISHED, paths["csv"], paths["md"], paths["tex"])
+    text = paths["md"].read_text()
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    heads = [h.strip() for h in lines[0].strip("|").split(" | ")]
+    rows = [dict(zip(heads, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[1:]]
+    ours = {(r["method"], r["# of samples"], r["test set"]): r for r in rows if r["source"] == "this run"}
+    rate, items = "perov-5 match rate (%) [cdvae]", "perov-5 test items"
+    assert ours[("template", "20", "all")][rate] == "37.5" and ours[("template", "20", "all")][items] == "10"
+    assert (
+        ours[("template", "1", "deduplicated")][rate] == "6.2" and ours[("template", "1", "deduplicated")][items] == "5"
+    )
+    assert ours[("random-symmetric", "20", "deduplicated")][items] == "0"
+    assert ours[("random-symmetric", "20", "deduplicated")][rate] == "–"
+    published = next(r for r in rows if r["method"] == "DiffCSP" and r["# of samples"] == "1")
+    assert published["mp-20 match rate (%) [cdvae]"] == "51.5" and published["mp-20 test items"] == "–"
+    assert "perov-5 RMSE (normalised) [cdvae]" in heads
+    assert "perov-5: 10 test items" in text.split("\n\n")[1]  # the caption
+    csv = pd.read_csv(paths["csv"])
+    assert pd.isna(csv["perov-5:cdvae:match_rate"].iloc[-1])  # the empty set: no rate, not 0

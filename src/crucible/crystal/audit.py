@@ -272,7 +272,7 @@ def audit_rows(dataset: str, summary: dict[str, Any]) -> pd.DataFrame:
     rows = []
 
     def add(check: str, split: str, count: int, total: int, note: str = "", share: bool = True) -> None:
-        pct = round(100.0 * count / total, 2) if total and share else None
+        pct = 100.0 * count / total if total and share else None
         rows.append(
             {"check": check, "split": split, "count": int(count), "of": int(total), "percent": pct, "note": note}
         )
@@ -324,6 +324,39 @@ def audit_rows(dataset: str, summary: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+AUDIT_HEADERS = {"check": "check", "split": "split", "count": "count", "of": "out of", "percent": "share (%)"}
+
+
+def audit_caption(dataset: str, summary: dict[str, Any]) -> str:
+    sizes = ", ".join(f"{c['items']} {split}" for split, c in summary["splits"].items())
+    return (
+        f"The splits of {dataset} ({sizes} items, before any max_test_items subsample) compared with "
+        f"StructureMatcher ({summary['convention']} convention; at most {summary['max_comparisons']} "
+        "comparisons per formula group and pass); count and out of are items, except in the distinct "
+        "prompts rows (distinct prompts out of items) and the last (matcher calls)."
+    )
+
+
+def write_audit_table(
+    dataset: str, summary: dict[str, Any], csv: str | os.PathLike, md: str | os.PathLike
+) -> pd.DataFrame:
+    """The audit table of an audit summary, as CSV (full precision) and Markdown."""
+    from crucible.report.tables import write_table
+
+    rows = audit_rows(dataset, summary)
+    write_table(
+        rows,
+        csv=csv,
+        md=md,
+        digits=2,
+        title=f"Leakage and duplicate audit of {dataset}",
+        caption=audit_caption(dataset, summary),
+        headers=AUDIT_HEADERS,
+        percent=("percent",),
+    )
+    return rows
+
+
 def run_audit(
     source: str,
     dataset: str,
@@ -348,20 +381,12 @@ def run_audit(
     from crucible.crystal import data
     from crucible.crystal.items import load_templates
     from crucible.io import write_json, write_parquet
-    from crucible.report.tables import write_table
 
     splits = data.load_splits(source, inputs, test_fraction, seed, max_sites, dataset=dataset, sources=sources)
     table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress)
     summary["dataset"] = dataset
     summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates_path))
-    rows = audit_rows(dataset, summary)
-    caption = (
-        f"Train, validation and test items of {dataset} compared with StructureMatcher ({convention} "
-        f"convention; at most {max_comparisons} comparisons per formula group and pass)."
-    )
     write_parquet(table, out_items, schema=ITEM_SCHEMA)
     write_json(summary, out_summary)
-    write_table(
-        rows, csv=out_csv, md=out_md, digits=2, title=f"Leakage and duplicate audit of {dataset}", caption=caption
-    )
+    write_audit_table(dataset, summary, out_csv, out_md)
     return summary

@@ -56,6 +56,12 @@ def score_column(dataset: str, convention: str, metric: str) -> str:
     return f"{dataset}:{convention}:{metric}"
 
 
+def items_column(dataset: str) -> str:
+    """The number of test items a row of ours is over, per dataset (published rows: the full
+    CDVAE test sets, left empty)."""
+    return f"{dataset}:items"
+
+
 def _datasets(ours: Iterable[str], published: dict[str, Any]) -> list[str]:
     out = list(dict.fromkeys(ours))
     pub = {d for row in published["rows"] for d in (row.get("scores") or {})}
@@ -69,7 +75,12 @@ def csp_table(summaries: list[dict[str, Any]], published: dict[str, Any]) -> pd.
     order of ``summaries``, each with ``dataset`` added)."""
     datasets = _datasets([s["dataset"] for s in summaries], published)
     columns = ["method", "samples", "test_set", "source"] + [
-        score_column(d, c, m) for d in datasets for c in CONVENTION_NAMES for m in ("match_rate", "rmse")
+        col
+        for d in datasets
+        for col in (
+            items_column(d),
+            *(score_column(d, c, m) for c in CONVENTION_NAMES for m in ("match_rate", "rmse")),
+        )
     ]
     rows = []
     for row in published["rows"]:
@@ -96,14 +107,20 @@ def csp_table(summaries: list[dict[str, Any]], published: dict[str, Any]) -> pd.
                         metrics = block.get(subset)
                         if metrics is None:
                             continue
-                        line[score_column(s["dataset"], c, "match_rate")] = metrics[f"match_rate{at}"]
+                        # a rate over no items (an empty de-duplicated set) prints as "–", not 0 %
+                        empty = metrics.get("total") == 0
+                        line[score_column(s["dataset"], c, "match_rate")] = (
+                            None if empty else metrics[f"match_rate{at}"]
+                        )
                         line[score_column(s["dataset"], c, "rmse")] = metrics[f"rmse{at}"]
+                        line[items_column(s["dataset"])] = metrics.get("total")
                         filled = True
                 if filled:
                     rows.append(line)
     df = pd.DataFrame(rows, columns=columns)
     for col in columns[4:]:
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+        kind = "Int64" if col.endswith(":items") else float
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(kind)
     df["samples"] = df["samples"].astype(int)
     return df
 
@@ -111,23 +128,57 @@ def csp_table(summaries: list[dict[str, Any]], published: dict[str, Any]) -> pd.
 def table_headers(df: pd.DataFrame) -> dict[str, str]:
     heads = {"method": "method", "samples": "# of samples", "test_set": "test set", "source": "source"}
     for col in df.columns[4:]:
+        if col.endswith(":items"):
+            heads[col] = f"{col.rsplit(':', 1)[0]} test items"
+            continue
         dataset, convention, metric = col.split(":")
-        heads[col] = f"{dataset} {'match rate (%)' if metric == 'match_rate' else 'RMSE'} [{convention}]"
+        heads[col] = f"{dataset} {'match rate (%)' if metric == 'match_rate' else 'RMSE (normalised)'} [{convention}]"
     return heads
 
 
-def preamble(summaries: list[dict[str, Any]], published: dict[str, Any]) -> str:
+def percent_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.endswith(":match_rate")]
+
+
+def caption(summaries: list[dict[str, Any]]) -> str:
     counts = ", ".join(
-        f"{d}: {n} items" for d, n in dict.fromkeys((s["dataset"], s["n_items"]) for s in summaries) if n is not None
+        f"{d}: {n} test items"
+        for d, n in dict.fromkeys((s["dataset"], s["n_items"]) for s in summaries)
+        if n is not None
     )
+    return (
+        "Match rate (percent of test items) and RMSE (normalised by (V/n)^(1/3), mean over matched "
+        f"items) with 1 and k samples per test item, under both matcher conventions (default "
+        f"{DEFAULT_CONVENTION}); published rows on the full CDVAE test sets, ours on the test items of "
+        f"this run ({counts or 'none'}; the de-duplicated rows on the audit's subset, items per row in "
+        "the test items columns)."
+    )
+
+
+def _short_samples(summaries: list[dict[str, Any]]) -> str:
+    """Responders that drew fewer than k samples for some items: their k-sample rows are over fewer."""
+    short = [
+        f"{s['responder']} on {s['dataset']}: {s['samples_per_item']:g} per item on average, "
+        f"{s['items_with_fewer_than_k']} of {s['n_items']} items with fewer than {s['k']}"
+        for s in summaries
+        if s.get("items_with_fewer_than_k")
+    ]
+    return (
+        f" Some items got fewer than k samples, so the k-sample rows rest on fewer: {'; '.join(short)}."
+        if short
+        else ""
+    )
+
+
+def preamble(summaries: list[dict[str, Any]], published: dict[str, Any]) -> str:
     cites = "; ".join(f"{key}: {src.get('citation', '').strip()}" for key, src in published["sources"].items())
     return (
         "Crystal structure prediction: an item is matched at k samples if one of its first k samples "
         "matches the reference (StructureMatcher; cdvae: ltol 0.3, stol 0.5, angle_tol 10; "
         "pymatgen-default: ltol 0.2, stol 0.3, angle_tol 5). RMSE: normalised RMS distance of the "
         "best-matching sample, mean over matched items. Published rows are on the full CDVAE test sets "
-        f"and apply the papers' validity check; ours do not, and are on the test items of this run ({counts or 'none'}). "
-        f"Published: {cites}."
+        "and apply the papers' validity check; ours do not (the caption says how many items). "
+        f"Published: {cites}.{_short_samples(summaries)}"
     )
 
 
@@ -142,10 +193,6 @@ def write_csp_table(
 
     published = load_published(published_path)
     df = csp_table(summaries, published)
-    caption = (
-        "Match rate (%) and RMSE with 1 and k samples per test item, under both matcher conventions "
-        f"(default {DEFAULT_CONVENTION}); published rows beside ours."
-    )
     write_table(
         df,
         csv=csv,
@@ -153,9 +200,10 @@ def write_csp_table(
         tex=tex,
         digits=4,
         title="Crystal structure prediction",
-        caption=caption,
+        caption=caption(summaries),
         notes=preamble(summaries, published),
         headers=table_headers(df),
+        percent=percent_columns(df),
     )
     return df
 
