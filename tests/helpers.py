@@ -664,3 +664,22 @@ class ChatServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def assert_printed_tables(tables_dir: Path) -> list[str]:
+    """Every Markdown and LaTeX table a run printed under ``tables_dir`` as a paper needs it
+    (issue 23): a title, a one-line caption, worded headers; the names checked."""
+    from crucible.report.tables import code_names
+
+    checked = []
+    for md in sorted(Path(tables_dir).glob("*.md")):
+        lines = md.read_text().splitlines()
+        assert lines[0].startswith("# ") and lines[1] == "", f"{md.name}: no title line"
+        assert lines[2].strip() and not lines[2].startswith("|"), f"{md.name}: no caption under the title"
+        head = next((line for line in lines if line.startswith("|")), "")
+        assert not code_names(head), f"{md.name}: code-name headers {code_names(head)}"
+        tex = md.with_suffix(".tex")
+        if tex.exists():
+            assert "\\caption{" in tex.read_text(), f"{tex.name}: no caption"
+        checked.append(md.name)
+    return checked

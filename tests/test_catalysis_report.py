@@ -157,13 +157,17 @@ def test_tables_have_catbench_columns(scored):
     assert (t["Normal_rate"] == 100).all() and (t["MAE_total"] < 0.02).all()
     assert (t["MAE_single"] < 1e-6).all()  # EMT single points reproduce EMT references
     md = (scored / "tables" / "catalysis_demo.md").read_text()
-    assert "Anomaly rate (%): energy anomaly" in md and "Time_per_step (ms)" in md
+    assert md.startswith("# CatBench adsorption energies on demo\n\nPer potential, over up to 9 adsorption reactions")
+    # CatBench's names stay in the CSV and the workbook; the printed table words them
+    assert "| potential | Normal rate (%) |" in md and "Anomaly rate (%): energy anomaly" in md
+    assert "MAE, all reactions (eV)" in md and "time per step (ms)" in md and "Time_per_step" not in md
     ads = pd.read_csv(scored / "tables" / "catalysis_demo_adsorbates.csv")
     assert len(ads) == 6 and set(ads["Adsorbate_name"]) == {"CO", "H", "O"}
     for suffix in ("_anomaly", "_shifted"):
-        # The .tex says first which package it needs (issue 10), then the tabular.
+        # The .tex says first which package it needs (issue 10), then the captioned table float.
         tex_lines = (scored / "tables" / f"catalysis_demo{suffix}.tex").read_text().splitlines()
-        assert tex_lines[0] == r"% requires \usepackage{booktabs}" and tex_lines[1].startswith(r"\begin{tabular}")
+        assert tex_lines[0] == r"% requires \usepackage{booktabs}" and tex_lines[1] == r"\begin{table}"
+        assert tex_lines[3].startswith(r"\begin{tabular}") and tex_lines[-2].startswith(r"\caption{CatBench ")
 
 
 def test_workbook_bytes_do_not_depend_on_the_clock(scored, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from crucible.catalysis.workflow import final_outputs
 
-from helpers import REPO, load_test_config, run_snakemake, test_config
+from helpers import REPO, assert_printed_tables, load_test_config, run_snakemake, test_config
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +52,12 @@ def test_every_catalysis_target_is_built(dag):
         ]
     for t in ("surface_surf", "bulk_formation_form"):
         assert (workdir / f"results/tables/catalysis_{t}.md").is_file()
+
+
+def test_every_printed_catalysis_table_has_a_title_a_caption_and_worded_headers(dag):
+    workdir, _ = dag
+    checked = assert_printed_tables(workdir / "results" / "tables")
+    assert len(checked) >= 8 and all(name.startswith("catalysis_") for name in checked), checked
 
 
 def test_tables_agree_between_formats(dag):

@@ -13,7 +13,7 @@ import zipfile
 import pytest
 import yaml
 
-from helpers import REPO, provide_downloads, run_snakemake
+from helpers import REPO, assert_printed_tables, provide_downloads, run_snakemake
 from report_pages import NO_BROWSER, chromium, front_page_html, rendered_dom, screenshot, unpack
 
 pytestmark = pytest.mark.slow
@@ -138,6 +138,15 @@ def test_every_familys_tables_enter_the_report_as_csv(run):
         assert any(n.endswith(table) for n in names), table
     # Markdown only for the reaction package's own report, a document, not a table
     assert [n.rsplit("/", 1)[1] for n in names if n.endswith(".md")] == ["report.md"]
+
+
+def test_every_printed_table_of_every_family_has_a_title_a_caption_and_worded_headers(run):
+    workdir, _ = run
+    checked = assert_printed_tables(workdir / "results" / "tables")
+    # the tables of each family this run made (catalysis: tests/test_workflow_catalysis.py)
+    for family in ("matbench", "mlip", "crystal", "reactions"):
+        assert any(name.startswith(f"{family}_") for name in checked), family
+    assert len(checked) == 10, checked  # crystal 3, matbench 3, mlip 2, reactions 2
 
 
 @pytest.fixture(scope="module")

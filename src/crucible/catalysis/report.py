@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -139,6 +140,63 @@ def _kind(column: str) -> str:
 
 def flat_headers(spec, unit: str = "ms") -> dict[str, str]:
     return {c: (f"{a.format(unit=unit)}: {b}" if b else a.format(unit=unit)) for c, a, b in spec}
+
+
+# The workbook keeps CatBench's own names; the printed tables say them in words.
+_WORDED = {
+    "MLIP_name": "potential",
+    "Adsorbate_name": "adsorbate",
+    "MAE_total": "MAE, all reactions",
+    "MAE_normal": "MAE, normal",
+    "MAE_single": "MAE, single point",
+    "Num_total": "reactions",
+    "Num_normal": "normal",
+    "Num_adsorbate_migration": "adsorbate migration",
+    "Time_total": "total time",
+    "Time_per_step": "time per step",
+    "Steps_total": "total steps",
+    "ads_eng_seed": "adsorption energy varies with seed",
+    "ads_seed": "adslab varies with seed",
+    "slab_seed": "slab varies with seed",
+    "ads_conv": "adslab not converged",
+    "ads_move": "adslab atoms moved",
+    "slab_conv": "slab not converged",
+    "slab_move": "slab atoms moved",
+}
+
+
+def printed_headers(spec, unit: str = "ms") -> dict[str, str]:
+    """:func:`flat_headers` with CatBench's code names in words, for the Markdown and LaTeX tables."""
+    out = {}
+    for column, head in flat_headers(spec, unit).items():
+        for name in sorted(_WORDED, key=len, reverse=True):
+            head = re.sub(rf"(?<![A-Za-z_]){name}(?![A-Za-z_])", _WORDED[name], head)
+        out[column] = head
+    return out
+
+
+def _table_caption(dataset: str, suffix: str, analyses: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """(title, caption) of one of :func:`write_tables`' tables."""
+    n = max((int(a["mlip"].get("Num_total") or 0) for a in analyses), default=0)
+    what = {
+        "": (
+            "Adsorption energies",
+            "rates of CatBench's classes (normal, adsorbate migration, anomalies), MAE "
+            "against the reference (eV), ADwT/AMDwT and cost",
+        ),
+        "_anomaly": ("Anomaly counts", "reactions per CatBench class and per anomaly criterion"),
+        "_adsorbates": ("Adsorption energies by adsorbate", "MAE (eV), ADwT/AMDwT and class counts per adsorbate"),
+        "_shifted": (
+            "Adsorption energies, gas-phase shift applied",
+            "as the main table, on energies after CatBench's per-adsorbate gas-shift correction",
+        ),
+    }[suffix]
+    title = f"CatBench {what[0].lower()} on {dataset}" if suffix else f"CatBench adsorption energies on {dataset}"
+    caption = (
+        f"Per potential, over up to {n} adsorption reactions of {dataset} (all of them: no split): {what[1]}; "
+        "reactions a potential failed on are counted as failed, not classified."
+    )
+    return title, caption
 
 
 def frame(rows: Sequence[dict[str, Any]], spec) -> pd.DataFrame:
@@ -287,7 +345,6 @@ def write_workbook(analyses: Sequence[dict[str, Any]], path: str | os.PathLike, 
 def _normalise_zip(path) -> None:
     """Rewrite the xlsx zip with fixed member timestamps and document dates (openpyxl stamps the
     current time on both when saving)."""
-    import re
     import zipfile
 
     from crucible.io import atomic_path
@@ -304,7 +361,9 @@ def _normalise_zip(path) -> None:
                 zout.writestr(zi, data)
 
 
-def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "ms") -> list[str]:
+def write_tables(
+    analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "ms", dataset: str | None = None
+) -> list[str]:
     """``{prefix}.{csv,md,tex}`` (MLIP_Data), ``{prefix}_anomaly.*``, ``{prefix}_adsorbates.*``,
     ``{prefix}_shifted.*`` (MLIP_Data on gas-shifted energies)."""
     from crucible.report.tables import write_table
@@ -321,9 +380,21 @@ def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "m
         df = frame(rows, spec)
         if suffix in ("", "_shifted"):
             df["Num_failed"] = [a["mlip"].get("Num_failed", 0) for a in analyses]
-        heads = {**flat_headers(spec, unit), "Num_failed": "failed (not classified)"}
+        heads = {**printed_headers(spec, unit), "Num_failed": "failed (not classified)"}
         base = f"{prefix}{suffix}"
-        write_table(df, csv=f"{base}.csv", md=f"{base}.md", tex=f"{base}.tex", digits=3, headers=heads)
+        title, caption = _table_caption(
+            dataset or os.path.basename(prefix).removeprefix("catalysis_"), suffix, analyses
+        )
+        write_table(
+            df,
+            csv=f"{base}.csv",
+            md=f"{base}.md",
+            tex=f"{base}.tex",
+            digits=3,
+            headers=heads,
+            title=title,
+            caption=caption,
+        )
         written += [f"{base}.{e}" for e in ("csv", "md", "tex")]
     return written
 
@@ -352,7 +423,7 @@ def _parity_axes(ax, df: pd.DataFrame, title: str, by_adsorbate: bool) -> None:
         ax.set_xlim(lo - pad, hi + pad)
         ax.set_ylim(lo - pad, hi + pad)
         mae = float(np.mean(np.abs(x - y)))
-        title = f"{title}\nMAE_total {mae:.3f} eV, n = {len(x)}"
+        title = f"{title}\nMAE over all reactions {mae:.3f} eV, n = {len(x)}"
     ax.set_xlabel("reference E_ads (eV)")
     ax.set_ylabel("MLIP E_ads, median seed (eV)")
     ax.set_title(title, fontsize=9)
@@ -407,7 +478,7 @@ def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
             row,
             (
                 ("disp_thrs", "displacement threshold (Å)"),
-                ("bond_length_change_threshold", "bond-length change threshold"),
+                ("bond_length_change_threshold", "bond-length change threshold (fraction of the bond length)"),
             ),
         ):
             s = sweep[sweep["threshold"] == thr].sort_values("value")
@@ -497,6 +568,10 @@ def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, pr
         md=f"{prefix}.md",
         tex=f"{prefix}.tex",
         digits=3,
+        title=f"Relative energies: {task}",
+        caption=f"Per potential, over the {int(table['n_systems'].max()) if len(table) else 0} systems of the "
+        f"{task} task (all of them: no split): MAE, RMSE and largest error against the reference ({unit}); "
+        "systems a potential failed on are counted, not scored.",
         headers={
             "MAE": f"MAE ({unit})",
             "RMSE": f"RMSE ({unit})",

@@ -356,10 +356,12 @@ def run_audit(
     summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates_path))
     rows = audit_rows(dataset, summary)
     caption = (
-        f"Leakage and duplicate audit of {dataset} (StructureMatcher, {convention} convention; at most "
-        f"{max_comparisons} comparisons per formula group and pass)."
+        f"Train, validation and test items of {dataset} compared with StructureMatcher ({convention} "
+        f"convention; at most {max_comparisons} comparisons per formula group and pass)."
     )
     write_parquet(table, out_items, schema=ITEM_SCHEMA)
     write_json(summary, out_summary)
-    write_table(rows, csv=out_csv, md=out_md, digits=2, md_preamble=caption + "\n\n")
+    write_table(
+        rows, csv=out_csv, md=out_md, digits=2, title=f"Leakage and duplicate audit of {dataset}", caption=caption
+    )
     return summary

@@ -127,7 +127,7 @@ def preamble(summaries: list[dict[str, Any]], published: dict[str, Any]) -> str:
         "pymatgen-default: ltol 0.2, stol 0.3, angle_tol 5). RMSE: normalised RMS distance of the "
         "best-matching sample, mean over matched items. Published rows are on the full CDVAE test sets "
         f"and apply the papers' validity check; ours do not, and are on the test items of this run ({counts or 'none'}). "
-        f"Published: {cites}.\n\n"
+        f"Published: {cites}."
     )
 
 
@@ -143,8 +143,8 @@ def write_csp_table(
     published = load_published(published_path)
     df = csp_table(summaries, published)
     caption = (
-        "Crystal structure prediction: match rate (%) and RMSE with 1 and k samples per test item, "
-        f"under both matcher conventions (default {DEFAULT_CONVENTION}); published rows beside ours."
+        "Match rate (%) and RMSE with 1 and k samples per test item, under both matcher conventions "
+        f"(default {DEFAULT_CONVENTION}); published rows beside ours."
     )
     write_table(
         df,
@@ -152,8 +152,9 @@ def write_csp_table(
         md=md,
         tex=tex,
         digits=4,
+        title="Crystal structure prediction",
         caption=caption,
-        md_preamble=preamble(summaries, published),
+        notes=preamble(summaries, published),
         headers=table_headers(df),
     )
     return df

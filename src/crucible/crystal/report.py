@@ -274,7 +274,16 @@ def write_table_files(
         "angle_tol 10 [cdvae]; and ltol 0.2, stol 0.3, angle_tol 5 [pymatgen-default]; 10 s per item "
         "and convention); failures by reason; s/item is generation time."
     )
-    write_table(df, csv=csv, md=md, tex=tex, digits=4, caption=caption, headers=TABLE_HEADERS)
+    write_table(
+        df,
+        csv=csv,
+        md=md,
+        tex=tex,
+        digits=4,
+        title=f"Text-to-crystal on {dataset}",
+        caption=caption,
+        headers=TABLE_HEADERS,
+    )
     return df
 
 

@@ -79,6 +79,13 @@ def _cmd_user_score(args: argparse.Namespace) -> int:
     return 0
 
 
+USER_TABLE_HEADERS = {
+    "structures_used": "structures used",
+    "scaled_error": "scaled error",
+    **{f"fold_{k}": f"fold {k}" for k in range(5)},
+}
+
+
 def _cmd_user_table(args: argparse.Namespace) -> int:
     from crucible.io import read_json
     from crucible.matbench.user_datasets import user_table
@@ -92,8 +99,10 @@ def _cmd_user_table(args: argparse.Namespace) -> int:
         md=args.out_md,
         tex=args.out_tex,
         digits=4,
-        caption=f"{name}: 5-fold scores (Matbench protocol, user dataset)",
-        md_preamble=f"# {name}: 5-fold scores (Matbench protocol, user dataset)\n\n",
+        title=f"{name}: 5-fold scores (Matbench protocol, user dataset)",
+        caption=f"Per model, its leaderboard metric on each of the 5 test folds of {name} (seeded 5-fold "
+        "split of the user's table), their mean ± std (ddof 0) and the scaled error (MAE/MAD or (1 − AUC)/0.5).",
+        headers=USER_TABLE_HEADERS,
     )
     return 0
 

@@ -128,9 +128,19 @@ def leaderboard_display(table: pd.DataFrame, published: dict[str, Any]) -> pd.Da
     return pd.DataFrame(out)
 
 
-def leaderboard_preamble(published: dict[str, Any]) -> str:
+LEADERBOARD_TITLE = "Matbench v0.1 leaderboard (official 5-fold splits)"
+
+
+def leaderboard_caption(table: pd.DataFrame) -> str:
+    models = sorted(c[: -len("_mean")] for c in table.columns if c.endswith("_mean"))
     return (
-        "# Matbench v0.1 leaderboard (official 5-fold splits)\n\n"
+        f"{', '.join(models) or 'no model'} on {len(table)} task(s) (n: rows of the task), each scored on the test sets of the official 5-fold splits "
+        "(seed 18012019); published numbers on the same splits for reference."
+    )
+
+
+def leaderboard_notes(published: dict[str, Any]) -> str:
+    return (
         "Mean ± std (ddof 0) over the 5 folds of MAE (regression) or matbench's label-based ROC AUC "
         "(classification; the AUC from probabilities, where a model gives them, in its own column); *scaled* is MAE/MAD or (1 − AUC)/0.5. "
         "Every value of a row, ours and published, is in the unit its metric column gives (the task's target unit for MAE; "
@@ -138,7 +148,7 @@ def leaderboard_preamble(published: dict[str, Any]) -> str:
         "The parenthesis says what our model saw: comp. = formulas only (the composition mirror has no "
         "structures). Published columns marked * are composition-only; RF-SCM/Magpie uses structure "
         "features on the structure tasks.\n\n"
-        f"Published numbers: {published['citation']}.\n\n"
+        f"Published numbers: {published['citation']}."
     )
 
 
@@ -226,8 +236,9 @@ def write_leaderboard_files(
         leaderboard_display(table, published),
         md=out_md,
         tex=out_tex,
-        md_preamble=leaderboard_preamble(published),
-        caption="Matbench v0.1: mean ± std over the official folds; published numbers for reference.",
+        title=LEADERBOARD_TITLE,
+        caption=leaderboard_caption(table),
+        notes=leaderboard_notes(published),
     )
     write_table(folds_table(records), csv=out_folds_csv)
     hollow = composition_only_entries(table, task_input_types(records, cards))

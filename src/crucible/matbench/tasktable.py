@@ -50,7 +50,7 @@ def reduced_formulas(formulas: pd.Series) -> pd.Series:
 TASK_TABLE_HEADERS = {
     "inputs_here": "inputs available here",
     "n": "rows",
-    "mad_or_frac_true": "MAD or fraction true",
+    "mad_or_frac_true": "MAD (target unit) or fraction true",
     "distinct_reduced_formulas": "distinct reduced formulas",
     "dup_formula_rows_pct": "rows sharing a formula (%)",
     "class_balance": "class balance",
@@ -164,7 +164,11 @@ def write_task_tables(
         md=out_md,
         digits=4,
         headers=TASK_TABLE_HEADERS,
-        md_preamble="# Matbench v0.1 tasks (measured from the cleaned data)\n\n",
+        percent=("dup_formula_rows_pct",),
+        title="Matbench v0.1 tasks (measured from the cleaned data)",
+        caption=f"The {len(tasks_df)} configured task(s), all rows of each cleaned task table (before the "
+        "5-fold split): size, target and its unit, spread of the target (MAD, in the target's unit; "
+        "classification: fraction true) and how many rows share a reduced formula.",
     )
     write_table(
         overlap_df,
@@ -172,6 +176,9 @@ def write_task_tables(
         md=out_overlap_md,
         digits=1,
         headers=OVERLAP_TABLE_HEADERS,
-        md_preamble="# Tasks that share inputs (distinct reduced formulas in common)\n\n",
+        title="Tasks that share inputs (distinct reduced formulas in common)",
+        caption=f"Every pair of the {len(tasks_df)} configured task(s) whose cleaned tables share a reduced "
+        "formula (all rows, before the split): how many, as a share of each task, and whether the pair shares "
+        "its rows or is documented by Matbench.",
         empty_note="No two of the configured tasks share a reduced formula.",
     )

@@ -65,12 +65,10 @@ def write_table(
     title: str | None = None,
     caption: str | None = None,
 ) -> None:
-    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding; a
-    ``title`` and ``caption`` head the Markdown file, the caption goes into the LaTeX table."""
+    """The shared table writer (:mod:`crucible.report.tables`), with the MLIP tables' rounding."""
     from crucible.report.tables import write_table as write
 
-    preamble = "".join(f"{text}\n\n" for text in (f"# {title}" if title else None, caption) if text)
-    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers, caption=caption, md_preamble=preamble)
+    write(df, csv=csv, md=md, tex=tex, digits=digits, headers=headers, title=title, caption=caption)
 
 
 EOS_TITLE = "Equation of state of the Delta-set elemental crystals"
@@ -343,6 +341,15 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
     )
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     _figure_save(fig, png, pdf)
+
+
+def load_eos_frames(paths: Sequence[str | Path]) -> dict[str, pd.DataFrame]:
+    """:func:`load_frames` of EOS results files, each checked to be of the current format."""
+    from crucible.mlip.eos import check_eos_format
+
+    for path in paths:
+        check_eos_format(path)
+    return load_frames(paths)
 
 
 def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd.DataFrame]:

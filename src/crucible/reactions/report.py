@@ -89,12 +89,15 @@ def paired_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0
             a, b = sc["types"].get(with_ref), sc["types"].get(control)
             if not a or not b:
                 continue
-            base = {r["pair_id"]: r["relative_score"] for r in b["per_question"]}
-            diffs = [
-                r["relative_score"] - base[r["pair_id"]]
+            base = {r["pair_id"]: r for r in b["per_question"]}
+            pairs = [
+                (r, base[r["pair_id"]])
                 for r in a["per_question"]
-                if r["pair_id"] in base and r["relative_score"] is not None and base[r["pair_id"]] is not None
+                if r["pair_id"] in base
+                and r["relative_score"] is not None
+                and base[r["pair_id"]]["relative_score"] is not None
             ]
+            diffs = [r["relative_score"] - c["relative_score"] for r, c in pairs]
             if not diffs:
                 continue
             ci = bootstrap_interval(diffs, n_boot, seed)
@@ -109,6 +112,8 @@ def paired_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0
                     "ci95_high": ci[1],
                     "improved": int(sum(d > 0 for d in diffs)),
                     "worsened": int(sum(d < 0 for d in diffs)),
+                    # the paired questions share their options, so one index is one answer
+                    "same_answer": int(sum(r.get("prediction") == c.get("prediction") for r, c in pairs)),
                 }
             )
     cols = [
@@ -121,8 +126,56 @@ def paired_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 0
         "ci95_high",
         "improved",
         "worsened",
+        "same_answer",
     ]
     return pd.DataFrame(rows, columns=cols)
+
+
+RESULTS_HEADERS = {
+    "question_type": "question type",
+    "n": "questions",
+    "avg_relative_score": "mean relative score",
+    "ci95_low": "95 % CI low",
+    "ci95_high": "95 % CI high",
+    "exact_match_accuracy": "choice: exact match (share)",
+    "avg_yield_ratio": "choice: yield / best yield",
+    "hit_rate": "fill-in: real combination (share of questions)",
+    "best_hit_rate_among_scored": "fill-in: best combination (share of real ones)",
+    "num_invalid": "invalid answers",
+}
+PAIRED_HEADERS = {
+    "with_references": "with references",
+    "without": "without (control)",
+    "n_pairs": "pairs",
+    "mean_difference": "mean difference of relative score",
+    "ci95_low": "95 % CI low",
+    "ci95_high": "95 % CI high",
+    "same_answer": "same answer both ways",
+}
+
+
+def results_caption(dataset: str, table: pd.DataFrame, n_boot: int) -> str:
+    types = table.drop_duplicates("question_type") if len(table) else table
+    models = table.loc[~table["model"].str.endswith(EXPECTED_SUFFIX), "model"].nunique() if len(table) else 0
+    return (
+        f"{models} model(s) on {int(types['n'].sum()) if len(types) else 0} questions of {len(types)} types built "
+        f"from all of {dataset}'s table (no split): relative score = effective score of the chosen conditions / "
+        "best effective score among the options (fill-in: over the answers that name a real combination), with a "
+        f"bootstrap 95 % interval ({n_boot} resamples of questions). Fill-in questions also report how often the "
+        "answer is a real combination (share of questions) and, among those, how often it is the best one (share "
+        "of the real ones); the two are independent: every answer can name a real combination and none the best. "
+        f'Rows "random{EXPECTED_SUFFIX}" are the exact expectation of a uniform random answer.'
+    )
+
+
+def paired_caption(dataset: str, paired: pd.DataFrame, n_boot: int) -> str:
+    return (
+        f"On {dataset}, the same questions with the prompt's reference condition groups and without: mean "
+        f"difference of relative score (with − without) and its bootstrap 95 % interval ({n_boot} resamples), "
+        "with the pairs improved, worsened and answered the same both ways. A model that answers every pair the "
+        "same (the baselines, which do not read the references) differs by 0 by construction: its rows are a "
+        "check, and only a model that reads the prompt can move them."
+    )
 
 
 def write_tables(
@@ -138,19 +191,15 @@ def write_tables(
     seed: int = 0,
 ) -> pd.DataFrame:
     table = results_table(scores, n_boot, seed)
-    preamble = (
-        f"Reaction-condition selection, `{dataset}`: average relative score (predicted effective / best "
-        f"effective among the options; fill-in-blank: among scored) with bootstrap 95 % interval "
-        f"({n_boot} resamples of questions).\n\n"
-    )
     write_table(
         table,
         out_csv,
         out_md,
         out_tex,
         digits=3,
-        caption=f"Reaction-condition selection on {dataset}",
-        md_preamble=preamble,
+        title=f"Reaction-condition selection on {dataset}",
+        caption=results_caption(dataset, table, n_boot),
+        headers=RESULTS_HEADERS,
     )
     paired = paired_table(scores, n_boot, seed)
     write_table(
@@ -159,8 +208,9 @@ def write_tables(
         out_paired_md,
         out_paired_tex,
         digits=3,
-        caption=f"Paired effect of references on {dataset}",
-        md_preamble=f"`{dataset}`: relative score with references minus without, on the same questions.\n\n",
+        title=f"Paired effect of references on {dataset}",
+        caption=paired_caption(dataset, paired, n_boot),
+        headers=PAIRED_HEADERS,
     )
     return table
 
@@ -354,7 +404,7 @@ def write_package(
         "",
         "## Baselines",
         "",
-        to_markdown(table, digits=3) if len(table) else "(none)",
+        to_markdown(table, digits=3, headers=RESULTS_HEADERS) if len(table) else "(none)",
         "",
         "## Build",
         "",

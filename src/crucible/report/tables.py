@@ -1,22 +1,35 @@
 """Writers for the paper's tables: CSV for tools, Markdown for the README, LaTeX for the paper.
 
-One implementation for every benchmark (Matbench, interatomic potentials): CSV keeps full
-precision; Markdown and LaTeX round floats to ``digits`` and may rename columns (``headers``).
+One implementation for every family: CSV keeps full precision and the column names; Markdown and
+LaTeX round floats to ``digits`` and print worded headers (``headers``). A printed table is
+refused without a title and a one-line caption, or with a header that is still an identifier
+(``question_type``): a reader of the paper never sees the code. Percent columns print as
+percentages, with ``(%)`` in the header.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+import re
+from typing import Any, Collection, Mapping
 
 import numpy as np
 import pandas as pd
 
 from crucible.io import write_text
 
+PERCENT_DIGITS = 1
+
+# a header a reader would have to decode: a word that is words joined by underscores
+_IDENTIFIER = re.compile(r"(?<![\w-])[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+(?![\w-])")
+
+
+class TableError(ValueError):
+    """A table that cannot be printed as asked (a missing title or caption, a code-name header)."""
+
 
 def _cell(value: Any, digits: int) -> str:
-    if value is None or (isinstance(value, (float, np.floating)) and np.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and np.isnan(value)):
         return "–"
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
@@ -27,18 +40,40 @@ def _cell(value: Any, digits: int) -> str:
     return str(value)
 
 
-def _rows(df: pd.DataFrame, digits: int) -> list[list[str]]:
-    return [[_cell(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
+def _rows(df: pd.DataFrame, digits: int, percent: Collection[str] = ()) -> list[list[str]]:
+    places = [PERCENT_DIGITS if c in percent else digits for c in df.columns]
+    return [[_cell(v, d) for v, d in zip(row, places)] for row in df.itertuples(index=False, name=None)]
 
 
-def _headers(df: pd.DataFrame, headers: Mapping[str, str] | None) -> list[str]:
-    return [str((headers or {}).get(c, c)) for c in df.columns]
+def _headers(df: pd.DataFrame, headers: Mapping[str, str] | None, percent: Collection[str] = ()) -> list[str]:
+    out = []
+    for c in df.columns:
+        head = str((headers or {}).get(c, c))
+        out.append(head if c not in percent or "%" in head else f"{head} (%)")
+    return out
 
 
-def to_markdown(df: pd.DataFrame, digits: int = 4, headers: Mapping[str, str] | None = None) -> str:
-    heads = _headers(df, headers)
+def code_names(text: str) -> list[str]:
+    """The words of ``text`` that are code names (``question_type``, ``MAE_total``)."""
+    return [m.group(0) for m in _IDENTIFIER.finditer(text)]
+
+
+def printed_headers(df: pd.DataFrame, headers: Mapping[str, str] | None = None, percent: Collection[str] = ()):
+    """The headers the Markdown and LaTeX tables print; :class:`TableError` names any that is
+    still a code name, so that each family's writer gives it a worded header."""
+    heads = _headers(df, headers, percent)
+    coded = [h for h in heads if code_names(h)]
+    if coded:
+        raise TableError(f"printed table headers {coded} are code names: give each a worded header (headers=...)")
+    return heads
+
+
+def to_markdown(
+    df: pd.DataFrame, digits: int = 4, headers: Mapping[str, str] | None = None, percent: Collection[str] = ()
+) -> str:
+    heads = _headers(df, headers, percent)
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _rows(df, digits)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _rows(df, digits, percent)]
     return "\n".join(lines) + "\n"
 
 
@@ -65,7 +100,11 @@ def _tex(text: str) -> str:
 
 
 def to_latex(
-    df: pd.DataFrame, digits: int = 4, caption: str | None = None, headers: Mapping[str, str] | None = None
+    df: pd.DataFrame,
+    digits: int = 4,
+    caption: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    percent: Collection[str] = (),
 ) -> str:
     """A booktabs ``tabular``; wrapped in a ``table`` float only when a caption is given."""
     align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
@@ -73,10 +112,10 @@ def to_latex(
         r"% requires \usepackage{booktabs}",
         rf"\begin{{tabular}}{{{align}}}",
         r"\toprule",
-        " & ".join(_tex(h) for h in _headers(df, headers)) + r" \\",
+        " & ".join(_tex(h) for h in _headers(df, headers, percent)) + r" \\",
         r"\midrule",
     ]
-    lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _rows(df, digits)]
+    lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _rows(df, digits, percent)]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
         lines = [lines[0], r"\begin{table}", r"\centering", *lines[1:], rf"\caption{{{_tex(caption)}}}", r"\end{table}"]
@@ -88,20 +127,37 @@ def write_table(
     csv: str | os.PathLike | None = None,
     md: str | os.PathLike | None = None,
     tex: str | os.PathLike | None = None,
-    digits: int = 4,
+    *,
+    title: str | None = None,
     caption: str | None = None,
-    md_preamble: str = "",
+    notes: str = "",
+    digits: int = 4,
     headers: Mapping[str, str] | None = None,
+    percent: Collection[str] = (),
     empty_note: str | None = None,
 ) -> None:
-    """Write ``df`` in each requested format, atomically. CSV keeps full float precision.
+    """Write ``df`` in each requested format, atomically. CSV keeps full float precision and the
+    column names.
 
-    An empty table with an ``empty_note`` gets that sentence in Markdown instead of a bare header.
+    A printed table (``md`` or ``tex``) needs a ``title`` and a one-line ``caption`` (what, how many
+    items, which split); Markdown opens with both, then any ``notes`` (more paragraphs, Markdown
+    only); LaTeX puts ``title. caption`` in its ``\\caption``. Columns in ``percent`` hold
+    percentages (0–100): they print with one decimal and ``(%)`` in the header. An empty table with
+    an ``empty_note`` gets that sentence in Markdown instead of a bare header.
     """
     if csv:
         write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
+    if not (md or tex):
+        return
+    missing = [name for name, text in (("title", title), ("caption", caption)) if not (text or "").strip()]
+    if missing:
+        target = md or tex
+        raise TableError(f"{target}: a printed table needs a {' and a '.join(missing)}")
+    printed_headers(df, headers, percent)
     if md:
-        body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers)
-        write_text(md_preamble + body, md)
+        body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
+        notes_block = f"{notes.strip()}\n\n" if notes.strip() else ""
+        write_text(f"# {title}\n\n{caption.strip()}\n\n{notes_block}{body}", md)
     if tex:
-        write_text(to_latex(df, digits, caption, headers), tex)
+        full = f"{title.rstrip('.')}. {caption.strip()}"
+        write_text(to_latex(df, digits, full, headers, percent), tex)
