@@ -176,6 +176,12 @@ def test_leaderboard_rows_say_the_unit_of_their_mae():
     # without cards (a hand call): the metric alone, never a wrong unit
     bare = leaderboard_display(leaderboard(RECORDS, PUBLISHED), PUBLISHED)
     assert bare["metric (unit of the row)"].tolist() == ["MAE", "ROC AUC"]
+    # a card that says "unitless" (matbench_dielectric's n): said in words, not "MAE (unitless)"
+    unitless = leaderboard(RECORDS, PUBLISHED, {"matbench_steels": "unitless", "matbench_expt_is_metal": ""})
+    assert leaderboard_display(unitless, PUBLISHED)["metric (unit of the row)"].tolist() == [
+        "MAE (dimensionless)",
+        "ROC AUC",
+    ]
 
 
 # --- Matbench parity plots: density with n and the unit (issue 23, item 4) ---

@@ -163,13 +163,6 @@ DENSITY_MIN_POINTS = 2000
 # corner of the full-range panel.
 ZOOM_BELOW_SHARE = 1 / 3
 ZOOM_QUANTILE = 0.005
-DIMENSIONLESS = frozenset({"", "unitless", "dimensionless", "-", "–", "1"})
-
-
-def printed_unit(unit: str | None) -> str:
-    """The unit as a figure prints it: empty for a dimensionless target (no "MAE 0.3 unitless")."""
-    text = (unit or "").strip()
-    return "" if text.lower() in DIMENSIONLESS else text
 
 
 def _padded(lo: float, hi: float) -> tuple[float, float]:
@@ -224,6 +217,8 @@ def parity_figure(
         raise ValueError("parity_figure: non-finite values")
     n = y_true.size
     dense = n >= DENSITY_MIN_POINTS
+    from crucible.report.tables import printed_unit
+
     unit = printed_unit(unit)
     lo, hi = _padded(min(y_true.min(), y_pred.min()), max(y_true.max(), y_pred.max()))
     zoom_lo = min(np.quantile(y_true, ZOOM_QUANTILE), np.quantile(y_pred, ZOOM_QUANTILE))
