@@ -111,6 +111,26 @@ def test_config_schema_names_and_args():
         mlip_wf.check({"mlip": {"models": ["mien"], "custom_potentials": {"mine": SCALED}}})
 
 
+def test_a_custom_potential_declares_its_elements_and_eos_reports_the_others_as_not_modelled(tmp_path):
+    from crucible.mlip.eos import UNSUPPORTED
+
+    declared = {**IDENTITY, "elements": ["Cu"]}
+    out = tmp_path / "mine.parquet"
+    args = ["mlip", "eos", "--model", "mine", "--custom-potentials", _custom("mine", declared)]
+    assert main([*args, "--elements", "Cu,Ag", "--out", str(out)]) == 0
+    rows = read_parquet(out).set_index("element")
+    assert rows.loc["Ag", "status"] == UNSUPPORTED
+    assert "mine has no parameters for Ag (it models Cu)" in rows.loc["Ag", "failure_reason"]
+    assert rows.loc["Cu", "status"] == "ok" and np.isfinite(rows.loc["Cu", "v0"])
+    # not declared: Ag is tried (scaled EMT models it) and fitted
+    undeclared = tmp_path / "undeclared.parquet"
+    assert main([*args[:-1], _custom("mine", IDENTITY), "--elements", "Ag", "--out", str(undeclared)]) == 0
+    assert read_parquet(undeclared)["status"].tolist() == ["ok"]
+    for bad, message in (("Cu", "a non-empty list"), (["Cu", "Xx"], r"\['Xx'\] are not element symbols")):
+        with pytest.raises(ConfigError, match=rf"mlip.custom_potentials.mine.elements: {message}"):
+            mlip_wf.check({"mlip": {"custom_potentials": {"mine": {**IDENTITY, "elements": bad}}, "models": ["mine"]}})
+
+
 def test_catalysis_and_crystal_take_a_custom_potential_by_name():
     from crucible.catalysis import workflow as cat_wf
     from crucible.crystal import workflow as crystal_wf

@@ -133,13 +133,13 @@ def _cli(*args, cwd):
 
 def test_tables_and_figures_are_deterministic(tmp_path, emt):
     from crucible.io import write_parquet
-    from crucible.mlip.eos import EOS_SCHEMA
+    from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA
 
     df = run_eos(emt, "Al,Si,Cu,Au", progress=False)
-    write_parquet(df, tmp_path / "emt.parquet", schema=EOS_SCHEMA)
+    write_parquet(df, tmp_path / "emt.parquet", schema=EOS_SCHEMA, metadata={EOS_FORMAT_KEY: EOS_FORMAT})
     outs = []
     for run in ("a", "b"):
-        _cli(
+        res = _cli(
             "eos-table",
             "--inputs",
             "emt.parquet",
@@ -151,6 +151,7 @@ def test_tables_and_figures_are_deterministic(tmp_path, emt):
             f"{run}/t.tex",
             cwd=tmp_path,
         )
+        assert res.returncode == 0, res.stderr
         res = _cli(
             "eos-figures",
             "--inputs",
@@ -167,6 +168,20 @@ def test_tables_and_figures_are_deterministic(tmp_path, emt):
         outs.append({p.name: p.read_bytes() for p in sorted((tmp_path / run).iterdir())})
     assert outs[0] == outs[1] and set(outs[0]) == {"t.csv", "t.md", "t.tex", "d.png", "d.pdf", "p.png"}
     assert b"emt,4,1,Si," in outs[0]["t.csv"]
+
+
+def test_eos_results_of_the_older_format_are_refused_naming_the_file_and_the_rerun(tmp_path, emt):
+    """A file from before 'not modelled' was told from 'failed' (no format in its metadata): its
+    unmodelled elements would count as failures beside new files' 'not modelled'."""
+    from crucible.io import write_parquet
+    from crucible.mlip.eos import EOS_SCHEMA
+
+    write_parquet(run_eos(emt, "Cu", progress=False), tmp_path / "old.parquet", schema=EOS_SCHEMA)
+    for args in (("eos-table", "--out-csv", "t.csv"), ("eos-figures", "--out-png", "d.png", "--out-pdf", "d.pdf")):
+        res = _cli(args[0], "--inputs", "old.parquet", *args[1:], cwd=tmp_path)
+        assert res.returncode != 0 and "old.parquet: EOS results of format 1" in res.stderr, res.stderr
+        assert "snakemake --forcerun run_eos" in res.stderr
+    assert not (tmp_path / "t.csv").exists() and not (tmp_path / "d.png").exists()
 
 
 def test_frames_are_keyed_by_model_and_a_model_given_twice_is_refused(tmp_path):

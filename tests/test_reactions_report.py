@@ -108,7 +108,9 @@ def test_write_report_writes_tables_and_figure_deterministically(files, tmp_path
     assert outs["a"] == outs["b"]
     assert pd.read_csv(tmp_path / "a" / "t_csv.csv").shape == table.shape
     md = (tmp_path / "a" / "t_md.md").read_text().splitlines()
-    assert md[0] == f"# Reaction-condition selection on {DATASET}" and md[2].startswith("2 model(s) on the questions")
+    assert md[0] == f"# Reaction-condition selection on {DATASET}" and md[2].startswith(
+        "2 model(s) on 148 questions of 4 types built"
+    )
     assert "| model | question type | questions | mean relative score |" in md[4]
     assert (tmp_path / "a" / "f.png").stat().st_size > 10_000
 

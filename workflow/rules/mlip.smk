@@ -33,6 +33,8 @@ rule run_eos:
         points=lambda wc: mlip_wf.eos_params(config)["points"],
         volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
         custom=lambda wc: mlip_wf.custom_potential_arg(config, wc.model),
+        # a results file of an older meaning reruns (the table refuses it)
+        eos_format=mlip_wf.eos_format(),
     shell:
         "crucible mlip eos --model {wildcards.model:q} {params.custom} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"

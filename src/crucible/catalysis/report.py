@@ -423,7 +423,7 @@ def _parity_axes(ax, df: pd.DataFrame, title: str, by_adsorbate: bool) -> None:
         ax.set_xlim(lo - pad, hi + pad)
         ax.set_ylim(lo - pad, hi + pad)
         mae = float(np.mean(np.abs(x - y)))
-        title = f"{title}\nMAE_total {mae:.3f} eV, n = {len(x)}"
+        title = f"{title}\nMAE over all reactions {mae:.3f} eV, n = {len(x)}"
     ax.set_xlabel("reference E_ads (eV)")
     ax.set_ylabel("MLIP E_ads, median seed (eV)")
     ax.set_title(title, fontsize=9)
@@ -478,7 +478,7 @@ def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
             row,
             (
                 ("disp_thrs", "displacement threshold (Å)"),
-                ("bond_length_change_threshold", "bond-length change threshold"),
+                ("bond_length_change_threshold", "bond-length change threshold (fraction of the bond length)"),
             ),
         ):
             s = sweep[sweep["threshold"] == thr].sort_values("value")

@@ -307,7 +307,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--scores", nargs="+", required=True, help="scores JSONs results/matbench/scores/{model}/{task}.json"
     )
     p.add_argument("--published", required=True, help="config/published_matbench.yaml")
-    p.add_argument("--cards", nargs="*", default=[], help="task cards results/matbench/data/{task}.json: the MAE units")
+    p.add_argument(
+        "--cards",
+        nargs="*",
+        default=[],
+        help="task cards results/matbench/data/{task}.json: the MAE units, and which tasks are structure tasks "
+        "(the figure draws composition-only entries on them hollow)",
+    )
     p.add_argument("--out-csv", required=True, help="the leaderboard, CSV")
     p.add_argument("--out-md", required=True, help="the leaderboard, Markdown")
     p.add_argument("--out-tex", required=True, help="the leaderboard, LaTeX")

@@ -87,7 +87,11 @@ def leaderboard(
 
 def _metric_label(metric: str, unit: str) -> str:
     """``MAE (MPa)``, ``ROC AUC``: what a row's numbers are, in its own unit."""
+    from crucible.report.tables import printed_unit
+
     name = {"mae": "MAE", "rocauc": "ROC AUC"}.get(metric, metric)
+    if unit and not printed_unit(unit):  # a card that says the target has no unit (dielectric's n)
+        return f"{name} (dimensionless)"
     return f"{name} ({unit})" if unit else name
 
 
@@ -152,6 +156,29 @@ def leaderboard_notes(published: dict[str, Any]) -> str:
     )
 
 
+def composition_only_entries(table: pd.DataFrame, task_inputs: dict[str, str]) -> dict[str, list[bool]]:
+    """Per model, per row of ``table``: whether the model saw formulas only (its ``_inputs``
+    column, from the scores record) on a task whose input is a structure (``task_inputs``, the
+    task cards' ``input_type``). Those entries are not like-for-like with structure models."""
+    models = [c[: -len("_inputs")] for c in table.columns if c.endswith("_inputs")]
+    structure_task = [task_inputs.get(task) == "structure" for task in table["task"]]
+    return {
+        model: [
+            bool(on_structures and str(inputs).startswith("composition"))
+            for on_structures, inputs in zip(structure_task, table[f"{model}_inputs"])
+        ]
+        for model in models
+    }
+
+
+def task_input_types(records: list[dict[str, Any]], cards: list[dict[str, Any]]) -> dict[str, str]:
+    """Each task's native input (``composition`` or ``structure``): its card's ``input_type``,
+    else what its scores records say (a hand call without cards)."""
+    types = {r["task"]: r["task_input"] for r in records if r.get("task_input")}
+    types.update({c["task"]: c["input_type"] for c in cards if c.get("input_type")})
+    return types
+
+
 def folds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in sorted(records, key=lambda r: (r["model"], TASKS.index(r["task"]))):
@@ -198,7 +225,8 @@ def write_leaderboard_files(
     card_paths: list[str | os.PathLike] = (),
 ) -> pd.DataFrame:
     """The leaderboard (CSV with every number; Markdown/LaTeX for reading), the per-fold table
-    and the scaled-error figure, from the models' scores records; the task cards give the units."""
+    and the scaled-error figure, from the models' scores records; the task cards give the units
+    and which tasks are structure tasks (the figure marks composition-only entries on them)."""
     from crucible.io import read_json
     from crucible.report.figures import save_figure, scaled_error_figure
     from crucible.report.tables import write_table
@@ -217,5 +245,6 @@ def write_leaderboard_files(
         notes=leaderboard_notes(published),
     )
     write_table(folds_table(records), csv=out_folds_csv)
-    save_figure(scaled_error_figure(table, PUBLISHED_COLUMNS), out_png, out_pdf)
+    hollow = composition_only_entries(table, task_input_types(records, cards))
+    save_figure(scaled_error_figure(table, PUBLISHED_COLUMNS, hollow), out_png, out_pdf)
     return table

@@ -37,7 +37,7 @@ def _cmd_models(args) -> int:
 def _cmd_eos(args) -> int:
     from crucible.io import write_parquet
     from crucible.mlip.calculators import load_potential, provenance_metadata
-    from crucible.mlip.eos import EOS_SCHEMA, parse_elements, run_eos
+    from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA, parse_elements, run_eos
 
     elements = parse_elements(args.elements)  # fail on a typo before loading a model
     t0 = time.perf_counter()
@@ -45,7 +45,8 @@ def _cmd_eos(args) -> int:
     t_load = time.perf_counter() - t0
     df = run_eos(potential, elements, points=args.points, volume_range=tuple(args.volume_range), model=args.model)
     t_total = time.perf_counter() - t0
-    write_parquet(df, args.out, schema=EOS_SCHEMA, metadata=provenance_metadata(potential))
+    metadata = {**provenance_metadata(potential), EOS_FORMAT_KEY: EOS_FORMAT}
+    write_parquet(df, args.out, schema=EOS_SCHEMA, metadata=metadata)
     ok = df[df["status"] == "ok"]
     log.info(
         "%s: %d elements, %d not modelled, %d failed, mean Δ %.2f meV/atom, median %.2f; "
@@ -66,16 +67,17 @@ def _cmd_eos(args) -> int:
 
 def _cmd_eos_table(args) -> int:
     from crucible.mlip.eos import eos_summary_table
-    from crucible.mlip.report import load_frames, write_eos_table
+    from crucible.mlip.report import load_eos_frames, write_eos_table
 
-    write_eos_table(eos_summary_table(load_frames(args.inputs)), csv=args.out_csv, md=args.out_md, tex=args.out_tex)
+    frames = load_eos_frames(args.inputs)
+    write_eos_table(eos_summary_table(frames), csv=args.out_csv, md=args.out_md, tex=args.out_tex)
     return 0
 
 
 def _cmd_eos_figures(args) -> int:
-    from crucible.mlip.report import b0_parity, delta_periodic_table, load_frames
+    from crucible.mlip.report import b0_parity, delta_periodic_table, load_eos_frames
 
-    frames = load_frames(args.inputs)
+    frames = load_eos_frames(args.inputs)
     if args.out_png or args.out_pdf:
         delta_periodic_table(frames, png=args.out_png, pdf=args.out_pdf)
     if args.out_parity_png or args.out_parity_pdf:

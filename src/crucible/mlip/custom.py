@@ -2,7 +2,7 @@
 
     mlip:
       custom_potentials:
-        my-potential: {class: "mypkg.potentials:make_calculator", params: {cutoff: 5.0}}
+        my-potential: {class: "mypkg.potentials:make_calculator", params: {cutoff: 5.0}, elements: [Cu, Ni]}
       models: [emt, my-potential]
 
 ``class`` names a factory (a function or a class) that, called as ``factory(device=..., **params)``
@@ -12,7 +12,9 @@ Matbench's custom models). Such a potential is a :class:`~crucible.mlip.calculat
 of kind ``"custom"``: EOS, s2ef, catalysis and crystal ``mlip-search`` load it with
 :func:`~crucible.mlip.calculators.load_potential` like a registered one (same device choice, torch
 determinism, GPU rules), and its class path, params and package version are recorded with every
-result (:func:`~crucible.mlip.calculators.provenance`).
+result (:func:`~crucible.mlip.calculators.provenance`). ``elements``, when given, is the set the
+potential has parameters for, as the registered ones declare theirs: the EOS benchmark reports any
+other element as not modelled (not run), not as a failure.
 """
 
 from __future__ import annotations
@@ -60,6 +62,22 @@ def import_factory(name: str, entry: Mapping[str, Any]) -> Any:
     return factory
 
 
+def declared_elements(name: str, entry: Mapping[str, Any]) -> frozenset[str] | None:
+    """The ``elements`` an entry says its potential models (None: not said); a
+    :class:`ConfigError` naming the key for a symbol that is not an element."""
+    from ase.data import chemical_symbols
+
+    elements = entry.get("elements")
+    if elements is None:
+        return None
+    if isinstance(elements, str) or not isinstance(elements, (list, tuple)) or not elements:
+        raise ConfigError(f"{_where(name, 'elements')}: a non-empty list of element symbols, not {elements!r}")
+    unknown = [e for e in elements if not isinstance(e, str) or e not in chemical_symbols[1:]]
+    if unknown:
+        raise ConfigError(f"{_where(name, 'elements')}: {unknown} are not element symbols")
+    return frozenset(elements)
+
+
 def _is_ase_calculator(calc: Any) -> bool:
     from ase.calculators.calculator import BaseCalculator
 
@@ -74,6 +92,7 @@ def custom_potential_spec(name: str, entry: Mapping[str, Any]):
 
     factory = import_factory(name, entry)
     params = dict(entry.get("params") or {})
+    modelled = declared_elements(name, entry)
 
     def build(device: str):
         try:
@@ -98,6 +117,7 @@ def custom_potential_spec(name: str, entry: Mapping[str, Any]):
         params=params,
         # like the registered networks: its rules ask for a GPU (it still runs on a CPU)
         device="gpu",
+        elements=(lambda _calc: sorted(modelled)) if modelled else None,
     )
 
 
@@ -107,3 +127,4 @@ def check_custom_potentials(custom: Mapping[str, Mapping[str, Any]], registered:
         if name in registered:
             raise ConfigError(f"{_where(name)}: {name!r} is a registered potential; give yours another name")
         import_factory(name, custom[name])
+        declared_elements(name, custom[name])

@@ -266,6 +266,26 @@ EOS_SCHEMA = pa.schema(
 
 OK, FAILED, UNSUPPORTED = "ok", "failed", "unsupported"
 
+# The version of what an EOS results file means, stored in its metadata. 2: an element the
+# potential has no parameters for is "unsupported" (not run), no longer "failed".
+EOS_FORMAT = 2
+EOS_FORMAT_KEY = "eos_format"
+
+
+def check_eos_format(path) -> None:
+    """An EOS results file written with another meaning of its rows is refused, naming the file
+    and how to redo it: counted as it is, it would mix "failed" and "not modelled"."""
+    from crucible.errors import DataValidationError
+    from crucible.io import read_parquet_metadata
+
+    found = read_parquet_metadata(path).get(EOS_FORMAT_KEY, 1)
+    if found != EOS_FORMAT:
+        raise DataValidationError(
+            f"{path}: EOS results of format {found}, this crucible reads format {EOS_FORMAT} (format 2 tells "
+            "elements a potential does not model from failures); recompute it: snakemake --forcerun run_eos "
+            "(or delete the file and rerun)"
+        )
+
 
 def _row(
     model, element, device, natoms, volumes, energies, ref, fit: BMFit | None, reason: str | None, status: str

@@ -343,6 +343,15 @@ def b0_parity(frames_by_model: Mapping[str, pd.DataFrame], png=None, pdf=None) -
     _figure_save(fig, png, pdf)
 
 
+def load_eos_frames(paths: Sequence[str | Path]) -> dict[str, pd.DataFrame]:
+    """:func:`load_frames` of EOS results files, each checked to be of the current format."""
+    from crucible.mlip.eos import check_eos_format
+
+    for path in paths:
+        check_eos_format(path)
+    return load_frames(paths)
+
+
 def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd.DataFrame]:
     """Read per-model parquet files into {model: frame}; the model name comes from the ``model``
     column (one value per file) or, failing that, the file stem. Each frame's

@@ -79,6 +79,14 @@ def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
     return [origin.relative_to(here).as_posix()]
 
 
+def eos_format() -> int:
+    """The meaning of run_eos's results file (:data:`crucible.mlip.eos.EOS_FORMAT`), a param of
+    the rule: a file of an older format reruns."""
+    from crucible.mlip.eos import EOS_FORMAT
+
+    return EOS_FORMAT
+
+
 def custom_potential_arg(config: dict[str, Any], name: str) -> str:
     """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
     (only its own entry: a changed class or params reruns its jobs and no other); "" for a

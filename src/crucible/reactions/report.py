@@ -155,15 +155,15 @@ PAIRED_HEADERS = {
 
 
 def results_caption(dataset: str, table: pd.DataFrame, n_boot: int) -> str:
-    n = int(table["n"].sum()) if len(table) else 0
+    types = table.drop_duplicates("question_type") if len(table) else table
     models = table.loc[~table["model"].str.endswith(EXPECTED_SUFFIX), "model"].nunique() if len(table) else 0
     return (
-        f"{models} model(s) on the questions built from all of {dataset}'s table (no split; {n} model × question "
-        "rows in all): relative score = effective score of the chosen conditions / best effective score among "
-        f"the options (fill-in: over the answers that name a real combination), with a bootstrap 95 % interval "
-        f"({n_boot} resamples of questions). Fill-in questions also report how often the answer is a real "
-        "combination (share of questions) and, among those, how often it is the best one (share of the real "
-        "ones); the two are independent: every answer can name a real combination and none the best. "
+        f"{models} model(s) on {int(types['n'].sum()) if len(types) else 0} questions of {len(types)} types built "
+        f"from all of {dataset}'s table (no split): relative score = effective score of the chosen conditions / "
+        "best effective score among the options (fill-in: over the answers that name a real combination), with a "
+        f"bootstrap 95 % interval ({n_boot} resamples of questions). Fill-in questions also report how often the "
+        "answer is a real combination (share of questions) and, among those, how often it is the best one (share "
+        "of the real ones); the two are independent: every answer can name a real combination and none the best. "
         f'Rows "random{EXPECTED_SUFFIX}" are the exact expectation of a uniform random answer.'
     )
 

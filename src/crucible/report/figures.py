@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm, to_rgba  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 from crucible.errors import CrucibleError  # noqa: E402
 from crucible.io import atomic_path  # noqa: E402
@@ -50,12 +53,22 @@ def save_figure(fig: "plt.Figure", *paths: str | os.PathLike) -> None:
         plt.close(fig)
 
 
-def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Figure":
-    """Scaled error per task ordered by dataset size: the paper's size-versus-error view."""
+def scaled_error_figure(
+    table: Any, published_names: tuple[str, ...], composition_only: Mapping[str, Sequence[bool]] | None = None
+) -> "plt.Figure":
+    """Scaled error per task ordered by dataset size: the paper's size-versus-error view.
+
+    ``composition_only[model][i]`` is whether ``model`` saw formulas only on row ``i``'s task
+    although that task's input is a structure; those entries are drawn hollow, so a reader does
+    not compare them with structure-based published entries as like with like.
+    """
+    from matplotlib.lines import Line2D
+
+    composition_only = composition_only or {}
     tasks = list(table["task"])
     x = np.arange(len(tasks))
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.7 * len(tasks) + 3), 4.5))
-    # Published numbers are line/outline markers drawn above ours, so neither hides the other.
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.7 * len(tasks) + 3), 4.8))
+    # Published numbers are line markers and a see-through star drawn above ours, so neither hides the other.
     ref_styles = {
         "Dummy": ("_", "0.35"),
         "RF-SCM/Magpie": ("x", "tab:gray"),
@@ -69,27 +82,58 @@ def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Fi
     ]
     markers = "osD^vP"
     dodge = 0.12 if len(models) > 1 else 0.0  # models side by side, so equal values stay visible
+    handles = []
+    any_hollow = False
     for i, model in enumerate(models):
-        ax.scatter(
-            x + dodge * (i - (len(models) - 1) / 2),
-            table[f"{model}_scaled_error"],
-            marker=markers[i % len(markers)],
-            s=45,
-            alpha=0.85,
-            label=model,
-            zorder=2,
-        )
+        color = f"C{i % 10}"
+        marker = markers[i % len(markers)]
+        values = np.asarray(table[f"{model}_scaled_error"], dtype=float)
+        hollow = np.asarray(composition_only.get(model, [False] * len(tasks)), dtype=bool)
+        if hollow.shape != values.shape:
+            raise ValueError(f"composition_only[{model!r}] has {hollow.size} entries for {values.size} tasks")
+        xs = x + dodge * (i - (len(models) - 1) / 2)
+        common = {"marker": marker, "s": 45, "zorder": 2}
+        ax.scatter(xs[~hollow], values[~hollow], color=color, alpha=0.85, label=model, **common)
+        if hollow.any():
+            any_hollow = True
+            ax.scatter(
+                xs[hollow],
+                values[hollow],
+                facecolors="none",
+                edgecolors=color,
+                linewidths=1.5,
+                label=f"_{model} (composition only, structure task)",
+                **common,
+            )
+        handles.append(Line2D([], [], ls="", marker=marker, color=color, alpha=0.85, markersize=7, label=model))
     for name in published_names:
         column = f"published_{name}_scaled_error"
         if column in table:
             marker, color = ref_styles.get(name, ("x", "k"))
-            style = {"facecolors": "none", "edgecolors": color} if marker == "*" else {"color": color}
-            ax.scatter(
-                x, table[column], marker=marker, s=110, linewidths=1.4, label=f"published {name}", zorder=4, **style
+            # A star is filled lightly: see-through over ours, and not read as "hollow".
+            style = {"facecolors": to_rgba(color, 0.3), "edgecolors": color} if marker == "*" else {"color": color}
+            handles.append(
+                ax.scatter(
+                    x, table[column], marker=marker, s=110, linewidths=1.4, label=f"published {name}", zorder=4, **style
+                )
             )
+    if any_hollow:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                markerfacecolor="none",
+                markeredgecolor="0.2",
+                markeredgewidth=1.5,
+                markersize=7,
+                label="composition only\n(structure task)",
+            )
+        )
     ax.set_xticks(
         x,
-        [f"{t.removeprefix('matbench_')} ({n})" for t, n in zip(tasks, table["n"])],
+        [f"{t.removeprefix('matbench_')} ({n:,})" for t, n in zip(tasks, table["n"])],
         rotation=40,
         ha="right",
         rotation_mode="anchor",
@@ -97,29 +141,125 @@ def scaled_error_figure(table: Any, published_names: tuple[str, ...]) -> "plt.Fi
     )
     ax.set_xlabel("task (rows), ordered by size", fontsize=8)
     ax.set_ylabel("scaled error (MAE/MAD or (1-AUC)/0.5)")
-    ax.set_title("Matbench v0.1: scaled error by task (ordered by size)")
+    title = "Matbench v0.1: scaled error by task (ordered by size)"
+    if any_hollow:
+        title += (
+            "\nhollow: our model saw formulas only where the task gives structures"
+            " (published RF-SCM/Magpie and most best entries used them)"
+        )
+    ax.set_title(title, fontsize=10)
     ax.axhline(1.0, color="0.8", lw=0.8, zorder=1)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
 
-def parity_figure(y_true: np.ndarray, y_pred: np.ndarray, title: str, unit: str) -> "plt.Figure":
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
-    ax.scatter(y_true, y_pred, s=4, alpha=0.4, rasterized=True)
-    lo = float(np.nanmin([y_true.min(), y_pred.min()]))
-    hi = float(np.nanmax([y_true.max(), y_pred.max()]))
+# Below this many points a scatter shows every point; above it points overlap into a blob and a
+# density (hexagonal bins, log colour scale) shows where they lie.
+DENSITY_MIN_POINTS = 2000
+# A second, zoomed panel when the central 99 % of the values span less than this share of the
+# full range: a few far outliers (dielectric n up to 60, most below 5) squeeze the bulk into a
+# corner of the full-range panel.
+ZOOM_BELOW_SHARE = 1 / 3
+ZOOM_QUANTILE = 0.005
+
+
+def _padded(lo: float, hi: float) -> tuple[float, float]:
     pad = 0.03 * (hi - lo or 1.0)
-    lo, hi = lo - pad, hi + pad
-    ax.plot([lo, hi], [lo, hi], color="k", lw=0.8)
+    return lo - pad, hi + pad
+
+
+def _parity_panel(ax, y_true, y_pred, lo: float, hi: float, dense: bool):
+    """One square panel on [lo, hi]²; returns the hexbin collection (None for a scatter)."""
+    ax.set_aspect("equal", adjustable="box")
+    bins = None
+    if dense:
+        bins = ax.hexbin(
+            y_true,
+            y_pred,
+            gridsize=60,
+            extent=(lo, hi, lo, hi),
+            mincnt=1,
+            norm=LogNorm(vmin=1),
+            cmap="viridis",
+            linewidths=0.1,
+            zorder=1,
+        )
+    else:
+        ax.scatter(y_true, y_pred, s=10, alpha=0.6, edgecolors="none", color="tab:blue", zorder=1)
+    ax.plot([lo, hi], [lo, hi], color="k", lw=0.8, zorder=2)
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_aspect("equal", adjustable="box")
+    return bins
+
+
+def parity_figure(
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    title: str,
+    unit: str,
+    *,
+    quantity: str = "",
+    pooled_over: str = "5 test folds",
+) -> "plt.Figure":
+    """Predicted against true with the y = x line, on equal axes; the title gives MAE (in
+    ``unit``) and n. From :data:`DENSITY_MIN_POINTS` points on, a hexbin density with a log
+    colour scale replaces the scatter. When a few outliers stretch the axes (see
+    :data:`ZOOM_BELOW_SHARE`), a second panel zooms on the central 99 % of the values."""
+    from matplotlib.patches import Rectangle
+
+    y_true = np.asarray(y_true, dtype=float)
+    y_pred = np.asarray(y_pred, dtype=float)
+    if y_true.shape != y_pred.shape or y_true.ndim != 1 or not y_true.size:
+        raise ValueError(f"parity_figure needs two equal 1-d arrays, got {y_true.shape} and {y_pred.shape}")
+    if not (np.isfinite(y_true).all() and np.isfinite(y_pred).all()):
+        raise ValueError("parity_figure: non-finite values")
+    n = y_true.size
+    dense = n >= DENSITY_MIN_POINTS
+    from crucible.report.tables import printed_unit
+
+    unit = printed_unit(unit)
+    lo, hi = _padded(min(y_true.min(), y_pred.min()), max(y_true.max(), y_pred.max()))
+    zoom_lo = min(np.quantile(y_true, ZOOM_QUANTILE), np.quantile(y_pred, ZOOM_QUANTILE))
+    zoom_hi = max(np.quantile(y_true, 1 - ZOOM_QUANTILE), np.quantile(y_pred, 1 - ZOOM_QUANTILE))
+    zoom = 0 < zoom_hi - zoom_lo < ZOOM_BELOW_SHARE * (hi - lo)
+    width = (4.3 if dense else 4.0) * (2 if zoom else 1) + (0.7 if dense else 0.5)
+    fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(width, 4.5), squeeze=False)
+    axes = list(axes[0])
+    panels = [_parity_panel(axes[0], y_true, y_pred, lo, hi, dense)]
+    described = " ".join(part for part in (quantity, f"({unit})" if unit else "") if part)
     mae = float(np.mean(np.abs(y_true - y_pred)))
-    ax.set_xlabel(f"true ({unit})")
-    ax.set_ylabel(f"predicted ({unit})")
-    ax.set_title(f"{title}\nMAE {mae:.4g} over all 5 test folds", fontsize=9)
+    mae_text = f"MAE {mae:.4g} {unit}" if unit else f"MAE {mae:.4g}"
+    axes[0].set_title(f"{title}\n{mae_text}, n = {n:,} over {pooled_over}", fontsize=9)
+    if zoom:
+        zoom_lo, zoom_hi = _padded(zoom_lo, zoom_hi)
+        inside = (y_true >= zoom_lo) & (y_true <= zoom_hi) & (y_pred >= zoom_lo) & (y_pred <= zoom_hi)
+        panels.append(_parity_panel(axes[1], y_true[inside], y_pred[inside], zoom_lo, zoom_hi, dense))
+        axes[1].set_title(
+            f"red square enlarged: {int(inside.sum()):,} of {n:,} points ({inside.mean():.1%})", fontsize=9
+        )
+        axes[0].add_patch(
+            Rectangle(
+                (zoom_lo, zoom_lo), zoom_hi - zoom_lo, zoom_hi - zoom_lo, fill=False, ec="tab:red", lw=0.9, zorder=3
+            )
+        )
+        for spine in axes[1].spines.values():
+            spine.set_edgecolor("tab:red")
+    for ax in axes:
+        ax.set_xlabel(f"true {described}".rstrip())
+        ax.set_ylabel(f"predicted {described}".rstrip())
+    if dense:
+        # One log scale for both panels, on a bar as tall as the square axes.
+        top = max(float(b.get_array().max()) for b in panels)
+        for b in panels:
+            b.set_clim(1, max(top, 10.0))
+        cax = make_axes_locatable(axes[-1]).append_axes("right", size="4%", pad=0.08)
+        bar = fig.colorbar(panels[0], cax=cax)
+        bar.set_label("points per bin", fontsize=8)
+        bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        bar.ax.yaxis.set_minor_formatter(NullFormatter())
+        cax.tick_params(labelsize=7)
     fig.tight_layout()
     return fig
 
