@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from crucible.report.tables import TableError, code_names, write_table
+from crucible.report.tables import TableError, code_names, to_markdown, write_table
 
 TABLE = pd.DataFrame(
     {"model": ["a", "b"], "match_rate": [5.6, 12.345678], "n_items": [125, 8], "mean_rms": [0.15691, None]}
@@ -50,7 +50,7 @@ def test_a_printed_table_without_title_or_caption_is_refused_naming_the_file(tmp
     kwargs = {"title": "T", "caption": "C.", missing: None}
     with pytest.raises(TableError, match=rf"t\.md: a printed table needs a {missing}"):
         write_table(TABLE, csv=tmp_path / "t.csv", md=tmp_path / "t.md", headers=HEADERS, **kwargs)
-    assert not (tmp_path / "t.md").exists()
+    assert not (tmp_path / "t.md").exists() and not (tmp_path / "t.csv").exists()  # none of its files
     # a CSV alone is for tools: no title needed
     write_table(TABLE, csv=tmp_path / "only.csv")
 
@@ -59,6 +59,8 @@ def test_code_name_headers_are_refused_and_worded_ones_pass(tmp_path):
     with pytest.raises(TableError, match=r"\['match_rate', 'n_items'\]"):
         write_table(TABLE, md=tmp_path / "t.md", title="T", caption="C.", headers={"mean_rms": "mean RMS"})
     assert not (tmp_path / "t.md").exists()
+    with pytest.raises(TableError, match="code names"):  # the renderers check too
+        to_markdown(TABLE)
     assert code_names("MAE_total (eV)") == ["MAE_total"]
     assert code_names("question_type") == ["question_type"]
     for worded in ("mp-20 match rate (%) [pymatgen-default]", "B0′ MAE vs WIEN2k", "EFwT (0.02 eV, 0.03 eV/Å)"):

@@ -79,7 +79,7 @@ def printed_headers(df: pd.DataFrame, headers: Mapping[str, str] | None = None, 
 def to_markdown(
     df: pd.DataFrame, digits: int = 4, headers: Mapping[str, str] | None = None, percent: Collection[str] = ()
 ) -> str:
-    heads = _headers(df, headers, percent)
+    heads = printed_headers(df, headers, percent)
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in _rows(df, digits, percent)]
     return "\n".join(lines) + "\n"
@@ -120,7 +120,7 @@ def to_latex(
         r"% requires \usepackage{booktabs}",
         rf"\begin{{tabular}}{{{align}}}",
         r"\toprule",
-        " & ".join(_tex(h) for h in _headers(df, headers, percent)) + r" \\",
+        " & ".join(_tex(h) for h in printed_headers(df, headers, percent)) + r" \\",
         r"\midrule",
     ]
     lines += [" & ".join(_tex(c) for c in row) + r" \\" for row in _rows(df, digits, percent)]
@@ -153,15 +153,14 @@ def write_table(
     percentages (0–100): they print with one decimal and ``(%)`` in the header. An empty table with
     an ``empty_note`` gets that sentence in Markdown instead of a bare header.
     """
+    if md or tex:
+        # checked before anything is written: a refused table leaves none of its files behind
+        missing = [name for name, text in (("title", title), ("caption", caption)) if not (text or "").strip()]
+        if missing:
+            raise TableError(f"{md or tex}: a printed table needs a {' and a '.join(missing)}")
+        printed_headers(df, headers, percent)
     if csv:
         write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
-    if not (md or tex):
-        return
-    missing = [name for name, text in (("title", title), ("caption", caption)) if not (text or "").strip()]
-    if missing:
-        target = md or tex
-        raise TableError(f"{target}: a printed table needs a {' and a '.join(missing)}")
-    printed_headers(df, headers, percent)
     if md:
         body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
         notes_block = f"{notes.strip()}\n\n" if notes.strip() else ""
