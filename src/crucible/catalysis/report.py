@@ -165,38 +165,44 @@ _WORDED = {
 }
 
 
-def printed_headers(spec, unit: str = "ms") -> dict[str, str]:
+# CatBench's code names as whole words, longest first (``MAE_total`` before ``MAE``-like prefixes)
+_CODE_NAME = re.compile(
+    r"(?<![A-Za-z_])(" + "|".join(sorted(map(re.escape, _WORDED), key=len, reverse=True)) + r")(?![A-Za-z_])"
+)
+
+
+def worded_headers(spec, unit: str = "ms") -> dict[str, str]:
     """:func:`flat_headers` with CatBench's code names in words, for the Markdown and LaTeX tables."""
-    out = {}
-    for column, head in flat_headers(spec, unit).items():
-        for name in sorted(_WORDED, key=len, reverse=True):
-            head = re.sub(rf"(?<![A-Za-z_]){name}(?![A-Za-z_])", _WORDED[name], head)
-        out[column] = head
-    return out
+    return {
+        column: _CODE_NAME.sub(lambda m: _WORDED[m.group(1)], head) for column, head in flat_headers(spec, unit).items()
+    }
+
+
+# per table of :func:`write_tables`: (what it is, what it shows)
+_TABLE_TOPICS = {
+    "": (
+        "adsorption energies",
+        "rates of CatBench's classes (normal, adsorbate migration, anomalies), MAE "
+        "against the reference (eV), ADwT/AMDwT and cost",
+    ),
+    "_anomaly": ("anomaly counts", "reactions per CatBench class and per anomaly criterion"),
+    "_adsorbates": ("adsorption energies by adsorbate", "MAE (eV), ADwT/AMDwT and class counts per adsorbate"),
+    "_shifted": (
+        "adsorption energies, gas-phase shift applied",
+        "as the main table, on energies after CatBench's per-adsorbate gas-shift correction",
+    ),
+}
 
 
 def _table_caption(dataset: str, suffix: str, analyses: Sequence[dict[str, Any]]) -> tuple[str, str]:
     """(title, caption) of one of :func:`write_tables`' tables."""
     n = max((int(a["mlip"].get("Num_total") or 0) for a in analyses), default=0)
-    what = {
-        "": (
-            "Adsorption energies",
-            "rates of CatBench's classes (normal, adsorbate migration, anomalies), MAE "
-            "against the reference (eV), ADwT/AMDwT and cost",
-        ),
-        "_anomaly": ("Anomaly counts", "reactions per CatBench class and per anomaly criterion"),
-        "_adsorbates": ("Adsorption energies by adsorbate", "MAE (eV), ADwT/AMDwT and class counts per adsorbate"),
-        "_shifted": (
-            "Adsorption energies, gas-phase shift applied",
-            "as the main table, on energies after CatBench's per-adsorbate gas-shift correction",
-        ),
-    }[suffix]
-    title = f"CatBench {what[0].lower()} on {dataset}" if suffix else f"CatBench adsorption energies on {dataset}"
+    topic, shows = _TABLE_TOPICS[suffix]
     caption = (
-        f"Per potential, over up to {n} adsorption reactions of {dataset} (all of them: no split): {what[1]}; "
+        f"Per potential, over up to {n} adsorption reactions of {dataset} (all of them: no split): {shows}; "
         "reactions a potential failed on are counted as failed, not classified."
     )
-    return title, caption
+    return f"CatBench {topic} on {dataset}", caption
 
 
 def frame(rows: Sequence[dict[str, Any]], spec) -> pd.DataFrame:
@@ -361,14 +367,13 @@ def _normalise_zip(path) -> None:
                 zout.writestr(zi, data)
 
 
-def write_tables(
-    analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "ms", dataset: str | None = None
-) -> list[str]:
+def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "ms") -> list[str]:
     """``{prefix}.{csv,md,tex}`` (MLIP_Data), ``{prefix}_anomaly.*``, ``{prefix}_adsorbates.*``,
     ``{prefix}_shifted.*`` (MLIP_Data on gas-shifted energies)."""
     from crucible.report.tables import write_table
 
     written = []
+    dataset = os.path.basename(prefix).removeprefix("catalysis_")
     per_ads = [{"MLIP_name": a["mlip"]["MLIP_name"], **row} for a in analyses for row in a["per_adsorbate"]]
     ads_spec = [("MLIP_name", "MLIP_name", "")] + PER_MLIP
     for suffix, rows, spec in (
@@ -380,11 +385,9 @@ def write_tables(
         df = frame(rows, spec)
         if suffix in ("", "_shifted"):
             df["Num_failed"] = [a["mlip"].get("Num_failed", 0) for a in analyses]
-        heads = {**printed_headers(spec, unit), "Num_failed": "failed (not classified)"}
+        heads = {**worded_headers(spec, unit), "Num_failed": "failed (not classified)"}
         base = f"{prefix}{suffix}"
-        title, caption = _table_caption(
-            dataset or os.path.basename(prefix).removeprefix("catalysis_"), suffix, analyses
-        )
+        title, caption = _table_caption(dataset, suffix, analyses)
         write_table(
             df,
             csv=f"{base}.csv",

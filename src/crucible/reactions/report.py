@@ -155,10 +155,10 @@ PAIRED_HEADERS = {
 
 
 def results_caption(dataset: str, table: pd.DataFrame, n_boot: int) -> str:
-    types = table.drop_duplicates("question_type") if len(table) else table
-    models = table.loc[~table["model"].str.endswith(EXPECTED_SUFFIX), "model"].nunique() if len(table) else 0
+    types = table.drop_duplicates("question_type")
+    models = table.loc[~table["model"].str.endswith(EXPECTED_SUFFIX), "model"].nunique()
     return (
-        f"{models} model(s) on {int(types['n'].sum()) if len(types) else 0} questions of {len(types)} types built "
+        f"{models} model(s) on {int(types['n'].sum())} questions of {len(types)} types built "
         f"from all of {dataset}'s table (no split): relative score = effective score of the chosen conditions / "
         "best effective score among the options (fill-in: over the answers that name a real combination), with a "
         f"bootstrap 95 % interval ({n_boot} resamples of questions). Fill-in questions also report how often the "
@@ -168,7 +168,7 @@ def results_caption(dataset: str, table: pd.DataFrame, n_boot: int) -> str:
     )
 
 
-def paired_caption(dataset: str, paired: pd.DataFrame, n_boot: int) -> str:
+def paired_caption(dataset: str, n_boot: int) -> str:
     return (
         f"On {dataset}, the same questions with the prompt's reference condition groups and without: mean "
         f"difference of relative score (with − without) and its bootstrap 95 % interval ({n_boot} resamples), "
@@ -209,7 +209,7 @@ def write_tables(
         out_paired_tex,
         digits=3,
         title=f"Paired effect of references on {dataset}",
-        caption=paired_caption(dataset, paired, n_boot),
+        caption=paired_caption(dataset, n_boot),
         headers=PAIRED_HEADERS,
     )
     return table

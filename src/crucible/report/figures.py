@@ -17,6 +17,7 @@ from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 from crucible.errors import CrucibleError  # noqa: E402
 from crucible.io import atomic_path  # noqa: E402
+from crucible.report.tables import printed_unit  # noqa: E402
 
 _METADATA = {
     ".png": {"Software": None},
@@ -217,8 +218,6 @@ def parity_figure(
         raise ValueError("parity_figure: non-finite values")
     n = y_true.size
     dense = n >= DENSITY_MIN_POINTS
-    from crucible.report.tables import printed_unit
-
     unit = printed_unit(unit)
     lo, hi = _padded(min(y_true.min(), y_pred.min()), max(y_true.max(), y_pred.max()))
     zoom_lo = min(np.quantile(y_true, ZOOM_QUANTILE), np.quantile(y_pred, ZOOM_QUANTILE))
