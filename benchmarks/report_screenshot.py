@@ -28,19 +28,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import provide_downloads  # noqa: E402
-from report_pages import NO_BROWSER, chromium, front_page_html, screenshot, unpack  # noqa: E402
-
-CONFIG = {
-    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
-    "crystal": {"max_test_items": 6},
-    "reactions": {"datasets": ["direct-arylation"]},
-}
-ROLES = (
-    "matbench/metadata",
-    "matbench/mirror/matbench_steels",
-    "crystal/aflow-prototypes",
-    "reactions/direct-arylation",
+from report_pages import (  # noqa: E402
+    NO_BROWSER,
+    TINY_RUN_CONFIG,
+    TINY_RUN_ROLES,
+    chromium,
+    front_page_html,
+    screenshot,
+    unpack,
 )
 
 
@@ -66,8 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     # configfile directive reads config/ in the working directory.
     shutil.rmtree(workdir / "config", ignore_errors=True)
     shutil.copytree(REPO / "config", workdir / "config")
-    provide_downloads(workdir, *ROLES)
-    (workdir / "tiny.yaml").write_text(yaml.safe_dump(CONFIG))
+    provide_downloads(workdir, *TINY_RUN_ROLES)
+    (workdir / "tiny.yaml").write_text(yaml.safe_dump(TINY_RUN_CONFIG))
     snakemake(workdir)
     snakemake(workdir, "--report", str(workdir / "report.zip"))
     unpacked = workdir / "report"

@@ -12,6 +12,22 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+# A tiny run of every default family (Matbench steels × dummy, EOS of Cu and S2EF with EMT, six
+# crystals, one reaction table), and the pinned files it reads: the run whose report the front-page
+# test checks and the screenshot script photographs.
+TINY_RUN_CONFIG = {
+    "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
+    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
+    "crystal": {"max_test_items": 6},
+    "reactions": {"datasets": ["direct-arylation"]},
+}
+TINY_RUN_ROLES = (
+    "matbench/metadata",
+    "matbench/mirror/matbench_steels",
+    "crystal/aflow-prototypes",
+    "reactions/direct-arylation",
+)
+
 # The report's views (its React app's `content`): the landing page shows "metadata" when the
 # report has metadata (profiles/default gives it), else "rulegraph".
 VIEWS = ("metadata", "rulegraph", "stats")

@@ -14,7 +14,16 @@ import pytest
 import yaml
 
 from helpers import REPO, assert_printed_tables, provide_downloads, run_snakemake
-from report_pages import NO_BROWSER, chromium, front_page_html, rendered_dom, screenshot, unpack
+from report_pages import (
+    NO_BROWSER,
+    TINY_RUN_CONFIG,
+    TINY_RUN_ROLES,
+    chromium,
+    front_page_html,
+    rendered_dom,
+    screenshot,
+    unpack,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -47,25 +56,15 @@ class MeanOrMajority:
         return self.value_ + noise
 '''
 
+# The tiny run of every default family, plus a custom model module beside the config.
 CONFIG = {
+    **TINY_RUN_CONFIG,
     "matbench": {
-        "tasks": ["matbench_steels"],
+        **TINY_RUN_CONFIG["matbench"],
         "models": ["dummy", "mine"],
         "custom_models": {"mine": {"class": "mymodels:MeanOrMajority", "input": "composition"}},
     },
-    "mlip": {"models": ["emt"], "eos": {"elements": ["Cu"]}, "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}}},
-    # The other families of the default run, each on a small slice, so that their rules are quoted too.
-    "crystal": {"max_test_items": 6},
-    "reactions": {"datasets": ["direct-arylation"]},
 }
-
-
-ROLES = (
-    "matbench/metadata",
-    "matbench/mirror/matbench_steels",
-    "crystal/aflow-prototypes",
-    "reactions/direct-arylation",
-)
 
 
 def _snakemake(workdir, *args, env):
@@ -80,7 +79,7 @@ def run(tmp_path_factory, venv_env):
     for name in ("Snakefile", "workflow", "config", "envs"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
     # the archives this config reads, from the test cache (PyPI the first time: marks `network`)
-    provide_downloads(workdir, *ROLES)
+    provide_downloads(workdir, *TINY_RUN_ROLES)
     (workdir / "my config.yaml").write_text(yaml.safe_dump(CONFIG))
     (workdir / "mymodels.py").write_text(MODULE)
     env = {k: v for k, v in venv_env.items() if k != "PYTHONPATH"}
@@ -180,7 +179,7 @@ def test_the_report_front_page_names_the_families_sources_version_and_wall_time(
     assert "Not in this run (nothing configured): llm, catalysis." in page
     # the sources: each pinned file the jobs read with its pin, its archive with the archive's
     sources = load_sources(workdir / "config/sources.yaml")
-    for role in ROLES:
+    for role in TINY_RUN_ROLES:
         pin = find_pin(role, sources)
         assert str(resource_path(role, sources)) in page and pin.sha256 in page, role
         assert sources["artifacts"][pin.artifact]["sha256"] in page, pin.artifact
