@@ -15,9 +15,11 @@ import sys
 
 from crucible import __version__
 from crucible.errors import CrucibleError
+from crucible.identity import JobRecord, log_imported_modules
 
 GROUPS: dict[str, tuple[str, str]] = {
     "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
+    "names": ("crucible.identity_cli", "what each configured name means in this results folder; forget one"),
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
@@ -65,7 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        # A job of the workflow is handed its identity: inputs made under other meanings of a
+        # name are refused before it runs; its outputs' records are written once it succeeded.
+        job = JobRecord.from_environ()
+        names = job.input_names() if job is not None else {}
         result = args.func(args)
+        if job is not None and not result:
+            job.write_records(["crucible", group, *rest], names)
+        log_imported_modules(group, getattr(args, "command", None))
     except CrucibleError as exc:
         print(f"crucible {group}: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,292 @@
+"""crucible.identity: code digests from the import graph, name meanings, job records."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crucible import identity
+from crucible.cli import GROUPS
+from crucible.errors import ConfigError
+from crucible.identity import JobRecord, Meaning, NameBook, code_identity, import_closure, record_path
+
+from helpers import REPO
+
+
+def all_commands() -> list[tuple[str, str]]:
+    import argparse
+
+    commands = []
+    for group, (module, _) in GROUPS.items():
+        parser = argparse.ArgumentParser()
+        importlib.import_module(module).configure_parser(parser)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                commands += [(group, verb) for verb in action.choices]
+    return sorted(commands)
+
+
+def test_every_command_has_a_handler_and_a_closure_with_its_group():
+    commands = all_commands()
+    assert len(commands) > 40
+    for group, verb in commands:
+        module, function = identity.command_handler(group, verb)
+        modules = code_identity(group, verb)["modules"]
+        assert module in modules and "crucible.cli" in modules and "crucible" in modules, (group, verb)
+
+
+# What a command imports when it runs: a command of each family on real inputs would need a DAG,
+# so the check runs the handler's imports the way the CLI does (the group module, then the
+# handler's own lazy imports, executed by calling the handler on arguments that fail at once).
+# Every crucible module then in sys.modules must be in the static closure.
+RUNTIME_SCRIPT = """
+import json, sys
+from crucible import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m == "crucible" or m.startswith("crucible."))))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "matbench",
+            "score",
+            "--task",
+            "matbench_steels",
+            "--card",
+            "x",
+            "--model",
+            "dummy",
+            "--predictions",
+            "p",
+            "--folds",
+            "f",
+            "--data",
+            "d",
+            "--out",
+            "o",
+        ],
+        ["crystal", "table", "--inputs", "x.json", "--dataset", "d", "--csv", "a", "--md", "b", "--tex", "c"],
+        ["reactions", "score", "--help"],
+        ["mlip", "eos-table", "--inputs", "x.parquet", "--out-csv", "a", "--out-md", "b", "--out-tex", "c"],
+    ],
+)
+def test_static_closure_holds_every_module_the_command_imports(tmp_path, argv):
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNTIME_SCRIPT, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    static = set(code_identity(argv[0], argv[1])["modules"])
+    assert loaded - static == set(), proc.stderr[-2000:]
+
+
+def test_digest_ignores_comments_docstrings_and_version(tmp_path, monkeypatch):
+    pkg = tmp_path / "crucible"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""doc"""\n__version__ = "1.0"\n')
+    (pkg / "a.py").write_text('"""A."""\nimport json\n\ndef f():\n    """F."""\n    return 1  # one\n')
+    monkeypatch.setattr(identity, "PACKAGE_ROOT", pkg)
+    before = identity.module_digest(pkg / "a.py"), identity.module_digest(pkg / "__init__.py")
+    identity.module_digest.cache_clear()
+    (pkg / "__init__.py").write_text('"""other doc"""\n__version__ = "2.0"\n')
+    (pkg / "a.py").write_text('"""B."""\nimport json\n\n\ndef f():\n    # why\n    return 1\n')
+    assert (identity.module_digest(pkg / "a.py"), identity.module_digest(pkg / "__init__.py")) == before
+    identity.module_digest.cache_clear()
+    (pkg / "a.py").write_text('"""B."""\nimport json\n\ndef f():\n    return 2\n')
+    assert identity.module_digest(pkg / "a.py") != before[0]
+    identity.module_digest.cache_clear()
+
+
+def test_closure_follows_lazy_imports_and_names_third_party_packages():
+    modules, others = import_closure(["crucible.crystal.scoring"])
+    assert "crucible.crystal.scoring" in modules and "crucible.crystal" in modules and "crucible" in modules
+    assert "pymatgen" in others
+    versions = identity.package_versions(others)
+    assert "pymatgen" in versions and all(v for v in versions.values())
+
+
+def test_an_edit_of_one_module_changes_exactly_the_commands_that_reach_it(monkeypatch):
+    """A one-line edit of crystal/scoring.py: the commands whose closure holds it get a new digest,
+    every other command keeps its own."""
+    commands = [c for c in all_commands() if c[0] != "sources"]
+    before = {c: identity.digest(code_identity(*c)) for c in commands}
+    target = identity._module_file("crucible.crystal.scoring")
+    real = identity.module_digest
+
+    def edited(path):
+        return "edited" if path == target else real(path)
+
+    monkeypatch.setattr(identity, "module_digest", edited)
+    code_identity.cache_clear()
+    try:
+        after = {c: identity.digest(code_identity(*c)) for c in commands}
+        changed = {c for c in commands if after[c] != before[c]}
+        reaching = {c for c in commands if "crucible.crystal.scoring" in code_identity(*c)["modules"]}
+    finally:
+        code_identity.cache_clear()
+    assert changed == reaching
+    assert ("crystal", "score") in changed
+    assert ("matbench", "score") not in changed and ("reactions", "score") not in changed
+
+
+def test_code_digest_cache_follows_the_sources(tmp_path):
+    cache = tmp_path / "digests.json"
+    identity._code_cache.cache_clear()
+    first = identity.code_digest("matbench", "score", cache_file=cache)
+    assert json.loads(cache.read_text())["digests"]["matbench score"] == first
+    assert identity.code_digest("matbench", "score", cache_file=None) == first
+    identity._code_cache.cache_clear()
+
+
+def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
+    book_file = tmp_path / "names.json"
+    old = NameBook({"matbench/model/gbm-magpie": Meaning({"params": {"max_iter": 50}}, "matbench.model_params")})
+    assert old.check_recorded(book_file) == ["matbench/model/gbm-magpie"]
+    old.record(["matbench/model/gbm-magpie"], book_file)
+    assert old.check_recorded(book_file) == []
+    new = NameBook(
+        {
+            "matbench/model/gbm-magpie": Meaning({"params": {"max_iter": 3}}, "matbench.model_params", "rename it"),
+            "matbench/model/dummy": Meaning({}, "matbench.models"),
+        }
+    )
+    with pytest.raises(ConfigError) as err:
+        new.check_recorded(book_file)
+    text = str(err.value)
+    assert '{"params":{"max_iter":50}}' in text and '{"params":{"max_iter":3}}' in text
+    assert "rename it" in text and "crucible names forget matbench/model/gbm-magpie" in text
+    identity.forget_names(["matbench/model/gbm-magpie"], book_file)
+    assert new.check_recorded(book_file) == ["matbench/model/dummy", "matbench/model/gbm-magpie"]
+    with pytest.raises(ConfigError, match="no name 'nope'"):
+        identity.forget_names(["nope"], book_file)
+
+
+def test_one_name_two_meanings_in_one_config_is_refused():
+    class F:
+        def __init__(self, names):
+            self.names = lambda config: names
+
+    a = F({"potential/mine": Meaning({"custom": 1}, "a")})
+    b = F({"potential/mine": Meaning({"custom": 2}, "b")})
+    with pytest.raises(ConfigError, match="two meanings"):
+        NameBook.of({}, [a, b])
+
+
+def test_for_job_picks_the_family_settings_and_the_names_its_wildcards_hold():
+    book = NameBook(
+        {
+            "matbench/settings": Meaning(1, "k"),
+            "matbench/model/dummy": Meaning(2, "k"),
+            "matbench/model/gbm-magpie": Meaning(3, "k"),
+            "reactions/model/dummy": Meaning(4, "k"),
+            "potential/emt": Meaning(5, "k"),
+        }
+    )
+    assert set(book.for_job("matbench", ["dummy", "matbench_steels", "0"])) == {
+        "matbench/settings",
+        "matbench/model/dummy",
+    }
+    assert set(book.for_job("catalysis", ["emt", "demo"])) == {"potential/emt"}
+
+
+def _job(tmp_path, names, inputs, outputs):
+    return JobRecord("matbench leaderboard", "c0de", names, [str(p) for p in inputs], [str(p) for p in outputs])
+
+
+def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
+    a, b, table = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "table.csv"
+    a.write_text("{}")
+    b.write_text("{}")
+    _job(tmp_path, {"matbench/model/gbm-magpie": "111"}, [], [a]).write_records(
+        ["x"], {"matbench/model/gbm-magpie": "111"}
+    )
+    _job(tmp_path, {"matbench/model/gbm-magpie": "222"}, [], [b]).write_records(
+        ["x"], {"matbench/model/gbm-magpie": "222"}
+    )
+    assert record_path(a) == tmp_path / ".identity" / "a.json.json"
+    with pytest.raises(identity.IdentityError) as err:
+        _job(tmp_path, {}, [a, b], [table]).input_names()
+    assert str(b) in str(err.value) and "222" in str(err.value) and "111" in str(err.value)
+    # the job's own meaning against an input's: refused the same way
+    with pytest.raises(identity.IdentityError):
+        _job(tmp_path, {"matbench/model/gbm-magpie": "333"}, [a], [table]).input_names()
+    job = _job(tmp_path, {"matbench/settings": "s"}, [a], [table])
+    names = job.input_names()
+    assert names == {"matbench/model/gbm-magpie": "111", "matbench/settings": "s"}
+    table.write_text("x\n")
+    first = job.write_records(["crucible", "matbench", "leaderboard"], names)
+    record = json.loads(record_path(table).read_text())
+    assert record["identity"] == first and record["names"] == names
+    assert record["inputs"] == {str(a): identity.file_sha256(a)}
+    a.write_text('{"edited": 1}')
+    assert job.write_records(["crucible", "matbench", "leaderboard"], names) != first
+
+
+def test_job_env_round_trips(monkeypatch):
+    env = identity.job_env("matbench", "score", {"matbench/model/dummy": "d"}, ["b", "a", "a"], ["o"])
+    job = JobRecord.from_environ({identity.ENV_VAR: env})
+    assert job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == identity.code_digest("matbench", "score")
+    with pytest.raises(identity.IdentityError, match=identity.ENV_VAR):
+        JobRecord.from_environ({identity.ENV_VAR: "{not json"})
+
+
+def test_names_cli_shows_and_forgets(tmp_path, capsys):
+    from crucible.cli import main
+
+    book_file = tmp_path / "names.json"
+    NameBook({"crystal/settings": Meaning({"seed": 0}, "crystal")}).record(["crystal/settings"], book_file)
+    assert main(["names", "show", "--book", str(book_file)]) == 0
+    assert "crystal/settings" in capsys.readouterr().out
+    assert main(["names", "forget", "crystal/settings", "--book", str(book_file)]) == 0
+    assert main(["names", "forget", "crystal/settings", "--book", str(book_file)]) == 2
+
+
+def test_no_rule_file_carries_a_version_param():
+    for path in (REPO / "workflow" / "rules").glob("*.smk"):
+        assert "CRUCIBLE_VERSION" not in path.read_text(), path
+
+
+def test_every_family_declares_its_names():
+    from crucible import families
+
+    for family in families.families():
+        assert family.names is not families._no_names, family.name
+
+
+def test_an_unused_custom_model_changes_no_job_param():
+    from crucible.config import fill_defaults
+    from crucible.matbench import workflow as mb
+
+    config = {"matbench": {"tasks": ["matbench_steels"], "models": ["dummy", "gbm-magpie"]}}
+    fill_defaults(config)
+    before = {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb.models(config)}
+    book = NameBook.of(config, [mb.FAMILY]).digests()
+    config["matbench"]["custom_models"]["unused"] = {"class": "mymodels:Mine", "params": {}}
+    assert {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb.models(config)} == before
+    assert NameBook.of(config, [mb.FAMILY]).digests() == book
+
+
+def test_a_variant_is_the_registered_model_with_its_own_params():
+    from crucible.models.registry import MODELS, get_spec
+
+    spec = get_spec("gbm-quick", {"gbm-quick": {"model": "gbm-magpie", "params": {"max_iter": 3}}})
+    base = MODELS["gbm-magpie"]
+    assert spec.name == "gbm-quick" and spec.device == base.device and spec.input_kind == base.input_kind
+    assert spec.defaults["max_iter"] == 3
+    with pytest.raises(ConfigError, match="either class"):
+        get_spec("both", {"both": {"model": "gbm-magpie", "class": "a:B"}})
+
+
+def test_records_live_beside_their_outputs():
+    assert record_path("results/tables/x.csv") == Path("results/tables/.identity/x.csv.json")
