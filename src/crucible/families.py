@@ -30,6 +30,10 @@ def _no_constraints(config: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
+def _no_names(config: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
 def _no_files(config: dict[str, Any]) -> list[str]:
     return []
 
@@ -67,6 +71,10 @@ class Family:
     # {"tasks": [...], "models": [...]}, axes in the order a reader wants them. None: every list
     # of names at the top of the family's config section (see built_by).
     built: Callable[[dict[str, Any]], dict[str, list[str]]] | None = None
+    # Every name a run of the config is made of, with its meaning: {"<family>/<kind>/<name>" (or
+    # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.Meaning}. Only the
+    # names the run uses: an unused entry means nothing yet. See crucible.identity.NameBook.
+    names: Callable[[dict[str, Any]], dict[str, Any]] = field(default=_no_names)
 
     def __post_init__(self):
         if not self.rule_files:

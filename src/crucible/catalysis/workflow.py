@@ -63,6 +63,32 @@ def models(config: dict) -> list[str]:
     return list(section(config)["models"] or _config.section(config, "mlip")["models"])
 
 
+def names(config: dict) -> dict:
+    """Every name a catalysis run is made of, with its meaning (see crucible.identity.NameBook)."""
+    from crucible.identity import Meaning, settings
+    from crucible.mlip.workflow import potential_meanings
+
+    if "catalysis" not in config or not (datasets(config) or relative_datasets(config)):
+        return {}
+    sec = section(config)
+    out = {
+        "catalysis/settings": Meaning(
+            # chunks and the structure cache change how the work is split, not its numbers
+            settings(sec, exclude=("datasets", "relative", "chunks", "structure_cache")),
+            "catalysis",
+            "use another --directory",
+        )
+    }
+    out |= potential_meanings(config, models(config))
+    for kind, entries in (("dataset", datasets(config)), ("relative", relative_datasets(config))):
+        key = "datasets" if kind == "dataset" else "relative"
+        for name, spec in entries.items():
+            out[f"catalysis/{kind}/{name}"] = Meaning(
+                spec, f"catalysis.{key}.{name}", f"give the set a name of its own under catalysis.{key}"
+            )
+    return out
+
+
 def n_chunks(config: dict) -> int:
     return int(section(config)["chunks"])
 
@@ -250,4 +276,5 @@ FAMILY = Family(
         "relative-energy sets": list(relative_datasets(c)),
         "potentials": models(c),
     },
+    names=names,
 )

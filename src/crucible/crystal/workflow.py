@@ -90,6 +90,42 @@ def generator_params(config: dict[str, Any], name: str) -> str:
     return json.dumps(params, sort_keys=True)
 
 
+def names(config: dict[str, Any]) -> dict[str, Any]:
+    """Every name a crystal run is made of, with its meaning (see crucible.identity.NameBook)."""
+    from crucible.identity import Meaning, settings
+
+    if "crystal" not in config:
+        return {}
+    sec = section(config)
+    out = {
+        "crystal/settings": Meaning(
+            {
+                **settings(sec, exclude=("user_datasets", "generator_params", "csp", "cdvae_url_prefix")),
+                "csp_k": sec["csp"]["k"],
+            },
+            "crystal",
+            "use another --directory",
+        )
+    }
+    for name in generators(config):
+        out[f"crystal/generator/{name}"] = Meaning(
+            json.loads(generator_params(config, name)),
+            f"crystal.generator_params.{name}",
+            "use another --directory (a generator's name is its class)",
+        )
+    user = sec["user_datasets"]
+    for name in datasets(config):
+        if name in user:
+            out[f"crystal/dataset/{name}"] = Meaning(
+                user[name], f"crystal.user_datasets.{name}", "give it a name of its own under crystal.user_datasets"
+            )
+    for name, spec in sorted(sec["csp"]["samples_files"].items()):
+        out[f"crystal/samples/{name}"] = Meaning(
+            spec, f"crystal.csp.samples_files.{name}", "give it a name of its own under crystal.csp.samples_files"
+        )
+    return out
+
+
 def potential_sources(config: dict[str, Any], generator: str) -> list[str]:
     """The source file of mlip-search's potential when it is a user's module beside the project."""
     from crucible.mlip.workflow import custom_potential_sources
@@ -291,4 +327,5 @@ FAMILY = Family(
     check=check,
     captions=("crystal_table.rst", "crystal_figure.rst", "crystal_csp.rst", "crystal_audit.rst"),
     llm_responses=llm_responses,
+    names=names,
 )

@@ -141,6 +141,22 @@ def check(config: dict[str, Any]) -> None:
     llm_models(config)
 
 
+def names(config: dict[str, Any]) -> dict[str, Any]:
+    """``llm/<name>`` for every language model some benchmark asks: the hash of its checked entry
+    (never the entry, which may name a key's variable or a private endpoint)."""
+    from crucible.identity import Meaning
+
+    used = sorted({os.path.splitext(os.path.basename(r))[0] for r in final_outputs(config)})
+    return {
+        f"llm/{name}": Meaning(
+            {"entry_sha256": model_sha256(config, name)},
+            f"llm.models.{name}",
+            "give the changed entry a name of its own under llm.models",
+        )
+        for name in used
+    }
+
+
 FAMILY = Family(
     name="llm",
     package="crucible.llm",
@@ -148,4 +164,5 @@ FAMILY = Family(
     check=check,
     captions=(),
     built=lambda c: {"language models": list(llm_models(c))},
+    names=names,
 )

@@ -18,6 +18,7 @@ from crucible import sources as pins
 from crucible.config import section
 from crucible.errors import ConfigError
 from crucible.families import Family
+from crucible.identity import Meaning, registered, settings
 from crucible.matbench.tasks import METADATA_ROLE, N_FOLDS, TASKS, VALIDATION_ROLE, mirror_role
 from crucible.workflow import alternation, flag
 
@@ -273,8 +274,53 @@ def model_params(config: dict[str, Any], model: str) -> str:
     return json.dumps(_section(config)["model_params"].get(model, {}), sort_keys=True)
 
 
-def custom_models(config: dict[str, Any]) -> str:
-    return json.dumps(_section(config)["custom_models"], sort_keys=True)
+def custom_model_arg(config: dict[str, Any], model: str) -> str:
+    """``{model: entry}`` of a user's model (or variant) as sorted JSON, ``{}`` for a registered
+    one: only the job's own entry, so that another entry, used or not, reruns nothing."""
+    custom = _section(config)["custom_models"]
+    return json.dumps({model: custom[model]} if model in custom else {}, sort_keys=True)
+
+
+def model_meaning(config: dict[str, Any], model: str) -> dict[str, Any]:
+    """What a model name stands for: its class (registered, a user's class or a variant, or
+    predictions made elsewhere) and its params."""
+    mb = _section(config)
+    if model in mb["prediction_files"]:
+        made = {"prediction_files": mb["prediction_files"][model]}
+    elif model in mb["custom_models"]:
+        made = {"custom": mb["custom_models"][model]}
+    else:
+        made = registered(model)
+    return {**made, "params": mb["model_params"].get(model, {})}
+
+
+def names(config: dict[str, Any]) -> dict[str, Meaning]:
+    """Every name a Matbench run is made of, with its meaning (see crucible.identity.NameBook)."""
+    if "matbench" not in config:
+        return {}
+    mb = _section(config)
+    out = {
+        "matbench/settings": Meaning(
+            settings(
+                mb,
+                exclude=("run_name", "model_params", "custom_models", "prediction_files", "user_datasets", "published"),
+            ),
+            "matbench",
+            "use another --directory for other settings",
+        )
+    }
+    for model in models(config):
+        out[f"matbench/model/{model}"] = Meaning(
+            model_meaning(config, model),
+            f"matbench.models ({model})",
+            f"give it a name of its own: matbench.custom_models: {{{model}-2: {{model: {model}, params: {{...}}}}}}"
+            f" (a registered model) or a new name for the class, and list that name in matbench.models",
+        )
+    for name, spec in user_datasets(config).items():
+        out[f"matbench/dataset/{name}"] = Meaning(
+            spec, f"matbench.user_datasets.{name}", "give the dataset a name of its own under matbench.user_datasets"
+        )
+    return out
 
 
 def element_table(config: dict[str, Any], model: str) -> str:
@@ -525,4 +571,5 @@ FAMILY = Family(
     wildcard_constraints=wildcard_constraints,
     extra_targets={"matbench_data": data_outputs},
     built=built,
+    names=names,
 )

@@ -7,12 +7,14 @@ config change affects: a new element list reruns every EOS job, a new model adds
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from crucible.config import put_on_python_path, section
 from crucible.errors import ConfigError
 from crucible.families import Family
+from crucible.identity import Meaning, registered
 
 # Potential and dataset names as they appear in paths (wildcard constraint).
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -101,6 +103,33 @@ def custom_potential_arg(config: dict[str, Any], name: str) -> str:
     return flag("--custom-potentials", json.dumps({name: custom[name]}, sort_keys=True))
 
 
+def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str, Meaning]:
+    """``potential/<name>``: a registered potential, or a user's entry (mlip.custom_potentials),
+    one meaning for every family that runs it."""
+    custom = custom_potentials(config)
+    return {
+        f"potential/{name}": Meaning(
+            {"custom": custom[name]} if name in custom else registered(name),
+            f"mlip.custom_potentials.{name}" if name in custom else f"potential {name}",
+            "give the potential a name of its own under mlip.custom_potentials",
+        )
+        for name in sorted(set(names))
+    }
+
+
+def names(config: dict[str, Any]) -> dict[str, Meaning]:
+    """Every name an MLIP run is made of, with its meaning (see crucible.identity.NameBook)."""
+    if "mlip" not in config or not models(config):
+        return {}
+    out = {"mlip/settings": Meaning({"eos": eos_params(config)}, "mlip.eos", "use another --directory")}
+    out |= potential_meanings(config, models(config))
+    for name, source in sorted(s2ef_datasets(config).items()):
+        out[f"mlip/s2ef/{name}"] = Meaning(
+            source, f"mlip.s2ef.datasets.{name}", "give the dataset a name of its own under mlip.s2ef.datasets"
+        )
+    return out
+
+
 def check_eos(config: dict[str, Any]) -> None:
     """An element list or volume range the EOS benchmark cannot use."""
     from crucible.mlip.eos import check_volume_range, parse_elements
@@ -180,4 +209,5 @@ FAMILY = Family(
         "EOS elements": eos_params(c)["elements"].split(","),
         "S2EF datasets": sorted(s2ef_datasets(c)),
     },
+    names=names,
 )

@@ -24,6 +24,7 @@ validation rows as ``fit(X, y, X_val=..., y_val=...)``. A model whose estimator 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from dataclasses import dataclass, field
@@ -91,8 +92,29 @@ def register(spec: ModelSpec) -> ModelSpec:
     return MODELS.register(spec)
 
 
+def variant_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
+    """A registered model under a name of its own with other default params
+    (``custom_models: {gbm-quick: {model: gbm-magpie, params: {max_iter: 3}}}``): its results
+    live under its own name, beside the registered model's."""
+    base_name = entry["model"]
+    if base_name not in MODELS:
+        raise MODELS.unknown(base_name, [])
+    base = MODELS[base_name]
+    return dataclasses.replace(
+        base,
+        name=name,
+        description=f"{base_name} with {entry.get('params', {})}",
+        defaults={**base.defaults, **entry.get("params", {})},
+    )
+
+
 def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
-    """A user's estimator given by class path ``"package.module:Class"`` in config."""
+    """A user's estimator given by class path ``"package.module:Class"`` in config, or a variant
+    of a registered model (``model: <name>``, see :func:`variant_spec`)."""
+    if ("class" in entry) == ("model" in entry):
+        raise ConfigError(f"custom model {name!r}: give either class (a user's estimator) or model (a registered one)")
+    if "model" in entry:
+        return variant_spec(name, entry)
     module_name, _, class_name = entry["class"].partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)

@@ -67,6 +67,34 @@ def models(config: dict[str, Any], dataset: str) -> list[str]:
     return baselines(config, dataset) + llm_models(config)
 
 
+def names(config: dict[str, Any]) -> dict[str, Any]:
+    """Every name a reactions run is made of, with its meaning (see crucible.identity.NameBook)."""
+    from crucible.identity import Meaning, settings
+
+    if "reactions" not in config:
+        return {}
+    sec = section(config)
+    out = {
+        "reactions/settings": Meaning(
+            settings(sec, exclude=("model_params", "custom_datasets")), "reactions", "use another --directory"
+        )
+    }
+    for model in baselines(config):
+        out[f"reactions/model/{model}"] = Meaning(
+            sec["model_params"].get(model, {}),
+            f"reactions.model_params.{model}",
+            "use another --directory (a baseline's name is its class)",
+        )
+    for name in datasets(config):
+        if name in sec["custom_datasets"]:
+            out[f"reactions/dataset/{name}"] = Meaning(
+                sec["custom_datasets"][name],
+                f"reactions.custom_datasets.{name}",
+                "give it a name of its own under reactions.custom_datasets",
+            )
+    return out
+
+
 def question_params(config: dict[str, Any]) -> str:
     return json.dumps({**DEFAULTS, **section(config)["questions"]}, sort_keys=True)
 
@@ -184,4 +212,5 @@ FAMILY = Family(
     captions=("reactions_table.rst", "reactions_paired.rst", "reactions_figure.rst", "reactions_package.rst"),
     llm_responses=llm_responses,
     built=built,
+    names=names,
 )
