@@ -43,6 +43,11 @@ for _family in FAMILIES:
                 _outputs,
 
 
+# Every job carries its identity (workflow/rules/common.smk, crucible.identity).
+for _rule in workflow.rules:
+    attach_identity(_rule)
+
+
 rule all:
     default_target: True
     input:
@@ -57,6 +62,16 @@ if not workflow.output_settings.printshellcmds:
     for _rule in workflow.rules:
         if _rule.message is None:
             _rule.message = shared_wf.job_message(_rule.name, _rule.wildcard_names)
+
+
+# The names this run's jobs are made of are recorded as they mean now (not those of sections the
+# targets do not reach: their meaning stays free until a run uses them).
+onstart:
+    NAMES.record(
+        sorted(
+            set(NEW_NAMES) & names_of_jobs(getattr(j.params, "crucible_identity", None) for j in workflow.dag.jobs)
+        )
+    )
 
 
 onsuccess:

@@ -25,7 +25,7 @@ rule fetch_catalysis_dataset:
         url=lambda wc: catalysis_workflow.download_url(config, wc.cat_dataset),
         sha256=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset).get("sha256", ""),
     shell:
-        "crucible catalysis fetch --dataset {wildcards.cat_dataset:q} --url {params.url:q} --sha256 {params.sha256:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis fetch --dataset {wildcards.cat_dataset:q} --url {params.url:q} --sha256 {params.sha256:q}"
         " --out {output:q} 2> {log:q}"
 
 
@@ -54,7 +54,7 @@ rule clean_catalysis:
         energy_source=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["energy_source"],
         sha256=lambda wc: catalysis_workflow.sha256_arg(config, wc.cat_dataset),
     shell:
-        "crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q} {params.sha256}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q} {params.sha256}"
         " {params.filtering} --energy-source {params.energy_source:q} --out {output.table:q}"
         " --out-db {output.db:q} --out-card {output.card:q} --out-catbench {output.catbench:q} 2> {log:q}"
 
@@ -87,7 +87,7 @@ rule relax_catalysis:
         n_chunks=lambda wc: catalysis_workflow.n_chunks(config),
         custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
-        "crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
         " {params.custom} --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q}"
         " --threads {threads} --out {output:q} 2> {log:q}"
 
@@ -111,7 +111,7 @@ rule score_catalysis:
     params:
         thresholds=lambda wc: catalysis_workflow.thresholds(config),
     shell:
-        "crucible catalysis score --inputs {input.chunks:q} --card {input.card:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis score --inputs {input.chunks:q} --card {input.card:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
         " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
 
 
@@ -159,7 +159,7 @@ rule tabulate_catalysis:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible catalysis tables --inputs {input:q} --out-prefix results/tables/catalysis_{wildcards.cat_dataset:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis tables --inputs {input:q} --out-prefix results/tables/catalysis_{wildcards.cat_dataset:q}"
         " --out-xlsx {output.xlsx:q} 2> {log:q}"
 
 
@@ -200,7 +200,7 @@ rule plot_catalysis:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible catalysis figures --inputs {input.analyses:q} --reactions {input.reactions:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis figures --inputs {input.analyses:q} --reactions {input.reactions:q}"
         " --dataset {wildcards.cat_dataset:q} --out-parity {output.parity:q} {output.parity_pdf:q}"
         " --out-parity-shifted {output.parity_shifted:q} {output.parity_shifted_pdf:q}"
         " --out-sensitivity {output.sensitivity:q} {output.sensitivity_pdf:q} --out-model-parity {output.models:q} 2> {log:q}"
@@ -231,7 +231,7 @@ rule compute_relative_energies:
         ),
         custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
     shell:
-        "crucible catalysis relative --task {params.task:q} --input {input.tree:q} --coefficients {params.coefficients:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relative --task {params.task:q} --input {input.tree:q} --coefficients {params.coefficients:q}"
         " --model {wildcards.cat_model:q} {params.custom} --out {output:q} 2> {log:q}"
 
 
@@ -258,5 +258,5 @@ rule tabulate_relative_energies:
     params:
         out_prefix=lambda wc: catalysis_workflow.relative_table_prefix(wc.rel_task, wc.rel_dataset),
     shell:
-        "crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
         " --out-prefix {params.out_prefix:q} 2> {log:q}"

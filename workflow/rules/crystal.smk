@@ -25,7 +25,7 @@ rule build_crystal_items:
         **crystal_workflow.build_params(config),
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
     shell:
-        "crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
         " --inputs {input.raw:q} --templates {input.templates:q} --template {params.template:q}"
         " --test-fraction {params.test_fraction} --seed {params.seed} --max-sites {params.max_sites}"
         " --max-test-items {params.max_test_items} --max-train-items {params.max_train_items}"
@@ -55,7 +55,7 @@ rule generate_crystals:
         gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
         seed=crystal_workflow.generation_seed(config),
     shell:
-        "crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
         " --train {input.train:q} --seed {params.seed} --params {params.gen:q}"
         " --out {output.responses:q} --out-info {output.info:q} 2> {log:q}"
 
@@ -97,7 +97,7 @@ rule score_crystals:
         info=lambda wc, input: crystal_workflow.response_info(input.responses),
         timeout=crystal_workflow.score_timeout(config),
     shell:
-        "crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
         " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
         " --audit {input.audit:q} --out {output.scores:q} --out-summary {output.summary:q} 2> {log:q}"
 
@@ -123,7 +123,7 @@ rule tabulate_crystals:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "crucible crystal table --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal table --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
         " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
 
 
@@ -147,7 +147,7 @@ rule plot_crystals:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "crucible crystal figure --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal figure --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
         " --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
 
 
@@ -185,7 +185,7 @@ rule audit_crystal_set:
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
         timeout=crystal_workflow.score_timeout(config),
     shell:
-        "crucible crystal audit --source {params.source} --dataset {wildcards.crystal_dataset:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal audit --source {params.source} --dataset {wildcards.crystal_dataset:q}"
         " --inputs {input.raw:q} --templates {input.templates:q} --test-fraction {params.test_fraction}"
         " --seed {params.seed} --max-sites {params.max_sites} --convention {params.convention}"
         " --max-comparisons {params.max_comparisons} --timeout {params.timeout}"
@@ -220,7 +220,7 @@ rule sample_crystals:
         gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
         seed=crystal_workflow.generation_seed(config),
     shell:
-        "crucible crystal sample --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal sample --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
         " --train {input.train:q} --k {wildcards.crystal_k} --seed {params.seed} --params {params.gen:q}"
         " --out {output.samples:q} --out-info {output.info:q} 2> {log:q}"
 
@@ -251,7 +251,7 @@ rule build_crystal_sample_prompts:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "crucible crystal sample-prompts --prompts {input.prompts:q} --k {wildcards.crystal_k}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal sample-prompts --prompts {input.prompts:q} --k {wildcards.crystal_k}"
         " --out {output.prompts:q} 2> {log:q}"
 
 
@@ -280,7 +280,7 @@ rule score_crystal_samples:
         info=lambda wc, input: crystal_workflow.samples_info(input.samples),
         timeout=crystal_workflow.score_timeout(config),
     shell:
-        "crucible crystal score-samples --prompts {input.prompts:q} --samples {input.samples:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal score-samples --prompts {input.prompts:q} --samples {input.samples:q}"
         " --format {params.fmt} --responder {wildcards.responder:q} --k {params.k} --audit {input.audit:q}"
         " --info {params.info:q} --timeout {params.timeout} --out {output.scores:q}"
         " --out-summary {output.summary:q} 2> {log:q}"
@@ -306,5 +306,5 @@ rule tabulate_crystal_csp:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "crucible crystal csp-table --inputs {input.summaries:q} --published {input.published:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal csp-table --inputs {input.summaries:q} --published {input.published:q}"
         " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"

@@ -23,7 +23,7 @@ rule build_magpie_features:
         mem_mb=4000,
         runtime=20,
     shell:
-        "crucible features build --data {input:q} --out {output:q} 2> {log:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible features build --data {input:q} --out {output:q} 2> {log:q}"
 
 
 # Structure features (issue 16): every distinct structure of the table featurized once, keyed by
@@ -46,7 +46,7 @@ rule build_structure_features:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
     shell:
-        "crucible features build-structures --data {input:q} --out {output:q} 2> {log:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible features build-structures --data {input:q} --out {output:q} 2> {log:q}"
 
 
 # Pretrained-potential embeddings: a GPU job on a cluster (runs on the CPU when there is none).
@@ -69,5 +69,5 @@ rule build_mlip_embeddings:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
     shell:
-        "crucible features build-embeddings --model chgnet-0.3.0 --data {input:q} --threads {threads} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible features build-embeddings --model chgnet-0.3.0 --data {input:q} --threads {threads} "
         "--out {output:q} 2> {log:q}"

@@ -36,7 +36,7 @@ rule generate_llm_responses:
         cache_dir=llm_workflow.cache_dir(config),
         replay=lambda wc, input: llm_workflow.replay_flag(input.replay),
     shell:
-        "crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} {params.config_files}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} {params.config_files}"
         " --model-sha256 {params.spec_sha256}"
         " --cache-dir {params.cache_dir:q} {params.replay} --threads {threads} --out {output.responses:q} --out-record {output.record:q}"
         " 2> {log:q}"

@@ -1,7 +1,6 @@
 # Matbench v0.1: clean -> folds -> predict (one job per model, task, fold; one per task for cheap
 # models) -> score -> results file.
 # Thin rules: paths, target lists and params come from crucible.matbench.workflow.
-from crucible import __version__ as CRUCIBLE_VERSION
 from crucible.matbench import workflow as matbench_wf
 
 
@@ -25,9 +24,8 @@ rule clean_matbench_task:
         source=config["matbench"]["source"],
         provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
         "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} "
         "--artifact {params.provenance:q} --out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
@@ -52,9 +50,8 @@ rule make_matbench_folds:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
         "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} --inner-fraction {params.fraction} "
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
@@ -83,7 +80,7 @@ rule tabulate_matbench_tasks:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench tasks-table --cards {input.cards:q} --data {input.data:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench tasks-table --cards {input.cards:q} --data {input.data:q} "
         "--out-csv {output.csv:q} --out-md {output.md:q} "
         "--out-overlap-csv {output.overlap_csv:q} --out-overlap-md {output.overlap_md:q} 2> {log:q}"
 
@@ -121,12 +118,11 @@ rule predict_matbench:
         features=lambda wildcards, input: shared_wf.flag("--features", input.features),
         structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
         model_params=lambda wc: matbench_wf.model_params(config, wc.model),
-        custom=matbench_wf.custom_models(config),
+        custom=lambda wc: matbench_wf.custom_model_arg(config, wc.model),
         # the GPU rule's extra arguments (element table, weights directory)
         extra="",
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench {params.command} --model {wildcards.model:q} {params.task} --fold {params.folds} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench {params.command} --model {wildcards.model:q} {params.task} --fold {params.folds} "
         "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
         "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
         "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
@@ -194,7 +190,7 @@ rule import_matbench_predictions:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
         "--card {input.card:q} --folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
 
 
@@ -214,10 +210,8 @@ rule score_matbench:
         model=shared_wf.alternation(matbench_wf.models(config)),
     conda:
         "../../envs/matbench.yaml"
-    params:
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
         "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
 
 
@@ -241,8 +235,7 @@ rule write_matbench_results:
         "../../envs/matbench.yaml"
     params:
         tasks=matbench_wf.tasks(config),
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
         "--data {input.data:q} --folds {input.folds:q} --predictions {input.predictions:q} "
         "--out-results {output.results:q} --out-info {output.info:q} 2> {log:q}"

@@ -23,7 +23,7 @@ rule fetch_user_dataset:
     params:
         spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
     shell:
-        "crucible matbench user-fetch --dataset {wildcards.dataset:q} --spec {params.spec:q} --out {output:q} 2> {log:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-fetch --dataset {wildcards.dataset:q} --spec {params.spec:q} --out {output:q} 2> {log:q}"
 
 
 rule clean_user_dataset:
@@ -44,9 +44,8 @@ rule clean_user_dataset:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
         spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench user-clean --dataset {wildcards.dataset:q} --spec {params.spec:q} --raw {input:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-clean --dataset {wildcards.dataset:q} --spec {params.spec:q} --raw {input:q} "
         "--out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
@@ -67,9 +66,8 @@ rule make_user_folds:
     params:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
-        version=CRUCIBLE_VERSION,
     shell:
-        "crucible matbench user-folds --data {input.data:q} --card {input.card:q} --inner-fraction {params.fraction} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-folds --data {input.data:q} --card {input.card:q} --inner-fraction {params.fraction} "
         "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
 
 
@@ -135,7 +133,7 @@ rule score_user_dataset:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench user-score --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-score --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
         "--folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
 
 
@@ -159,5 +157,5 @@ rule tabulate_user_dataset:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench user-table --scores {input:q} --out-csv {output.csv:q} --out-md {output.md:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-table --scores {input:q} --out-csv {output.csv:q} --out-md {output.md:q} "
         "--out-tex {output.tex:q} 2> {log:q}"

@@ -36,7 +36,7 @@ rule run_eos:
         # a results file of an older meaning reruns (the table refuses it)
         eos_format=mlip_wf.eos_format(),
     shell:
-        "crucible mlip eos --model {wildcards.model:q} {params.custom} --elements {params.elements:q} --points {params.points}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos --model {wildcards.model:q} {params.custom} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
 
 
@@ -54,7 +54,7 @@ rule tabulate_eos:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip eos-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
         " --out-tex {output.tex:q} 2> {log:q}"
 
 
@@ -75,7 +75,7 @@ rule plot_eos:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip eos-figures --inputs {input:q} --out-png {output.png:q} --out-pdf {output.pdf:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos-figures --inputs {input:q} --out-png {output.png:q} --out-pdf {output.pdf:q}"
         " --out-parity-png {output.parity_png:q} --out-parity-pdf {output.parity_pdf:q} 2> {log:q}"
 
 
@@ -104,7 +104,7 @@ rule predict_s2ef:
         source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
         custom=lambda wc: mlip_wf.custom_potential_arg(config, wc.model),
     shell:
-        "crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} {params.custom} --threads {threads}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} {params.custom} --threads {threads}"
         " --out {output:q} 2> {log:q}"
 
 
@@ -129,5 +129,5 @@ rule score_s2ef:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "crucible mlip s2ef-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip s2ef-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
         " --out-tex {output.tex:q} 2> {log:q}"

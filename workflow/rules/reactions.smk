@@ -22,7 +22,7 @@ rule clean_reactions:
     params:
         custom=lambda wc: rxn.custom_dataset_arg(config, wc.rxn_dataset),
     shell:
-        "crucible reactions clean --dataset {wildcards.rxn_dataset:q} --input {input:q} {params.custom} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions clean --dataset {wildcards.rxn_dataset:q} --input {input:q} {params.custom} "
         "--out {output.data:q} --out-card {output.card:q} 2> {log:q}"
 
 
@@ -46,7 +46,7 @@ rule build_questions:
         qparams=rxn.question_params(config),
         system=rxn.system_prompt_arg(config),
     shell:
-        "crucible reactions build --data {input.data:q} --card {input.card:q} --params {params.qparams:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions build --data {input.data:q} --card {input.card:q} --params {params.qparams:q} "
         "{params.system} --types {params.types} --out-questions {output.questions:q} --out-prompts {output.prompts:q} "
         "--out-summary {output.summary:q} 2> {log:q}"
 
@@ -72,7 +72,7 @@ rule predict_reactions:
     params:
         mparams=lambda wc: rxn.model_params(config, wc.rxn_baseline),
     shell:
-        "OMP_NUM_THREADS={threads} crucible reactions predict --model {wildcards.rxn_baseline:q} --params {params.mparams:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} OMP_NUM_THREADS={threads} crucible reactions predict --model {wildcards.rxn_baseline:q} --params {params.mparams:q} "
         "--data {input.data:q} --card {input.card:q} --questions {input.questions:q} --out {output:q} 2> {log:q}"
 
 
@@ -92,7 +92,7 @@ rule parse_reaction_responses:
     conda:
         "../../envs/reactions.yaml"
     shell:
-        "crucible reactions parse --model {wildcards.rxn_llm:q} --questions {input.questions:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions parse --model {wildcards.rxn_llm:q} --questions {input.questions:q} "
         "--responses {input.responses:q} --out {output:q} 2> {log:q}"
 
 
@@ -111,7 +111,7 @@ rule score_reactions:
     conda:
         "../../envs/reactions.yaml"
     shell:
-        "crucible reactions score --dataset {wildcards.rxn_dataset:q} --model {wildcards.rxn_model:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions score --dataset {wildcards.rxn_dataset:q} --model {wildcards.rxn_model:q} "
         "--questions {input.questions:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
 
 
@@ -155,7 +155,7 @@ rule report_reactions:
         boot=rxn.bootstrap(config)["n"],
         seed=rxn.bootstrap(config)["seed"],
     shell:
-        "crucible reactions report --dataset {wildcards.rxn_dataset:q} --scores {input:q} --bootstrap {params.boot} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions report --dataset {wildcards.rxn_dataset:q} --scores {input:q} --bootstrap {params.boot} "
         "--seed {params.seed} --out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} "
         "--out-paired-csv {output.paired_csv:q} --out-paired-md {output.paired_md:q} "
         "--out-paired-tex {output.paired_tex:q} --out-figure {output.png:q} {output.pdf:q} 2> {log:q}"
@@ -185,6 +185,6 @@ rule package_reactions:
     params:
         out_dir=lambda wc: rxn.package_dir(wc.rxn_dataset),
     shell:
-        "crucible reactions package --dataset {wildcards.rxn_dataset:q} --questions {input.questions:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions package --dataset {wildcards.rxn_dataset:q} --questions {input.questions:q} "
         "--card {input.card:q} --summary {input.summary:q} --table {input.table:q} "
         "--out-dir {params.out_dir:q} 2> {log:q}"

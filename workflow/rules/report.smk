@@ -33,7 +33,7 @@ rule build_matbench_leaderboard:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} --cards {input.cards:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} --cards {input.cards:q} "
         "--out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} --out-folds-csv {output.folds:q} "
         "--out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
 
@@ -61,5 +61,5 @@ rule plot_matbench_model:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "crucible matbench figures --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
+        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench figures --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
         "--predictions {input.predictions:q} --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"

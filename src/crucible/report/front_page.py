@@ -180,6 +180,34 @@ def inputs_read_as_they_are(jobs: Sequence[Job], root: str | os.PathLike = ".") 
 # --------------------------------------------------------------------------- version, time
 
 
+def name_meanings(jobs: Iterable[Job], root: str | os.PathLike = ".") -> list[tuple[str, str, str]]:
+    """``(name, digest, meaning)`` of every name the run's outputs were made of, from their
+    identity records (crucible.identity), with the meaning recorded in results/. Outputs that
+    disagree on a name's meaning are an IdentityError naming them: the page never summarises a mix."""
+    from crucible.identity import NAME_BOOK_FILE, IdentityError, canonical_json, read_name_book, read_record
+
+    seen: dict[str, tuple[str, str]] = {}
+    for job in jobs:
+        for output in job.outputs:
+            record = read_record(Path(root) / output)
+            for key, value in (record or {}).get("names", {}).items():
+                if key in seen and seen[key][0] != value:
+                    raise IdentityError(
+                        f"{output} and {seen[key][1]} were made with two meanings of {key!r}; rebuild them "
+                        "before the report"
+                    )
+                seen.setdefault(key, (value, output))
+    book = read_name_book(Path(root) / NAME_BOOK_FILE)
+    return [
+        (
+            key,
+            value,
+            canonical_json(book[key]["spec"]) if key in book and book[key]["digest"] == value else "not recorded",
+        )
+        for key, (value, _) in sorted(seen.items())
+    ]
+
+
 def code_version(repo: str | os.PathLike) -> str:
     """``crucible <version>``, with the git commit of ``repo`` when it is a checkout (and whether
     tracked files differ from it)."""
@@ -356,6 +384,19 @@ def render(
         "menu; the rule graph is under Workflow, each job's time under Statistics.",
         "",
     ]
+
+    meanings = name_meanings(jobs, root)
+    if meanings:
+        lines += [
+            "What the names mean",
+            "-------------------",
+            "",
+            "Every name the run's outputs are made of, as their identity records give it (one meaning "
+            "each; `crucible names show` lists them, results/.identity/names.json keeps them):",
+            "",
+        ]
+        rows = [[_literal(key), _literal(value[:12]), _literal(meaning)] for key, value, meaning in meanings]
+        lines += _list_table(["name", "digest", "meaning"], rows, [30, 14, 56])
 
     read = sources_read(jobs, sources, root)
     lines += ["Sources", "-------", ""]
