@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import socket
 import time
 import zipfile
@@ -71,6 +72,15 @@ def run_snakemake(
         )
         cmd[1:3] = ["-c", prelude]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """{rule: count} of the first 'Job stats' table Snakemake prints ({} when nothing is to be done)."""
+    m = re.search(r"Job stats:\njob\s+count\n[- ]+\n(.*?)\ntotal\s+\d+", output, re.S)
+    if not m:
+        assert "Nothing to be done" in output, output[-3000:]
+        return {}
+    return {rule: int(n) for rule, n in (line.split() for line in m.group(1).splitlines())}
 
 
 def test_config(family: str, name: str = "config.yaml") -> Path:

@@ -48,6 +48,7 @@ NO_TORCH = {
             "user-table",
         )
     ),
+    *(("names", c) for c in ("forget", "record", "show")),
     ("features", "build"),
     ("features", "build-structures"),
     ("features", "version"),

@@ -16,6 +16,7 @@ import json
 import pandas as pd
 import pytest
 
+from crucible.identity import NAME_BOOK_FILE, forget_names
 from crucible.matbench import workflow as matbench_wf
 
 from helpers import REPO, load_test_config, provide_downloads, run_snakemake, test_config
@@ -240,6 +241,7 @@ def test_mlip_family_alone_and_params_reruns(tmp_path, venv_env):
     assert "Nothing to be done" in proc.stdout + proc.stderr
     changed = json.loads(json.dumps(MLIP_ONLY))
     changed["mlip"]["eos"]["points"] = 9
+    forget_names(["mlip/settings"], tmp_path / NAME_BOOK_FILE)  # other settings in the same folder, on purpose
     proc = snakemake(tmp_path, "mlip", "--dry-run", env=venv_env, config=changed)
     jobs = _job_counts(proc.stdout)
     assert jobs.get("run_eos") == 2 and jobs.get("tabulate_eos") == 1 and jobs.get("plot_eos") == 1, proc.stdout[-3000:]

@@ -7,13 +7,11 @@ full run's."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from crucible.features.magpie import MAGPIE_VERSION
 
-from helpers import provide_downloads, run_snakemake
+from helpers import planned_jobs, provide_downloads, run_snakemake
 
 TASKS = ["matbench_steels", "matbench_expt_is_metal"]
 FULL = {
@@ -28,15 +26,6 @@ SUBSET = {"matbench": {**FULL["matbench"], "tasks": ["matbench_steels"], "models
 AGGREGATE_RULES = {"tabulate_matbench_tasks", "build_matbench_leaderboard", "write_matbench_results", "matbench"}
 # The outputs per (model, task) or per task: reused by every run, never rewritten by another.
 PER_MODEL = ("results/features", "results/matbench/predictions", "results/matbench/scores", "results/figures/matbench")
-
-
-def planned_jobs(output: str) -> dict[str, int]:
-    """{rule: count} of the first 'Job stats' table Snakemake prints ({} when nothing is to be done)."""
-    m = re.search(r"Job stats:\njob\s+count\n[- ]+\n(.*?)\ntotal\s+\d+", output, re.S)
-    if not m:
-        assert "Nothing to be done" in output, output[-3000:]
-        return {}
-    return {rule: int(n) for rule, n in (line.split() for line in m.group(1).splitlines())}
 
 
 def _snapshot(work, roots=PER_MODEL) -> dict[str, tuple[bytes, int]]:

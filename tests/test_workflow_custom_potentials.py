@@ -12,6 +12,7 @@ import shutil
 import pandas as pd
 import pytest
 
+from crucible.identity import NAME_BOOK_FILE, forget_names
 from crucible.io import read_json, read_parquet
 from crucible.mlip.calculators import read_provenance
 
@@ -76,6 +77,10 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     changed = copy.deepcopy(CONFIG)
     changed["mlip"]["custom_potentials"]["scaled"]["params"]["scale"] = 3.0
+    # one name, one meaning in a results folder: the new params are refused until the old are forgotten
+    proc = run_snakemake(workdir, changed, "mlip", "catalysis", "--dry-run", env=venv_env)
+    assert proc.returncode != 0 and "crucible names forget potential/scaled" in proc.stdout + proc.stderr
+    forget_names(["potential/scaled"], workdir / NAME_BOOK_FILE)
     # --printshellcmds: the default profile prints one line per job, the full blocks (output:) only so
     proc = run_snakemake(workdir, changed, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
     jobs = _job_counts(proc.stdout)
