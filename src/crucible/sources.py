@@ -505,6 +505,22 @@ def locate(
     return None
 
 
+def pin_at(
+    path: str | os.PathLike, sources: dict[str, Any] | str | os.PathLike | None = None
+) -> tuple[Pin, Path] | None:
+    """(pin, resources folder) of a file lying where the fetch stage puts a role's file, under
+    any resources folder (``.../extracted/<artifact>/<member>`` or ``.../downloads/<filename>``);
+    None for any other file. Nothing is read: :func:`pinned` checks it."""
+    parts = Path(os.path.abspath(path)).parts
+    for pin in _role_pins(sources_doc(sources)).values():
+        if pin.package:
+            continue
+        tail = Path(pin.location).parts
+        if len(parts) > len(tail) and parts[-len(tail) :] == tail:
+            return pin, Path(*parts[: -len(tail)])
+    return None
+
+
 def pinned(
     role: str,
     path: str | os.PathLike | None = None,
