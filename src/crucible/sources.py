@@ -230,7 +230,9 @@ def git_blob_id(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def read_lock(path: str | os.PathLike | None) -> dict[str, str]:
+def read_lock(path: str | os.PathLike | None) -> dict[str, Any]:
+    """The lock file's entries: ``{artifact: {"sha256", "git_blob", "url"}}``, each the SHA-256 of
+    the verified download of the git blob it names (an older lock holds bare SHA-256 strings)."""
     if not path or not Path(path).exists():
         return {}
     try:
@@ -239,8 +241,22 @@ def read_lock(path: str | os.PathLike | None) -> dict[str, str]:
         raise ConfigError(f"cannot read lock file {path}: {exc}") from exc
 
 
-def _record_lock(path: str | os.PathLike, name: str, sha256: str) -> None:
-    """Add ``name: sha256`` to the lock file; several fetch jobs may do this at once."""
+def locked_sha256(entries: dict[str, Any], name: str, git_blob: str | None) -> str | None:
+    """The SHA-256 the lock recorded for artifact ``name`` as pinned now (by ``git_blob``); None
+    when there is none, or when it was recorded for another pin (a version bump: the new file is
+    checked against its blob and its SHA-256 recorded anew). A bare string (older lock format)
+    does not say which blob it was recorded for and stays binding."""
+    entry = entries.get(name)
+    if isinstance(entry, dict):
+        if git_blob and str(entry.get("git_blob") or "").lower() != git_blob.lower():
+            return None
+        return str(entry.get("sha256") or "").lower() or None
+    return str(entry).lower() if entry else None
+
+
+def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str, Any] | None = None) -> None:
+    """Record ``name``'s SHA-256 (with the git blob and URL it was fetched for) in the lock file,
+    replacing an entry of an older pin; several fetch jobs may do this at once."""
     import fcntl
 
     path = Path(path)
@@ -248,7 +264,12 @@ def _record_lock(path: str | os.PathLike, name: str, sha256: str) -> None:
     with open(str(path) + ".guard", "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)
         entries = read_lock(path)
-        entries[name] = sha256
+        spec = spec or {}
+        entries[name] = {
+            "sha256": sha256,
+            "git_blob": (spec.get("git_blob") or "").lower() or None,
+            "url": spec.get("url"),
+        }
         with atomic_path(path) as tmp:
             tmp.write_text(json.dumps(dict(sorted(entries.items())), indent=2) + "\n", encoding="utf-8")
 
@@ -263,9 +284,15 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
     expected = spec.get("sha256") or locked
     if expected and actual != expected.lower():
         where = "pinned" if spec.get("sha256") else "recorded in the lock file"
+        advice = ""
+        if not spec.get("sha256"):
+            advice = (
+                f". If you changed this artifact's pin in {sources_file} on purpose and the lock file predates "
+                f"that (an entry without its git blob), remove the entry {name!r} from the lock file and rerun"
+            )
         raise HashMismatchError(
             f"SHA-256 mismatch for artifact {name!r} ({spec.get('url', path)}): "
-            f"{where} {expected.lower()}, got {actual}"
+            f"{where} {expected.lower()}, got {actual}{advice}"
         )
     blob = spec.get("git_blob")
     if blob:
@@ -302,11 +329,13 @@ def fetch(
     """
     dest = Path(dest)
     if "sha256" not in spec or spec.get("git_blob"):
-        locked = read_lock(lock).get(name)
+        locked = locked_sha256(read_lock(lock), name, spec.get("git_blob"))
         if dest.exists():
             try:
                 _check_pins(name, spec, dest, locked, sources_file)
                 log.info("%s: already present and matching its pins, not downloading", name)
+                if lock and not locked and not spec.get("sha256"):
+                    _record_lock(lock, name, sha256_file(dest), spec)
                 return dest
             except HashMismatchError:
                 log.warning(
@@ -332,7 +361,7 @@ def fetch(
                     last_error = exc
                     continue
                 if lock and not locked:
-                    _record_lock(lock, name, actual)
+                    _record_lock(lock, name, actual, spec)
                 os.replace(path, dest)
             log.info("%s: %s (sha256 %s)", name, dest, actual)
             return dest
@@ -557,7 +586,7 @@ def pinned(
         expected, where = pin.sha256, "in config/sources.yaml"
     else:
         lock = Path(lock) if lock is not None else Path(resources) / LOCK_NAME
-        expected = read_lock(lock).get(pin.artifact)
+        expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob)
         where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
     if expected:
         actual = sha256_file(path)
