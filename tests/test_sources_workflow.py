@@ -58,3 +58,18 @@ def test_every_role_of_the_real_file_is_made_by_a_rule():
             assert _matches(swf.filename_pattern(doc), name), role
         else:
             assert _matches(swf.archive_pattern(doc), pin.artifact) and _matches(swf.member_pattern(doc), name), role
+
+
+def test_the_fetch_rules_pin_param_changes_with_a_version_bump_only():
+    """The fetch rule's params hold the download's source and pins: a bump reruns it."""
+    doc = {
+        "artifacts": {
+            "set-train": {"kind": "http", "url": "http://x/v1.csv", "filename": "set-train.csv", "git_blob": "a" * 40}
+        }
+    }
+    before = swf.download_pin(doc, "set-train")
+    doc["artifacts"]["set-train"]["mirror_path"] = "v1.csv"  # not the download's identity
+    assert swf.download_pin(doc, "set-train") == before
+    doc["artifacts"]["set-train"].update(url="http://x/v2.csv", git_blob="b" * 40)
+    after = swf.download_pin(doc, "set-train")
+    assert after != before and "v2.csv" in after and "b" * 40 in after

@@ -15,6 +15,10 @@ Everything is written to a temporary name and renamed only after its hash matche
 or tampered download leaves nothing behind, and a file whose hash already matches is not
 downloaded again.
 
+Reference data that an installed package carries (section ``installed`` of the sources file:
+ase's EOS references and VASP test files, matminer's Magpie tables and dataset catalogue) is
+pinned by SHA-256 where the package keeps it, and read through :func:`pinned` like the rest.
+
 Library code reads a fetched or extracted file only through :func:`pinned`: it names the file
 by its ``role`` in ``config/sources.yaml`` (never by artifact, version or member file name) and
 gets its path back after its SHA-256 was checked, on every call. A file edited after it was
