@@ -9,6 +9,7 @@ PYTHONPATH), which records each file opened for reading."""
 from __future__ import annotations
 
 import filecmp
+import os
 import shutil
 import sys
 import sysconfig
@@ -46,6 +47,7 @@ DIFFERS_BY_DESIGN = (".xlsx",)
 
 def _run(workdir: Path, demo: Path, audit: Path, env: dict[str, str]):
     workdir.mkdir(parents=True)
+    shutil.copytree(REPO / "config", workdir / "config")  # the default config the tiny one overrides
     provide_downloads(workdir, *TINY_RUN_ROLES)
     shutil.copytree(demo, workdir / "demo")
     audit.mkdir(parents=True)
@@ -98,13 +100,24 @@ def test_two_cold_runs_give_byte_identical_tables_and_figures(two_runs):
 
 # Files read that are none of results/, a pinned role, a config file or installed code, by why
 # they may be read. Each is a fixed part of the run, not an input that could move a number:
+HOME = str(Path.home())
 EXCEPTIONS = {
     "/dev/": "device files (e.g. /dev/null, /dev/urandom for hash seeds): no data",
     "/proc/": "the kernel's process information (CPU count, memory) that the libraries query",
     "/sys/": "the kernel's device information (CPU topology) that BLAS and torch query",
-    "/etc/": "the system's configuration (locale, time zone, hosts, mime types) read by the standard library",
-    "/usr/share/": "system data of the standard library (time zones, locales)",
-    "/tmp/": "temporary files of the jobs' own libraries (matplotlib's lock, torch's cache)",
+    "/etc/": "the system's configuration (mime types, locale) read by the standard library",
+    "/usr/share/zoneinfo/": "the time zone database (log time stamps)",
+    f"{HOME}/.cache/snakemake/": "Snakemake's cached copies of the workflow's own files (Snakefile, rules, envs)",
+    f"{HOME}/.cache/matplotlib/": "matplotlib's font list cache: which font file draws the text, not what is drawn",
+    f"{HOME}/.config/ase/config.ini": "ase's user configuration, read at import: it names external codes' "
+    "commands, which EMT and ase's file readers do not use",
+}
+# Temporary files of the engine and of libraries, written and read back within one call
+TEMPORARY = {
+    "-pulp.sol": "Snakemake's scheduler: the solution file of its job-selection ILP (PuLP/CBC)",
+    "-pulp.mps": "Snakemake's scheduler: the problem file of its job-selection ILP (PuLP/CBC)",
+    "/snakemake": "Snakemake's own temporary files (job scripts)",
+    "/openpyxl.": "openpyxl's temporary copy while it writes CatBench's workbook",
 }
 
 
@@ -122,10 +135,17 @@ CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed", ".json.schema")
 
 
 def classify(path: str, workdir: Path, pinned_files: set[Path]) -> str:
-    """Why ``path`` may be read: results, pinned, config, code, an exception's key, or "UNEXPLAINED"."""
+    """Why ``path`` may be read: results, pinned, config, code, an exception's key, or
+    "UNEXPLAINED"; "none" for a folder (listed, not read) or a path that does not exist outside
+    the run's folder (an import's or a lookup's failed try: nothing was read)."""
     real = Path(path).resolve()
     if real in pinned_files:
         return "pinned"
+    if real.is_dir():
+        return "none"
+    hash_cache = os.environ.get("CRUCIBLE_HASH_CACHE")
+    if hash_cache and real.is_relative_to(Path(hash_cache).resolve()):
+        return "digest cache"  # crucible.fingerprint's cache of file digests, keyed by stat
     try:
         rel = real.relative_to(workdir.resolve()).as_posix()
     except ValueError:
@@ -135,20 +155,34 @@ def classify(path: str, workdir: Path, pinned_files: set[Path]) -> str:
             return "results"  # what the run itself wrote (and Snakemake's own records)
         if rel in ("config.yaml",) or rel.startswith("demo/"):
             return "config"  # the run's config and the dataset it names (pinned by the config's own check)
-        if rel.startswith("resources/"):
-            return "UNEXPLAINED"
-        return "workdir"
+        if rel.startswith("resources/extracted/") and real.name.startswith(".") and real.name.endswith(".tmp"):
+            return "pinned"  # extraction's staged copy, hash-checked before it is renamed into place
+        return "UNEXPLAINED"
+    if not real.exists():
+        return "none"
     if real.is_relative_to(REPO.resolve()):
         rel = real.relative_to(REPO.resolve()).as_posix()
         if rel.startswith(("config/", "workflow/", "profiles/", "envs/")) or rel in ("Snakefile", "pyproject.toml"):
             return "config"
-    for root in _code_roots():
-        if real.is_relative_to(root):
-            return "code" if real.name.endswith(CODE_SUFFIXES) or ".dist-info" in real.as_posix() else "package-data"
+        if rel.startswith("src/crucible/") and real.name == "config.schema.yaml":
+            return "config"  # each family's config schema
+    text = real.as_posix()
+    if text.startswith("/tmp/") and any(marker in text for marker in TEMPORARY):
+        return "temporary"
+    if real.parent == Path(sys.executable).parent or ".egg-info/" in text or ".dist-info/" in text:
+        return "code"  # the entry-point scripts beside the interpreter; distributions' metadata
+    if _code_root(real) is not None:
+        return "code" if real.name.endswith(CODE_SUFFIXES) else "package-data"
     for prefix in EXCEPTIONS:
-        if real.as_posix().startswith(prefix):
+        if text.startswith(prefix):
             return prefix
     return "UNEXPLAINED"
+
+
+def _code_root(real: Path) -> Path | None:
+    """The longest code root holding ``real`` (site-packages before the prefix above it)."""
+    holding = [root for root in _code_roots() if real.is_relative_to(root)]
+    return max(holding, key=lambda root: len(root.parts)) if holding else None
 
 
 def read_audit(audit: Path) -> dict[str, set[str]]:
@@ -180,6 +214,13 @@ PACKAGE_DATA = {
     "snakemake": "Snakemake's own templates and schemas (the workflow engine)",
     "jsonschema_specifications": "JSON-schema meta-schemas that check the config (validation only)",
     "certifi": "CA certificates (no downloads happen; requests loads them)",
+    "sklearn": "style sheets of estimators' HTML representation (no numbers)",
+    "README.rst": "a distribution's stray README at the top of site-packages, opened by Snakemake's process",
+    # The one gap left: pymatgen reads its element and bond tables itself, at import, so they
+    # cannot be read through crucible.sources.pinned. They are identified by the pymatgen
+    # version requirements.lock installs, not by a SHA-256.
+    "pymatgen": "pymatgen's own element and bond tables (core/periodic_table.json.gz, bond_lengths.json, "
+    "func_groups.json), read by pymatgen at import",
 }
 
 
@@ -196,8 +237,8 @@ def test_every_file_read_is_results_pinned_config_or_code(two_runs):
         for path in paths:
             why = classify(path, work, pinned_files)
             if why == "package-data":
-                site = next((r for r in _code_roots() if Path(path).resolve().is_relative_to(r)), None)
-                top = Path(path).resolve().relative_to(site).parts[0] if site else path
+                real = Path(path).resolve()
+                top = real.relative_to(_code_root(real)).parts[0]
                 if top not in PACKAGE_DATA:
                     package_data.setdefault(str(top), set()).add(path)
             elif why == "UNEXPLAINED":
