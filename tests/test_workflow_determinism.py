@@ -153,7 +153,7 @@ def classify(path: str, workdir: Path, pinned_files: set[Path]) -> str:
     if rel is not None:
         if rel.startswith(("results/", "logs/", ".snakemake/", "benchmarks/")):
             return "results"  # what the run itself wrote (and Snakemake's own records)
-        if rel in ("config.yaml",) or rel.startswith("demo/"):
+        if rel == "config.yaml" or rel.startswith(("config/", "demo/")):
             return "config"  # the run's config and the dataset it names (pinned by the config's own check)
         if rel.startswith("resources/extracted/") and real.name.startswith(".") and real.name.endswith(".tmp"):
             return "pinned"  # extraction's staged copy, hash-checked before it is renamed into place
@@ -221,6 +221,9 @@ PACKAGE_DATA = {
     # version requirements.lock installs, not by a SHA-256.
     "pymatgen": "pymatgen's own element and bond tables (core/periodic_table.json.gz, bond_lengths.json, "
     "func_groups.json), read by pymatgen at import",
+    # The same gap: the random-symmetric crystal generator's space-group tables (Wyckoff positions,
+    # Hermann-Mauguin symbols), read by pyxtal itself; identified by pyxtal's locked version.
+    "pyxtal": "pyxtal's own symmetry tables (database/wyckoff_*.csv, HM_Full.csv, symbols.json, ...), read by pyxtal",
 }
 
 
