@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,8 @@ def reaches_download(obj, seen: set[int] | None = None) -> bool:
 
 
 def pytest_configure(config):
+    # file digests (crucible.fingerprint) are cached in a folder of this run, never in ~/.cache
+    os.environ.setdefault("CRUCIBLE_HASH_CACHE", tempfile.mkdtemp(prefix="crucible-hash-cache-"))
     if "not network" in (config.option.markexpr or ""):
         os.environ.update(dict.fromkeys(PROXY_VARS, OFFLINE_PROXY))
         os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"

@@ -139,7 +139,8 @@ def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
     dest = tmp_path / "dl" / "perov-test.csv"
     sources.fetch("perov-test", spec, dest, lock=lock)
     assert dest.read_bytes() == (PEROV / "test.csv").read_bytes()
-    assert json.loads(lock.read_text()) == {"perov-test": sources.sha256_file(PEROV / "test.csv")}
+    recorded = {"sha256": sources.sha256_file(PEROV / "test.csv"), "git_blob": blob, "url": spec["url"]}
+    assert json.loads(lock.read_text()) == {"perov-test": recorded}
     sources.fetch("perov-test", spec, dest, lock=lock)
     assert hits == ["/perov_5/test.csv"]  # present and matching: not fetched again
     # upstream changes the file; a blob pin that somehow still matched would not help: SHA-256 is locked

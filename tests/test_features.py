@@ -133,20 +133,30 @@ def test_malformed_formula_names_row(bad, reason):
     assert reason in message
 
 
-def test_version_tracks_matminer_and_tables(tmp_path, monkeypatch):
+def test_version_tracks_matminer_and_tables_are_pinned(tmp_path, monkeypatch):
+    """The version names matminer and the tables' hash; an edited table is refused (its pin in
+    config/sources.yaml), not turned into other features under another version."""
     import matminer
 
+    from crucible import sources
+    from crucible.errors import HashMismatchError
+
     assert MAGPIE_VERSION.startswith(matminer.__version__ + "-")
-    table_dir = tmp_path / "magpie_elementdata"
-    shutil.copytree(fmagpie._table_dir(), table_dir)
-    monkeypatch.setattr(fmagpie, "_table_dir", lambda: table_dir)
+    real = sources.package_dir("matminer")
+    root = tmp_path / "matminer"
+    shutil.copytree(
+        real / "utils" / "data_files" / "magpie_elementdata", root / "utils" / "data_files" / "magpie_elementdata"
+    )
+    original = sources.package_dir
+    monkeypatch.setattr(sources, "package_dir", lambda p: root if p == "matminer" else original(p))
     fmagpie._tables.cache_clear()
     try:
         assert fmagpie._version() == MAGPIE_VERSION
-        path = table_dir / "Electronegativity.table"
+        path = root / "utils" / "data_files" / "magpie_elementdata" / "Electronegativity.table"
         path.write_text(path.read_text().replace("0.98", "0.99", 1))
         fmagpie._tables.cache_clear()
-        assert fmagpie._version() != MAGPIE_VERSION
+        with pytest.raises(HashMismatchError, match="Electronegativity.table.*features/magpie/Electronegativity"):
+            fmagpie._version()
     finally:
         fmagpie._tables.cache_clear()
 

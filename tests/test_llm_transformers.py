@@ -4,12 +4,13 @@ deterministic, stop strings, the cache key following the checkpoint's content.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.errors import ConfigError, HashMismatchError
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage
 from crucible.llm.transformers_backend import GGUF_LOADER, TransformersBackend, checkpoint_fingerprint
@@ -90,11 +91,33 @@ def test_a_gguf_file_is_named_by_its_content(tmp_path):
     assert checkpoint_fingerprint(one) == checkpoint_fingerprint(other), "moving the file keeps its name"
     backend = TransformersBackend("m", str(one))
     # ... and by how crucible builds its tokenizer (GGUF_LOADER), which answers depend on too
-    assert backend.gguf and backend.model == f"m.Q4_1.gguf@{checkpoint_fingerprint(one)}:{GGUF_LOADER}"
-    with open(other, "r+b") as fh:  # a different last MiB: another quantisation
-        fh.seek(-10, 2)
-        fh.write(b"0123456789")
+    assert backend.gguf and backend.model == f"m.Q4_1.gguf@sha256:{checkpoint_fingerprint(one)}:{GGUF_LOADER}"
+    assert checkpoint_fingerprint(one) == hashlib.sha256(one.read_bytes()).hexdigest()  # every byte
+    with open(other, "r+b") as fh:  # one middle byte: a fine-tune of one tensor
+        fh.seek(len(b"GGUF") + 256 * 20000)
+        fh.write(b"\xff")
     assert checkpoint_fingerprint(one) != checkpoint_fingerprint(other)
+
+
+def test_a_pinned_checkpoint_is_named_by_its_role_and_checked(tmp_path, monkeypatch):
+    """A file where the fetch stage puts a role's file is named by the role and its pinned
+    SHA-256, and refused when it no longer matches the pin."""
+    from crucible import sources
+
+    monkeypatch.setenv("CRUCIBLE_HASH_CACHE", str(tmp_path / "hash-cache"))
+    body = b"GGUF" + bytes(range(256)) * 4000
+    digest = hashlib.sha256(body).hexdigest()
+    doc = sources.load_sources()
+    pin = sources.find_pin("llm/smollm2-135m-instruct-q4_1", doc)
+    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = digest
+    monkeypatch.setattr(sources, "sources_doc", lambda s=None: doc)
+    path = tmp_path / "resources" / pin.location
+    path.parent.mkdir(parents=True)
+    path.write_bytes(body)
+    assert TransformersBackend("smollm2", str(path)).model == f"{pin.role}@sha256:{digest}:{GGUF_LOADER}"
+    path.write_bytes(body[:-1] + b"x")
+    with pytest.raises(HashMismatchError, match="llm/smollm2-135m-instruct-q4_1"):
+        TransformersBackend("smollm2", str(path))
 
 
 def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_path):

@@ -46,7 +46,7 @@ def test_a_custom_potential_loads_like_a_registered_one_and_says_what_it_is():
     assert prov["class"] == "custom_calculators:scaled_emt" and prov["params"] == {"scale": 2.0}
     assert prov["kind"] == "custom" and prov["potential"] == "mine" and prov["device"] == "cpu"
     # a module beside the project: no distribution, so its __version__ and the hash of its source
-    assert prov["package"] is None and prov["version"] == "0.0.test" and len(prov["module_sha256"]) == 64
+    assert prov["package"] is None and prov["version"] == "0.0.test" and len(prov["code_sha256"]) == 64
     assert provenance_text(prov).startswith('custom_calculators:scaled_emt {"scale": 2.0} (version 0.0.test, sha256 ')
 
 
@@ -317,6 +317,25 @@ def test_only_a_module_beside_the_project_is_a_job_input_and_imports_by_hand(tmp
     assert mlip_wf.custom_potential_sources(cfg, "installed") == []  # its package version says what it is
     assert mlip_wf.custom_potential_sources(cfg, "emt") == []
     sys.modules.pop("my_potentials", None)
+    # a package "pkg.make:factory": every file of pkg is an input (editing params.py reruns), and
+    # the provenance's code_sha256 covers them all
+    pkg = tmp_path / "mypots"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "params.py").write_text("SCALE = 2.0\n")
+    (pkg / "make.py").write_text(
+        "from my_potentials import scaled_emt\nfrom mypots.params import SCALE\n\n\n"
+        "def make(device='cpu'):\n    return scaled_emt(device=device, scale=SCALE)\n"
+    )
+    cfg["mlip"]["custom_potentials"]["pkg"] = {"class": "mypots.make:make"}
+    first = load_potential("pkg", custom=cfg["mlip"]["custom_potentials"]).provenance["code_sha256"]
+    assert mlip_wf.custom_potential_sources(cfg, "pkg") == ["mypots/__init__.py", "mypots/make.py", "mypots/params.py"]
+    (pkg / "params.py").write_text("SCALE = 3.0\n")
+    for mod in ("mypots", "mypots.make", "mypots.params", "my_potentials"):
+        sys.modules.pop(mod, None)
+    assert load_potential("pkg", custom=cfg["mlip"]["custom_potentials"]).provenance["code_sha256"] != first
+    for mod in ("mypots", "mypots.make", "mypots.params", "my_potentials"):
+        sys.modules.pop(mod, None)
 
 
 def test_catalysis_relative_energies_run_it_and_the_table_says_so(tmp_path, catalysis_demo):

@@ -185,7 +185,7 @@ def test_a_git_blob_pinned_download_is_also_kept_aside_and_fetched_again_once(tm
         server.close()
     assert server.hits == 2 and dest.read_bytes() == GOOD
     assert sorted(p.read_bytes() for p in tmp_path.glob("data.csv.bad-*")) == sorted([GOOD[:100], b"tampered"])
-    assert read_lock(lock) == {"data": SPEC["sha256"]}
+    assert read_lock(lock) == {"data": {"sha256": SPEC["sha256"], "git_blob": spec["git_blob"], "url": server.url}}
 
 
 def test_a_truncated_predictions_file_names_the_command_that_rebuilds_it(tmp_path):

@@ -46,11 +46,30 @@ def test_mirror_comes_from_the_config_key_the_artifact_names():
 
 
 def test_every_role_of_the_real_file_is_made_by_a_rule():
-    """The fetch rule makes every download, the extract rule every member: together every role."""
+    """The fetch rule makes every download, the extract rule every member: together every role
+    (but an installed package's file, which is read where the package keeps it)."""
     doc = sources.load_sources()
     for role, pin in sources.roles(doc).items():
+        if pin.package:
+            assert not pin.location.startswith(("downloads/", "extracted/")), role
+            continue
         name = pin.location.split("/")[-1]
         if pin.member is None:
             assert _matches(swf.filename_pattern(doc), name), role
         else:
             assert _matches(swf.archive_pattern(doc), pin.artifact) and _matches(swf.member_pattern(doc), name), role
+
+
+def test_the_fetch_rules_pin_param_changes_with_a_version_bump_only():
+    """The fetch rule's params hold the download's source and pins: a bump reruns it."""
+    doc = {
+        "artifacts": {
+            "set-train": {"kind": "http", "url": "http://x/v1.csv", "filename": "set-train.csv", "git_blob": "a" * 40}
+        }
+    }
+    before = swf.download_pin(doc, "set-train")
+    doc["artifacts"]["set-train"]["mirror_path"] = "v1.csv"  # not the download's identity
+    assert swf.download_pin(doc, "set-train") == before
+    doc["artifacts"]["set-train"].update(url="http://x/v2.csv", git_blob="b" * 40)
+    after = swf.download_pin(doc, "set-train")
+    assert after != before and "v2.csv" in after and "b" * 40 in after

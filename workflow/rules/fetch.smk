@@ -29,6 +29,8 @@ rule fetch_artifact:
         "../../envs/fetch.yaml"
     params:
         artifact=lambda wc: sources_wf.artifact_saved_as(SOURCES, wc.filename),
+        # a version bump (new url and pin) changes it: the artifact is fetched again
+        pin=lambda wc: sources_wf.download_pin(SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
         mirror=lambda wc: sources_wf.mirror_args(config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
         sources=SOURCES_FILE,
     shell:

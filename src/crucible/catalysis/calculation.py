@@ -478,13 +478,13 @@ def _part_name(reaction_id: str) -> str:
     return f"{safe}-{hashlib.sha256(reaction_id.encode()).hexdigest()[:8]}.json"
 
 
-IDENTITY_FIELDS = ("class", "params", "package", "version", "module_sha256")
+IDENTITY_FIELDS = ("class", "params", "package", "version", "code_sha256", "files_sha256")
 
 
 def settings_key(params: dict[str, Any], model: str, potential: dict[str, Any] | None = None) -> str:
     """Digest of the relaxation settings, the model name and what the model is
     (:func:`crucible.mlip.calculators.provenance`: class, params, package version, a local
-    module's hash): a part written by another version or configuration of the potential is not
+    package's and files' hashes): a part written by another version or configuration of the potential is not
     resumed."""
     p = {**DEFAULTS, **params, "model": model}
     if potential:

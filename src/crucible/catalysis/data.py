@@ -707,10 +707,19 @@ def check_coefficients(coefficients: dict[str, dict[str, float]], where: str = "
             raise DataValidationError(f"{where}.{ads}: keys other than slab/adslab must end with 'gas': {bad}")
 
 
+def refuse_links(root: Path) -> None:
+    """A VASP folder is read without links, as its pin (:func:`tree_sha256`) hashes it: a link
+    anywhere below it is an error naming the link."""
+    from crucible.fingerprint import tree_files
+
+    tree_files(root, links="refuse")
+
+
 def read_vasp_tree(root: str | os.PathLike, coefficients: dict[str, dict[str, float]]) -> Reactions:
     root = Path(root)
     if not root.is_dir():
         raise DataValidationError(f"{root}: not a folder")
+    refuse_links(root)
     check_coefficients(coefficients)
     gas: dict[str, tuple] = {}
     if (root / "gas").is_dir():
@@ -780,16 +789,12 @@ def read_dataset(
 
 
 def tree_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, or of a folder's sorted (relative path, file SHA-256) list."""
-    from crucible.sources import sha256_file
+    """SHA-256 of a file, or of a folder's sorted (relative path, file SHA-256) list. A symbolic
+    link in the folder is refused, naming it, as :func:`read_vasp_tree` refuses it: the pin
+    covers exactly the files read."""
+    from crucible.fingerprint import path_sha256
 
-    path = Path(path)
-    if path.is_file():
-        return sha256_file(path)
-    digest = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n".encode())
-    return digest.hexdigest()
+    return path_sha256(path, links="refuse")
 
 
 def file_md5(path: str | os.PathLike) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.catalysis.data import _read_vasp_dir
+from crucible.catalysis.data import _read_vasp_dir, refuse_links
 from crucible.errors import DataValidationError
 
 TASKS = ("surface", "bulk_formation")
@@ -34,6 +34,7 @@ def read_surface_tree(root: str | os.PathLike) -> list[dict[str, Any]]:
     root = Path(root)
     if not root.is_dir():
         raise DataValidationError(f"{root}: not a folder")
+    refuse_links(root)
     out = []
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
         bulk, e_bulk = _read_vasp_dir(d / "bulk")
@@ -46,6 +47,9 @@ def read_surface_tree(root: str | os.PathLike) -> list[dict[str, Any]]:
 
 def read_formation_tree(root: str | os.PathLike, coefficients: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     root = Path(root)
+    if not root.is_dir():
+        raise DataValidationError(f"{root}: not a folder")
+    refuse_links(root)
     for sub in ("bulk_compounds", "elements"):
         if not (root / sub).is_dir():
             raise DataValidationError(f"{root}: folder {sub!r} missing")

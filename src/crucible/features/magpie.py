@@ -9,7 +9,8 @@ What has to agree with matminer 0.10.1, and why it is done the way it is:
 - Element data: ``MagpieData(impute_nan=True)`` reads line ``Z`` of each
   ``utils/data_files/magpie_elementdata/<property>.table`` for Z = 1..118 with ``float()``;
   unreadable or missing lines become NaN and are then replaced by the ``np.nanmean`` of that
-  property over the 118 elements. We read the same installed files at run time.
+  property over the 118 elements. We read the same installed files at run time, each pinned by
+  SHA-256 (roles ``features/magpie/<property>`` of config/sources.yaml).
 - Weights are the raw amounts of ``Composition(formula).element_composition``, in that
   composition's element order (first appearance in the formula), not fractions. They matter
   beyond ``np.average``'s normalisation: ``mode`` takes the minimum value among elements whose
@@ -32,11 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -101,15 +100,7 @@ class FormulaError(DataValidationError):
 # element property tables
 
 
-def _matminer_dir() -> Path:
-    spec = importlib.util.find_spec("matminer")
-    if spec is None or not spec.submodule_search_locations:
-        raise DataValidationError("matminer is not installed: its Magpie element tables are needed")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def _table_dir() -> Path:
-    return _matminer_dir() / "utils" / "data_files" / "magpie_elementdata"
+TABLE_ROLE = "features/magpie/{}"  # matminer's <property>.table files, pinned in config/sources.yaml
 
 
 def _parse_table(text: str) -> np.ndarray:
@@ -129,9 +120,10 @@ def _tables() -> tuple[np.ndarray, str]:
     """(property table indexed [Z, feature], with row 0 unused; sha256 of the raw tables)."""
     digest = hashlib.sha256()
     table = np.full((_N_Z + 1, len(FEATURES)), np.nan)
-    directory = _table_dir()
+    from crucible.sources import pinned
+
     for j, name in enumerate(FEATURES):
-        path = directory / f"{name}.table"
+        path = pinned(TABLE_ROLE.format(name))  # checked against its SHA-256 before it is read
         try:
             raw = path.read_bytes()
         except OSError as exc:

@@ -91,7 +91,7 @@ class Backend(Protocol):
     """What every backend provides (openai_backend, transformers_backend, replay)."""
 
     kind: str  # "openai" | "transformers" | "replay": part of every cache key
-    model: str  # what is asked for: the served model name, or the checkpoint's name@fingerprint
+    model: str  # what is asked for: the served model name, or the checkpoint's name (or role)@sha256:<hex>
 
     def prepare(self) -> None:
         """Import the client or load the weights; called only when something is not cached."""

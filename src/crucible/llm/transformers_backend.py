@@ -9,7 +9,6 @@ length and generated in left-padded batches, then put back in the prompt set's o
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -22,33 +21,28 @@ from crucible.llm.files import Completion, Prompt
 
 log = logging.getLogger(__name__)
 
-_CHUNK = 1 << 20
-
 
 def checkpoint_fingerprint(path: str | os.PathLike) -> str:
-    """A short hash identifying the checkpoint without reading every byte of large weights.
+    """The full SHA-256 of every byte the loader reads: the file, or every file of the folder
+    (:func:`crucible.fingerprint.checkpoint_sha256`, cached by stat so a rerun reads nothing).
+    A fine-tune that changes one middle tensor changes it; moving the checkpoint does not."""
+    from crucible.fingerprint import checkpoint_sha256
 
-    Small files (config, tokenizer, chat template) are hashed whole; each weight file by its
-    name, size and first and last MiB, which hold the tensor table and real weights. So a
-    fine-tune or a re-quantisation changes the fingerprint, and moving the directory does not.
-    """
-    root = Path(path)
-    digest = hashlib.sha256()
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    for file in files:
-        rel = file.name if file == root else file.relative_to(root).as_posix()
-        if rel.startswith("."):
-            continue
-        size = file.stat().st_size
-        digest.update(f"{rel}\0{size}\0".encode())
-        with open(file, "rb") as fh:
-            if size <= 4 * _CHUNK:
-                digest.update(fh.read())
-            else:
-                digest.update(fh.read(_CHUNK))
-                fh.seek(size - _CHUNK)
-                digest.update(fh.read(_CHUNK))
-    return digest.hexdigest()[:16]
+    return checkpoint_sha256(path)
+
+
+def checkpoint_identity(path: str | os.PathLike) -> str:
+    """``<role>@sha256:<hex>`` for a file that is a role of config/sources.yaml (checked against
+    its pin first: an edited one stops here), else ``<file or folder name>@sha256:<hex>``."""
+    from crucible.sources import pin_at, pinned
+
+    path = Path(path)
+    found = pin_at(path) if path.is_file() else None
+    if found is not None:
+        pin, resources = found
+        pinned(pin.role, path, resources=resources)
+        return f"{pin.role}@sha256:{checkpoint_fingerprint(path)}"
+    return f"{path.name}@sha256:{checkpoint_fingerprint(path)}"
 
 
 # transformers builds a GGUF file's tokenizer with a plain byte-level split whatever the file's
@@ -114,8 +108,8 @@ class TransformersBackend:
         self.device_request = device
         self.dtype_request = dtype
         self.chat_template = chat_template
-        # The cache key names the checkpoint by content, not by where it lies.
-        self.model = f"{self.path.name}@{checkpoint_fingerprint(self.path)}"
+        # The cache key names the checkpoint by content (and role), not by where it lies.
+        self.model = checkpoint_identity(self.path)
         if self.gguf:  # how crucible turns the file into a tokenizer is part of what answers
             self.model += f":{GGUF_LOADER}"
         self.device = None

@@ -375,9 +375,13 @@ def provenance(spec: PotentialSpec, calc: object, device: str) -> dict[str, Any]
     """What ran: the potential's name and kind, the class path (a custom potential's factory as
     configured, else the calculator's class), its params, the package that provides it and that
     package's version. A module that no installed distribution provides (one beside the project)
-    is identified by its ``__version__`` if it has one, and by the SHA-256 of its source file."""
-    import hashlib
+    is identified by its ``__version__`` if it has one. A custom potential is also identified by
+    the SHA-256 of every file of its top-level package (``code_sha256``: editing any module of it
+    changes it, not only the one the class names) and of every file or folder a param names
+    (``files_sha256``: a checkpoint its factory loads), see :mod:`crucible.fingerprint`."""
     import sys
+
+    from crucible.fingerprint import checkpoint_sha256, package_sha256
 
     if spec.class_path:
         class_path, module = spec.class_path, spec.class_path.partition(":")[0]
@@ -396,10 +400,18 @@ def provenance(spec: PotentialSpec, calc: object, device: str) -> dict[str, Any]
     }
     if package is None:
         mod = sys.modules.get(module)
-        source = getattr(mod, "__file__", None)
         out["version"] = str(getattr(mod, "__version__", "")) or None
-        if source and Path(source).is_file():
-            out["module_sha256"] = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    if spec.kind == "custom":
+        code = package_sha256(module)
+        if code:
+            out["code_sha256"] = code
+        files = {
+            key: checkpoint_sha256(value)
+            for key, value in sorted(spec.params.items())
+            if isinstance(value, str) and value and Path(value).exists()
+        }
+        if files:
+            out["files_sha256"] = files
     return out
 
 
@@ -414,9 +426,9 @@ def provenance_text(prov: Mapping[str, Any]) -> str:
         text += " " + json.dumps(prov["params"], sort_keys=True)
     if prov.get("package"):
         text += f" ({prov['package']} {prov.get('version')})"
-    elif prov.get("version") or prov.get("module_sha256"):
+    elif prov.get("version") or prov.get("code_sha256"):
         where = f"version {prov['version']}" if prov.get("version") else "local module"
-        sha = prov.get("module_sha256")
+        sha = prov.get("code_sha256")
         text += f" ({where}{', sha256 ' + sha[:12] if sha else ''})"
     return text
 

@@ -1,6 +1,7 @@
 """Equation-of-state benchmark on the 71 elemental crystals of the Delta test.
 
-For each element of ``ase.collections.dcdft`` the crystal is scaled isotropically (fractional
+For each element of ase's ``dcdft`` collection (``collections/dcdft.json`` of the installed ase,
+pinned as the role ``mlip/eos/dcdft`` and read through :func:`crucible.sources.pinned`) the crystal is scaled isotropically (fractional
 positions fixed) to volumes spanning ``volume_range`` times the WIEN2k equilibrium volume, the
 potential's energies per atom are fitted with the third-order Birch–Murnaghan form used by
 CatBench (its ``eos`` utilities), and the fit is compared with the WIEN2k reference through the Delta
@@ -13,6 +14,7 @@ constant), Delta and fit residuals in meV/atom.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -178,10 +180,28 @@ def delta_gauge(
 # the benchmark
 
 
-def dcdft_elements() -> list[str]:
-    from ase.collections import dcdft
+DCDFT_ROLE = "mlip/eos/dcdft"  # ase's collections/dcdft.json, pinned in config/sources.yaml
 
-    return list(dcdft.names)
+
+@functools.lru_cache(maxsize=4)
+def _collection(path: str):
+    from ase.collections.collection import Collection
+
+    collection = Collection("dcdft")
+    collection.filename = path  # ase reads the file lazily, from this name
+    return collection
+
+
+def dcdft():
+    """ase's dcdft collection read from the pinned file, its SHA-256 checked on every call (the
+    parsed file is kept per path: a file that still matches its pin holds the same bytes)."""
+    from crucible.sources import pinned
+
+    return _collection(str(pinned(DCDFT_ROLE)))
+
+
+def dcdft_elements() -> list[str]:
+    return list(dcdft().names)
 
 
 def parse_elements(spec: str | Iterable[str]) -> list[str]:
@@ -195,7 +215,7 @@ def parse_elements(spec: str | Iterable[str]) -> list[str]:
         wanted = [str(s).strip() for s in spec]
     unknown = [s for s in wanted if s not in known]
     if unknown:
-        raise ConfigError(f"mlip.eos.elements: {', '.join(unknown)} not in the Delta set (ase.collections.dcdft)")
+        raise ConfigError(f"mlip.eos.elements: {', '.join(unknown)} not in the Delta set (ase's dcdft collection)")
     if not wanted:
         raise ConfigError("mlip.eos.elements: empty element list")
     return [s for s in known if s in set(wanted)]
@@ -203,9 +223,7 @@ def parse_elements(spec: str | Iterable[str]) -> list[str]:
 
 def reference(element: str) -> dict[str, float]:
     """WIEN2k and experimental V0 (Å³/atom), B0 (GPa), B0′ for ``element``; NaN where absent."""
-    from ase.collections import dcdft
-
-    d = dcdft.data[element]
+    d = dcdft().data[element]
     g = lambda k: float(d.get(k, math.nan))  # noqa: E731
     return {
         "wien2k_v0": g("wien2k_volume"),
@@ -374,7 +392,6 @@ def run_eos(
     fit that does not converge gives ``status == "failed"``; both carry a ``failure_reason`` and
     the row is never dropped.
     """
-    from ase.collections import dcdft
     from tqdm.auto import tqdm
 
     from crucible.mlip.calculators import as_potential, evaluate_energies
@@ -388,7 +405,7 @@ def run_eos(
     for i, element in enumerate(bar, start=1):
         bar.set_postfix_str(element)
         t0 = time.perf_counter()
-        atoms = dcdft[element]
+        atoms = dcdft()[element]
         ref = reference(element)
         volumes = eos_volumes(ref["wien2k_v0"], points, volume_range)
         fit, reason, status = None, None, OK

@@ -3,8 +3,9 @@
 ``read_frames`` reads any file ASE can read frame by frame (extended XYZ, an ASE database,
 VASP OUTCAR / vasprun.xml, ...) and keeps, per frame, the structure and its reference energy
 (ASE's ``energy``, eV) and forces (eV/Å). The name ``ase-vasp-testdata`` stands for the real DFT
-frames shipped in ASE's own test data (an Ni18 OUTCAR, C2 and NaCl vasprun.xml files), so that
-the stage has offline demonstration data.
+frames shipped in ASE's own test data (an Ni18 OUTCAR, C2 and NaCl vasprun.xml files, pinned in
+config/sources.yaml and read through crucible.sources.pinned), so that the stage has offline
+demonstration data.
 
 ``predict_frames`` runs a calculator on the frames and returns a table in the s2ef prediction
 schema (``crucible.mlip.s2ef_scoring.S2EF_PREDICTION_SCHEMA``): a frame the model cannot handle keeps
@@ -47,14 +48,11 @@ class Frame:
 
 
 def ase_vasp_testdata_paths() -> list[Path]:
-    import ase
+    """The files of the installed ase's test data, each checked against its pin (roles
+    ``mlip/s2ef/ase-vasp-testdata/<file>`` of config/sources.yaml)."""
+    from crucible.sources import pinned
 
-    folder = Path(ase.__file__).parent / "test" / "testdata" / "vasp"
-    paths = [folder / name for name in _ASE_VASP_FILES]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise DataValidationError(f"{ASE_VASP_TESTDATA}: not in the installed ase package: {', '.join(missing)}")
-    return paths
+    return [pinned(f"mlip/s2ef/{ASE_VASP_TESTDATA}/{name}") for name in _ASE_VASP_FILES]
 
 
 def _frames_from_file(path: Path) -> list[Frame]:

@@ -59,26 +59,29 @@ def check_models(config: dict[str, Any]) -> None:
 
 
 def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
-    """The source file of a user's potential whose module sits beside the project (under the
-    working directory), as a job input: editing it reruns the potential's jobs. An installed
-    module's version is in its provenance instead; a registered potential has none."""
-    import importlib.util
+    """Every source file of a user's potential whose module sits beside the project (under the
+    working directory), as job inputs: the module's whole top-level package (what its import can
+    read), so that editing any module of it reruns the potential's jobs. An installed package is
+    identified in its provenance instead (version and the SHA-256 of its files); a registered
+    potential has none."""
     import os
+
+    from crucible.fingerprint import module_source, not_source, tree_files
 
     custom = custom_potentials(config)
     if name not in custom:
         return []
     module = custom[name]["class"].partition(":")[0]
     put_on_python_path(os.getcwd())  # where a module beside the project is found (common.smk does the same)
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return []  # the start-up check names the key
-    origin = Path(spec.origin).resolve() if spec and spec.origin and spec.has_location else None
+    source = module_source(module)
     here = Path(os.getcwd()).resolve()
-    if origin is None or not origin.is_file() or here not in origin.parents:
-        return []
-    return [origin.relative_to(here).as_posix()]
+    if source is None or here not in source.resolve().parents:
+        return []  # not found (the start-up check names the key) or installed
+    source = source.resolve()
+    if source.is_file():
+        return [source.relative_to(here).as_posix()]
+    files = tree_files(source, links="follow", skip=not_source)
+    return [(source / rel).relative_to(here).as_posix() for rel, _ in files]
 
 
 def eos_format() -> int:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import crucible
 from crucible import families as registry
-from crucible.sources import locate, read_lock, sha256_file
+from crucible.sources import locate, locked_sha256, read_lock, sha256_file
 
 # The config key under which the Snakefile puts the front page for the report template: no
 # family's section, and the schema refuses it in a config file, so a user cannot set it.
@@ -148,7 +148,7 @@ def sources_read(jobs: Iterable[Job], sources: Mapping[str, Any], root: str | os
             continue
         spec = artifacts[artifact]
         if member is None:
-            sha = (spec.get("sha256") or lock.get(artifact) or "").lower() or None
+            sha = (spec.get("sha256") or locked_sha256(lock, artifact, spec.get("git_blob")) or "").lower() or None
             origin = _origin(spec)
             if spec.get("git_blob"):
                 origin += f" (git blob {spec['git_blob']})"
