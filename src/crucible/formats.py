@@ -242,7 +242,7 @@ def validate(instance: Any, schema: Mapping[str, Any], where: str) -> Any:
     if error.validator == "required":
         missing = next(r for r in error.validator_value if r not in error.instance)
         name, message = f"{name}.{missing}" if name else str(missing), "missing"
-    elif error.validator in ("type", "minimum", "maximum", "const", "enum") and "description" in error.schema:
+    elif error.validator in ("type", "minimum", "maximum", "minLength", "const", "enum") and "description" in error.schema:
         message = f"must be {error.schema['description']}, got {value}"
     elif error.validator == "additionalProperties":
         message = f"unexpected field(s) in {value}"
@@ -258,9 +258,9 @@ def validate(instance: Any, schema: Mapping[str, Any], where: str) -> Any:
 
 INDEX = {"type": "integer", "minimum": 0, "maximum": MAX_INDEX, "description": f"a whole number 0..{MAX_INDEX}"}
 NUMBER = {"type": "number", "description": "a finite number"}
-TEXT = {"type": "string"}
-NONEMPTY = {"type": "string", "minLength": 1}
-OPTIONAL_TEXT = {"type": ["string", "null"]}
+TEXT = {"type": "string", "description": "a string"}
+NONEMPTY = {"type": "string", "minLength": 1, "description": "a non-empty string"}
+OPTIONAL_TEXT = {"type": ["string", "null"], "description": "a string or null"}
 
 
 @dataclass(frozen=True)
@@ -315,6 +315,23 @@ LLM_RESPONSE = declare(
         "type": "object",
         "required": ["id"],
         "properties": {"id": NONEMPTY, "response": OPTIONAL_TEXT, "error": OPTIONAL_TEXT, "model": OPTIONAL_TEXT},
+    },
+)
+
+REACTION_PREDICTIONS = declare(
+    "reactions-predictions",
+    "crucible's wrapped reaction prediction file: {model, questions_file, questions_sha256, predictions: "
+    "{id: index | {key: index}}, invalid: {id: reason}} (RxnOptBench's plain {id: prediction} map is read as is)",
+    {
+        "type": "object",
+        "required": ["questions_sha256", "predictions"],
+        "properties": {
+            "model": TEXT,
+            "questions_file": TEXT,
+            "questions_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "predictions": {"type": "object"},
+            "invalid": {"type": "object", "additionalProperties": TEXT},
+        },
     },
 )
 
