@@ -26,6 +26,7 @@ its errors carry the path of the failing field, which is what the messages must 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import os
@@ -189,6 +190,33 @@ def iter_json_lines(path: str | os.PathLike, limit: int | None = None) -> Iterat
         yield lineno, obj
 
 
+def read_csv(path: str | os.PathLike, encoding: str = "utf-8", limit: int | None = None, **pandas_kwargs: Any):
+    """A user's CSV table as a pandas DataFrame: bounded, decoded (``encoding``, a BOM dropped),
+    every column named once (pandas would rename a repeated ``yield`` to ``yield.1`` and read
+    the wrong one)."""
+    import csv
+
+    import pandas as pd
+
+    where = str(path)
+    data = read_bytes(path, limit)
+    if encoding.replace("-", "").lower() in ("utf8", "utf8sig"):
+        text = decode(data, where)
+    else:
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise DataValidationError(f"{where}: not {encoding} text (byte {exc.start}: {exc.reason})") from None
+    header = next(csv.reader(io.StringIO(text)), [])
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise DataValidationError(f"{where}: line 1: column(s) {', '.join(map(repr, repeated))} named twice")
+    try:
+        return pd.read_csv(io.StringIO(text), **pandas_kwargs)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise DataValidationError(f"{where}: cannot read as CSV ({type(exc).__name__}: {exc})") from None
+
+
 # --------------------------------------------------------------------------------- declarations
 
 
@@ -242,7 +270,10 @@ def validate(instance: Any, schema: Mapping[str, Any], where: str) -> Any:
     if error.validator == "required":
         missing = next(r for r in error.validator_value if r not in error.instance)
         name, message = f"{name}.{missing}" if name else str(missing), "missing"
-    elif error.validator in ("type", "minimum", "maximum", "minLength", "const", "enum") and "description" in error.schema:
+    elif (
+        error.validator in ("type", "minimum", "maximum", "minLength", "const", "enum")
+        and "description" in error.schema
+    ):
         message = f"must be {error.schema['description']}, got {value}"
     elif error.validator == "additionalProperties":
         message = f"unexpected field(s) in {value}"
@@ -331,6 +362,21 @@ REACTION_PREDICTIONS = declare(
             "questions_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "predictions": {"type": "object"},
             "invalid": {"type": "object", "additionalProperties": TEXT},
+        },
+    },
+)
+
+CIF_TABLE_ROW = declare(
+    "crystal-cif-table-jsonl",
+    "a user's crystal dataset as JSON lines: a 'cif' text per line, an id in 'material_id' or 'id', an optional split",
+    {
+        "type": "object",
+        "required": ["cif"],
+        "properties": {
+            "cif": NONEMPTY,
+            "material_id": {"type": ["string", "integer"], "description": "a string or an integer"},
+            "id": {"type": ["string", "integer"], "description": "a string or an integer"},
+            "split": OPTIONAL_TEXT,
         },
     },
 )

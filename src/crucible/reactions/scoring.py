@@ -100,7 +100,9 @@ def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
     try:
         json.loads(text)
     except json.JSONDecodeError:  # JSON lines, each line strictly parsed
-        doc = [formats.parse_json(line, f"{path}: line {n}") for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+        doc = [
+            formats.parse_json(line, f"{path}: line {n}") for n, line in enumerate(text.split("\n"), 1) if line.strip()
+        ]
     except RecursionError:
         raise DataValidationError(f"{path}: JSON nested too deeply") from None
     else:
