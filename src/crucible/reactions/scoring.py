@@ -139,15 +139,15 @@ def load_predictions(
     if not isinstance(doc, dict):
         raise PredictionFileError(f"{path}: expected a JSON object mapping question id to prediction")
     if "predictions" in doc and "questions_sha256" in doc:
+        try:
+            formats.check(formats.REACTION_PREDICTIONS, doc, str(path))
+        except DataValidationError as exc:
+            raise PredictionFileError(str(exc)) from None
         if questions_sha256 and doc["questions_sha256"] != questions_sha256:
             raise PredictionFileError(
                 f"{path}: predictions were made for question file {doc.get('questions_file', '?')} "
                 f"(sha256 {doc['questions_sha256'][:12]}…), not this one ({questions_sha256[:12]}…)"
             )
-        try:
-            formats.check(formats.REACTION_PREDICTIONS, doc, str(path))
-        except DataValidationError as exc:
-            raise PredictionFileError(str(exc)) from None
         invalid = doc.get("invalid") or {}
         doc = doc["predictions"]
         both = sorted(set(doc) & set(invalid))
