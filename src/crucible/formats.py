@@ -106,6 +106,25 @@ def read_bytes(path: str | os.PathLike, limit: int | None = None) -> bytes:
         raise DataValidationError(f"{path}: not readable ({exc.strerror or exc})") from None
 
 
+def check_size(path: str | os.PathLike, limit: int | None = None) -> None:
+    """Refuse a file past the bound once decompressed, reading it in chunks (for files that
+    another library then parses itself, such as matminer's datasets)."""
+    path = Path(path)
+    limit = max_bytes() if limit is None else limit
+    total = 0
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            fh = gzip.GzipFile(fileobj=raw) if gz else raw
+            while chunk := fh.read(2**20):
+                total += len(chunk)
+                if total > limit:
+                    raise _too_big(str(path), limit)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataValidationError(f"{path}: not readable ({type(exc).__name__}: {exc})") from None
+
+
 def decode(data: bytes, where: str) -> str:
     """UTF-8 text (a leading byte-order mark dropped); a byte that is not UTF-8 is named."""
     try:

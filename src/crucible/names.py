@@ -71,7 +71,7 @@ def _string_keys(value: Any, parts: tuple[Any, ...]) -> None:
             _string_keys(item, parts + (i,))
 
 
-# Mappings whose keys a user defines as new names (section, key).
+# Mappings whose keys a user defines as new names (their key path).
 DEFINED_NAMES = (
     ("matbench", "custom_models"),
     ("matbench", "prediction_files"),
@@ -82,6 +82,7 @@ DEFINED_NAMES = (
     ("catalysis", "relative"),
     ("mlip", "custom_potentials"),
     ("llm", "models"),
+    ("crystal", "csp", "samples_files"),
 )
 # Lists of names that become paths (section, key).
 LISTED_NAMES = (
@@ -121,9 +122,12 @@ PARAMS_BY_NAME: tuple[tuple[str, str, str, Callable[[Mapping[str, Any]], set[str
 def check_config_names(config: Mapping[str, Any]) -> None:
     """The config's keys and names, before any family reads them (see the module docstring)."""
     _string_keys(config, ())
-    for section, key in DEFINED_NAMES:
-        for name in (config.get(section) or {}).get(key) or {}:
-            check_name(name, f"{section}.{key}.{name}")
+    for key_path in DEFINED_NAMES:
+        mapping: Any = config
+        for part in key_path:
+            mapping = mapping.get(part) if isinstance(mapping, Mapping) else None
+        for name in mapping if isinstance(mapping, Mapping) else ():
+            check_name(name, f"{_path(key_path)}.{name}")
     for section, key in LISTED_NAMES:
         names = (config.get(section) or {}).get(key) or []
         for i, name in enumerate(names if isinstance(names, list) else []):
