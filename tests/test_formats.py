@@ -153,7 +153,7 @@ def test_cathub_fixatoms_kwargs_must_hold_indices(catalysis_demo, tmp_path):
     doc = json.loads((catalysis_demo / "emt-demo_cathub.json").read_text())
     system = doc["raw_reactions"][0]["reactionSystems"][0]["systems"]
     for kwargs, message in [
-        ([1], r"field kwargs: \[1\] is not of type 'object'"),
+        ([1], r"field kwargs: must be an object holding .indices., got \[1\]"),
         ({"indices": ["a"]}, "kwargs.indices"),
     ]:
         system["constraints"] = json.dumps([{"name": "FixAtoms", "kwargs": kwargs}])

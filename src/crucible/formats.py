@@ -447,6 +447,7 @@ CATHUB_CONSTRAINT = declare(
                     "properties": {
                         "kwargs": {
                             "type": "object",
+                            "description": "an object holding 'indices'",
                             "required": ["indices"],
                             "properties": {"indices": {"type": "array", "items": INDEX}},
                         }

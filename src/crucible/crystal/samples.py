@@ -136,6 +136,7 @@ def _from_extxyz(path: Path) -> Iterator[tuple[str, Sample]]:
     from ase.io import iread
     from pymatgen.io.ase import AseAtomsAdaptor
 
+    formats.check_size(path)
     try:
         frames = list(iread(str(path), index=":", format="extxyz"))
     except Exception as exc:  # noqa: BLE001 - any reader failure names the file
