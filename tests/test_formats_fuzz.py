@@ -411,3 +411,33 @@ def test_sample_numbers_in_cif_names_are_refused_unless_ascii_digits(tail):
         os.symlink(folder / "a__0.cif", folder / "a__1.cif")
         with pytest.raises(DataValidationError, match="a symbolic link"):
             samples.read_samples(folder, ["a"])
+
+
+@FUZZ
+@given(st.integers(1, 8), st.sampled_from(["cut", "gzip-cut", "whole", "gzip"]))
+def test_a_cut_tar_of_samples_is_refused_not_read_as_fewer_samples(blocks, how):
+    """tarfile stops quietly where an archive cut between members ends: the reader must not."""
+    import io
+    import tarfile
+
+    from crucible.crystal import samples
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for n in range(3):
+            body = (CSCL_CIF * (n + 1)).encode()
+            info = tarfile.TarInfo(f"a__{n}.cif")
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    whole = buf.getvalue()
+    end = len(whole.rstrip(b"\0"))  # where the members end and the end-of-archive blocks begin
+    cut = whole[: max(512, (end // 512 + 1 - blocks) * 512)]
+    data = {"whole": whole, "gzip": gzip.compress(whole, mtime=0), "cut": cut}.get(how) or gzip.compress(cut, mtime=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("s.tar.gz" if "gzip" in how else "s.tar")
+        path.write_bytes(data)
+        if how in ("whole", "gzip"):
+            assert [s.number for s in samples.read_samples(path, ["a"])["a"]] == [0, 1, 2]
+        else:
+            with pytest.raises(DataValidationError, match=str(path)):
+                samples.read_samples(path, ["a"])

@@ -207,6 +207,11 @@ def _from_cif(path: Path) -> Iterator[tuple[str, Sample]]:
                     raise DataValidationError(
                         f"{path}: more than {formats.max_members()} members ({formats.MAX_MEMBERS_ENV})"
                     )
+            # tarfile stops quietly where a cut archive ends; the end-of-archive blocks tell a
+            # whole archive from one that lost its last members
+            tar.fileobj.seek(tar.offset)
+            if tar.fileobj.read(2 * tarfile.BLOCKSIZE) != bytes(2 * tarfile.BLOCKSIZE):
+                raise DataValidationError(f"{path}: truncated (no end-of-archive marker after its last member)")
             for member in sorted(listed, key=lambda m: m.name):
                 where = f"{path}: member {member.name}"
                 if member.isdir():
