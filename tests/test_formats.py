@@ -306,3 +306,12 @@ def test_a_file_name_cannot_inject_markup_into_the_front_page(tmp_path):
     html = publish_parts(rst, writer="html", settings_overrides={"halt_level": 2, "report_level": 2})["html_body"]
     assert "<a " not in html and "href" not in html
     assert "javascript:alert(1)" in html  # shown, as text
+
+
+def test_a_vasp_energy_in_other_digits_is_refused(tmp_path):
+    oszicar = tmp_path / "OSZICAR"
+    oszicar.write_text("   1 F= -.1E+02 E0= -10.5 d E = -.1E+02\n")
+    assert data.read_oszicar_energy(oszicar) == -10.5
+    oszicar.write_text("   1 F= -.1E+02 E0= -١٠.٥ d E = -.1E+02\n")  # float() would read -10.5
+    with pytest.raises(DataValidationError, match="OSZICAR line 1 E0: not a number"):
+        data.read_oszicar_energy(oszicar)

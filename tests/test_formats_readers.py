@@ -17,7 +17,7 @@ NOT_USER_FILES = {
     "config.py": "the packaged schemas; a config section as JSON text",
     "sources.py": "config/sources.yaml, the lock, pinned archives (SHA-256 checked before reading)",
     "catalysis/cli.py": "JSON params the rule passes",
-    "catalysis/data.py": "its own clean table's JSON columns; OSZICAR lines of a vasp-tree",
+    "catalysis/data.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "its own chunk results",
     "crystal/cli.py": "JSON params the rule passes",
     "crystal/data.py": "the pinned AFLOW prototypes",

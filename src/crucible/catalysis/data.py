@@ -177,6 +177,9 @@ def _load_json(path: Path) -> Any:
 
 
 def _float(value: Any, where: str) -> float:
+    # crucible.formats' rule for numbers in text: a number written in other digits is refused
+    if isinstance(value, bool) or (isinstance(value, str) and formats.non_ascii_digits(value)):
+        raise DataValidationError(f"{where}: not a number: {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -669,10 +672,7 @@ def read_cathub_raw(path: str | os.PathLike, filtering: str = "catbench", tolera
 def read_oszicar_energy(path: str | os.PathLike) -> float:
     """E0 of the last ionic step (the last line carrying ``E0=``)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise DataValidationError(f"{path}: cannot read: {exc}") from exc
+    lines = formats.read_bytes(path).decode("utf-8", errors="replace").splitlines()
     for n, line in reversed(list(enumerate(lines, 1))):
         if "E0=" in line:
             token = line.split("E0=")[1].split()[0]
