@@ -248,12 +248,12 @@ def test_bad_samples_files_are_refused_naming_file_and_line(perov, tmp_path):
     cases = {
         "unknown id": ([{**good, "id": "nope"}], "line 1: id 'nope' is not an item"),
         "repeated": ([good, {**good, "cif": "y"}], "line 2: sample 0 of id"),
-        "negative": ([{**good, "sample": -1}], "line 1: field 'sample' must be a non-negative integer"),
-        "float": ([{**good, "sample": 1.0}], "line 1: field 'sample' must be a non-negative integer"),
-        "text": ([{**good, "sample": "1"}], "line 1: field 'sample' must be a non-negative integer"),
+        "negative": ([{**good, "sample": -1}], "line 1: field sample: must be a whole number 0.."),
+        "float": ([{**good, "sample": 1.0}], "line 1: field sample: must be a whole number 0.."),
+        "text": ([{**good, "sample": "1"}], "line 1: field sample: must be a whole number 0.."),
         "both": ([{**good, "response": "t"}], "line 1: give exactly one of 'cif'"),
         "neither": ([{"id": ids[0], "sample": 0}], "line 1: give exactly one of 'cif'"),
-        "no sample": ([{"id": ids[0], "cif": "x"}], "line 1: field 'sample' is missing"),
+        "no sample": ([{"id": ids[0], "cif": "x"}], "line 1: field sample: missing"),
     }
     for name, (rows, message) in cases.items():
         path = _write_jsonl(tmp_path / f"{name}.jsonl", rows)

@@ -76,7 +76,7 @@ def test_replay_null_response_is_a_failure_row(tmp_path):
     path = lines(tmp_path / "r.jsonl", [{"id": "a", "response": "1"}, {"id": "b", "response": None}])
     rows = read_replay(path, ["a", "b"])
     assert rows["a"].response == "1" and rows["b"].response is None and "no response" in rows["b"].error
-    with pytest.raises(DataValidationError, match=r"line 1 \(id a\): field 'response' must be a string or null"):
+    with pytest.raises(DataValidationError, match=r"line 1 \(id a\): field response: must be a string or null, got 5"):
         read_replay(lines(tmp_path / "bad.jsonl", [{"id": "a", "response": 5}]), ["a"])
 
 

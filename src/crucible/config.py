@@ -121,8 +121,10 @@ def check_config(config: Mapping[str, Any]) -> None:
     """Everything that can be known wrong before a job starts: the schema, then each family's own
     start-up checks (unknown model names, inputs a model cannot get, ...); raise :class:`ConfigError`."""
     from crucible.families import families
+    from crucible.names import check_config_names
 
     check_schema(config)
+    check_config_names(config)
     for f in families():
         f.check(dict(config))
 

@@ -17,5 +17,5 @@ class DataValidationError(CrucibleError):
     """Data that disagrees with its official metadata or with the stage's contract."""
 
 
-class PredictionFileError(CrucibleError):
+class PredictionFileError(DataValidationError):
     """A predictions file that is malformed: missing/extra/duplicate ids, NaN, bad dtype."""

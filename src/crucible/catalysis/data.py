@@ -45,6 +45,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from crucible import formats
 from crucible.errors import DataValidationError
 
 log = logging.getLogger(__name__)
@@ -172,16 +173,13 @@ def _atoms_from_ase_json(text: str, where: str):
 
 
 def _load_json(path: Path) -> Any:
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                return json.load(fh)
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, EOFError) as exc:
-        raise DataValidationError(f"{path}: not a readable JSON file: {exc}") from exc
+    return formats.read_json(path)
 
 
 def _float(value: Any, where: str) -> float:
+    # crucible.formats' rule for numbers in text: a number written in other digits is refused
+    if isinstance(value, bool) or (isinstance(value, str) and formats.non_ascii_digits(value)):
+        raise DataValidationError(f"{where}: not a number: {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -213,6 +211,12 @@ def _finish(
     adsorbate = adslabs[0].key[: -len("star")]
     if indices is None:
         indices = detect_adsorbate_indices(slabs[0].atoms, adslabs[0].atoms) if slabs else []
+    n_atoms = len(adslabs[0].atoms)
+    outside = [i for i in indices if not 0 <= i < n_atoms]
+    if outside:
+        raise DataValidationError(
+            f"{where}: field adsorbate_indices: {outside} not atoms of the adslab ({n_atoms} atoms, 0..{n_atoms - 1})"
+        )
     structures = sorted(structures, key=lambda s: ({"slab": 0, "adslab": 1, "gas": 2}[s.role], s.key))
     return Reaction(
         rid, adsorbate, system, dft, stated, structures, [int(i) for i in indices], cathub_id, constraint_source
@@ -256,17 +260,14 @@ def read_catbench_json(path: str | os.PathLike, filtering: str = "catbench") -> 
     doc = _load_json(path)
     if not isinstance(doc, dict):
         raise DataValidationError(f"{path}: expected an object of reactions, got {type(doc).__name__}")
-    shared = doc.get("_structures", {})
-    if not isinstance(shared, dict):
-        raise DataValidationError(f"{path}: '_structures' must map structure ids to ASE-JSON text")
+    shared = formats.check(formats.CATBENCH_STRUCTURES, doc.get("_structures", {}), f"{path} '_structures'")
     # CatBench treats every top-level key starting with '_' as bookkeeping, not a reaction.
     out, dropped = [], []
     for rid in sorted(k for k in doc if not k.startswith("_")):
         entry = doc[rid]
         where = f"{path} reaction {rid!r}"
-        raw = entry.get("raw") if isinstance(entry, dict) else None
-        if not isinstance(raw, dict) or not raw:
-            raise DataValidationError(f"{where}: field 'raw' missing or empty")
+        formats.check(formats.CATBENCH_REACTION, entry, where)
+        raw = entry["raw"]
         why = _catbench_roles(rid, raw)
         if why is not None:
             dropped.append({"reaction_id": rid, "where": where, "rule": "structure_roles", "reason": why})
@@ -387,10 +388,7 @@ def _check_filtering(filtering: str) -> None:
 
 def _stoichiometry(value: Any, where: str) -> dict[str, float]:
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise DataValidationError(f"{where}: not a JSON object: {value!r}") from None
+        value = formats.parse_json(value, where)
     if not isinstance(value, dict):
         raise DataValidationError(f"{where}: expected name → coefficient, got {value!r}")
     return {str(k): _float(v, f"{where}.{k}") for k, v in value.items()}
@@ -404,15 +402,17 @@ def _cathub_fixed(constraints: Any, where: str, strict: bool) -> list[int]:
         return []
     if isinstance(constraints, str):
         try:
-            constraints = json.loads(constraints)
-        except ValueError:
+            constraints = formats.parse_json(constraints, where)
+        except DataValidationError:
             if strict:
                 raise DataValidationError(f"{where}: constraints are not JSON: {constraints[:80]!r}") from None
             return []
     fixed: set[int] = set()
     for c in constraints if isinstance(constraints, list) else [constraints]:
+        if strict or (isinstance(c, dict) and c.get("name") == "FixAtoms"):
+            formats.check(formats.CATHUB_CONSTRAINT, c, f"{where} constraint {c!r}"[:200])
         if isinstance(c, dict) and c.get("name") == "FixAtoms":
-            fixed.update(int(i) for i in c.get("kwargs", {}).get("indices", []))
+            fixed.update(c["kwargs"]["indices"])
         elif isinstance(c, int) and not isinstance(c, bool):
             fixed.add(c)
         elif strict:
@@ -672,10 +672,7 @@ def read_cathub_raw(path: str | os.PathLike, filtering: str = "catbench", tolera
 def read_oszicar_energy(path: str | os.PathLike) -> float:
     """E0 of the last ionic step (the last line carrying ``E0=``)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise DataValidationError(f"{path}: cannot read: {exc}") from exc
+    lines = formats.read_bytes(path).decode("utf-8", errors="replace").splitlines()
     for n, line in reversed(list(enumerate(lines, 1))):
         if "E0=" in line:
             token = line.split("E0=")[1].split()[0]

@@ -96,11 +96,16 @@ def load_cif_table(path: str | os.PathLike, split: str | None = None, id_column:
     """A CSV or JSONL table with a ``cif`` column; ids from ``id_column``/``material_id``/``id``."""
     import pandas as pd
 
+    from crucible import formats
+
     path = Path(path)
     if path.suffix == ".jsonl":
-        df = pd.read_json(path, lines=True, dtype=False)
+        rows = [
+            formats.check(formats.CIF_TABLE_ROW, obj, f"{path}: line {n}") for n, obj in formats.iter_json_lines(path)
+        ]
+        df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame({"cif": []})
     else:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+        df = formats.read_csv(path, dtype=str, keep_default_na=False)
     if "cif" not in df.columns:
         raise DataValidationError(f"{path}: no 'cif' column (columns: {', '.join(map(str, df.columns))})")
     id_col = id_column or next((c for c in ("material_id", "id") if c in df.columns), None)

@@ -162,18 +162,13 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> N
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    from crucible.formats import iter_json_lines
+
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue  # OpenCompass skips blank lines too
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataValidationError(f"{path}: line {n}: not JSON ({exc})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
-                raise DataValidationError(f"{path}: line {n}: needs an object with a string 'id'")
-            out.append(rec)
+    for n, rec in iter_json_lines(path):  # blank lines skipped, as OpenCompass skips them
+        if not isinstance(rec.get("id"), str):
+            raise DataValidationError(f"{path}: line {n}: needs an object with a string 'id'")
+        out.append(rec)
     return out
 
 

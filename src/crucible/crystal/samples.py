@@ -22,13 +22,14 @@ as ``no_response``.
 
 from __future__ import annotations
 
-import json
 import os
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from crucible import formats
 from crucible.crystal.scoring import CIF, STRUCTURE, TEXT
 from crucible.errors import DataValidationError
 
@@ -82,27 +83,15 @@ def detect_format(path: str | os.PathLike) -> str:
 
 
 def _number(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):  # ints, numpy ints; not 3.0 or "3"
-        raise DataValidationError(f"{where}: field 'sample' must be a non-negative integer, got {value!r}")
-    number = int(value)
-    if number < 0:
-        raise DataValidationError(f"{where}: field 'sample' must be a non-negative integer, got {value!r}")
-    return number
+    if not isinstance(value, bool) and hasattr(value, "__index__"):  # numpy ints from ASE's comment line
+        value = int(value)
+    formats.check(formats.SAMPLE_NAME, {"id": "-", "sample": value}, where)
+    return value
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, dict]]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}: line {lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataValidationError(f"{where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataValidationError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-            yield where, obj
+    for lineno, obj in formats.iter_json_lines(path):
+        yield f"{path}: line {lineno}", obj
 
 
 def _string_id(value: Any, where: str) -> str:
@@ -120,10 +109,8 @@ def _optional_text(obj: dict, key: str, where: str) -> str | None:
 
 def _from_jsonl(path: Path) -> Iterator[tuple[str, Sample]]:
     for where, obj in _jsonl_records(path):
-        ident = _string_id(obj.get("id"), where)
-        if "sample" not in obj:
-            raise DataValidationError(f"{where}: field 'sample' is missing")
-        number = _number(obj["sample"], where)
+        formats.check(formats.SAMPLES_JSONL, obj, where)
+        ident, number = obj["id"], obj["sample"]
         has_cif, has_text = "cif" in obj, "response" in obj
         if has_cif == has_text:
             raise DataValidationError(f"{where}: give exactly one of 'cif' (a structure) and 'response' (answer text)")
@@ -136,18 +123,20 @@ def _from_responses(path: Path) -> Iterator[tuple[str, Sample]]:
     for where, obj in _jsonl_records(path):
         full = _string_id(obj.get("id"), where)
         ident, sep, tail = full.rpartition(SAMPLE_ID_SEPARATOR)
-        if not sep or not ident or not tail.isdigit():
+        number, why = formats.whole_number(tail) if sep and ident else (None, "no '#'")
+        if why:
             raise DataValidationError(
-                f"{where}: id {full!r} is not of the repeated prompt set (expected '<item id>#<sample number>')"
+                f"{where}: id {full!r} is not of the repeated prompt set (expected '<item id>#<sample number>'): {why}"
             )
         text, error = _optional_text(obj, "response", where), _optional_text(obj, "error", where)
-        yield where, Sample(ident, int(tail), TEXT, text, None if text is not None else (error or "no response"))
+        yield where, Sample(ident, number, TEXT, text, None if text is not None else (error or "no response"))
 
 
 def _from_extxyz(path: Path) -> Iterator[tuple[str, Sample]]:
     from ase.io import iread
     from pymatgen.io.ase import AseAtomsAdaptor
 
+    formats.check_size(path)
     try:
         frames = list(iread(str(path), index=":", format="extxyz"))
     except Exception as exc:  # noqa: BLE001 - any reader failure names the file
@@ -173,30 +162,74 @@ def _cif_name(name: str, where: str) -> tuple[str, int]:
     if not base.endswith(".cif"):
         raise DataValidationError(f"{where}: not a .cif file")
     ident, sep, tail = base[: -len(".cif")].rpartition("__")
-    if not sep or not ident or not tail.isdigit():
-        raise DataValidationError(f"{where}: file name must be '<item id>__<sample number>.cif'")
-    return ident, int(tail)
+    number, why = formats.whole_number(tail) if sep and ident else (None, "no '__' before the sample number")
+    if why:
+        raise DataValidationError(f"{where}: file name must be '<item id>__<sample number>.cif' ({why})")
+    return ident, number
+
+
+def _cif_text(data: bytes, where: str) -> str:
+    return formats.decode(data, where)
 
 
 def _from_cif(path: Path) -> Iterator[tuple[str, Sample]]:
+    """A folder or a tar of CIFs, read the same way: regular files only. A link (symbolic in a
+    folder; symbolic or hard in a tar) is refused in both forms, naming it, since following it
+    in one form and not the other would score the same samples two ways."""
+    budget, members = formats.max_bytes(), 0
     if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        for file in sorted(path.rglob("*")):
             where = f"{path}: {file.relative_to(path)}"
+            if file.is_symlink():
+                raise DataValidationError(f"{where}: a symbolic link; give the CIF file itself")
+            if file.is_dir():
+                continue
+            if not file.is_file():
+                raise DataValidationError(f"{where}: not a regular file")
+            members += 1
+            if members > formats.max_members():
+                raise DataValidationError(
+                    f"{path}: more than {formats.max_members()} files ({formats.MAX_MEMBERS_ENV})"
+                )
             ident, number = _cif_name(file.name, where)
-            yield where, Sample(ident, number, CIF, file.read_text(encoding="utf-8", errors="replace"))
+            with open(file, "rb") as fh:
+                data = formats.read_limited(fh, where, budget)
+            budget -= len(data)
+            yield where, Sample(ident, number, CIF, _cif_text(data, where))
         return
     try:
         tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError) as exc:
-        raise DataValidationError(f"{path}: not a readable tar archive ({exc})") from None
-    with tar:
-        for member in sorted(tar.getmembers(), key=lambda m: m.name):
-            if not member.isfile():
-                continue
-            where = f"{path}: member {member.name}"
-            ident, number = _cif_name(member.name, where)
-            text = tar.extractfile(member).read().decode("utf-8", errors="replace")
-            yield where, Sample(ident, number, CIF, text)
+        with tar:
+            listed = []
+            for member in tar:
+                listed.append(member)
+                if len(listed) > formats.max_members():
+                    raise DataValidationError(
+                        f"{path}: more than {formats.max_members()} members ({formats.MAX_MEMBERS_ENV})"
+                    )
+            # tarfile stops quietly where a cut archive ends; the end-of-archive blocks tell a
+            # whole archive from one that lost its last members
+            tar.fileobj.seek(tar.offset)
+            if tar.fileobj.read(2 * tarfile.BLOCKSIZE) != bytes(2 * tarfile.BLOCKSIZE):
+                raise DataValidationError(f"{path}: truncated (no end-of-archive marker after its last member)")
+            for member in sorted(listed, key=lambda m: m.name):
+                where = f"{path}: member {member.name}"
+                if member.isdir():
+                    continue
+                if member.issym() or member.islnk():
+                    raise DataValidationError(
+                        f"{where}: a {'symbolic' if member.issym() else 'hard'} link; give the CIF file itself"
+                    )
+                if not member.isfile():
+                    raise DataValidationError(f"{where}: not a regular file")
+                ident, number = _cif_name(member.name, where)
+                if member.size > budget:
+                    raise formats._too_big(str(path), formats.max_bytes())
+                data = formats.read_limited(tar.extractfile(member), where, budget)
+                budget -= len(data)
+                yield where, Sample(ident, number, CIF, _cif_text(data, where))
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise DataValidationError(f"{path}: not a readable tar archive ({type(exc).__name__}: {exc})") from None
 
 
 _READERS = {"jsonl": _from_jsonl, "extxyz": _from_extxyz, "cif": _from_cif, "responses": _from_responses}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.errors import DataValidationError
+from crucible.formats import LLM_RESPONSE, check, iter_json_lines
 from crucible.io import atomic_path
 
 ROLES = ("system", "user", "assistant")
@@ -40,17 +41,8 @@ class Completion:
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataValidationError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataValidationError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield lineno, obj
+    # strict JSON, bounded, UTF-8: crucible.formats' one reader of JSON-lines files
+    yield from iter_json_lines(path)
 
 
 def _check_id(path: Path, lineno: int, obj: dict) -> str:
@@ -131,6 +123,7 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
     lines: list[tuple[int, str]] = []
     for lineno, obj in _read_jsonl(path):
         rid = _check_id(path, lineno, obj)
+        check(LLM_RESPONSE, obj, f"{path}: line {lineno} (id {rid})")
         lines.append((lineno, rid))
         if "response" not in obj:
             raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'response' is missing")
@@ -183,7 +176,8 @@ def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
     """
     path = Path(path)
     for lineno, obj in _read_jsonl(path):
-        _check_id(path, lineno, obj)
+        rid = _check_id(path, lineno, obj)
+        check(LLM_RESPONSE, obj, f"{path}: line {lineno} (id {rid})")
         yield lineno, {"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")}
 
 

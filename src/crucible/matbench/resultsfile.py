@@ -406,12 +406,9 @@ def read_results_file(
     """
     if not Path(path).is_file():
         raise DataValidationError(f"{path}: results file not found")
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise DataValidationError(f"{path}: corrupt gzip ({exc})") from None
+    from crucible.formats import read_bytes
+
+    raw = read_bytes(path)  # gunzipped by its magic bytes, bounded
     try:
         d = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -75,7 +75,17 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
     check_spec(name, spec)
     verify_pinned(raw_path, spec["sha256"], f"user dataset {name!r}", f"config matbench.user_datasets.{name}.sha256")
     meta = {"input_type": spec["input"], "target": spec["target"], "task_type": spec["task_type"]}
-    body = read_matminer(name, raw_path, meta)
+    from crucible.formats import check_size
+
+    check_size(raw_path)  # before matminer inflates the whole file
+    try:
+        body = read_matminer(name, raw_path, meta)
+    except DataValidationError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - matminer's reader fails in many ways on a foreign file
+        raise DataValidationError(
+            f"{raw_path}: not a matminer dataset ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
     if len(body) < 10:
         raise DataValidationError(f"{raw_path}: {name} has {len(body)} rows; 5-fold cross-validation needs at least 10")
     df = pd.DataFrame({"mbid": make_ids(name, len(body)), **{c: body[c] for c in body.columns}})

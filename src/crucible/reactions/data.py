@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crucible import __version__
+from crucible import __version__, formats
 from crucible.errors import ConfigError, DataValidationError
 from crucible.io import write_json, write_parquet
 from crucible.sources import find_pin, pinned, sha256_file, sources_doc
@@ -240,10 +240,7 @@ def ee_from_ddg(ddg_kcal: np.ndarray, temperature: float = T_THIOL) -> np.ndarra
 def read_raw(spec: DatasetSpec, path: str | os.PathLike) -> pd.DataFrame:
     """The raw table, one row per source row, columns as in the clean schema (not yet averaged)."""
     source = str(path)
-    try:
-        raw = pd.read_csv(path, encoding=spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise DataValidationError(f"{source}: cannot read as CSV: {exc}") from exc
+    raw = formats.read_csv(path, spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
     needed = [
         *spec.substrate_columns,
         *(c.column for c in spec.conditions),
@@ -340,7 +337,7 @@ def clean_table(
     df = df[[f.name for f in clean_schema(keys)]]
     card = make_card(spec, df, raw_rows=len(raw), n_dup_groups=n_dup_groups, path=path, sources=sources)
     if spec.utility == "ddg_kcal":
-        raw_ee = ee_from_ddg(pd.to_numeric(pd.read_csv(path, encoding=spec.encoding)[spec.utility_column]).to_numpy())
+        raw_ee = ee_from_ddg(pd.to_numeric(formats.read_csv(path, spec.encoding)[spec.utility_column]).to_numpy())
         card["ee_from_ddg"] = _ee_integer_check(raw_ee)
     return df, card
 
@@ -365,7 +362,7 @@ def _constants(spec: DatasetSpec, path: str | os.PathLike) -> dict[str, str]:
     Suzuki table's ``~`` bonds in ``CC(=O)O~CC(=O)O~[Pd]``)."""
     if not spec.constant_conditions:
         return {}
-    raw = pd.read_csv(path, encoding=spec.encoding, dtype=str)
+    raw = formats.read_csv(path, spec.encoding, dtype=str)
     out = {}
     for key, column in sorted(spec.constant_conditions.items()):
         values = sorted(raw[column].dropna().unique())

@@ -106,16 +106,35 @@ def prompts_jsonl(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_P
 
 # "answer: 3", "The answer is 3", "**Answer:** 3", "answer = 3", "answer #3", "Answer – 3": the
 # number is captured whole, sign, fraction, exponent and base included, so that "-3" or "2.5"
-# is refused as written instead of read as 3 or 2.
+# is refused as written instead of read as 3 or 2. Digits of any script are captured (and then
+# refused by crucible.formats' rule for numbers in text), with any decimal separator after them
+# (Arabic ٫ included), and what follows: "3 or 4", "3-4", "3, 4" name two options, not one.
 _NUMBER = r"[-+]?(?:0[xob][0-9a-f]+|\d*\.\d+|\d+(?:\.\d+)?)(?:e[-+]?\d+)?(?:\s*/\s*\d+)?"
+_SEPARATED = r"(?:[\u066b\u066c,\u060c\u3001\uff0c\uff0e]\d+)*"
+_SECOND = r"(?:\s*(?:or|and|to|,|/|-|\u2013|\u2014|~)\s*[-+]?\d+)?"
 _ANSWER_PHRASE = re.compile(
-    r"answer(?:\s+is)?(?:[\s:=*\"'`(\[#\u2013\u2014]|\s-(?=\s)){0,5}(" + _NUMBER + r")(?!\w|\.\d)",
+    r"answer(?:\s+is)?(?:[\s:=*\"'`(\[#\u2013\u2014]|\s-(?=\s)){0,5}("
+    + _NUMBER
+    + ")("
+    + _SEPARATED
+    + ")("
+    + _SECOND
+    + r")(?!\w|\.\d)",
     re.IGNORECASE,
 )
 
 
-def _integer_token(token: str) -> tuple[int | None, str | None]:
+def _integer_token(token: str, separated: str = "", second: str = "") -> tuple[int | None, str | None]:
     """The option index a phrase writes, or why it is not a plain non-negative integer."""
+    from crucible.formats import non_ascii_digits
+
+    why = non_ascii_digits(token + separated + second)
+    if why:
+        return None, why
+    if separated:
+        return None, f"{token + separated!r} is not a plain integer (a separator inside the number)"
+    if second:
+        return None, f"{token + second!r} names more than one option (or a range); give one option index"
     t = token.lower()
     if t[0] in "+-":
         return None, f"{token!r} has a sign; an option index is written as a plain integer"
@@ -177,7 +196,7 @@ def read_conditions_answer(text: str | None, question: dict[str, Any]) -> tuple[
         hits = _ANSWER_PHRASE.findall(text)
         if not hits:
             return None, 'no JSON object with an "answer" and no "answer: N" phrase'
-        index, why = _integer_token(hits[-1])
+        index, why = _integer_token(*hits[-1])
         if why:
             return None, why
     n = len(question.get("options") or [])

@@ -93,15 +93,20 @@ def relative_score(predicted_effective: float, best_effective: float) -> float:
 
 def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
     """A question file: a JSON list, ``{"samples"|"questions": [...]}``, or JSON lines."""
+    from crucible import formats
+
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = formats.read_text(path)
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        try:
-            doc = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise DataValidationError(f"{path}: neither JSON nor JSON lines: {exc}") from exc
+        json.loads(text)
+    except json.JSONDecodeError:  # JSON lines, each line strictly parsed
+        doc = [
+            formats.parse_json(line, f"{path}: line {n}") for n, line in enumerate(text.split("\n"), 1) if line.strip()
+        ]
+    except RecursionError:
+        raise DataValidationError(f"{path}: JSON nested too deeply") from None
+    else:
+        doc = formats.parse_json(text, str(path))
     if isinstance(doc, dict):
         doc = doc.get("samples", doc.get("questions"))
     if not isinstance(doc, list):
@@ -124,14 +129,20 @@ def load_predictions(
     The wrapped form ``{"questions_sha256", "predictions"}`` is refused when it names another
     question file; a plain map is refused when none of its ids is a question of this set.
     """
+    from crucible import formats
+
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise PredictionFileError(f"{path}: not JSON: {exc}") from exc
+        doc = formats.read_json(path)
+    except DataValidationError as exc:
+        raise PredictionFileError(str(exc)) from None
     if not isinstance(doc, dict):
         raise PredictionFileError(f"{path}: expected a JSON object mapping question id to prediction")
     if "predictions" in doc and "questions_sha256" in doc:
+        try:
+            formats.check(formats.REACTION_PREDICTIONS, doc, str(path))
+        except DataValidationError as exc:
+            raise PredictionFileError(str(exc)) from None
         if questions_sha256 and doc["questions_sha256"] != questions_sha256:
             raise PredictionFileError(
                 f"{path}: predictions were made for question file {doc.get('questions_file', '?')} "
@@ -139,8 +150,6 @@ def load_predictions(
             )
         invalid = doc.get("invalid") or {}
         doc = doc["predictions"]
-        if not isinstance(doc, dict) or not isinstance(invalid, dict):
-            raise PredictionFileError(f"{path}: 'predictions' and 'invalid' must be JSON objects")
         both = sorted(set(doc) & set(invalid))
         if both:
             raise PredictionFileError(f"{path}: {both[0]!r} is both a prediction and invalid")

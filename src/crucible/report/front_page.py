@@ -301,14 +301,27 @@ def _utc(epoch: float) -> str:
 # --------------------------------------------------------------------------- the page
 
 
+def _printable(text: str) -> str:
+    # a control character (a newline in a file name) is shown as its escape, never obeyed
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _escape(text: str) -> str:
     """A name as plain text in reStructuredText (``model_`` would otherwise be a link, ``a*b``
-    emphasis)."""
-    return "".join(f"\\{c}" if c in "\\`*_|[]<>" else c for c in text)
+    emphasis, ``javascript:...`` a standalone link)."""
+    return "".join(f"\\{c}" if c in "\\`*_|[]<>:" else c for c in _printable(text))
 
 
 def _literal(text: str) -> str:
-    return f"``{text}``" if text else ""
+    """``text`` as an inline literal; one that an inline literal cannot hold (a backquote, white
+    space at an end) as escaped plain text, so that no file name can end the literal and start
+    markup of its own."""
+    text = _printable(text)
+    if not text:
+        return ""
+    if "`" in text or text != text.strip():
+        return _escape(text)
+    return f"``{text}``"
 
 
 def _cell(text: str) -> str:
@@ -406,7 +419,10 @@ def render(
             "read checks the file against it):",
             "",
         ]
-        rows = [[_literal(s.path), s.origin, _literal(s.sha256 or "recorded on first fetch"), s.on_disk] for s in read]
+        rows = [
+            [_literal(s.path), _escape(s.origin), _literal(s.sha256 or "recorded on first fetch"), s.on_disk]
+            for s in read
+        ]
         lines += _list_table(["file", "from", "SHA-256", "on disk now"], rows, [30, 22, 36, 12])
     else:
         lines += ["The run's jobs read no file under resources/.", ""]

@@ -72,8 +72,10 @@ def load_element_table(path: str | Path) -> tuple[list[str], np.ndarray, str]:
     path = resolve_table_path(path)
     if not path.is_file():
         raise ConfigError(f"comp-transformer: element table {str(path)!r} not found (run the fetch stage)")
+    from crucible.formats import read_csv
+
     raw = path.read_bytes()
-    table = pd.read_csv(path, index_col=0)
+    table = read_csv(path, index_col=0)  # bounded, a feature column named twice refused
     if table.shape[1] == 0 or table.index.has_duplicates:
         raise DataValidationError(f"{path}: expected one row per element symbol and at least one feature column")
     values = table.to_numpy(dtype=np.float64)

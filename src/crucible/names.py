@@ -1,0 +1,150 @@
+"""Names that become paths or markup, and the config's name-keyed mappings: one rule for both.
+
+A name (a run, dataset, model, potential, generator or file name) ends up in ``results/...``
+paths, in Snakemake wildcards and in the report's reStructuredText. :func:`check_name` is the
+one validator: a non-empty string without control or format characters (``"steels\\n"``, a
+right-to-left override), without path separators and not ``.``/``..``. (The config schemas'
+``pattern: "^...$"`` would not do: Python's ``$`` also matches before a final newline.)
+
+:func:`check_config_names` runs at start-up (:func:`crucible.config.check_config`): every key
+of every mapping in the config must be a string (YAML reads ``1:`` as an integer, which then
+breaks sorting and ``json.dumps(sort_keys=True)`` deep in a job), every name a user defines or
+lists passes :func:`check_name`, and a parameters mapping keyed by names (``model_params``,
+``generator_params``) refuses a key that names nothing, since its parameters would be ignored.
+Each refusal is a :class:`~crucible.errors.ConfigError` naming the key path, worded the same for
+every family.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any, Callable, Iterable, Mapping
+
+from crucible.errors import ConfigError
+
+MAX_NAME = 200
+
+
+def name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a name, or None."""
+    if not isinstance(name, str):
+        return f"{name!r} is a {type(name).__name__}, not a string (quote it in YAML)"
+    if not name:
+        return "an empty name"
+    if len(name) > MAX_NAME:
+        return f"{name[:40]!r}... is longer than {MAX_NAME} characters"
+    for ch in name:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"{name!r} holds the control character {unicodedata.name(ch, f'U+{ord(ch):04X}')}"
+    if "/" in name or "\\" in name:
+        return f"{name!r} holds a path separator"
+    if name in (".", ".."):
+        return f"{name!r} names a folder, not a thing"
+    if name != name.strip():
+        return f"{name!r} begins or ends with white space"
+    return None
+
+
+def check_name(name: Any, where: str) -> str:
+    """``name`` if it can be a path component and a literal in the report; else ConfigError."""
+    why = name_problem(name)
+    if why:
+        raise ConfigError(f"config error at {where}: {why}")
+    return name
+
+
+def _path(parts: Iterable[Any]) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def _string_keys(value: Any, parts: tuple[Any, ...]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(
+                    f"config error at {_path(parts + (key,))}: the key {key!r} is not a string ({type(key).__name__}); "
+                    "keys are names (strings): quote it in YAML"
+                )
+            _string_keys(item, parts + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _string_keys(item, parts + (i,))
+
+
+# Mappings whose keys a user defines as new names (their key path).
+DEFINED_NAMES = (
+    ("matbench", "custom_models"),
+    ("matbench", "prediction_files"),
+    ("matbench", "user_datasets"),
+    ("crystal", "user_datasets"),
+    ("reactions", "custom_datasets"),
+    ("catalysis", "datasets"),
+    ("catalysis", "relative"),
+    ("mlip", "custom_potentials"),
+    ("llm", "models"),
+    ("crystal", "csp", "samples_files"),
+)
+# Lists of names that become paths (section, key).
+LISTED_NAMES = (
+    ("matbench", "models"),
+    ("matbench", "tasks"),
+    ("crystal", "datasets"),
+    ("crystal", "llm_models"),
+    ("crystal", "generators"),
+    ("reactions", "datasets"),
+    ("reactions", "models"),
+    ("reactions", "llm_models"),
+    ("catalysis", "models"),
+    ("mlip", "models"),
+)
+SINGLE_NAMES = (("matbench", "run_name"),)
+
+
+def _matbench_models(sec: Mapping[str, Any]) -> set[str]:
+    from crucible.models.registry import builtin_models
+
+    return set(builtin_models()) | set(sec.get("custom_models") or {}) | set(sec.get("prediction_files") or {})
+
+
+def _reactions_models(sec: Mapping[str, Any]) -> set[str]:
+    from crucible.reactions.baselines import MODELS
+
+    return set(MODELS) | set(sec.get("llm_models") or [])
+
+
+# Parameter mappings keyed by what they parameterize: (section, key, what, the names it may use).
+PARAMS_BY_NAME: tuple[tuple[str, str, str, Callable[[Mapping[str, Any]], set[str]]], ...] = (
+    ("matbench", "model_params", "model", _matbench_models),
+    ("reactions", "model_params", "model", _reactions_models),
+)
+
+
+def check_config_names(config: Mapping[str, Any]) -> None:
+    """The config's keys and names, before any family reads them (see the module docstring)."""
+    _string_keys(config, ())
+    for key_path in DEFINED_NAMES:
+        mapping: Any = config
+        for part in key_path:
+            mapping = mapping.get(part) if isinstance(mapping, Mapping) else None
+        for name in mapping if isinstance(mapping, Mapping) else ():
+            check_name(name, f"{_path(key_path)}.{name}")
+    for section, key in LISTED_NAMES:
+        names = (config.get(section) or {}).get(key) or []
+        for i, name in enumerate(names if isinstance(names, list) else []):
+            check_name(name, f"{section}.{key}[{i}]")
+    for section, key in SINGLE_NAMES:
+        sec = config.get(section) or {}
+        if key in sec:
+            check_name(sec[key], f"{section}.{key}")
+    for section, key, what, known_names in PARAMS_BY_NAME:
+        sec = config.get(section) or {}
+        given = sec.get(key) or {}
+        if not given:
+            continue
+        known = known_names(sec)
+        for name in sorted(given):
+            if name not in known:
+                raise ConfigError(
+                    f"config error at {section}.{key}.{name}: no {what} of that name "
+                    f"(known: {', '.join(sorted(known))}); its parameters would be ignored"
+                )

@@ -1,0 +1,51 @@
+"""Every read of a file in the library goes through crucible.formats, except the reads listed
+here with what they read: a new reader of a user's file must declare its format there (and get
+a case in test_formats_fuzz.py) instead of calling json/pandas/gzip/tarfile itself."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "crucible"
+RAW_READ = re.compile(r"json\.loads?\(|pd\.read_(?:csv|json)\(|gzip\.open\(|tarfile\.open\(|\.read_text\(")
+
+# module -> what its own reads parse (none of them a file a user hands in as it is)
+NOT_USER_FILES = {
+    "formats.py": "the one reader",
+    "io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
+    "config.py": "the packaged schemas; a config section as JSON text",
+    "sources.py": "config/sources.yaml, the lock, pinned archives (SHA-256 checked before reading)",
+    "catalysis/cli.py": "JSON params the rule passes",
+    "catalysis/data.py": "its own clean table's JSON columns",
+    "catalysis/calculation.py": "its own chunk results",
+    "crystal/cli.py": "JSON params the rule passes",
+    "crystal/data.py": "the pinned AFLOW prototypes",
+    "crystal/csp_table.py": "the packaged published-results YAML",
+    "crystal/items.py": "the packaged prompt templates YAML",
+    "crystal/parsing.py": "a model's answer text, parsed as OpenCompass parses it (the peer's format)",
+    "crystal/samples.py": "tar archives, opened here and read member by member through formats",
+    "features/structures.py": "pymatgen JSON of its own tables",
+    "llm/cache.py": "its own cache entries",
+    "llm/openai_backend.py": "a server's HTTP response body",
+    "llm/spec.py": "the model spec the rule passes",
+    "matbench/cli_predict.py": "JSON params the rule passes",
+    "matbench/cli_user.py": "JSON params the rule passes",
+    "matbench/clean.py": "the pinned composition mirror",
+    "matbench/resultsfile.py": "a results file, bounded by formats.read_bytes; the text it just wrote",
+    "mlip/cli.py": "JSON params the rule passes",
+    "models/comp_transformer/estimator.py": "its own saved model",
+    "reactions/cli.py": "JSON params the rule passes",
+    "reactions/report.py": "its own tables and question files",
+    "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",
+    "report/front_page.py": "Snakemake's benchmark files",
+    "run_summary.py": "Snakemake's logs",
+}
+
+
+def test_every_raw_read_is_of_a_file_no_user_hands_in():
+    found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if RAW_READ.search(p.read_text(encoding="utf-8")))
+    unlisted = [m for m in found if m not in NOT_USER_FILES]
+    assert not unlisted, f"read a file through crucible.formats (or say here why not): {unlisted}"
+    stale = sorted(set(NOT_USER_FILES) - set(found))
+    assert not stale, f"no raw read left in {stale}: drop them from the list"
