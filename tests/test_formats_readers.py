@@ -40,6 +40,9 @@ NOT_USER_FILES = {
     "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",
     "report/front_page.py": "Snakemake's benchmark files",
     "run_summary.py": "Snakemake's logs",
+    "crystal/workflow.py": "the generator params JSON it wrote itself",
+    "fingerprint.py": "its own digest cache",
+    "identity.py": "crucible's source files, its own identity records, name book and digest cache, CRUCIBLE_JOB",
 }
 
 

@@ -18,8 +18,8 @@ from helpers import REPO, StaticFileServer, run_snakemake
 
 pytestmark = pytest.mark.slow  # two Snakemake runs of a clone of the workflow
 
-BLOB_ONLY = "cdvae-mp_20-train"  # pinned by git blob id: its SHA-256 lives in the lock file
-BOTH = "cdvae-perov_5-val"  # pinned by git blob id and SHA-256 in the sources file
+BLOB_ONLY = sources.find_pin("crystal/mp-20/train").artifact  # pinned by git blob id: SHA-256 in the lock
+BOTH = sources.find_pin("crystal/perov-5/val").artifact  # pinned by git blob id and SHA-256 in the sources file
 
 
 def _csv(version: int) -> bytes:
@@ -70,7 +70,7 @@ def test_a_new_url_and_pin_fetches_again_and_the_lock_follows(clone, tmp_path, v
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
         lock = json.loads((work / "resources" / sources.LOCK_NAME).read_text())
         v1 = hashlib.sha256(_csv(1) + BLOB_ONLY.encode()).hexdigest()
-        assert lock[BLOB_ONLY]["sha256"] == v1 and lock[BLOB_ONLY]["url"].endswith("/v1/cdvae-mp_20-train.csv")
+        assert lock[BLOB_ONLY]["sha256"] == v1 and lock[BLOB_ONLY]["url"].endswith(f"/v1/{BLOB_ONLY}.csv")
         hits = len(server.hits)
 
         proc = run()  # nothing changed: nothing fetched
@@ -79,7 +79,7 @@ def test_a_new_url_and_pin_fetches_again_and_the_lock_follows(clone, tmp_path, v
         _pin(clone, server, 2)  # the bump: new url and git_blob (and sha256 where it is pinned)
         proc = run()
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-        assert sorted(server.hits[hits:]) == ["/v2/cdvae-mp_20-train.csv", "/v2/cdvae-perov_5-val.csv"]
+        assert sorted(server.hits[hits:]) == sorted([f"/v2/{BLOB_ONLY}.csv", f"/v2/{BOTH}.csv"])
         for name in (BLOB_ONLY, BOTH):
             assert (work / "resources" / "downloads" / f"{name}.csv").read_bytes() == _csv(2) + name.encode()
         lock = json.loads((work / "resources" / sources.LOCK_NAME).read_text())
