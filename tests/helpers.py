@@ -121,6 +121,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
             "conda_env": str(rule.conda_env) if rule.conda_env else None,
             "output": outputs,
             "benchmark": str(rule.benchmark) if rule.benchmark else None,
+            "local": rule.name in wapi._workflow._localrules or bool(rule.norun),
         }
 print("RULES-JSON " + json.dumps(rules))
 """
@@ -129,7 +130,7 @@ print("RULES-JSON " + json.dumps(rules))
 def workflow_rules(workdir: Path, configfiles: Sequence[str | Path], env: dict[str, str]) -> dict[str, dict]:
     """Every rule of the workflow loaded on these configs, without running anything: its rule file,
     the names of its resources, its conda env, its outputs, each with its report caption (or
-    None), and its benchmark file (or None). Snakemake's API in a fresh process (loading a workflow changes process state)."""
+    None), its benchmark file (or None), and whether it is local (runs on the submit host). Snakemake's API in a fresh process (loading a workflow changes process state)."""
     import json
     import subprocess
     import sys

@@ -56,27 +56,67 @@ def stand_ins(workdir: Path) -> Path:
     return workdir
 
 
-def jobs(stdout: str) -> list[tuple[str, str, int, list[str]]]:
-    """(rule, slurm partition or '', gpu count, outputs) of every job a dry run prints."""
-    out = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", stdout):
-        m = re.match(r"(?:local)?rule (\w+):\n", block)
-        if not m:
+# A job's block in a dry run: "rule NAME:" at the start of a line, or indented by four inside the
+# block of a group job ("Group job GROUP (jobs in lexicogr. order):"), its fields indented below it.
+JOB_START = re.compile(r"^(?P<indent>(?: {4})?)(?:local)?rule (?P<rule>\w+):$", re.M)
+GROUP_START = re.compile(r"^(?:\[[^\]]*\] )?Group job (?P<group>\w+) ", re.M)
+
+
+def _fields(block: str) -> tuple[str, int, list[str], str]:
+    res = re.search(r"\n +resources: (.*)", block)
+    res = res.group(1) if res else ""
+    part = re.search(r"slurm_partition=(\w+)", res)
+    gpu = re.search(r"\bgpu=(\d+)", res)
+    outputs = re.search(r"\n +output: (.*)", block)
+    return (
+        part.group(1) if part else "",
+        int(gpu.group(1)) if gpu else 0,
+        outputs.group(1).split(", ") if outputs else [],
+        res,
+    )
+
+
+def planned_jobs(stdout: str) -> list[dict]:
+    """Every job a dry run prints: rule, partition, gpu count, outputs, resources text and the group
+    job it is part of (None when ungrouped; each group job gets its own number)."""
+    starts = sorted(
+        [(m.start(), "job", m) for m in JOB_START.finditer(stdout)]
+        + [(m.start(), "group", m) for m in GROUP_START.finditer(stdout)],
+        key=lambda t: t[0],
+    )
+    out, group_no = [], 0
+    for i, (pos, kind, m) in enumerate(starts):
+        if kind == "group":
+            group_no += 1
             continue
-        res = re.search(r"\n    resources: (.*)", block)
-        res = res.group(1) if res else ""
-        part = re.search(r"slurm_partition=(\w+)", res)
-        gpu = re.search(r"\bgpu=(\d+)", res)
-        outputs = re.search(r"\n    output: (.*)", block)
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(stdout)
+        partition, gpu, outputs, res = _fields(stdout[pos:end])
+        grouped = group_no if m.group("indent") else None
         out.append(
-            (
-                m.group(1),
-                part.group(1) if part else "",
-                int(gpu.group(1)) if gpu else 0,
-                outputs.group(1).split(", ") if outputs else [],
-            )
+            {
+                "rule": m.group("rule"),
+                "partition": partition,
+                "gpu": gpu,
+                "outputs": outputs,
+                "resources": res,
+                "group_job": grouped,
+            }
         )
     return out
+
+
+def jobs(stdout: str) -> list[tuple[str, str, int, list[str]]]:
+    """(rule, slurm partition or '', gpu count, outputs) of every job a dry run prints, grouped or not."""
+    return [(j["rule"], j["partition"], j["gpu"], j["outputs"]) for j in planned_jobs(stdout)]
+
+
+def submissions(stdout: str, rules: dict[str, dict]) -> dict[str, int]:
+    """sbatch calls of a dry run under profiles/slurm: one per group job, one per ungrouped job of a
+    rule that is not local (local rules run on the submit host), by kind."""
+    planned = planned_jobs(stdout)
+    groups = {j["group_job"] for j in planned if j["group_job"] is not None}
+    single = [j for j in planned if j["group_job"] is None and not rules[j["rule"]]["local"]]
+    return {"group jobs": len(groups), "single jobs": len(single), "total": len(groups) + len(single)}
 
 
 @pytest.fixture(scope="module")
@@ -243,6 +283,57 @@ def test_gpu_rules_and_only_they_go_to_the_gpu_partition(configs, tmp_path, venv
     if configs == [ALL_STAGES]:  # every rule of the workflow, so the check above covers them all
         aggregates = {t for f in FAMILIES for t in f.targets({})} - {"all"}
         assert {r for r, *_ in planned} | aggregates == set(rules)
+
+
+# The submissions budget of issue 32: on a cluster each submission is an sbatch call, and sites
+# rate-limit them; profiles/slurm's job groups keep the shipped configs within these.
+MAX_SUBMISSIONS = {"config/config.yaml": 40, "config/paper.yaml": 80}
+
+
+@slow
+@pytest.mark.parametrize("name", MAX_SUBMISSIONS)
+def test_job_groups_keep_submissions_few_and_gpu_jobs_apart(name, tmp_path, venv_env, rules):
+    proc = run_snakemake(
+        stand_ins(tmp_path), SHIPPED[name], "--dry-run", "--workflow-profile", str(SLURM), env=venv_env
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    planned = planned_jobs(proc.stdout)
+    counts = submissions(proc.stdout, rules)
+    print(f"{name}: {len(planned)} jobs, {counts['total']} submissions ({counts})")
+    assert counts["group jobs"] > 0, "profiles/slurm groups no job"
+    assert counts["total"] <= MAX_SUBMISSIONS[name], counts
+    members: dict[int, list[dict]] = {}
+    for j in planned:
+        if j["group_job"] is not None:
+            members.setdefault(j["group_job"], []).append(j)
+    for group in members.values():
+        kinds = {(j["partition"], j["gpu"] > 0) for j in group}
+        assert len(kinds) == 1, f"a group job mixes GPU and CPU jobs: {sorted({j['rule'] for j in group})}"
+        assert not any(rules[j["rule"]]["local"] for j in group), "a local rule in a group job"
+
+
+@slow
+def test_gpu_requests_follow_the_slurm_plugin_conventions(tmp_path, venv_env, rules):
+    """Every GPU rule's job (all-stages config: every rule of the workflow) asks for its GPU the
+    way snakemake-executor-plugin-slurm 2.x reads it: `gpu` (--gpus) or `gres` (--gres), not both;
+    `cpus_per_gpu` (--cpus-per-gpu); no `tasks`/`tasks_per_gpu` above 1, which the plugin turns into
+    --ntasks-per-gpu and so one copy of the job per GPU (plugin issues 316, 459)."""
+    proc = run_snakemake(stand_ins(tmp_path), [ALL_STAGES], "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    gpu_rules = {name for name, rule in rules.items() if "gpu" in rule["resources"]}
+    seen = set()
+    for j in planned_jobs(proc.stdout):
+        if j["rule"] not in gpu_rules:
+            assert j["gpu"] == 0 and "gres=" not in j["resources"], j["rule"]
+            continue
+        seen.add(j["rule"])
+        res = dict(kv.split("=", 1) for kv in j["resources"].split(", ") if "=" in kv)
+        assert (int(res.get("gpu", 0)) > 0) != ("gpu" in res.get("gres", "")), (j["rule"], res)
+        assert int(res.get("gpu", 1)) == 1, f"{j['rule']}: one GPU per job (jobs do not split devices)"
+        assert int(res.get("cpus_per_gpu", 0)) >= 1, (j["rule"], res)
+        assert int(res.get("tasks", 1)) == 1 and int(res.get("tasks_per_gpu", 1)) == 1, (j["rule"], res)
+        assert "cpus_per_task" not in res, f"{j['rule']}: cpus_per_task is ignored on GPU jobs"
+    assert seen == gpu_rules, f"GPU rules the all-stages plan does not hold: {sorted(gpu_rules - seen)}"
 
 
 # --------------------------------------------------------------------------- 5. captions

@@ -39,10 +39,10 @@ GPU_RULES = {"predict_matbench_gpu", "run_eos", "predict_s2ef"}
 
 
 def partitions(stdout: str) -> dict[str, tuple[str | None, int]]:
-    """{rule: (slurm_partition, gpu)} of every job a dry run prints."""
+    """{rule: (slurm_partition, gpu)} of every job a dry run prints (indented in a group job's block)."""
     found = {}
-    for block in re.split(r"\n(?=(?:local)?rule )", stdout):
-        m = re.match(r"(?:local)?rule (\w+):", block)
+    for block in re.split(r"\n(?=(?: {4})?(?:local)?rule )", stdout):
+        m = re.match(r" *(?:local)?rule (\w+):", block)
         r = re.search(r"resources: .*", block)
         if m and r:
             part = re.search(r"slurm_partition=(\w+)", r.group(0))

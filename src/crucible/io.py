@@ -13,11 +13,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+# pandas and pyarrow cost most of a CPU-second to import; the many small jobs that only read
+# and write JSON must not pay for them, so the parquet functions import them when called.
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 
 def _current_umask() -> int:
@@ -67,6 +69,9 @@ def write_parquet(
     the potential that produced the rows) is kept in the file's schema as sorted JSON under
     ``crucible.<key>``: :func:`read_parquet_metadata` reads it back.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
     table = table.replace_schema_metadata(
         {f"{METADATA_PREFIX}{k}": json.dumps(v, sort_keys=True) for k, v in sorted(metadata.items())}
@@ -78,11 +83,15 @@ def write_parquet(
 
 
 def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
     return pq.read_table(path, columns=columns).to_pandas()
 
 
 def read_parquet_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The ``metadata`` that :func:`write_parquet` stored in ``path`` (empty when none)."""
+    import pyarrow.parquet as pq
+
     stored = pq.read_schema(path).metadata or {}
     prefix = METADATA_PREFIX.encode()
     return {k[len(prefix) :].decode(): json.loads(v) for k, v in sorted(stored.items()) if k.startswith(prefix)}

@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 def expected_partitions() -> tuple[str, dict[str, str]]:
-    """The CPU partition (default-resources) and {rule: partition} of set-resources in the profile."""
+    """The CPU partition (default-resources) and {rule or group: partition} of the profile: the
+    set-resources entries, and each job group with the partition of its rules."""
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
     default = profile["default-resources"]["slurm_partition"]
     per_rule = {
@@ -69,13 +71,22 @@ def expected_partitions() -> tuple[str, dict[str, str]]:
         for rule, res in profile.get("set-resources", {}).items()
         if "slurm_partition" in res
     }
+    for rule, group in profile.get("groups", {}).items():
+        per_rule.setdefault(group, per_rule.get(rule, default))
     return default, per_rule
 
 
 def rule_of(comment: str) -> str:
-    """The plugin's --comment is rule_<name> or rule_<name>_wildcards_<...>."""
-    body = comment.removeprefix("rule_")
-    return body.split("_wildcards_", 1)[0]
+    """The plugin's --comment is rule_<name> or rule_<name>_wildcards_<...>; a group job's name is
+    <group>_<its rules, sorted, joined by _>, and the group is what this returns for it."""
+    body = comment.removeprefix("rule_").split("_wildcards_", 1)[0]
+    groups = set(yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text()).get("groups", {}).values())
+    return next((g for g in sorted(groups, key=len, reverse=True) if body.startswith(f"{g}_")), body)
+
+
+def rules_in(comment: str) -> str:
+    """The rule names a job's comment carries (a group job's name lists up to five of them)."""
+    return comment.removeprefix("rule_").split("_wildcards_", 1)[0]
 
 
 def snakemake(workdir: Path, env: dict[str, str], *args: str, timeout: int, cores: str | None = None):
@@ -215,13 +226,22 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
             failures.append(f"job {r['JobID']} of GPU rule {rule} was not allocated gres/gpu=1: {r['AllocTRES']}")
         if want == default_partition and "gres/gpu" in r["AllocTRES"]:
             failures.append(f"job {r['JobID']} of CPU rule {rule} holds a GPU: {r['AllocTRES']}")
-    rules_seen = {rule_of(r["Comment"]) for r in rows}
+    names = " ".join(f"_{rules_in(r['Comment'])}_" for r in rows)
     for gpu_rule in ("run_eos", "predict_s2ef"):
-        if gpu_rule not in rules_seen:
+        if f"_{gpu_rule}_" not in names:
             failures.append(f"no job of GPU rule {gpu_rule} in sacct")
     for cpu_rule in ("predict_matbench", "predict_matbench_task"):
-        if cpu_rule not in rules_seen:
+        if f"_{cpu_rule}_" not in names:
             failures.append(f"no job of CPU rule {cpu_rule} in sacct")
+    # Submissions (sbatch calls, one sacct allocation each) against the jobs the run planned: the
+    # job groups of profiles/slurm must have merged jobs.
+    planned = re.search(r"^total\s+(\d+)", proc.stderr, re.M)
+    n_jobs = int(planned.group(1)) if planned else 0
+    groups = set(yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text()).get("groups", {}).values())
+    n_groups = sum(rule_of(r["Comment"]) in groups for r in rows)
+    print(f"submissions: {len(rows)} sbatch calls ({n_groups} of them group jobs) for {n_jobs} jobs")
+    if not rows or not n_jobs or len(rows) >= n_jobs:
+        failures.append(f"job groups merged nothing: {len(rows)} submissions for {n_jobs} jobs")
 
     overshoot = [r for r in rows if rule_of(r["Comment"]) == OVERSHOOT_RULE]
     states = [(r["State"], r["ReqMem"]) for r in overshoot]

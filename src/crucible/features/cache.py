@@ -20,10 +20,9 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -31,6 +30,9 @@ from crucible.errors import DataValidationError
 from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie_features
 from crucible.io import write_parquet
 from crucible.progress import heartbeat
+
+if TYPE_CHECKING:  # pandas is imported where it is used: the Snakemake process imports this module
+    import pandas as pd  # for features_path at start-up and must not pay for pandas there
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ def _check_version_in_name(out_path: Path) -> None:
 
 def build_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike) -> int:
     """Featurize the distinct formulas of ``data_paths`` and write them to ``out_path``; returns its row count."""
+    import pandas as pd
+
     out_path = Path(out_path)
     _check_version_in_name(out_path)
     t0 = time.perf_counter()
@@ -127,6 +131,8 @@ def load_features(
     (``expected_version`` defaults to the running :data:`MAGPIE_VERSION`), and
     :class:`~crucible.errors.DataValidationError` naming the formulas the cache lacks.
     """
+    import pandas as pd
+
     expected = MAGPIE_VERSION if expected_version is None else expected_version
     try:
         stored = cache_version(cache_path)

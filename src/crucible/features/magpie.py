@@ -36,12 +36,14 @@ import importlib.metadata
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from crucible.errors import DataValidationError
+
+if TYPE_CHECKING:  # imported by magpie_features: the Snakemake process imports this module for
+    import pandas as pd  # MAGPIE_VERSION at start-up and must not pay for pandas there
 
 # Bump when our own code changes in a way that can change output.
 _ALGORITHM_REVISION = "1"
@@ -490,6 +492,8 @@ def magpie_features(formulas: Sequence[object] | pd.Series) -> pd.DataFrame:
     :class:`~crucible.errors.DataValidationError` (a :class:`FormulaError`) naming the row and
     formula of the first malformed entry: empty, unknown element, negative amount, non-string.
     """
+    import pandas as pd
+
     values = list(formulas)
     codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
     try:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 
-from sklearn.ensemble import (
-    HistGradientBoostingClassifier,
-    HistGradientBoostingRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
-
 from crucible.models.registry import ModelSpec, register
+
+# scikit-learn is imported by the factories, not here: the Snakemake process imports this module
+# at start-up to read the specs (a model's input kind and job layout), and must not pay ~2 CPU-s
+# for scikit-learn there.
 
 
 def _n_jobs() -> int:
@@ -21,6 +18,8 @@ def _n_jobs() -> int:
 
 def _random_forest(task_type: str, random_state: int, **params):
     """The RF-SCM/Magpie setup on composition input: 500 trees, scikit-learn defaults otherwise."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
     cls = RandomForestRegressor if task_type == "regression" else RandomForestClassifier
     params.setdefault("n_jobs", _n_jobs())
     return cls(random_state=random_state, **params)
@@ -28,6 +27,8 @@ def _random_forest(task_type: str, random_state: int, **params):
 
 def _gradient_boosting(task_type: str, random_state: int, **params):
     """Histogram gradient boosting: minutes instead of hours on the 100k-row tasks."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
     cls = HistGradientBoostingRegressor if task_type == "regression" else HistGradientBoostingClassifier
     # A fixed number of iterations (no internal early-stopping split) keeps cost predictable
     # and the model a function of the training rows alone.
