@@ -12,17 +12,33 @@ from crucible.errors import ConfigError
 from crucible.sources import resource_path
 
 
+class Wildcards:
+    def __init__(self, dataset):
+        self.crystal_dataset = dataset
+
+
 def test_defaults_come_from_the_schema():
     assert wf.final_outputs({}) == []  # no dataset unless asked for
     assert wf.generators({}) == ["template", "random-symmetric"]
-    assert wf.build_params({}) == {
+    params = wf.build_params({})
+    per_dataset = params.pop("max_sites")
+    assert params == {
         "template": "composition-v1",
         "test_fraction": 0.5,
         "seed": 0,
-        "max_sites": 20,
         "max_test_items": 0,
         "max_train_items": 0,
     }
+    # each set's own site limit (carbon-24 goes to 24 atoms), unless the config names one
+    assert {ds: per_dataset(Wildcards(ds)) for ds in ("carbon-24", "mp-20", "perov-5", "aflow-prototypes")} == {
+        "carbon-24": 24,
+        "mp-20": 20,
+        "perov-5": 20,
+        "aflow-prototypes": 20,
+    }
+    assert wf.max_sites({"crystal": {"max_sites": {"carbon-24": 12}}}, "carbon-24") == 12
+    assert wf.max_sites({"crystal": {"max_sites": {"carbon-24": 12}}}, "mp-20") == 20
+    assert wf.max_sites({"crystal": {"max_sites": 8}}, "carbon-24") == 8
     assert wf.generation_seed({}) == 0 and wf.score_timeout({}) == 10
 
 
@@ -71,7 +87,7 @@ def test_csp_targets_samples_and_audit_inputs():
     assert wf.audit_inputs(plain, "perov-5") == [
         str(resource_path(f"crystal/perov-5/{split}")) for split in ("train", "val", "test")
     ]
-    assert wf.audit_params({}) == {"convention": "cdvae", "max_comparisons": 2000}
+    assert wf.audit_params({}) == {"convention": "cdvae", "max_comparisons": 2000, "workers": 1}
     cfg = {
         "crystal": {
             "datasets": ["aflow-prototypes", "perov-5"],

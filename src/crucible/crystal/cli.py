@@ -120,6 +120,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         max_comparisons=args.max_comparisons,
         timeout=args.timeout,
         progress=True,
+        max_test_items=args.max_test_items,
+        workers=args.workers,
     )
     return 0
 
@@ -178,8 +180,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--max-sites",
             type=int,
-            default=20,
-            help="drop crystals with more sites in the given cell, before the split (default 20, as MP-20; 0: keep all)",
+            default=None,
+            help="leave out crystals with more sites in the given cell, before the split, counted and logged "
+            "(default: the set's own limit, carbon-24 24, mp-20 and perov-5 20, others 20; 0: keep all)",
         )
 
     def generator_args(p):
@@ -449,6 +452,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_COMPARISONS,
         help="matcher calls per formula group and pass; past it the rest are unchecked and counted, so a "
         "capped count is a lower bound (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-test-items",
+        type=int,
+        default=0,
+        help="as build-items: the seeded subset of test items that is scored (0: all); the de-duplicated test "
+        "set is chosen among them",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="matcher processes run side by side, one formula group each (the counts do not depend on it; "
+        "default %(default)s)",
     )
     p.add_argument(
         "--timeout",

@@ -109,13 +109,23 @@ def check_mlip_search(config: dict[str, Any]) -> None:
         check_potential_names(config, [model], "crystal.generator_params.mlip-search.model")
 
 
+def max_sites(config: dict[str, Any], dataset: str) -> int:
+    """The site limit of ``dataset``: ``crystal.max_sites`` (a number, or a mapping naming the
+    set), else the set's own (:data:`crucible.crystal.data.DATASET_MAX_SITES`)."""
+    from crucible.crystal.data import max_sites_for
+
+    return max_sites_for(dataset, section(config)["max_sites"])
+
+
 def build_params(config: dict[str, Any]) -> dict[str, Any]:
+    """The params build-items and the audit share; ``max_sites`` is per dataset (a function of
+    the rule's wildcards)."""
     crystal = section(config)
     return {
         "template": crystal["prompt_template"],
         "test_fraction": crystal["split"]["test_fraction"],
         "seed": crystal["split"]["seed"],
-        "max_sites": crystal["max_sites"],
+        "max_sites": lambda wc: max_sites(config, wc.crystal_dataset),
         "max_test_items": crystal["max_test_items"],
         "max_train_items": crystal["max_train_items"],
     }
@@ -253,7 +263,11 @@ def audit_inputs(config: dict[str, Any], dataset: str) -> list[str]:
 
 def audit_params(config: dict[str, Any]) -> dict[str, Any]:
     audit = section(config)["audit"]
-    return {"convention": audit["convention"], "max_comparisons": int(audit["max_comparisons"])}
+    return {
+        "convention": audit["convention"],
+        "max_comparisons": int(audit["max_comparisons"]),
+        "workers": int(audit["workers"]),
+    }
 
 
 def csp_summaries(config: dict[str, Any]) -> list[str]:
