@@ -80,7 +80,7 @@ def test_csp_targets_samples_and_audit_inputs():
     """CSP is opt-in (no responders by default); a generator's samples come from its sample rule, a
     language model's from the LLM stage on the repeated prompt set, a samples file as configured;
     the audit of a CDVAE set reads train, val and test through their roles."""
-    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}}
+    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}, "chance": True}
     plain = {"crystal": {"datasets": ["perov-5"]}}
     assert not [p for p in wf.final_outputs(plain) if "/csp/" in p or "crystal_csp" in p]
     assert "results/tables/crystal_perov-5_audit.md" in wf.final_outputs(plain)
@@ -97,8 +97,13 @@ def test_csp_targets_samples_and_audit_inputs():
         },
         "llm": {"models": {"gpt": {"backend": "replay", "path": "a/{benchmark}/{dataset}.jsonl"}}},
     }
-    assert wf.csp_responders(cfg) == ["template", "gpt", "diffcsp"]
-    assert wf.csp_dataset_responders(cfg, "aflow-prototypes") == ["template", "gpt"]
+    # the chance floor comes first on every dataset, though chance is not among crystal.generators
+    assert wf.csp_responders(cfg) == ["chance", "template", "gpt", "diffcsp"]
+    assert wf.csp_dataset_responders(cfg, "aflow-prototypes") == ["chance", "template", "gpt"]
+    assert wf.samples_input(cfg, "mp-20", "chance") == "results/crystal/mp-20/samples/k5/chance.jsonl"
+    assert "results/crystal/aflow-prototypes/csp/chance.json" in wf.final_outputs(cfg)
+    no_chance = {**cfg, "crystal": {**cfg["crystal"], "csp": {**cfg["crystal"]["csp"], "chance": False}}}
+    assert wf.csp_responders(no_chance) == ["template", "gpt", "diffcsp"]
     assert wf.samples_input(cfg, "perov-5", "template") == "results/crystal/perov-5/samples/k5/template.jsonl"
     assert wf.samples_input(cfg, "perov-5", "gpt") == "results/crystal/perov-5/k5/responses/gpt.jsonl"
     assert wf.samples_input(cfg, "perov-5", "diffcsp") == "d.tar.gz"

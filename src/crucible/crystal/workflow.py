@@ -192,7 +192,15 @@ def check(config: dict[str, Any]) -> None:
 def csp_section(config: dict[str, Any]) -> dict[str, Any]:
     """``crystal.csp`` (schema defaults filled): k, the responders answering k times, samples files."""
     csp = section(config)["csp"]
-    return {"k": int(csp["k"]), "responders": list(csp["responders"]), "samples_files": dict(csp["samples_files"])}
+    return {
+        "k": int(csp["k"]),
+        "responders": list(csp["responders"]),
+        "samples_files": dict(csp["samples_files"]),
+        "chance": bool(csp["chance"]),
+    }
+
+
+CHANCE = "chance"  # the generator whose rows are the chance floor of every dataset's CSP rows
 
 
 def csp_responders(config: dict[str, Any]) -> list[str]:
@@ -218,7 +226,11 @@ def csp_responders(config: dict[str, Any]) -> list[str]:
             )
     if csp["k"] < 1 and (csp["responders"] or files):
         raise ConfigError(f"config crystal.csp.k must be at least 1, got {csp['k']}")
-    return csp["responders"] + sorted(files)
+    listed = csp["responders"] + sorted(files)
+    # a match rate is read against its chance floor: the chance rows come with any CSP rows
+    if listed and csp["chance"] and CHANCE not in listed:
+        listed = [CHANCE] + listed
+    return listed
 
 
 def csp_dataset_responders(config: dict[str, Any], dataset: str) -> list[str]:
