@@ -157,3 +157,13 @@ def test_printed_rates_are_percentages_beside_their_items_and_an_empty_set_has_n
     assert "perov-5: 10 test items" in text.split("\n\n")[1]  # the caption
     csv = pd.read_csv(paths["csv"])
     assert pd.isna(csv["perov-5:cdvae:match_rate"].iloc[-1])  # the empty set: no rate, not 0
+
+
+def test_caption_counts_the_crystals_the_site_limit_left_out():
+    """A 24-atom set under a 20-site limit: the caption says how many crystals, of which split, so
+    that rows over a cut test set are not read as the published full-set rows."""
+    s = _summary("carbon-24", "chance", 20, {"cdvae": (1.0, 0.3, 10.0, 0.3)})
+    s.update({"max_sites": 20, "left_out_over_max_sites": {"test": 27, "train": 120}})
+    text = csp_table.caption([s])
+    assert "crystals left out by the site limit: carbon-24: 147 with more than 20 sites (27 test, 120 train)" in text
+    assert "left out" not in csp_table.caption([_summary("perov-5", "chance", 20, {"cdvae": (1.0, 0.3, 10.0, 0.3)})])

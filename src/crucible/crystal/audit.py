@@ -336,6 +336,31 @@ def _counts(table: pd.DataFrame, names: list[str]) -> dict[str, Any]:
     return out
 
 
+def site_limit(audit_summary: dict[str, Any]) -> dict[str, Any]:
+    """What a score summary carries from its set's audit for the captions: the site limit and the
+    crystals left out over it, per split."""
+    return {
+        "max_sites": audit_summary.get("max_sites"),
+        "left_out_over_max_sites": dict(audit_summary.get("left_out_over_max_sites") or {}),
+    }
+
+
+def left_out_text(summaries: list[dict[str, Any]]) -> str:
+    """A caption's clause on the crystals the site limit left out ('' when none was): per dataset,
+    from the score summaries (which carry :func:`site_limit`)."""
+    parts = []
+    for s in summaries:
+        left = s.get("left_out_over_max_sites") or {}
+        if left:
+            split = ", ".join(f"{n} {where}" for where, n in sorted(left.items()))
+            part = (
+                f"{s.get('dataset') or 'the set'}: {sum(left.values())} with more than {s['max_sites']} sites ({split})"
+            )
+            if part not in parts:
+                parts.append(part)
+    return f"; crystals left out by the site limit: {'; '.join(parts)}" if parts else ""
+
+
 def prompt_counts(dataset: str, test: list, templates: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per template: test items, distinct prompts, items sharing their prompt, the largest group."""
     from crucible.crystal.csp import prompt_groups

@@ -268,6 +268,10 @@ def score_samples_file(
     df = score_samples(samples, items, k, timeout=timeout, progress=progress)
     info = read_json(info_path) if info_path and Path(info_path).exists() else {}
     summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit_path), info)
+    if audit_path:  # the site limit and what it left out, for the CSP table's caption
+        from crucible.crystal.audit import site_limit
+
+        summary.update(site_limit(read_json(audit_path)))
     write_parquet(df, out, schema=SAMPLE_SCHEMA)
     write_json(summary, out_summary)
     return summary

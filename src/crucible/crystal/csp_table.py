@@ -151,6 +151,8 @@ def percent_columns(df: pd.DataFrame) -> list[str]:
 
 
 def caption(summaries: list[dict[str, Any]]) -> str:
+    from crucible.crystal.audit import left_out_text
+
     counts = ", ".join(
         f"{d}: {n} test items"
         for d, n in dict.fromkeys((s["dataset"], s["n_items"]) for s in summaries)
@@ -160,8 +162,9 @@ def caption(summaries: list[dict[str, Any]]) -> str:
         "Match rate (percent of test items) and RMSE (normalised by (V/n)^(1/3), mean over matched "
         f"items) with 1 and k samples per test item, under both matcher conventions (default "
         f"{DEFAULT_CONVENTION}); published rows on the full CDVAE test sets, ours on the test items of "
-        f"this run ({counts or 'none'}; the de-duplicated rows on the audit's subset, items per row in "
-        "the test items columns)."
+        f"this run ({counts or 'none'}{left_out_text(summaries)}; the de-duplicated rows on the audit's "
+        "subset, items per row in the test items columns). The chance rows: uniformly random cells of each "
+        "item's composition and number of sites, the floor a match rate is read against."
     )
 
 
