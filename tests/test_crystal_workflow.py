@@ -26,6 +26,7 @@ def test_defaults_come_from_the_schema():
         "template": "composition-v1",
         "test_fraction": 0.5,
         "seed": 0,
+        "split_by": "random",
         "max_test_items": 0,
         "max_train_items": 0,
     }

@@ -28,6 +28,7 @@ rule build_crystal_items:
         "crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
         " --inputs {input.raw:q} --templates {input.templates:q} --template {params.template:q}"
         " --test-fraction {params.test_fraction} --seed {params.seed} --max-sites {params.max_sites}"
+        " --split-by {params.split_by}"
         " --max-test-items {params.max_test_items} --max-train-items {params.max_train_items}"
         " --out-prompts {output.prompts:q} --out-train {output.train:q} 2> {log:q}"
 
@@ -191,7 +192,7 @@ rule audit_crystal_set:
         " --inputs {input.raw:q} --templates {input.templates:q} --test-fraction {params.test_fraction}"
         " --seed {params.seed} --max-sites {params.max_sites} --convention {params.convention}"
         " --max-comparisons {params.max_comparisons} --timeout {params.timeout}"
-        " --max-test-items {params.max_test_items} --workers {params.workers}"
+        " --max-test-items {params.max_test_items} --workers {params.workers} --split-by {params.split_by}"
         " --out-items {output.per_item:q} --out-summary {output.summary:q} --csv {output.csv:q} --md {output.md:q}"
         " 2> {log:q}"
 

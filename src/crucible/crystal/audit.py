@@ -517,6 +517,7 @@ def run_audit(
     sources: Any = None,
     max_test_items: int = 0,
     workers: int = 1,
+    split_by: str = "random",
 ) -> dict[str, Any]:
     """The audit of one crystal set: per-structure table (parquet), summary (JSON), table (CSV, MD).
     A built-in set's files are checked against their pins (``sources``: another sources file or
@@ -530,7 +531,15 @@ def run_audit(
     limit = data.max_sites_for(dataset, max_sites)
     left_out: dict[str, int] = {}
     splits = data.load_splits(
-        source, inputs, test_fraction, seed, limit, dataset=dataset, sources=sources, left_out=left_out
+        source,
+        inputs,
+        test_fraction,
+        seed,
+        limit,
+        dataset=dataset,
+        sources=sources,
+        left_out=left_out,
+        split_by=split_by,
     )
     scored = {i for i, _ in data.subsample(splits.get("test", []), max_test_items, seed)}
     table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress, scored, workers)

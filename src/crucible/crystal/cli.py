@@ -22,6 +22,7 @@ def _cmd_build_items(args: argparse.Namespace) -> int:
         max_sites=args.max_sites,
         max_test_items=args.max_test_items,
         max_train_items=args.max_train_items,
+        split_by=args.split_by,
     )
     return 0
 
@@ -122,6 +123,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         progress=True,
         max_test_items=args.max_test_items,
         workers=args.workers,
+        split_by=args.split_by,
     )
     return 0
 
@@ -150,7 +152,7 @@ def _cmd_figure(args: argparse.Namespace) -> int:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     from crucible.crystal.audit import DEFAULT_MAX_COMPARISONS
     from crucible.crystal.csp import DEFAULT_K
-    from crucible.crystal.data import SOURCES
+    from crucible.crystal.data import SOURCES, SPLIT_BY
     from crucible.crystal.generators import GENERATORS
     from crucible.crystal.samples import FORMATS
     from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S
@@ -176,6 +178,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
             type=int,
             default=0,
             help="seed of the train/test split (build-items: also of the item subsets; default 0)",
+        )
+        p.add_argument(
+            "--split-by",
+            choices=SPLIT_BY,
+            default="random",
+            help="where the rows carry no split: random (default), or formula (a polymorph-grouped split: every "
+            "crystal of one reduced formula on the same side)",
         )
         p.add_argument(
             "--max-sites",

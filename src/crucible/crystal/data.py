@@ -186,12 +186,28 @@ def load_user(path: str | os.PathLike):
     raise DataValidationError(f"{path}: a user crystal set is a .csv or .jsonl with a 'cif' column, or an ASE .db")
 
 
-def split_ids(ids: list[str], test_fraction: float, seed: int) -> set[str]:
-    """A deterministic test subset: a seeded permutation of the sorted ids."""
+SPLIT_BY = ("random", "formula")
+
+
+def split_ids(ids: list[str], test_fraction: float, seed: int, groups: dict[str, str] | None = None) -> set[str]:
+    """A deterministic test subset: a seeded permutation of the sorted ids. With ``groups`` ({id:
+    group key}), whole groups go to test in a seeded order of the sorted keys until the test
+    split holds at least ``test_fraction`` of the ids, so no group is in both splits."""
     ordered = sorted(ids)
     n_test = int(round(test_fraction * len(ordered)))
-    perm = np.random.default_rng(seed).permutation(len(ordered))
-    return {ordered[i] for i in perm[:n_test]}
+    if groups is None:
+        perm = np.random.default_rng(seed).permutation(len(ordered))
+        return {ordered[i] for i in perm[:n_test]}
+    members: dict[str, list[str]] = {}
+    for i in ordered:
+        members.setdefault(groups[i], []).append(i)
+    keys = sorted(members)
+    out: set[str] = set()
+    for j in np.random.default_rng(seed).permutation(len(keys)):
+        if len(out) >= n_test:
+            break
+        out.update(members[keys[j]])
+    return out
 
 
 def _require_builtin_cdvae(dataset: str | None) -> None:
@@ -212,13 +228,16 @@ def load_dataset(
     dataset: str | None = None,
     sources: Any = None,
     left_out: dict[str, int] | None = None,
+    split_by: str = "random",
 ) -> tuple[list, list]:
     """(train, test) lists of ``(id, Structure)``, each sorted by id, at most ``max_sites`` sites
     (the crystals left out are counted per split into ``left_out`` and logged).
 
     ``cdvae`` takes two inputs, train then test CSV, of the built-in set ``dataset`` (checked
     against their pins; ``sources``: another sources file or document); the others split with
-    ``test_fraction`` unless the rows carry their own ``split`` (``train``/``test``).
+    ``test_fraction`` unless the rows carry their own ``split`` (``train``/``test``): ``split_by``
+    ``random`` (default) or ``formula`` (a polymorph-grouped split: every crystal of one reduced
+    formula on the same side, as arXiv 2509.12178 proposes for sets with many polymorphs).
     """
     if source == "aflow":
         if len(inputs) != 1:
@@ -241,7 +260,11 @@ def load_dataset(
     if given - {None, "train", "test"}:
         raise DataValidationError(f"split values must be 'train' or 'test', got {sorted(map(str, given - {None}))}")
     if None in given:
-        test_ids = split_ids([i for i, _, s in rows if s is None], test_fraction, seed)
+        if split_by not in SPLIT_BY:
+            raise DataValidationError(f"unknown split {split_by!r}; known: {', '.join(SPLIT_BY)}")
+        unsplit = [(i, st) for i, st, s in rows if s is None]
+        groups = {i: st.composition.reduced_formula for i, st in unsplit} if split_by == "formula" else None
+        test_ids = split_ids([i for i, _ in unsplit], test_fraction, seed, groups)
         rows = [(i, st, s if s is not None else ("test" if i in test_ids else "train")) for i, st, s in rows]
     train = sorted(((i, st) for i, st, s in rows if s == "train"), key=lambda r: r[0])
     test = sorted(((i, st) for i, st, s in rows if s == "test"), key=lambda r: r[0])
@@ -257,6 +280,7 @@ def load_splits(
     dataset: str | None = None,
     sources: Any = None,
     left_out: dict[str, int] | None = None,
+    split_by: str = "random",
 ) -> dict[str, list]:
     """``{split: [(id, Structure)]}`` for the audit, each sorted by id: a built-in CDVAE set with
     three inputs (train, val, test CSV, each checked against its pin) keeps its validation split;
@@ -270,7 +294,15 @@ def load_splits(
             out[split] = sorted(((i, st) for i, st, _ in rows), key=lambda r: r[0])
         return out
     train, test = load_dataset(
-        source, inputs, test_fraction, seed, max_sites, dataset=dataset, sources=sources, left_out=left_out
+        source,
+        inputs,
+        test_fraction,
+        seed,
+        max_sites,
+        dataset=dataset,
+        sources=sources,
+        left_out=left_out,
+        split_by=split_by,
     )
     return {"train": train, "test": test}
 

@@ -198,6 +198,7 @@ def build_item_files(
     max_sites: int | None = None,
     max_test_items: int = 0,
     max_train_items: int = 0,
+    split_by: str = "random",
 ) -> None:
     """``prompts.jsonl`` (the seeded test items) and ``train.jsonl`` of one crystal set; ``max_sites``
     None: the set's own limit (:func:`crucible.crystal.data.max_sites_for`); crystals over it are
@@ -206,7 +207,7 @@ def build_item_files(
 
     # the dataset's name picks the pinned files a built-in set is checked against
     limit = data.max_sites_for(dataset, max_sites)
-    train, test = data.load_dataset(source, inputs, test_fraction, seed, limit, dataset=dataset)
+    train, test = data.load_dataset(source, inputs, test_fraction, seed, limit, dataset=dataset, split_by=split_by)
     test = data.subsample(test, max_test_items, seed)
     train = data.subsample(train, max_train_items, seed)
     template = get_template(load_templates(templates_path), template_name)

@@ -125,6 +125,7 @@ def build_params(config: dict[str, Any]) -> dict[str, Any]:
         "template": crystal["prompt_template"],
         "test_fraction": crystal["split"]["test_fraction"],
         "seed": crystal["split"]["seed"],
+        "split_by": crystal["split"]["by"],
         "max_sites": lambda wc: max_sites(config, wc.crystal_dataset),
         "max_test_items": crystal["max_test_items"],
         "max_train_items": crystal["max_train_items"],
