@@ -170,3 +170,152 @@ def test_a_cdvae_set_with_its_validation_split_read_through_its_pins(tmp_path):
     files["val"].write_text(files["val"].read_text().replace("zz-val-leak", "zz-edited"))
     with pytest.raises(CrucibleError, match="val"):
         data.load_splits("cdvae", [str(files[s]) for s in ("train", "val", "test")], dataset="perov-5", sources=pins)
+
+
+def _moved(structure, displacement):
+    """The crystal with its first site moved by ``displacement`` (Cartesian, Å)."""
+    from pymatgen.core import Structure
+
+    coords = structure.cart_coords.copy()
+    coords[0] += displacement
+    return Structure(structure.lattice, structure.species, coords, coords_are_cartesian=True)
+
+
+@pytest.fixture(scope="module")
+def non_transitive():
+    """A real perovskite and two moved copies along one direction: ``far`` (first site 2.5 Å
+    away) and ``near`` (0.05 Å the other way). far matches near (RMS ~0.35) and near matches the
+    original (RMS 0.007), but far does not match the original: train = {far, near} (one cluster,
+    far its representative), test = the original."""
+    import numpy as np
+
+    splits = data.load_splits(
+        "cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")], dataset="perov-5", sources=slice_sources()
+    )
+    base = splits["train"][0][1]
+    u = np.array([1.0, 0.6, 0.3]) / np.linalg.norm([1.0, 0.6, 0.3])
+    return {
+        "train": [("t1-far", _moved(base, 2.5 * u)), ("t2-near", _moved(base, -0.05 * u))],
+        "test": [("x-original", base.copy())],
+    }
+
+
+def test_a_test_crystal_matching_a_non_representative_train_member_is_a_leak(non_transitive):
+    """The issue's triple: the representatives-only check called the test crystal new and kept it
+    de-duplicated; compared with every train member it is in train."""
+    from pymatgen.analysis.structure_matcher import StructureMatcher
+
+    sm = StructureMatcher(**CONVENTIONS["cdvae"])
+    (_, far), (_, near) = non_transitive["train"]
+    original = non_transitive["test"][0][1]
+    assert sm.get_rms_dist(far, near)[0] == pytest.approx(0.35, abs=0.01)
+    assert sm.get_rms_dist(original, near)[0] == pytest.approx(0.007, abs=0.001)
+    assert sm.get_rms_dist(original, far) is None
+    table, counts = audit.audit_splits(non_transitive)
+    assert counts["splits"]["train"]["distinct_structures"] == 1  # far and near: one cluster
+    assert counts["test_duplicate_in_train"] == 1 and counts["test_polymorph_in_train"] == 0
+    assert counts["deduplicated_test_items"] == 0 and counts["deduplicated_test_ids"] == []
+    row = table.set_index(["split", "id"]).loc[("test", "x-original")]
+    assert row["duplicate_in_train"] and not row["in_deduplicated_test"]
+
+
+def test_the_cross_split_cap_counts_what_it_left_unchecked(non_transitive):
+    """With one comparison per pass the test crystal is compared with far only: not found in train,
+    counted unchecked, the group reported capped, and not claimed de-duplicated."""
+    _, counts = audit.audit_splits(non_transitive, max_comparisons=1)
+    assert counts["test_duplicate_in_train"] == 0
+    assert counts["cross_unchecked"]["test in train"] == 1 and counts["groups_capped"] == 1
+    assert counts["deduplicated_test_items"] == 0 and counts["deduplicated_unchecked"] == 1
+
+
+def test_the_deduplicated_set_is_chosen_among_the_scored_items(planted):
+    """Scoring only the rewritten copy of test[0] (not test[0], its cluster's representative): the
+    copy is de-duplicated (it duplicates nothing scored), where the old choice over the whole
+    split intersected with the scored items left it out."""
+    splits, *_, test_dup_of = planted
+    scored = {"zz-test-dup", "zz-polymorph", "zz-leak"}
+    table, counts = audit.audit_splits(splits, scored_test_ids=scored)
+    assert counts["deduplicated_test_ids"] == ["zz-polymorph", "zz-test-dup"]
+    assert counts["scored_test_items"] == 3
+    rows = table.set_index(["split", "id"])
+    assert rows.loc[("test", "zz-test-dup"), "cluster"] == f"test:{test_dup_of}"  # still in test[0]'s cluster
+    # both scored: the later one duplicates the one kept before it
+    _, both = audit.audit_splits(splits, scored_test_ids={test_dup_of, "zz-test-dup"})
+    assert both["deduplicated_test_ids"] == [test_dup_of]
+
+
+def test_process_pool_gives_the_same_audit(planted):
+    splits = planted[0]
+    one_table, one = audit.audit_splits(splits)
+    two_table, two = audit.audit_splits(splits, workers=2)
+    pd.testing.assert_frame_equal(one_table, two_table)
+    assert one == two
+
+
+def test_crystals_over_the_site_limit_are_counted_not_dropped_silently(tmp_path, caplog):
+    """A 24-site crystal under a limit of 20 is left out, counted per split in the summary and the
+    table, logged; under carbon-24's own limit (24) it would stay."""
+    splits = data.load_splits(
+        "cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")], dataset="perov-5", sources=slice_sources()
+    )
+    big = splits["test"][0][1].copy()
+    big.make_supercell([1, 1, 5])  # 25 sites
+    rows = [("big", big)] + list(splits["test"][:5])
+    train = _write_rows(tmp_path / "train.csv", splits["train"][:10])
+    test = _write_rows(tmp_path / "test.csv", rows)
+    pins = slice_sources(train=train, test=test)
+    out = {k: tmp_path / f"audit.{k}" for k in ("parquet", "json", "csv", "md")}
+    with caplog.at_level("WARNING", logger="crucible.crystal.data"):
+        summary = audit.run_audit(
+            "cdvae",
+            "perov-5",
+            [str(train), str(test)],
+            REPO / "config" / "crystal_prompts.yaml",
+            *out.values(),
+            sources=pins,
+        )
+    assert summary["max_sites"] == 20 and summary["left_out_over_max_sites"] == {"test": 1}
+    assert summary["splits"]["test"]["items"] == 5
+    assert "1 crystal(s) with more than 20 sites left out (1 test)" in caplog.text
+    md = out["md"].read_text()
+    assert "| left out: more than 20 sites | test | 1 | 6 |" in md
+    assert "1 crystal(s) with more than 20 sites left out (1 test)" in md
+    assert data.max_sites_for("carbon-24") == 24 and data.max_sites_for("carbon-24", {"mp-20": 8}) == 24
+    assert data.max_sites_for("perov-5", 0) == 0
+
+
+CARBON = REPO / "tests" / "data" / "cdvae" / "carbon_24"
+
+
+def test_leaks_agree_with_every_test_train_pair_on_real_carbon():
+    """A real carbon-24 slice (tests/data/cdvae/carbon_24: 16 test crystals of upstream test.csv,
+    30 of val.csv standing in for train, the cells with 4, 14 and 16 primitive sites): the test
+    crystals the audit finds in train are exactly those for which some test x train pair matches
+    (pymatgen called directly, every pair); the polymorphs are the rest; no de-duplicated crystal
+    matches a train crystal or another kept one. The slice holds leaks a representatives-only
+    check misses: test crystals matching a train crystal but no train cluster representative."""
+    from pymatgen.analysis.structure_matcher import StructureMatcher
+
+    files = {"train": CARBON / "train.csv", "test": CARBON / "test.csv"}
+    splits = data.load_splits(
+        "cdvae",
+        [str(files["train"]), str(files["test"])],
+        dataset="carbon-24",
+        sources=slice_sources("carbon-24", **files),
+    )
+    assert (len(splits["train"]), len(splits["test"])) == (30, 16)
+    table, counts = audit.audit_splits(splits)
+    sm = StructureMatcher(**CONVENTIONS["cdvae"])
+    matches = {(i, j) for i, x in splits["test"] for j, y in splits["train"] if sm.get_rms_dist(x, y) is not None}
+    in_train = {i for i, _ in matches}
+    rows = table.set_index(["split", "id"])
+    assert set(table.loc[(table.split == "test") & table.duplicate_in_train, "id"]) == in_train
+    assert counts["test_duplicate_in_train"] == len(in_train) and len(in_train) < 16
+    assert counts["test_polymorph_in_train"] == 16 - len(in_train)  # all carbon: every formula is in train
+    reps = {j for j, _ in splits["train"] if rows.loc[("train", j), "is_representative"]}
+    missed_by_reps = {i for i in in_train if not any((i, j) in matches for j in reps)}
+    assert missed_by_reps  # the slice exercises the non-transitive case
+    dedup = counts["deduplicated_test_ids"]
+    assert dedup and not set(dedup) & in_train
+    kept = dict(splits["test"])
+    assert all(sm.get_rms_dist(kept[a], kept[b]) is None for a in dedup for b in dedup if a < b)

@@ -346,3 +346,34 @@ def test_generators_draw_k_different_candidates_seeded(perov):
             assert len(texts) == 4 and len(set(texts)) == 4, (name, it["id"])
     other, _ = generators.generate_samples("random-symmetric", test[:5], 4, train, seed=1)
     assert other != first
+
+
+def test_space_group_agreement_is_a_second_match_column(perov):
+    """A real perovskite answered twice: itself (matched, same space group) and with one site moved
+    by 0.3 (V/n)^(1/3) (still matched under cdvae, but the move breaks the symmetry at symprec
+    0.1): match_rate@1 counts both kinds, sg_match_rate only the first; the groups are pymatgen's."""
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    item = next(
+        it
+        for it in perov[0]
+        if SpacegroupAnalyzer(reference_structure(it["ground_truth"]), 0.1).get_space_group_number() > 1
+    )
+    ref = reference_structure(item["ground_truth"])
+    length = (ref.volume / len(ref)) ** (1 / 3)
+    moved = ref.copy()
+    moved.translate_sites([0], [0.3 * length, 0.11 * length, 0.05 * length], frac_coords=False)
+    ref_group = SpacegroupAnalyzer(ref, symprec=0.1).get_space_group_number()
+    moved_group = SpacegroupAnalyzer(moved, symprec=0.1).get_space_group_number()
+    assert moved_group != ref_group
+    for order, at1 in (([ref, moved], 100.0), ([moved, ref], 0.0)):
+        smp = {item["id"]: [samples.Sample(item["id"], j, CIF, _cif(st)) for j, st in enumerate(order)]}
+        scores = csp.score_samples(smp, [item], 2, conventions=["cdvae"])
+        assert scores["matched"].all()
+        assert list(scores["sample_spacegroup"]) == [
+            SpacegroupAnalyzer(st, symprec=0.1).get_space_group_number() for st in order
+        ]
+        assert set(scores["reference_spacegroup"]) == {ref_group}
+        block = csp.csp_metrics(csp.item_results(scores))
+        assert block["match_rate@1"] == 100.0 and block["sg_match_rate@1"] == at1
+        assert block["sg_match_rate@k"] == 100.0

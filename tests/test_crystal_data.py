@@ -307,3 +307,24 @@ def test_lattice_system_template_agrees_with_pymatgen_and_tells_more_items_apart
         return len({tuple(m["content"] for m in it["messages"]) for it in built[t]})
 
     assert distinct(name) > distinct("composition-v1")
+
+
+def test_polymorph_grouped_split_keeps_each_formula_on_one_side(aflow_file):
+    """split_by formula (arXiv 2509.12178's fix for sets with many polymorphs): the AFLOW
+    prototypes, whose formulas repeat across prototypes, split with no reduced formula in both
+    splits; about half in test; seeded; the random split does share formulas."""
+    by_formula = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0, split_by="formula")
+    random_split = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+
+    def shared(train, test):
+        return {s.composition.reduced_formula for _, s in train} & {s.composition.reduced_formula for _, s in test}
+
+    train, test = by_formula
+    assert not shared(train, test) and shared(*random_split)
+    assert abs(len(test) - len(train)) <= 0.1 * (len(train) + len(test))
+    assert data.load_dataset("aflow", [str(aflow_file)], 0.5, 0, split_by="formula")[1] == test
+    assert [i for i, _ in data.load_dataset("aflow", [str(aflow_file)], 0.5, 1, split_by="formula")[1]] != [
+        i for i, _ in test
+    ]
+    with pytest.raises(DataValidationError, match="unknown split 'sites'"):
+        data.load_dataset("aflow", [str(aflow_file)], 0.5, 0, split_by="sites")

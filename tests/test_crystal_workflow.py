@@ -12,17 +12,34 @@ from crucible.errors import ConfigError
 from crucible.sources import resource_path
 
 
+class Wildcards:
+    def __init__(self, dataset):
+        self.crystal_dataset = dataset
+
+
 def test_defaults_come_from_the_schema():
     assert wf.final_outputs({}) == []  # no dataset unless asked for
     assert wf.generators({}) == ["template", "random-symmetric"]
-    assert wf.build_params({}) == {
+    params = wf.build_params({})
+    per_dataset = params.pop("max_sites")
+    assert params == {
         "template": "composition-v1",
         "test_fraction": 0.5,
         "seed": 0,
-        "max_sites": 20,
+        "split_by": "random",
         "max_test_items": 0,
         "max_train_items": 0,
     }
+    # each set's own site limit (carbon-24 goes to 24 atoms), unless the config names one
+    assert {ds: per_dataset(Wildcards(ds)) for ds in ("carbon-24", "mp-20", "perov-5", "aflow-prototypes")} == {
+        "carbon-24": 24,
+        "mp-20": 20,
+        "perov-5": 20,
+        "aflow-prototypes": 20,
+    }
+    assert wf.max_sites({"crystal": {"max_sites": {"carbon-24": 12}}}, "carbon-24") == 12
+    assert wf.max_sites({"crystal": {"max_sites": {"carbon-24": 12}}}, "mp-20") == 20
+    assert wf.max_sites({"crystal": {"max_sites": 8}}, "carbon-24") == 8
     assert wf.generation_seed({}) == 0 and wf.score_timeout({}) == 10
 
 
@@ -64,14 +81,14 @@ def test_csp_targets_samples_and_audit_inputs():
     """CSP is opt-in (no responders by default); a generator's samples come from its sample rule, a
     language model's from the LLM stage on the repeated prompt set, a samples file as configured;
     the audit of a CDVAE set reads train, val and test through their roles."""
-    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}}
+    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}, "chance": True}
     plain = {"crystal": {"datasets": ["perov-5"]}}
     assert not [p for p in wf.final_outputs(plain) if "/csp/" in p or "crystal_csp" in p]
     assert "results/tables/crystal_perov-5_audit.md" in wf.final_outputs(plain)
     assert wf.audit_inputs(plain, "perov-5") == [
         str(resource_path(f"crystal/perov-5/{split}")) for split in ("train", "val", "test")
     ]
-    assert wf.audit_params({}) == {"convention": "cdvae", "max_comparisons": 2000}
+    assert wf.audit_params({}) == {"convention": "cdvae", "max_comparisons": 2000, "workers": 1}
     cfg = {
         "crystal": {
             "datasets": ["aflow-prototypes", "perov-5"],
@@ -81,8 +98,13 @@ def test_csp_targets_samples_and_audit_inputs():
         },
         "llm": {"models": {"gpt": {"backend": "replay", "path": "a/{benchmark}/{dataset}.jsonl"}}},
     }
-    assert wf.csp_responders(cfg) == ["template", "gpt", "diffcsp"]
-    assert wf.csp_dataset_responders(cfg, "aflow-prototypes") == ["template", "gpt"]
+    # the chance floor comes first on every dataset, though chance is not among crystal.generators
+    assert wf.csp_responders(cfg) == ["chance", "template", "gpt", "diffcsp"]
+    assert wf.csp_dataset_responders(cfg, "aflow-prototypes") == ["chance", "template", "gpt"]
+    assert wf.samples_input(cfg, "mp-20", "chance") == "results/crystal/mp-20/samples/k5/chance.jsonl"
+    assert "results/crystal/aflow-prototypes/csp/chance.json" in wf.final_outputs(cfg)
+    no_chance = {**cfg, "crystal": {**cfg["crystal"], "csp": {**cfg["crystal"]["csp"], "chance": False}}}
+    assert wf.csp_responders(no_chance) == ["template", "gpt", "diffcsp"]
     assert wf.samples_input(cfg, "perov-5", "template") == "results/crystal/perov-5/samples/k5/template.jsonl"
     assert wf.samples_input(cfg, "perov-5", "gpt") == "results/crystal/perov-5/k5/responses/gpt.jsonl"
     assert wf.samples_input(cfg, "perov-5", "diffcsp") == "d.tar.gz"

@@ -162,6 +162,12 @@ def test_csp_table_rows_follow_from_the_per_sample_scores(run):
     table = pd.read_csv(workdir / "results/tables/crystal_csp.csv")
     ours = table[table["source"] == "this run"].set_index(["method", "samples", "test_set"])
     prompts = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
+    # the chance floor comes with the configured responders; the same-space-group column never
+    # exceeds the match rate it refines
+    assert ("chance", 1, "all") in ours.index and ("chance", 3, "all") in ours.index
+    for conv in CONVENTION_NAMES:
+        rate, same = (ours[f"aflow-prototypes:{conv}:{m}"] for m in ("match_rate", "sg_match_rate"))
+        assert (same.fillna(0) <= rate.fillna(0) + 1e-9).all()
     for gen in ("template", "random-symmetric"):
         samples = [
             json.loads(line) for line in (workdir / f"results/crystal/aflow-prototypes/samples/k3/{gen}.jsonl").open()

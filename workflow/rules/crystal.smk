@@ -28,6 +28,7 @@ rule build_crystal_items:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
         " --inputs {input.raw:q} --templates {input.templates:q} --template {params.template:q}"
         " --test-fraction {params.test_fraction} --seed {params.seed} --max-sites {params.max_sites}"
+        " --split-by {params.split_by}"
         " --max-test-items {params.max_test_items} --max-train-items {params.max_train_items}"
         " --out-prompts {output.prompts:q} --out-train {output.train:q} 2> {log:q}"
 
@@ -153,7 +154,7 @@ rule plot_crystals:
 
 # Leakage and duplicate audit of each set (all its splits, before any subsampling): duplicates
 # inside and across splits under the matcher, polymorphs, distinct prompts per template; the
-# de-duplicated test ids it writes are scored beside the whole test set.
+# de-duplicated test ids it writes (chosen among the scored items) are scored beside the whole test set.
 rule audit_crystal_set:
     input:
         raw=lambda wc: crystal_workflow.audit_inputs(config, wc.crystal_dataset),
@@ -176,6 +177,8 @@ rule audit_crystal_set:
         **crystal_workflow.wildcard_constraints(config),
     conda:
         "../../envs/crystal.yaml"
+    # one matcher process per worker
+    threads: crystal_workflow.audit_params(config)["workers"]
     resources:
         mem_mb=lambda wc, attempt: 4000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
@@ -189,6 +192,7 @@ rule audit_crystal_set:
         " --inputs {input.raw:q} --templates {input.templates:q} --test-fraction {params.test_fraction}"
         " --seed {params.seed} --max-sites {params.max_sites} --convention {params.convention}"
         " --max-comparisons {params.max_comparisons} --timeout {params.timeout}"
+        " --max-test-items {params.max_test_items} --workers {params.workers} --split-by {params.split_by}"
         " --out-items {output.per_item:q} --out-summary {output.summary:q} --csv {output.csv:q} --md {output.md:q}"
         " 2> {log:q}"
 

@@ -6,8 +6,10 @@ default ``cdvae``: "a duplicate" means "this structure, answered verbatim, would
 * duplicates inside each split: greedy clustering, each structure against the representatives
   (first members) of the clusters found so far, stopping at the first match (pymatgen's
   ``group_structures`` works the same way); a split's distinct structures are its clusters;
-* duplicates across splits: each cluster representative of val and test against those of train
-  (and test against val), stopping at the first match;
+* duplicates across splits: each val and test structure against every train structure of its
+  group (and test against val), stopping at the first match: the matcher is not transitive, so a
+  test crystal can match a train crystal its cluster's representative does not match, and
+  comparing representatives only misses such leaks;
 * polymorphs: test items whose reduced formula occurs in train without a matching structure;
 * distinct prompts per prompt template: items whose prompts are the same text cannot be told
   apart by any model, so a deterministic one can only be scored per prompt.
@@ -16,10 +18,13 @@ Only structures that can match are compared: same reduced formula and the same n
 in the primitive cell the matcher reduces to (with ``attempt_supercell`` off, the matcher returns
 no match otherwise), so the grouping loses nothing. The cost is capped per group: at most
 ``max_comparisons`` matcher calls per (group, pass); past the cap the remaining structures are
-left unchecked (each its own cluster) and counted, so a capped count is a lower bound.
+left unchecked and counted (within a split: each its own cluster; across splits: not found in
+train), so a capped count is a lower bound.
 
-The de-duplicated test set keeps one test item per test cluster (the first by id) and drops every
-cluster that matches a train or val structure.
+The de-duplicated test set is chosen among the test items actually scored (after the seeded
+``max_test_items`` subsample build-items takes): in id order, a scored item is kept when it
+matches no train or val structure and none of the items kept before it; an item whose
+comparisons the cap cut short is not kept (it cannot be called distinct), and is counted.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ ITEM_SCHEMA = pa.schema(
         ("duplicate_in_train", pa.bool_()),
         ("duplicate_in_val", pa.bool_()),
         ("formula_in_train", pa.bool_()),
+        ("scored", pa.bool_()),  # a test item the benchmark scores (after any max_test_items subsample)
         ("in_deduplicated_test", pa.bool_()),
     ]
 )
@@ -114,18 +120,101 @@ def _cluster(members: list, match: Matcher, cap: int) -> tuple[list[list], list[
     return clusters, unchecked
 
 
-def _first_match(reps: list, others: list, match: Matcher, budget: list[int]):
-    """{representative id: id of the first matching representative of ``others``} within budget."""
-    found = {}
-    for rep in reps:
-        for other in others:
-            if budget[0] <= 0:
-                return found, True
-            budget[0] -= 1
-            if match(rep, other):
-                found[rep[0]] = other[0]
-                break
-    return found, False
+def _first_in(item: tuple, others: list, match: Matcher, budget: list[int]) -> tuple[str | None, bool]:
+    """(id of the first of ``others`` that matches ``item``, or None; whether every one of them
+    was compared). Each comparison spends one of ``budget``."""
+    for other in others:
+        if budget[0] <= 0:
+            return None, False
+        budget[0] -= 1
+        if match(item, other):
+            return other[0], True
+    return None, True
+
+
+def _group_audit(by_split: dict[str, list], names: list[str], match: Matcher, cap: int, scored: set | None) -> dict:
+    """Every check inside one (formula, primitive sites) group.
+
+    Across splits each member of ``a`` is compared with every member of ``b`` (not only cluster
+    representatives: the matcher is not transitive, so a crystal can match a train member that
+    its own cluster's representative does not), stopping at its first match, at most ``cap``
+    matcher calls per pass. The de-duplicated test members are then chosen among the scored ones
+    (``scored``: ids, None: all) that match no train or val crystal: in id order, each kept
+    when it matches none kept before it."""
+    out = {"cluster_of": {}, "reps": set(), "unchecked": set(), "cross": {}, "cross_unchecked": {}, "capped": False}
+    for s in names:
+        members = by_split.get(s, [])
+        clusters, unchecked = _cluster(members, match, cap) if len(members) > 1 else ([[m] for m in members], [])
+        out["capped"] |= bool(unchecked)
+        for cl in clusters:
+            for i, _ in cl:
+                out["cluster_of"][(s, i)] = f"{s}:{cl[0][0]}"
+            out["reps"].add((s, cl[0][0]))
+        out["unchecked"].update((s, i) for i in unchecked)
+    for a, b in CROSS_PASSES:
+        found, left = {}, set()
+        if by_split.get(a) and by_split.get(b):
+            budget = [cap]
+            for item in by_split[a]:
+                hit, complete = _first_in(item, by_split[b], match, budget)
+                if hit is not None:
+                    found[item[0]] = hit
+                elif not complete:
+                    left.add(item[0])
+            out["capped"] |= bool(left)
+        out["cross"][(a, b)], out["cross_unchecked"][(a, b)] = found, left
+    leaked = {i for (a, _), f in out["cross"].items() if a == "test" for i in f}
+    unsure = {i for (a, _), u in out["cross_unchecked"].items() if a == "test" for i in u}
+    kept, dedup_unchecked, budget = [], set(), [cap]
+    for item in by_split.get("test", []):
+        if (scored is not None and item[0] not in scored) or item[0] in leaked:
+            continue
+        if item[0] in unsure:  # not compared with every train/val crystal: not claimed distinct
+            dedup_unchecked.add(item[0])
+            continue
+        hit, complete = _first_in(item, kept, match, budget)
+        if not complete:
+            dedup_unchecked.add(item[0])
+            out["capped"] = True
+        elif hit is None:
+            kept.append(item)
+    out["dedup"] = {i for i, _ in kept}
+    out["dedup_unchecked"] = dedup_unchecked
+    return out
+
+
+def _run_groups(
+    jobs: list, names: list[str], convention: str, cap: int, timeout: float, scored, workers: int, progress
+):
+    """``_group_audit`` of every group, in ``jobs`` order, on ``workers`` matcher processes (each
+    thread drives its own worker process; the results do not depend on how many)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm import tqdm
+
+    local = threading.local()
+    made: list[tuple[MatcherWorker, Matcher]] = []
+    lock = threading.Lock()
+
+    def run(by_split):
+        if not hasattr(local, "match"):
+            worker = MatcherWorker(timeout)
+            local.match = Matcher(worker, convention)
+            with lock:
+                made.append((worker, local.match))
+        return _group_audit(by_split, names, local.match, cap, scored)
+
+    try:
+        if workers <= 1:  # no thread: the worker process is forked from a single-threaded parent
+            results = [run(job) for job in tqdm(jobs, desc="audit", disable=not progress)]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc="audit", disable=not progress))
+    finally:
+        for worker, _ in made:
+            worker.close()
+    return results, sum(m.calls for _, m in made), sum(m.timeouts for _, m in made)
 
 
 def audit_splits(
@@ -134,10 +223,12 @@ def audit_splits(
     max_comparisons: int = DEFAULT_MAX_COMPARISONS,
     timeout: float = TIMEOUT_S,
     progress: bool = False,
+    scored_test_ids: set[str] | None = None,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(per-structure table, counts) of the duplicate and leakage checks over ``splits``."""
-    from tqdm import tqdm
-
+    """(per-structure table, counts) of the duplicate and leakage checks over ``splits``;
+    ``scored_test_ids``: the test items the benchmark scores (None: all), over which the
+    de-duplicated test set is chosen; ``workers``: matcher processes run side by side."""
     convention_params(convention)
     names = [s for s in SPLIT_ORDER if s in splits]
     formulas = {(s, i): st.composition.reduced_formula for s in names for i, st in splits[s]}
@@ -152,47 +243,38 @@ def audit_splits(
     for s in names:
         for i, st in splits[s]:
             groups[(formulas[(s, i)], prim[(s, i)])][s].append((i, st))
+    multi = [g for g, v in groups.items() if sum(len(m) for m in v.values()) > 1]
+    keys = sorted(groups)
+    # groups with one structure need no matcher: a lone scored test crystal is distinct and new
+    jobs = [groups[g] for g in keys]
+    results, calls, timeouts = _run_groups(
+        jobs, names, convention, max_comparisons, timeout, scored_test_ids, workers, progress
+    )
 
     cluster_of: dict[tuple[str, str], str] = {}
     rep_ids: set[tuple[str, str]] = set()
     unchecked_ids: set[tuple[str, str]] = set()
-    cross: dict[tuple[str, str], dict[str, str]] = {pair: {} for pair in CROSS_PASSES}
+    cross = {pair: {} for pair in CROSS_PASSES}
+    cross_unchecked = {pair: set() for pair in CROSS_PASSES}
+    dedup, dedup_unchecked = set(), set()
     capped_groups = 0
-    with MatcherWorker(timeout) as worker:
-        match = Matcher(worker, convention)
-        multi = [g for g, v in groups.items() if sum(len(m) for m in v.values()) > 1]
-        for _, by_split in tqdm(sorted(groups.items()), desc="audit", disable=not progress):
-            reps: dict[str, list] = {}
-            hit_cap = False
-            for s in names:
-                members = by_split.get(s, [])
-                if len(members) > 1:
-                    clusters, unchecked = _cluster(members, match, max_comparisons)
-                else:
-                    clusters, unchecked = [[m] for m in members], []
-                hit_cap |= bool(unchecked)
-                reps[s] = [cl[0] for cl in clusters]
-                for cl in clusters:
-                    for i, _ in cl:
-                        cluster_of[(s, i)] = f"{s}:{cl[0][0]}"
-                    rep_ids.add((s, cl[0][0]))
-                unchecked_ids.update((s, i) for i in unchecked)
-            for a, b in CROSS_PASSES:
-                if reps.get(a) and reps.get(b):
-                    budget = [max_comparisons]
-                    found, capped = _first_match(reps[a], reps[b], match, budget)
-                    hit_cap |= capped
-                    cross[(a, b)].update(found)
-            capped_groups += hit_cap
-        calls, timeouts = match.calls, match.timeouts
+    for r in results:
+        cluster_of.update(r["cluster_of"])
+        rep_ids |= r["reps"]
+        unchecked_ids |= r["unchecked"]
+        for pair in CROSS_PASSES:
+            cross[pair].update(r["cross"][pair])
+            cross_unchecked[pair] |= r["cross_unchecked"][pair]
+        dedup |= r["dedup"]
+        dedup_unchecked |= r["dedup_unchecked"]
+        capped_groups += r["capped"]
 
     train_formulas = {formulas[("train", i)] for i, _ in splits.get("train", [])}
     rows = []
     for s in names:
         for i, _ in splits[s]:
-            rep = cluster_of[(s, i)].split(":", 1)[1]
-            in_train = s != "train" and rep in cross.get((s, "train"), {})
-            in_val = s == "test" and rep in cross.get(("test", "val"), {})
+            in_train = s != "train" and i in cross.get((s, "train"), {})
+            in_val = s == "test" and i in cross.get(("test", "val"), {})
             rows.append(
                 {
                     "split": s,
@@ -205,7 +287,8 @@ def audit_splits(
                     "duplicate_in_train": bool(in_train),
                     "duplicate_in_val": bool(in_val),
                     "formula_in_train": s != "train" and formulas[(s, i)] in train_formulas,
-                    "in_deduplicated_test": s == "test" and (s, i) in rep_ids and not in_train and not in_val,
+                    "scored": s == "test" and (scored_test_ids is None or i in scored_test_ids),
+                    "in_deduplicated_test": s == "test" and i in dedup,
                 }
             )
     table = pd.DataFrame(rows, columns=ITEM_SCHEMA.names)
@@ -219,6 +302,10 @@ def audit_splits(
             "groups_compared": len(multi),
             "groups_capped": int(capped_groups),
             "unchecked": int(len(unchecked_ids)),
+            "cross_unchecked": {
+                f"{a} in {b}": len(cross_unchecked[(a, b)]) for a, b in CROSS_PASSES if a in names and b in names
+            },
+            "deduplicated_unchecked": len(dedup_unchecked),
         }
     )
     return table, counts
@@ -243,9 +330,35 @@ def _counts(table: pd.DataFrame, names: list[str]) -> dict[str, Any]:
     out["val_duplicate_in_train"] = int(val["duplicate_in_train"].sum())
     out["test_formula_in_train"] = int(test["formula_in_train"].sum())
     out["test_polymorph_in_train"] = int((test["formula_in_train"] & ~test["duplicate_in_train"]).sum())
+    out["scored_test_items"] = int(test["scored"].sum())
     out["deduplicated_test_items"] = int(test["in_deduplicated_test"].sum())
     out["deduplicated_test_ids"] = sorted(test.loc[test["in_deduplicated_test"], "id"].tolist())
     return out
+
+
+def site_limit(audit_summary: dict[str, Any]) -> dict[str, Any]:
+    """What a score summary carries from its set's audit for the captions: the site limit and the
+    crystals left out over it, per split."""
+    return {
+        "max_sites": audit_summary.get("max_sites"),
+        "left_out_over_max_sites": dict(audit_summary.get("left_out_over_max_sites") or {}),
+    }
+
+
+def left_out_text(summaries: list[dict[str, Any]]) -> str:
+    """A caption's clause on the crystals the site limit left out ('' when none was): per dataset,
+    from the score summaries (which carry :func:`site_limit`)."""
+    parts = []
+    for s in summaries:
+        left = s.get("left_out_over_max_sites") or {}
+        if left:
+            split = ", ".join(f"{n} {where}" for where, n in sorted(left.items()))
+            part = (
+                f"{s.get('dataset') or 'the set'}: {sum(left.values())} with more than {s['max_sites']} sites ({split})"
+            )
+            if part not in parts:
+                parts.append(part)
+    return f"; crystals left out by the site limit: {'; '.join(parts)}" if parts else ""
 
 
 def prompt_counts(dataset: str, test: list, templates: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -301,13 +414,31 @@ def audit_rows(dataset: str, summary: dict[str, Any]) -> pd.DataFrame:
         summary["test_polymorph_in_train"],
         n_test,
     )
+    scored = summary.get("scored_test_items", n_test)
+    add("test items scored", "test", scored, n_test, "after any max_test_items subsample")
     add(
         "de-duplicated test set",
         "test",
         summary["deduplicated_test_items"],
-        n_test,
-        "one per test cluster, none matching train or val",
+        scored,
+        "scored items matching no train or val crystal nor one kept before them",
     )
+    if summary.get("deduplicated_unchecked"):
+        add(
+            "left out of the de-duplicated set unchecked",
+            "test",
+            summary["deduplicated_unchecked"],
+            scored,
+            "the cap stopped their comparisons",
+        )
+    for split, n in (summary.get("left_out_over_max_sites") or {}).items():
+        add(
+            f"left out: more than {summary['max_sites']} sites",
+            split,
+            n,
+            n + splits.get(split, {}).get("items", 0),
+            "before the audit and the benchmark",
+        )
     for name, p in summary.get("prompts", {}).items():
         add(
             f"distinct prompts: {name}",
@@ -316,9 +447,11 @@ def audit_rows(dataset: str, summary: dict[str, Any]) -> pd.DataFrame:
             p["items"],
             f"largest group {p['largest_group']}",
         )
+    cross = summary.get("cross_unchecked") or {}
+    cross_note = "".join(f"; {n} {pas} unchecked" for pas, n in cross.items() if n)
     cap_note = (
         f"{summary['groups_capped']} group(s) hit the cap of {summary['max_comparisons']} comparisons; "
-        f"{summary['unchecked']} structure(s) unchecked"
+        f"{summary['unchecked']} structure(s) unchecked within their split{cross_note}"
     )
     add("matcher calls", "all", summary["matcher_calls"], summary["matcher_calls"], cap_note, share=False)
     return pd.DataFrame(rows)
@@ -329,10 +462,18 @@ AUDIT_HEADERS = {"check": "check", "split": "split", "count": "count", "of": "ou
 
 def audit_caption(dataset: str, summary: dict[str, Any]) -> str:
     sizes = ", ".join(f"{c['items']} {split}" for split, c in summary["splits"].items())
+    left = summary.get("left_out_over_max_sites") or {}
+    limit = (
+        f"; {sum(left.values())} crystal(s) with more than {summary['max_sites']} sites left out "
+        f"({', '.join(f'{n} {s}' for s, n in left.items())})"
+        if left
+        else ""
+    )
     return (
-        f"The splits of {dataset} ({sizes} items, before any max_test_items subsample) compared with "
+        f"The splits of {dataset} ({sizes} items, before any max_test_items subsample{limit}) compared with "
         f"StructureMatcher ({summary['convention']} convention; at most {summary['max_comparisons']} "
-        "comparisons per formula group and pass); count and out of are items, except in the distinct "
+        "comparisons per formula group and pass; a test crystal is in train when any train crystal of its "
+        "group matches it); count and out of are items, except in the distinct "
         "prompts rows (distinct prompts out of items) and the last (matcher calls)."
     )
 
@@ -368,23 +509,44 @@ def run_audit(
     out_md: str | os.PathLike,
     test_fraction: float = 0.5,
     seed: int = 0,
-    max_sites: int = 20,
+    max_sites: int | None = None,
     convention: str = DEFAULT_CONVENTION,
     max_comparisons: int = DEFAULT_MAX_COMPARISONS,
     timeout: float = TIMEOUT_S,
     progress: bool = False,
     sources: Any = None,
+    max_test_items: int = 0,
+    workers: int = 1,
+    split_by: str = "random",
 ) -> dict[str, Any]:
     """The audit of one crystal set: per-structure table (parquet), summary (JSON), table (CSV, MD).
     A built-in set's files are checked against their pins (``sources``: another sources file or
-    document than config/sources.yaml)."""
+    document than config/sources.yaml). ``max_sites`` None: the set's own limit
+    (:func:`crucible.crystal.data.max_sites_for`); ``max_test_items`` and ``seed`` pick the test
+    items scored exactly as build-items does, and the de-duplicated test set is chosen among them."""
     from crucible.crystal import data
     from crucible.crystal.items import load_templates
     from crucible.io import write_json, write_parquet
 
-    splits = data.load_splits(source, inputs, test_fraction, seed, max_sites, dataset=dataset, sources=sources)
-    table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress)
+    limit = data.max_sites_for(dataset, max_sites)
+    left_out: dict[str, int] = {}
+    splits = data.load_splits(
+        source,
+        inputs,
+        test_fraction,
+        seed,
+        limit,
+        dataset=dataset,
+        sources=sources,
+        left_out=left_out,
+        split_by=split_by,
+    )
+    scored = {i for i, _ in data.subsample(splits.get("test", []), max_test_items, seed)}
+    table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress, scored, workers)
     summary["dataset"] = dataset
+    summary["max_sites"] = int(limit)
+    summary["left_out_over_max_sites"] = dict(sorted(left_out.items()))
+    summary["max_test_items"] = int(max_test_items)
     summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates_path))
     write_parquet(table, out_items, schema=ITEM_SCHEMA)
     write_json(summary, out_summary)

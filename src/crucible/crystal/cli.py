@@ -22,6 +22,7 @@ def _cmd_build_items(args: argparse.Namespace) -> int:
         max_sites=args.max_sites,
         max_test_items=args.max_test_items,
         max_train_items=args.max_train_items,
+        split_by=args.split_by,
     )
     return 0
 
@@ -120,6 +121,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         max_comparisons=args.max_comparisons,
         timeout=args.timeout,
         progress=True,
+        max_test_items=args.max_test_items,
+        workers=args.workers,
+        split_by=args.split_by,
     )
     return 0
 
@@ -148,7 +152,7 @@ def _cmd_figure(args: argparse.Namespace) -> int:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     from crucible.crystal.audit import DEFAULT_MAX_COMPARISONS
     from crucible.crystal.csp import DEFAULT_K
-    from crucible.crystal.data import SOURCES
+    from crucible.crystal.data import SOURCES, SPLIT_BY
     from crucible.crystal.generators import GENERATORS
     from crucible.crystal.samples import FORMATS
     from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S
@@ -176,10 +180,18 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
             help="seed of the train/test split (build-items: also of the item subsets; default 0)",
         )
         p.add_argument(
+            "--split-by",
+            choices=SPLIT_BY,
+            default="random",
+            help="where the rows carry no split: random (default), or formula (a polymorph-grouped split: every "
+            "crystal of one reduced formula on the same side)",
+        )
+        p.add_argument(
             "--max-sites",
             type=int,
-            default=20,
-            help="drop crystals with more sites in the given cell, before the split (default 20, as MP-20; 0: keep all)",
+            default=None,
+            help="leave out crystals with more sites in the given cell, before the split, counted and logged "
+            "(default: the set's own limit, carbon-24 24, mp-20 and perov-5 20, others 20; 0: keep all)",
         )
 
     def generator_args(p):
@@ -449,6 +461,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_COMPARISONS,
         help="matcher calls per formula group and pass; past it the rest are unchecked and counted, so a "
         "capped count is a lower bound (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-test-items",
+        type=int,
+        default=0,
+        help="as build-items: the seeded subset of test items that is scored (0: all); the de-duplicated test "
+        "set is chosen among them",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="matcher processes run side by side, one formula group each (the counts do not depend on it; "
+        "default %(default)s)",
     )
     p.add_argument(
         "--timeout",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,54 @@ import numpy as np
 from crucible.errors import DataValidationError
 from crucible.sources import pinned
 
+log = logging.getLogger(__name__)
+
 SOURCES = ("aflow", "cdvae", "user")
 # Built-in crystal sets and their loader source; their files are the roles of dataset_roles.
 BUILTIN_DATASETS = {"aflow-prototypes": "aflow", "mp-20": "cdvae", "perov-5": "cdvae", "carbon-24": "cdvae"}
 AFLOW_DATASET = "aflow-prototypes"
 CDVAE_SPLITS = ("train", "test")  # the two CSVs a CDVAE set is built from, in load_dataset's order
+# Each built-in set's own site limit: the largest cell it was curated with (CDVAE's data cards:
+# carbon-24 has 6 to 24 atoms per cell, MP-20 at most 20, perov-5 exactly 5), so that the full test
+# sets the published rows are on stay whole. A set without one (aflow-prototypes, a user's set)
+# gets DEFAULT_MAX_SITES, as MP-20.
+DATASET_MAX_SITES = {"mp-20": 20, "perov-5": 20, "carbon-24": 24}
+DEFAULT_MAX_SITES = 20
+
+
+def max_sites_for(dataset: str | None, setting: int | dict[str, int] | None = None) -> int:
+    """The site limit of ``dataset``: ``setting`` when it is a number (every set; 0: no limit) or
+    a mapping naming the set, else the set's own (:data:`DATASET_MAX_SITES`), else 20."""
+    if isinstance(setting, dict):
+        setting = setting.get(dataset)
+    if setting is not None:
+        return int(setting)
+    return DATASET_MAX_SITES.get(dataset, DEFAULT_MAX_SITES)
+
+
+def _within_max_sites(rows: list, max_sites: int | None, where: str, left_out: dict | None) -> list:
+    """``rows`` with at most ``max_sites`` sites (None or 0: all); every row left out is counted per
+    split in ``left_out`` and logged, never dropped silently."""
+    if not max_sites:
+        return rows
+    kept = [r for r in rows if len(r[1]) <= max_sites]
+    counts: dict[str, int] = {}
+    for r in rows:
+        if len(r[1]) > max_sites:
+            split = str(r[2]) if len(r) > 2 and r[2] is not None else "unsplit"
+            counts[split] = counts.get(split, 0) + 1
+    if counts:
+        log.warning(
+            "%s: %d crystal(s) with more than %d sites left out (%s)",
+            where,
+            sum(counts.values()),
+            max_sites,
+            ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+        )
+    if left_out is not None:
+        for split, n in counts.items():
+            left_out[split] = left_out.get(split, 0) + n
+    return kept
 
 
 def dataset_roles(dataset: str) -> list[str]:
@@ -147,12 +191,28 @@ def load_user(path: str | os.PathLike):
     raise DataValidationError(f"{path}: a user crystal set is a .csv or .jsonl with a 'cif' column, or an ASE .db")
 
 
-def split_ids(ids: list[str], test_fraction: float, seed: int) -> set[str]:
-    """A deterministic test subset: a seeded permutation of the sorted ids."""
+SPLIT_BY = ("random", "formula")
+
+
+def split_ids(ids: list[str], test_fraction: float, seed: int, groups: dict[str, str] | None = None) -> set[str]:
+    """A deterministic test subset: a seeded permutation of the sorted ids. With ``groups`` ({id:
+    group key}), whole groups go to test in a seeded order of the sorted keys until the test
+    split holds at least ``test_fraction`` of the ids, so no group is in both splits."""
     ordered = sorted(ids)
     n_test = int(round(test_fraction * len(ordered)))
-    perm = np.random.default_rng(seed).permutation(len(ordered))
-    return {ordered[i] for i in perm[:n_test]}
+    if groups is None:
+        perm = np.random.default_rng(seed).permutation(len(ordered))
+        return {ordered[i] for i in perm[:n_test]}
+    members: dict[str, list[str]] = {}
+    for i in ordered:
+        members.setdefault(groups[i], []).append(i)
+    keys = sorted(members)
+    out: set[str] = set()
+    for j in np.random.default_rng(seed).permutation(len(keys)):
+        if len(out) >= n_test:
+            break
+        out.update(members[keys[j]])
+    return out
 
 
 def _require_builtin_cdvae(dataset: str | None) -> None:
@@ -172,12 +232,17 @@ def load_dataset(
     max_sites: int | None = 20,
     dataset: str | None = None,
     sources: Any = None,
+    left_out: dict[str, int] | None = None,
+    split_by: str = "random",
 ) -> tuple[list, list]:
-    """(train, test) lists of ``(id, Structure)``, each sorted by id, at most ``max_sites`` sites.
+    """(train, test) lists of ``(id, Structure)``, each sorted by id, at most ``max_sites`` sites
+    (the crystals left out are counted per split into ``left_out`` and logged).
 
     ``cdvae`` takes two inputs, train then test CSV, of the built-in set ``dataset`` (checked
     against their pins; ``sources``: another sources file or document); the others split with
-    ``test_fraction`` unless the rows carry their own ``split`` (``train``/``test``).
+    ``test_fraction`` unless the rows carry their own ``split`` (``train``/``test``): ``split_by``
+    ``random`` (default) or ``formula`` (a polymorph-grouped split: every crystal of one reduced
+    formula on the same side, as arXiv 2509.12178 proposes for sets with many polymorphs).
     """
     if source == "aflow":
         if len(inputs) != 1:
@@ -195,13 +260,16 @@ def load_dataset(
         rows = [r for path in inputs for r in load_user(path)]
     else:
         raise DataValidationError(f"unknown crystal source {source!r}; known: {', '.join(SOURCES)}")
-    if max_sites:
-        rows = [r for r in rows if len(r[1]) <= max_sites]
+    rows = _within_max_sites(rows, max_sites, dataset or ", ".join(map(str, inputs)), left_out)
     given = {s for _, _, s in rows}
     if given - {None, "train", "test"}:
         raise DataValidationError(f"split values must be 'train' or 'test', got {sorted(map(str, given - {None}))}")
     if None in given:
-        test_ids = split_ids([i for i, _, s in rows if s is None], test_fraction, seed)
+        if split_by not in SPLIT_BY:
+            raise DataValidationError(f"unknown split {split_by!r}; known: {', '.join(SPLIT_BY)}")
+        unsplit = [(i, st) for i, st, s in rows if s is None]
+        groups = {i: st.composition.reduced_formula for i, st in unsplit} if split_by == "formula" else None
+        test_ids = split_ids([i for i, _ in unsplit], test_fraction, seed, groups)
         rows = [(i, st, s if s is not None else ("test" if i in test_ids else "train")) for i, st, s in rows]
     train = sorted(((i, st) for i, st, s in rows if s == "train"), key=lambda r: r[0])
     test = sorted(((i, st) for i, st, s in rows if s == "test"), key=lambda r: r[0])
@@ -216,6 +284,8 @@ def load_splits(
     max_sites: int | None = 20,
     dataset: str | None = None,
     sources: Any = None,
+    left_out: dict[str, int] | None = None,
+    split_by: str = "random",
 ) -> dict[str, list]:
     """``{split: [(id, Structure)]}`` for the audit, each sorted by id: a built-in CDVAE set with
     three inputs (train, val, test CSV, each checked against its pin) keeps its validation split;
@@ -225,11 +295,20 @@ def load_splits(
         out = {}
         for split, path in zip(("train", "val", "test"), inputs):
             rows = load_cif_table(pinned(f"crystal/{dataset}/{split}", path, sources=sources), split=split)
-            out[split] = sorted(
-                ((i, st) for i, st, _ in rows if not max_sites or len(st) <= max_sites), key=lambda r: r[0]
-            )
+            rows = _within_max_sites(rows, max_sites, f"{dataset} {split}", left_out)
+            out[split] = sorted(((i, st) for i, st, _ in rows), key=lambda r: r[0])
         return out
-    train, test = load_dataset(source, inputs, test_fraction, seed, max_sites, dataset=dataset, sources=sources)
+    train, test = load_dataset(
+        source,
+        inputs,
+        test_fraction,
+        seed,
+        max_sites,
+        dataset=dataset,
+        sources=sources,
+        left_out=left_out,
+        split_by=split_by,
+    )
     return {"train": train, "test": test}
 
 

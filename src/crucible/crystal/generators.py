@@ -8,6 +8,10 @@ generator goes through the same parser and scorer as a language model:
 * ``template``: the training crystal with the same anonymised formula and number of sites (or the
   nearest by stoichiometry), species substituted in electronegativity order, volume rescaled by
   the elements' atomic volumes;
+* ``chance``: the chance floor of a match rate: a uniformly random cell (angles 60-120°, edge
+  ratios 0.5-1.5, volume from the elements' atomic volumes) with the item's composition and
+  number of sites at uniformly random fractional coordinates, seeded per item; no space group,
+  no training data. What it matches is what the matcher's tolerances let through;
 * ``random-symmetric``: a pyxtal random crystal of the right composition in a compatible space
   group (the prompt's when given), seeded per item;
 * ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions: FIRE
@@ -21,7 +25,8 @@ The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpe
 For match@k (:mod:`crucible.crystal.csp`) each generator draws k different candidates per item
 (:meth:`samples`), the first of which is its single answer: ``template`` the k best-ranked
 training crystals, ``random-symmetric`` k seeded draws (seed ``item_seed + j``, the candidates
-``mlip-search`` relaxes), ``mlip-search`` its relaxed candidates by increasing energy.
+``mlip-search`` relaxes), ``mlip-search`` its relaxed candidates by increasing energy, ``chance``
+k seeded cells (seed ``item_seed + j``).
 
 A generator that cannot answer an item writes ``response: null`` with the reason in ``error``;
 nothing is dropped.
@@ -178,6 +183,44 @@ class TemplateGenerator:
         new_volume = sum(_atomic_volume(s.specie.symbol) for s in structure)
         structure.scale_lattice(structure.volume * new_volume / old_volume)
         return answer_from_structure(structure, meta["elements"])
+
+
+# ---------------------------------------------------------------- chance
+
+
+def chance_answer(meta: dict[str, Any], seed: int) -> str:
+    """A uniformly random cell of the item's composition and number of sites (see the module
+    docstring), as answer text. Angle triples that make no cell are drawn again."""
+    rng = np.random.default_rng(seed)
+    elements, counts = list(meta["elements"]), [int(n) for n in meta["element_counts"]]
+    species = [el for el, n in zip(elements, counts) for _ in range(n)]
+    volume = sum(_atomic_volume(el) for el in species)
+    while True:
+        angles = rng.uniform(60.0, 120.0, 3)
+        cos = np.cos(np.radians(angles))
+        # the unit cell's volume factor; <= 0 (or nearly): no cell with these angles
+        factor = 1 - (cos**2).sum() + 2 * cos.prod()
+        if factor > 1e-3:
+            break
+    ratios = rng.uniform(0.5, 1.5, 3)
+    scale = (volume / (ratios.prod() * math.sqrt(factor))) ** (1 / 3)
+    coords = rng.random((len(species), 3))
+    return format_answer(ratios * scale, angles, species, coords)
+
+
+class ChanceGenerator:
+    name = "chance"
+
+    def __init__(self, train=None, seed: int = 0):
+        self.seed = seed
+
+    def answer(self, item: dict[str, Any]) -> str:
+        return chance_answer(item["meta"], item_seed(self.seed, item["id"]))
+
+    def samples(self, item: dict[str, Any], k: int) -> list:
+        """k cells, seeds ``item_seed + j`` (cell 0 is :meth:`answer`)."""
+        base = item_seed(self.seed, item["id"])
+        return [_attempt(chance_answer, item["meta"], base + j) for j in range(k)]
 
 
 # ---------------------------------------------------------------- random-symmetric
@@ -339,6 +382,11 @@ GENERATORS: Registry[GeneratorSpec] = Registry(
             factory=TemplateGenerator,
             description="the training crystal of the nearest composition, species substituted",
             inputs=("prompts", "train"),
+        ),
+        GeneratorSpec(
+            name="chance",
+            factory=ChanceGenerator,
+            description="the chance floor: a uniformly random cell of the composition and site count, seeded per item",
         ),
         GeneratorSpec(
             name="random-symmetric",

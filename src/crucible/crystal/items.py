@@ -190,15 +190,19 @@ def build_item_files(
     out_train: str | os.PathLike,
     test_fraction: float = 0.5,
     seed: int = 0,
-    max_sites: int = 20,
+    max_sites: int | None = None,
     max_test_items: int = 0,
     max_train_items: int = 0,
+    split_by: str = "random",
 ) -> None:
-    """``prompts.jsonl`` (the seeded test items) and ``train.jsonl`` of one crystal set."""
+    """``prompts.jsonl`` (the seeded test items) and ``train.jsonl`` of one crystal set; ``max_sites``
+    None: the set's own limit (:func:`crucible.crystal.data.max_sites_for`); crystals over it are
+    logged and counted (the audit's summary and table carry the count)."""
     from crucible.crystal import data
 
     # the dataset's name picks the pinned files a built-in set is checked against
-    train, test = data.load_dataset(source, inputs, test_fraction, seed, max_sites, dataset=dataset)
+    limit = data.max_sites_for(dataset, max_sites)
+    train, test = data.load_dataset(source, inputs, test_fraction, seed, limit, dataset=dataset, split_by=split_by)
     test = data.subsample(test, max_test_items, seed)
     train = data.subsample(train, max_train_items, seed)
     template = get_template(load_templates(templates_path), template_name)

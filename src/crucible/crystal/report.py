@@ -295,6 +295,12 @@ MATCHER_SETTINGS = {"cdvae": "ltol 0.3, stol 0.5, angle_tol 10", "pymatgen-defau
 def scored_items_text(summaries: list[dict[str, Any]], dataset: str) -> str:
     """How many test items the rows are over: "6 of the 125 items of the aflow-prototypes test
     split (a seeded subsample)" (the split's size comes from the audit, when the summaries carry it)."""
+    from crucible.crystal.audit import left_out_text
+
+    return _scored_items(summaries, dataset) + left_out_text([{**s, "dataset": dataset} for s in summaries])
+
+
+def _scored_items(summaries: list[dict[str, Any]], dataset: str) -> str:
     split = f"the {dataset} test split"
     totals = sorted({int(s["total"]) for s in summaries})
     sizes = sorted({int(s["test_split_items"]) for s in summaries if s.get("test_split_items") is not None})
@@ -322,8 +328,8 @@ def table_caption(summaries: list[dict[str, Any]], dataset: str) -> str:
 def table_notes(dataset: str) -> str:
     return (
         "Seen/unseen formula: whether the item's anonymised formula occurs in the training split; "
-        "a rate over no items prints as –. De-duplicated test: the audit's one item per test cluster, "
-        "none matching train or val. Per distinct prompt: every distinct prompt weighs once. "
+        "a rate over no items prints as –. De-duplicated test: the audit's scored items that match no "
+        "train or val crystal nor another kept one. Per distinct prompt: every distinct prompt weighs once. "
         "Generation time is not a column, since it differs between runs and this table must not: "
         f"`seconds_per_item` is in `results/crystal/{dataset}/responses/{{generator}}.json` and under "
         f"`generation` in `results/crystal/{dataset}/scores/{{generator}}.json`."
@@ -507,7 +513,11 @@ def score_response_file(
     summary = summarize(df, generator, info, read_dedup_ids(audit_path), prompt_groups(items))
     if audit_path:
         # the size of the split the items were drawn from, for the table's caption
-        summary["test_split_items"] = int(read_json(audit_path)["splits"]["test"]["items"])
+        from crucible.crystal.audit import site_limit
+
+        audit_summary = read_json(audit_path)
+        summary["test_split_items"] = int(audit_summary["splits"]["test"]["items"])
+        summary.update(site_limit(audit_summary))
     write_parquet(df, out, schema=SCORE_SCHEMA)
     write_json(summary, out_summary)
     return summary

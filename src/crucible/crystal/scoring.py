@@ -181,6 +181,42 @@ def score_sample(
     return score_structure(kind, payload, ground_truth, params)
 
 
+SPACEGROUP_SYMPREC = 0.1  # spglib tolerance (Å) of the space-group agreement column
+
+
+def space_groups(
+    kind: str, payload: Any, ground_truth: dict[str, Any], symprec: float = SPACEGROUP_SYMPREC
+) -> tuple[int | None, int | None]:
+    """(sample's, reference's) international space-group numbers (pymatgen's
+    ``SpacegroupAnalyzer``, ``symprec``), the sample built as the matcher gets it (an answer text
+    with the reference's species). None where a structure cannot be built or analysed. The
+    matcher can match crystals of different space groups (pymatgen issue #3796), so agreement is
+    reported beside a match, not folded into it. Never raises."""
+    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+
+    def number(structure) -> int | None:
+        try:
+            return int(SpacegroupAnalyzer(structure, symprec=symprec).get_space_group_number())
+        except Exception:  # noqa: BLE001 - spglib refuses some cells: no space group, not a crash
+            return None
+
+    try:
+        ref = reference_structure(ground_truth)
+        if kind == TEXT:
+            parsed = parsing.parse_crystal_response(payload)
+            if isinstance(parsed, parsing.ParseFailure):
+                return None, number(ref)
+            pred = predicted_structure(parsed, ground_truth)
+        else:
+            pred = sample_structure(kind, payload)
+    except Exception:  # noqa: BLE001 - a sample that cannot be built has no space group
+        return None, None
+    return number(pred), number(ref)
+
+
+SPACE_GROUPS = "space_groups"  # a worker job: space_groups(...) instead of score_sample(...)
+
+
 def _worker(conn) -> None:
     while True:
         try:
@@ -189,7 +225,10 @@ def _worker(conn) -> None:
             return
         if job is None:
             return
-        conn.send(score_sample(*job))
+        if job[0] == SPACE_GROUPS:
+            conn.send(space_groups(*job[1:]))
+        else:
+            conn.send(score_sample(*job))
 
 
 class MatcherWorker:
@@ -243,6 +282,25 @@ class MatcherWorker:
         self._kill()
         self.restarts += 1
         return None, reason, detail
+
+    def space_groups(self, kind: str, payload: Any, ground_truth: dict[str, Any]) -> tuple[int | None, int | None]:
+        """:func:`space_groups` in the worker, with the same time limit (past it: none)."""
+        if payload is None:
+            return None, None
+        if self._proc is None or not self._proc.is_alive():
+            if self._proc is not None:
+                self._kill()
+                self.restarts += 1
+            self._start()
+        try:
+            self._conn.send((SPACE_GROUPS, kind, payload, ground_truth))
+            if self._conn.poll(self.timeout):
+                return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            pass
+        self._kill()
+        self.restarts += 1
+        return None, None
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():

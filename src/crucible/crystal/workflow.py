@@ -145,13 +145,24 @@ def check_mlip_search(config: dict[str, Any]) -> None:
         check_potential_names(config, [model], "crystal.generator_params.mlip-search.model")
 
 
+def max_sites(config: dict[str, Any], dataset: str) -> int:
+    """The site limit of ``dataset``: ``crystal.max_sites`` (a number, or a mapping naming the
+    set), else the set's own (:data:`crucible.crystal.data.DATASET_MAX_SITES`)."""
+    from crucible.crystal.data import max_sites_for
+
+    return max_sites_for(dataset, section(config)["max_sites"])
+
+
 def build_params(config: dict[str, Any]) -> dict[str, Any]:
+    """The params build-items and the audit share; ``max_sites`` is per dataset (a function of
+    the rule's wildcards)."""
     crystal = section(config)
     return {
         "template": crystal["prompt_template"],
         "test_fraction": crystal["split"]["test_fraction"],
         "seed": crystal["split"]["seed"],
-        "max_sites": crystal["max_sites"],
+        "split_by": crystal["split"]["by"],
+        "max_sites": lambda wc: max_sites(config, wc.crystal_dataset),
         "max_test_items": crystal["max_test_items"],
         "max_train_items": crystal["max_train_items"],
     }
@@ -218,7 +229,15 @@ def check(config: dict[str, Any]) -> None:
 def csp_section(config: dict[str, Any]) -> dict[str, Any]:
     """``crystal.csp`` (schema defaults filled): k, the responders answering k times, samples files."""
     csp = section(config)["csp"]
-    return {"k": int(csp["k"]), "responders": list(csp["responders"]), "samples_files": dict(csp["samples_files"])}
+    return {
+        "k": int(csp["k"]),
+        "responders": list(csp["responders"]),
+        "samples_files": dict(csp["samples_files"]),
+        "chance": bool(csp["chance"]),
+    }
+
+
+CHANCE = "chance"  # the generator whose rows are the chance floor of every dataset's CSP rows
 
 
 def csp_responders(config: dict[str, Any]) -> list[str]:
@@ -244,7 +263,11 @@ def csp_responders(config: dict[str, Any]) -> list[str]:
             )
     if csp["k"] < 1 and (csp["responders"] or files):
         raise ConfigError(f"config crystal.csp.k must be at least 1, got {csp['k']}")
-    return csp["responders"] + sorted(files)
+    listed = csp["responders"] + sorted(files)
+    # a match rate is read against its chance floor: the chance rows come with any CSP rows
+    if listed and csp["chance"] and CHANCE not in listed:
+        listed = [CHANCE] + listed
+    return listed
 
 
 def csp_dataset_responders(config: dict[str, Any], dataset: str) -> list[str]:
@@ -289,7 +312,11 @@ def audit_inputs(config: dict[str, Any], dataset: str) -> list[str]:
 
 def audit_params(config: dict[str, Any]) -> dict[str, Any]:
     audit = section(config)["audit"]
-    return {"convention": audit["convention"], "max_comparisons": int(audit["max_comparisons"])}
+    return {
+        "convention": audit["convention"],
+        "max_comparisons": int(audit["max_comparisons"]),
+        "workers": int(audit["workers"]),
+    }
 
 
 def csp_summaries(config: dict[str, Any]) -> list[str]:
