@@ -100,7 +100,9 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
     out = {
         "crystal/settings": Meaning(
             {
-                **settings(sec, exclude=("user_datasets", "generator_params", "csp", "cdvae_url_prefix")),
+                **settings(sec, exclude=("user_datasets", "generator_params", "csp", "cdvae_url_prefix", "audit")),
+                # the audit's worker count changes its speed, not its verdicts
+                "audit": {k: v for k, v in sorted(sec["audit"].items()) if k != "workers"},
                 "csp_k": sec["csp"]["k"],
             },
             "crystal",
