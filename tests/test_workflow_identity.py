@@ -1,8 +1,9 @@
 """A result is what made it (issue 29), through the real Snakefile of a copy of the repository
-(so that its library can be edited): a run with other params under the same model name is
-refused before any job runs, a variant under its own name runs beside it without touching it,
-an unused entry plans nothing, a one-line edit of one library module replans the jobs whose
-command imports it, a version bump alone nothing, and a summary refuses inputs of two meanings."""
+(so that its library can be edited): every module a job imports is in its code digest, a run with
+other params under the same model name is refused before any job runs, a variant under its own
+name runs beside it without touching it, an unused entry plans nothing, a one-line edit of one
+library module replans the jobs whose command imports it, a comment or a version bump nothing,
+and a summary refuses inputs of two meanings."""
 
 from __future__ import annotations
 
@@ -117,16 +118,15 @@ def test_identity_through_the_dag(tmp_path, venv_env):
     assert (work / "results/tables/matbench_leaderboard.csv").read_bytes() == board
     assert dry(FULL) == {}
 
-    # A one-line edit of the scoring module replans the jobs whose command imports it (scores) and
-    # what is made from them; nothing that is made before scoring.
-    scoring = repo / "src/crucible/matbench/scoring.py"
+    # A one-line edit of the leaderboard module replans the one job whose command imports it (the
+    # leaderboard): nothing else of the run reaches that module.
+    scoring = repo / "src/crucible/matbench/leaderboard.py"
     original = scoring.read_text()
     scoring.write_text(original + "\n_EDITED_FOR_A_TEST = 1\n")
     edited = dry(FULL)
-    assert edited.get("score_matbench") == 2, edited
-    assert not {"predict_matbench", "predict_matbench_task", "clean_matbench_task", "make_matbench_folds"} & set(
+    assert set(edited) == {"build_matbench_leaderboard", "matbench"} and edited["build_matbench_leaderboard"] == 1, (
         edited
-    ), edited
+    )
     # ... a comment alone nothing, and a version bump alone nothing.
     scoring.write_text(original + "\n# a comment\n")
     assert dry(FULL) == {}
@@ -144,4 +144,4 @@ def test_identity_through_the_dag(tmp_path, venv_env):
     log = (work / "logs/matbench/default/leaderboard.log").read_text()
     assert f"results/matbench/scores/dummy/{TASK}.json" in log and "two meanings" in log, log[-2000:]
     print(f"gbm-magpie MAE: full run (max_iter 50) {full_mae:.2f}; variant gbm-quick (max_iter 3) {quick_mae:.2f}")
-    print(f"after a one-line edit of matbench/scoring.py: {edited}")
+    print(f"after a one-line edit of matbench/leaderboard.py: {edited}")
