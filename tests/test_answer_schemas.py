@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
@@ -16,7 +17,8 @@ from crucible.llm.files import read_prompts
 from crucible.reactions import prompts as rxn_prompts
 
 from helpers import reaction_questions
-from test_crystal_data import TEMPLATES
+
+TEMPLATES = items.load_templates(Path(__file__).resolve().parents[1] / "config" / "crystal_prompts.yaml")
 
 
 def valid(schema, value) -> bool:
@@ -88,7 +90,9 @@ def test_the_schema_is_part_of_the_prompt_set_hash(tmp_path):
     bare = read_prompts(path)
     assert prompt_set_hash(bare) != prompt_set_hash(with_schema)
     # no schema: the hash of the ids and messages alone, as before schemas existed
-    canon = json.dumps([[p.id, list(p.messages)] for p in bare], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    canon = json.dumps(
+        [[p.id, list(p.messages)] for p in bare], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
     import hashlib
 
     assert prompt_set_hash(bare) == hashlib.sha256(canon.encode()).hexdigest()
