@@ -232,7 +232,7 @@ def predictions_from_responses(
     :func:`crucible.llm.files.iter_responses` gives them): a reply without a usable answer is an
     :class:`~crucible.reactions.scoring.InvalidAnswer` with its reason. An id outside the
     question set is an error naming ``source`` and the line; an id on two lines one naming both."""
-    from crucible.llm.files import once_per_id
+    from crucible.llm.files import cut_off_reason, once_per_id
     from crucible.reactions.scoring import InvalidAnswer
 
     ids = {q["id"]: q for q in questions}
@@ -245,7 +245,11 @@ def predictions_from_responses(
             out[rec["id"]] = InvalidAnswer(f"no reply ({rec.get('error') or 'the response is null'})")
             continue
         answer, why = read_conditions_answer(rec["response"], q)
-        out[rec["id"]] = InvalidAnswer(why) if why else answer
+        cut = cut_off_reason(rec)
+        if why and cut:  # unfinished rather than malformed: the reply hit the token limit
+            out[rec["id"]] = InvalidAnswer(f"{cut} ({why})", cut_off=True)
+        else:
+            out[rec["id"]] = InvalidAnswer(why) if why else answer
     return out
 
 
