@@ -173,3 +173,27 @@ def test_structured_output_needs_a_schema_on_every_prompt(tmp_path, chat_server)
             cache_dir=None,
         )
     assert chat_server.count() == 0
+
+
+def test_the_llm_extras_are_pinned_alike_in_pyproject_and_their_requirements_files():
+    """`make install-llm` installs the llm-transformers extra with requirements-llm-transformers.txt
+    as constraints: a pin that differs between the two would fail a clean install."""
+    import tomllib
+
+    from helpers import REPO
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra, pins_file in (
+        ("llm-transformers", "requirements-llm-transformers.txt"),
+        ("llm-local", "requirements-llm-local.txt"),
+    ):
+        pins = dict(
+            line.split("==")
+            for line in (REPO / pins_file).read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
+        for requirement in extras[extra]:
+            name, version = requirement.split("==")
+            assert pins[name.split("[")[0]] == version, (extra, name)
+    assert set(extras["llm-transformers"]) < set(extras["llm-local"]), "llm-local is llm-transformers plus llama.cpp"
+    assert "install-llm:" in (REPO / "Makefile").read_text()
