@@ -96,3 +96,18 @@ def test_the_schema_is_part_of_the_prompt_set_hash(tmp_path):
     import hashlib
 
     assert prompt_set_hash(bare) == hashlib.sha256(canon.encode()).hexdigest()
+
+
+def test_a_constrained_answer_keeps_the_prompts_order_although_the_file_sorts_keys(aflow_file, tmp_path):
+    from crucible.llm.files import schema_in_answer_order
+
+    train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    built, _ = items.build_items("aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"])
+    path = tmp_path / "prompts.jsonl"
+    items.write_jsonl(built[:1], path)
+    stored = read_prompts(path)[0].response_schema
+    assert list(stored["properties"]) == ["atomic_sites", "lattice_parameters"], "the file sorts keys"
+    ordered = schema_in_answer_order(stored)
+    assert list(ordered["properties"]) == ["lattice_parameters", "atomic_sites"], "as the prompt shows it"
+    assert list(ordered["properties"]["atomic_sites"]["items"]["properties"]) == ["element", "coordinate"]
+    assert ordered == stored, "the same schema"

@@ -94,7 +94,12 @@ def test_every_reply_follows_its_own_schema_and_batching_changes_nothing(json_lm
     answers = [json.loads(c.response) for c in got]
     assert all(0 <= a["answer"] <= 3 for a in answers[0::2])
     assert all(a["answer"]["base"] in (0, 2, 5) and a["answer"]["solvent"] == 1 for a in answers[1::2])
-    assert batched.model.endswith(":xgrammar-" + __import__("importlib.metadata").metadata.version("xgrammar"))
+    version = __import__("importlib.metadata").metadata.version("xgrammar")
+    assert batched.model.endswith(f":xgrammar-{version}:grammar2")
+    # the properties come in the order of "required" (the prompt's; a prompt file sorts its keys)
+    ordered = {**FB, "properties": {"answer": {**FB["properties"]["answer"], "required": ["solvent", "base"]}}}
+    reply = batched.generate(prompts([ordered]), params)[0].response
+    assert reply.index('"solvent"') < reply.index('"base"'), reply
 
 
 def test_stage_records_the_engine_and_counts_replies_cut_off(json_lm, tmp_path):

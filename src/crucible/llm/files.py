@@ -132,6 +132,25 @@ def prompt_set_hash(prompts: list[Prompt]) -> str:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
+def schema_in_answer_order(schema: Any) -> Any:
+    """``schema`` with each object's ``properties`` in the order of its ``required`` list.
+
+    Prompt files are written with sorted keys, which puts properties in alphabetical order;
+    constrained decoders (xgrammar, in vLLM and SGLang too) make the model write them in the
+    schema's order. ``required`` is a list, so it keeps the order the prompt shows (crystal:
+    the lattice, then the sites); the schema means the same either way."""
+    if isinstance(schema, list):
+        return [schema_in_answer_order(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: schema_in_answer_order(v) for k, v in schema.items()}
+    props, required = out.get("properties"), out.get("required")
+    if isinstance(props, dict) and isinstance(required, list):
+        first = [k for k in required if k in props]
+        out["properties"] = {k: props[k] for k in first + [k for k in props if k not in first]}
+    return out
+
+
 def schema_sha256(schema: dict[str, Any] | None) -> str | None:
     """SHA-256 of a JSON Schema in canonical form (key order and spacing do not count)."""
     if schema is None:

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from crucible.errors import ConfigError
-from crucible.llm.files import Completion, Prompt
+from crucible.llm.files import Completion, Prompt, schema_in_answer_order
 from crucible.llm.generate import FailureBudget, StructuredOutputError
 
 log = logging.getLogger(__name__)
@@ -303,7 +303,8 @@ CANARY_PROMPT = Prompt(
 
 def response_format(schema: dict[str, Any]) -> dict[str, Any]:
     """OpenAI's structured-output field, as OpenAI, vLLM, SGLang and llama.cpp's server accept it."""
-    return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True}}
+    ordered = schema_in_answer_order(schema)  # a server's decoder writes properties in this order
+    return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": ordered, "strict": True}}
 
 
 def _clip(text: str | None, n: int = 200) -> str | None:

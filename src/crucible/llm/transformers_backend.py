@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.errors import ConfigError
-from crucible.llm.files import Completion, Prompt
+from crucible.llm.files import Completion, Prompt, schema_in_answer_order
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,11 @@ def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
     return name
 
 
+# How crucible compiles a schema for xgrammar (property order as written, compact separators);
+# part of the cache key: bump it when that changes, so old constrained answers are asked again.
+GRAMMAR_RULES = "grammar2"
+
+
 def _xgrammar_version(name: str) -> str:
     """The installed xgrammar's version; a ConfigError saying how to install it if there is none."""
     from importlib import metadata
@@ -135,7 +140,7 @@ class TransformersBackend:
         self.structured_output = bool(structured_output)
         if self.structured_output:
             # The engine is part of what answers: another xgrammar may allow other token paths.
-            self.model += f":xgrammar-{_xgrammar_version(name)}"
+            self.model += f":xgrammar-{_xgrammar_version(name)}:{GRAMMAR_RULES}"
         self.device = None
         self._model = None
         self._tokenizer = None
@@ -168,7 +173,9 @@ class TransformersBackend:
         compiler, compiled = self._grammars
         grammars = []
         for schema in schemas:
-            key = json.dumps(schema, sort_keys=True)
+            # xgrammar keeps the properties in the schema's order: the order the answer is shown
+            # in the prompt (crystal: lattice first, then the sites), not the file's sorted one.
+            key = json.dumps(schema_in_answer_order(schema))
             if key not in compiled:
                 compiled[key] = compiler.compile_json_schema(key, any_whitespace=False, separators=(",", ":"))
             grammars.append(compiled[key])
