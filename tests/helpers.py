@@ -306,13 +306,19 @@ def provide_downloads(workdir: Path, *roles: str) -> None:
         shutil.copy(archive, target / archive.name)
 
 
-def write_prompts(path: Path, contents: list[str], system: str | None = None) -> Path:
-    """A prompts.jsonl (the llm stage's input contract) with one user message per item."""
+def write_prompts(
+    path: Path, contents: list[str], system: str | None = None, schemas: list[dict] | None = None
+) -> Path:
+    """A prompts.jsonl (the llm stage's input contract) with one user message per item, and
+    each item's ``response_schema`` when ``schemas`` are given."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for k, text in enumerate(contents):
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
-        lines.append(json.dumps({"id": f"q{k:03d}", "messages": messages, "meta": {"template_hash": "t1"}}))
+        record = {"id": f"q{k:03d}", "messages": messages, "meta": {"template_hash": "t1"}}
+        if schemas is not None:
+            record["response_schema"] = schemas[k]
+        lines.append(json.dumps(record))
     path.write_text("".join(line + "\n" for line in lines))
     return path
 
@@ -513,6 +519,29 @@ class StaticFileServer:
         self.httpd.server_close()
 
 
+def schema_instance(schema: dict):
+    """The smallest value a JSON Schema allows, for the constrained test server: the first of an
+    ``enum``, ``minimum`` of a number, ``minItems`` copies in an array, every required property."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: schema_instance(props[k]) for k in schema.get("required", list(props))}
+    if kind == "array":
+        return [schema_instance(schema.get("items", {})) for _ in range(int(schema.get("minItems", 0)))]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", 0)
+        return int(low) if kind == "integer" else float(low) + 0.25
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 1))
+    if kind == "boolean":
+        return False
+    return None
+
+
 class ChatServer:
     """A real HTTP server on 127.0.0.1 speaking the chat-completions protocol, for the llm tests.
 
@@ -527,6 +556,12 @@ class ChatServer:
     (a whole reply sent one byte every ``trickle_s``), ``#trickleheaders`` (the status line and
     headers sent that way), ``#drop`` (the connection closed without a reply), ``#dropbody``
     (half the body, then closed).
+
+    Structured output: a request's ``response_format`` is ignored (as vLLM 0.12 ignores fields it
+    does not know) unless ``honour_schema`` is set; then the answer is the smallest value its
+    ``json_schema.schema`` allows (:func:`schema_instance`); ``"canary-only"``: only for
+    crucible's canary prompt (a server that fools the canary). Every request body is kept
+    (``bodies``); replies carry ``system_fingerprint``.
     """
 
     def __init__(self):
@@ -534,6 +569,8 @@ class ChatServer:
         import threading
 
         self.requests: list[tuple[str, str]] = []
+        self.bodies: list[dict] = []
+        self.honour_schema = False
         self.delay_s = 0.0
         self.slow_s = 1.5
         self.trickle_s = 0.2
@@ -568,6 +605,7 @@ class ChatServer:
                 with server.lock:
                     seen = sum(1 for c, _ in server.requests if c == content)
                     server.requests.append((content, auth))
+                    server.bodies.append(body)
                 if server.delay_s:
                     time.sleep(server.delay_s)
                 if "#once" not in content or seen == 0:
@@ -599,10 +637,17 @@ class ChatServer:
 
             def _reply(self, content, body, seen):
                 answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
+                fmt = body.get("response_format") or {}
+                honour = server.honour_schema is True or (
+                    server.honour_schema == "canary-only" and content == "Say hello in one word."
+                )
+                if honour and fmt.get("type") == "json_schema":
+                    answer = json.dumps(schema_instance(fmt["json_schema"]["schema"]))
                 return {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
                     "created": 1767225600,
+                    "system_fingerprint": "fp_test_b4242",
                     "model": f"served/{body['model']}",
                     "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
@@ -670,7 +715,9 @@ class ChatServer:
     def reset(self) -> None:
         with self.lock:
             self.requests.clear()
+            self.bodies.clear()
         self.delay_s = 0.0
+        self.honour_schema = False
 
     def close(self) -> None:
         self.httpd.shutdown()

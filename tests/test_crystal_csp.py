@@ -300,6 +300,8 @@ def test_language_model_samples_come_from_the_repeated_prompt_set(perov, tmp_pat
     repeated = samples.repeated_prompts(sub, 2)
     assert [r["id"] for r in repeated] == [f"{it['id']}#{j}" for j in range(2) for it in sub]
     assert all(r["messages"] == it["messages"] for r, it in zip(repeated, sub * 2))
+    # each sample is held to its item's answer schema (structured output)
+    assert all(r["response_schema"] == it["response_schema"] for r, it in zip(repeated, sub * 2))
     right = generators.answer_from_structure(reference_structure(sub[0]["ground_truth"]), sub[0]["meta"]["elements"])
     lines = [{"id": r["id"], "response": "no idea", "error": None} for r in repeated]
     lines[3] = {"id": f"{sub[0]['id']}#1", "response": right, "error": None}

@@ -310,3 +310,33 @@ def test_the_figure_tells_a_bin_matched_by_none_from_one_not_evaluated(scored, t
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == [f"{b}\n(n={int((per_item['bin'] == b).sum())})" for b in bins]
     plt.close(fig)
+
+
+def test_a_reply_cut_off_at_max_tokens_is_counted_apart_from_malformed_ones(item_files, tmp_path):
+    """Issue 33: a 16-site answer cut at 320 tokens was scored "missing field atomic_sites"."""
+    root, prompts = item_files
+    rows = []
+    for i, p in enumerate(prompts[:4]):
+        full = answer_from_structure(reference_structure(p["ground_truth"]), p["meta"]["elements"])
+        if i == 0:  # cut in the sites: unfinished JSON
+            rows.append(
+                {"id": p["id"], "response": full[: len(full) // 2], "finish_reason": "length", "completion_tokens": 64}
+            )
+        elif i == 1:  # cut, but the whole answer came before the limit: still scored as an answer
+            rows.append({"id": p["id"], "response": full, "finish_reason": "length", "completion_tokens": 64})
+        elif i == 2:  # malformed, not cut off
+            rows.append({"id": p["id"], "response": "I am not sure.", "finish_reason": "stop"})
+        else:  # a file without finish_reason (another generator's): as before
+            rows.append({"id": p["id"], "response": full[: len(full) // 2]})
+    responses = _write(tmp_path / "llm.jsonl", rows)
+    sub = tmp_path / "prompts.jsonl"
+    sub.write_text("".join(json.dumps(p) + "\n" for p in prompts[:4]))
+    summary = report.score_response_file(sub, responses, "llm", tmp_path / "s.parquet", tmp_path / "s.json")
+    df = pd.read_parquet(tmp_path / "s.parquet")
+    assert df["reason"].tolist()[0] == parsing.CUT_OFF and df["matched"].tolist()[1]
+    assert df["reason"].tolist()[2] == parsing.NO_JSON and df["reason"].tolist()[3] in parsing.FORMAT_FAILURES
+    assert summary["failures"][parsing.CUT_OFF] == 1 and summary["failures"][parsing.NO_JSON] == 1
+    table = report.generator_table([summary])
+    assert table["fail_cut_off"].tolist() == [1]
+    assert report.TABLE_HEADERS["fail_cut_off"].startswith("failed, cut off at the token limit")
+    assert df["detail"].tolist()[0].startswith("cut off at max_tokens=64; ")

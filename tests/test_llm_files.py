@@ -97,21 +97,30 @@ def test_replay_stage_keeps_prompt_order_and_reports_failures(tmp_path):
     info = run_stage(
         prompts, "m", {**entry, "max_failed_fraction": 0.5}, out=out, record=record, cache_dir=tmp_path / "cache"
     )
+    none = {"finish_reason": None, "completion_tokens": None}
     assert read_responses(out) == [
-        {"id": "q000", "response": "X", "error": None},
-        {"id": "q001", "response": None, "error": "refused upstream"},
-        {"id": "q002", "response": "Z", "error": None},
+        {"id": "q000", "response": "X", "error": None, **none},
+        {"id": "q001", "response": None, "error": "refused upstream", **none},
+        {"id": "q002", "response": "Z", "error": None, **none},
     ]
     assert info["backend"] == "replay" and info["n_failed"] == 1 and info["cache_dir"] is None
     assert not (tmp_path / "cache").exists(), "replayed answers are not cached"
 
 
-def test_write_responses_one_line_per_item(tmp_path):
+def test_write_responses_one_line_per_item_with_how_each_reply_ended(tmp_path):
+    from crucible.llm.files import cut_off_reason
+
     out = tmp_path / "r.jsonl"
-    write_responses([Completion("a", "yes"), Completion("b", error="boom")], out)
+    cut = Completion("c", '{"lattice', usage={"completion_tokens": 320}, finish_reason="length")
+    write_responses([Completion("a", "yes", finish_reason="stop"), Completion("b", error="boom"), cut], out)
     assert out.read_text() == (
-        '{"error": null, "id": "a", "response": "yes"}\n{"error": "boom", "id": "b", "response": null}\n'
+        '{"completion_tokens": null, "error": null, "finish_reason": "stop", "id": "a", "response": "yes"}\n'
+        '{"completion_tokens": null, "error": "boom", "finish_reason": null, "id": "b", "response": null}\n'
+        '{"completion_tokens": 320, "error": null, "finish_reason": "length", "id": "c", "response": "{\\"lattice"}\n'
     )
+    rows = read_responses(out)
+    assert [cut_off_reason(r) for r in rows] == [None, None, "cut off at max_tokens=320"]
+    assert cut_off_reason(rows[2], max_tokens=512) == "cut off at max_tokens=512"
 
 
 def test_prompt_records_keep_a_benchmarks_own_fields_and_are_checked_the_same(tmp_path):
@@ -135,9 +144,10 @@ def test_iter_responses_gives_line_numbers_and_names_a_bad_line(tmp_path):
 
     path = tmp_path / "r.jsonl"
     path.write_text('{"id": "a", "response": "x\\u2028y"}\n\n{"id": "b", "response": null, "error": "e"}\n')
+    none = {"finish_reason": None, "completion_tokens": None}
     assert list(iter_responses(path)) == [
-        (1, {"id": "a", "response": "x\u2028y", "error": None}),
-        (3, {"id": "b", "response": None, "error": "e"}),
+        (1, {"id": "a", "response": "x\u2028y", "error": None, **none}),
+        (3, {"id": "b", "response": None, "error": "e", **none}),
     ]
     # A raw U+2028 inside a string (ensure_ascii=False) is one line, not two.
     path.write_text(json.dumps({"id": "a", "response": "x\u2028y"}, ensure_ascii=False) + "\n")

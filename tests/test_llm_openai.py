@@ -345,7 +345,13 @@ def test_reply_shapes_refused_with_what_is_wrong(body, reason):
     ok = parse_reply(
         b'{"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": {"total_tokens": 3}}'
     )
-    assert ok == {"content": "x", "finish_reason": "stop", "model": None, "usage": {"total_tokens": 3}}
+    assert ok == {
+        "content": "x",
+        "finish_reason": "stop",
+        "model": None,
+        "usage": {"total_tokens": 3},
+        "system_fingerprint": None,
+    }
 
 
 def test_an_edited_cache_entry_is_asked_again(tmp_path, chat_server):

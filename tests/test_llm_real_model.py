@@ -103,3 +103,36 @@ def test_llama_cpp_server_agrees_through_the_openai_backend(transformers_run, gg
     # Greedy decoding of an easy question: the same answer from both engines.
     assert rows[0]["response"].strip() == tf_rows[0]["response"].strip()
     assert "<|im_end|>" not in rows[1]["response"]
+
+
+def test_structured_output_makes_every_real_answer_valid(gguf_file, tmp_path):
+    """Issue 33: the model rarely ends with the JSON asked for; held to each prompt's schema by
+    xgrammar, every reaction answer parses, and its record says what answered."""
+    pytest.importorskip("xgrammar", reason="structured output on transformers needs xgrammar: `make install-llm`")
+    from crucible.reactions import prompts as rxn_prompts
+
+    from helpers import reaction_questions
+
+    sets, _ = reaction_questions("deoxyfluorination")
+    questions = sets["single_varying"][:3] + sets["all_blank"][:1]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(rxn_prompts.prompts_jsonl(questions))
+    entry = {
+        "backend": "transformers",
+        "path": str(gguf_file),
+        "batch_size": 4,
+        "structured_output": True,
+        "params": {"temperature": 0, "max_tokens": 64},
+    }
+    info = run_stage(path, "smollm2-json", entry, out=tmp_path / "r.jsonl", record=tmp_path / "r.json", cache_dir=None)
+    by_id = {q["id"]: q for q in questions}
+    for row in read_responses(tmp_path / "r.jsonl"):
+        assert row["finish_reason"] == "stop", row
+        answer, why = rxn_prompts.read_conditions_answer(row["response"], by_id[row["id"]])
+        assert why is None, (row, why)
+    assert info["n_not_matching_schema"] == 0 and info["n_cut_off"] == 0
+    assert info["structured_output"]["enforced_by"].startswith("xgrammar 0.2.8")
+    assert info["checkpoint_file"] == {
+        "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        "role": "llm/smollm2-135m-instruct-q4_1",
+    }

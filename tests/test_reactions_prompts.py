@@ -277,3 +277,38 @@ def test_parse_cli_refuses_a_repeated_id_or_a_broken_line_naming_file_and_lines(
     err = capsys.readouterr().err
     assert re.search(message.replace("{id}", re.escape(qs[0]["id"])), err), err
     assert str(r_path) in err and not out.exists()
+
+
+def test_a_reply_cut_off_at_max_tokens_is_counted_apart_from_malformed_ones(tmp_path):
+    """Issue 33: replies that hit max_tokens were counted as malformed answers."""
+    from crucible.cli import main
+    from crucible.io import write_json
+    from crucible.reactions import report
+
+    sets, _ = reaction_questions("deoxyfluorination")
+    for qtype, cut_text in (("all_varying", '{"answer": '), ("all_blank", '{"answer": {"base": 1, "rea')):
+        qs = sets[qtype][:3]
+        q_path = tmp_path / f"{qtype}.json"
+        write_json(qs, q_path, indent=1)
+        r_path = tmp_path / f"{qtype}.jsonl"
+        rows = [
+            {"id": qs[0]["id"], "response": cut_text, "finish_reason": "length", "completion_tokens": 48},
+            {"id": qs[1]["id"], "response": "no idea", "finish_reason": "stop"},
+            {"id": qs[2]["id"], "response": "The best is", "finish_reason": "length", "completion_tokens": 48},
+        ]
+        r_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        pred = tmp_path / f"{qtype}-pred.json"
+        argv = ["reactions", "parse", "--model", "m", "--questions", str(q_path), "--responses", str(r_path)]
+        assert main([*argv, "--out", str(pred)]) == 0
+        rec = json.loads(pred.read_text())
+        assert rec["cut_off"] == sorted([qs[0]["id"], qs[2]["id"]])
+        assert rec["invalid"][qs[0]["id"]].startswith("cut off at max_tokens=48 (")
+        result = scoring.score_file(q_path, pred)
+        assert (result["summary"]["num_invalid"], result["summary"]["num_cut_off"]) == (3, 2), qtype
+        table = report.results_table([{"model": "m", "types": {qtype: result}, "expected": {}}])
+        assert table[["num_invalid", "num_cut_off"]].values.tolist() == [[3, 2]]
+    # 'cut_off' must name invalid ids only
+    rec["cut_off"] = ["not-a-question"]
+    pred.write_text(json.dumps(rec))
+    with pytest.raises(Exception, match="'cut_off' must be a list of ids that are also under 'invalid'"):
+        scoring.score_file(q_path, pred)

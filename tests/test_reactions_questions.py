@@ -133,3 +133,23 @@ def test_questions_with_nothing_to_win_are_left_out_and_counted():
     sets, summary = reaction_questions("cernak")
     assert summary["substrates_with_best_effective_0"] == ["S04", "S12", "S13", "S14"]
     assert summary["questions"]["all_varying"] == 16 - 4
+
+
+def test_max_per_type_keeps_the_first_pairs_of_every_type_for_a_small_run():
+    from crucible.reactions import questions
+    from crucible.reactions.scoring import PAIRS
+
+    from helpers import clean_reaction_table
+
+    df, card = clean_reaction_table("deoxyfluorination")
+    full, _ = questions.build_all(df, card)
+    small, summary = questions.build_all(df, card, {"max_per_type": 3})
+    assert summary["params"]["max_per_type"] == 3
+    for qtype, qs in small.items():
+        assert 0 < len(qs) <= 3 and len(qs) == min(3, len(full[qtype])), qtype
+        assert all(q in full[qtype] for q in qs), "the same questions, only fewer"
+        assert summary["questions"][qtype] == len(qs)
+    for with_ref, control in PAIRS:
+        pair_ids = [{q["meta"].get("pair_id", q["id"]) for q in small[t]} for t in (with_ref, control)]
+        assert pair_ids[0] == pair_ids[1], f"{with_ref} and {control} keep the same pairs"
+    assert questions.build_all(df, card)[0] == full, "no limit: every question"

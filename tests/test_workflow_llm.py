@@ -142,3 +142,31 @@ def test_dag_writes_no_secret_and_keeps_failure_reasons(tmp_path, chat_server, v
     assert chat_server.count() == 2 + 2 + 2  # two answers, then the 500 item twice per run
     assert not (tmp_path / f"results/crystal/{ds}/responses/failed/echo.json").exists()
     assert files_containing(tmp_path, KEY) == []
+
+
+@pytest.mark.slow
+def test_dag_with_structured_output_stops_at_a_server_that_ignores_it(tmp_path, chat_server, venv_env):
+    """Issue 33: a model with structured_output through the rule: a server that ignores
+    response_format fails the job on the canary, naming the served model, before any real
+    request; one that enforces it answers every prompt in its schema, and the record says so."""
+    env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    cfg = config(chat_server.base_url)
+    cfg["llm"]["models"]["echo"]["structured_output"] = True
+    schema = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 3}}}
+    schema = {**schema, "required": ["answer"], "additionalProperties": False}
+    ds = "cernak/single_varying"
+    write_prompts(tmp_path / f"results/reactions/{ds}/prompts.jsonl", ["the best base", "yield"], schemas=[schema] * 2)
+    targets = workflow.response_targets(cfg, "reactions", [ds], models=["echo"])
+    proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
+    assert proc.returncode != 0
+    log = (tmp_path / "logs/llm/reactions/cernak/single_varying/echo.log").read_text()
+    assert "does not enforce response_format json_schema" in log and "served model served/echo-7b" in log
+    assert "Traceback" not in log
+    assert chat_server.count() == 1, "only the canary was sent"
+    chat_server.honour_schema = True
+    proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    rows = [json.loads(line) for line in (tmp_path / targets[0]).read_text().splitlines()]
+    assert [json.loads(r["response"]) for r in rows] == [{"answer": 0}, {"answer": 0}]
+    record = json.loads((tmp_path / targets[0].replace(".jsonl", ".json")).read_text())
+    assert record["structured_output"]["canary"]["passed"] and record["n_not_matching_schema"] == 0

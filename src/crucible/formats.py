@@ -364,7 +364,15 @@ LLM_RESPONSE = declare(
     {
         "type": "object",
         "required": ["id"],
-        "properties": {"id": NONEMPTY, "response": OPTIONAL_TEXT, "error": OPTIONAL_TEXT, "model": OPTIONAL_TEXT},
+        "properties": {
+            "id": NONEMPTY,
+            "response": OPTIONAL_TEXT,
+            "error": OPTIONAL_TEXT,
+            "model": OPTIONAL_TEXT,
+            # why the reply ended ("stop", "length": cut off at max_tokens), and its token count
+            "finish_reason": OPTIONAL_TEXT,
+            "completion_tokens": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_INDEX},
+        },
     },
 )
 
@@ -381,6 +389,8 @@ REACTION_PREDICTIONS = declare(
             "questions_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "predictions": {"type": "object"},
             "invalid": {"type": "object", "additionalProperties": TEXT},
+            # the invalid answers that were replies cut off at max_tokens
+            "cut_off": {"type": "array", "items": TEXT},
         },
     },
 )

@@ -3,7 +3,11 @@
 One JSON object per line of ``prompts.jsonl``, sorted by id::
 
     {"id", "messages": [{"role": "system", ...}, {"role": "user", ...}], "meta": {...},
-     "id_ddm", "system_prompt", "user_input", "ground_truth": {"lattice": 3x3, "sites": [...]}}
+     "response_schema": {...}, "id_ddm", "system_prompt", "user_input",
+     "ground_truth": {"lattice": 3x3, "sites": [...]}}
+
+``response_schema`` is the JSON Schema of the answer (:func:`answer_schema`, with the item's
+site count), which a language model with ``structured_output`` is held to.
 
 ``meta`` holds what the report groups by (formula, nsites, space group, crystal system, whether
 the anonymised formula occurs in the training set) and what a generator may read from the
@@ -104,6 +108,44 @@ def _plural(n: int, el: str) -> str:
     return f"the {n} {el} site" + ("s" if n != 1 else "")
 
 
+LATTICE_KEYS = ("a", "b", "c", "alpha", "beta", "gamma")
+
+
+def answer_schema(elements: list[str], nsites: int) -> dict[str, Any]:
+    """The JSON Schema of an answer to one item (the object inside ``<material>``): the six
+    lattice parameters and exactly ``nsites`` sites, each an element of the formula and three
+    fractional coordinates. A model with ``structured_output`` can write nothing else, so the
+    site count is the item's, not one schema for the whole set."""
+    number = {"type": "number"}
+    return {
+        "type": "object",
+        "properties": {
+            "lattice_parameters": {
+                "type": "object",
+                "properties": {k: number for k in LATTICE_KEYS},
+                "required": list(LATTICE_KEYS),
+                "additionalProperties": False,
+            },
+            "atomic_sites": {
+                "type": "array",
+                "minItems": nsites,
+                "maxItems": nsites,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "element": {"type": "string", "enum": list(elements)},
+                        "coordinate": {"type": "array", "items": number, "minItems": 3, "maxItems": 3},
+                    },
+                    "required": ["element", "coordinate"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["lattice_parameters", "atomic_sites"],
+        "additionalProperties": False,
+    }
+
+
 def make_item(
     dataset: str, ident: str, structure, template_name: str, template: dict[str, Any], train_anonymized: set[str]
 ) -> dict[str, Any]:
@@ -143,6 +185,7 @@ def make_item(
         "id": ident,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         "meta": meta,
+        "response_schema": answer_schema(order, len(structure)),
         "id_ddm": ident,
         "system_prompt": system,
         "user_input": user,

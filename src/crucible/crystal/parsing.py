@@ -47,7 +47,12 @@ BAD_STRUCTURE = "bad_structure"
 TIMEOUT = "timeout"
 NO_MATCH = "no_match"
 NO_RESPONSE = "no_response"
-REASONS = (NO_RESPONSE, NO_JSON, BAD_JSON, BAD_FIELDS, WRONG_SITE_COUNT, BAD_STRUCTURE, TIMEOUT, NO_MATCH)
+# A reply that stopped at max_tokens before its answer was whole: counted apart from malformed
+# answers, since the cure is a larger limit (or structured output), not a better model.
+CUT_OFF = "cut_off"
+REASONS = (NO_RESPONSE, CUT_OFF, NO_JSON, BAD_JSON, BAD_FIELDS, WRONG_SITE_COUNT, BAD_STRUCTURE, TIMEOUT, NO_MATCH)
+# The failures a reply cut off at max_tokens is relabelled from: its answer's format is unfinished.
+FORMAT_FAILURES = (NO_JSON, BAD_JSON, BAD_FIELDS, WRONG_SITE_COUNT)
 
 
 @dataclass(frozen=True)

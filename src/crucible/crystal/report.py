@@ -259,6 +259,7 @@ PERCENT_COLUMNS = tuple(c for c in TABLE_COLUMNS if c.startswith("match_rate"))
 
 REASON_WORDS = {
     parsing.NO_RESPONSE: "no response",
+    parsing.CUT_OFF: "cut off at the token limit",
     parsing.NO_JSON: "no JSON",
     parsing.BAD_JSON: "bad JSON",
     parsing.BAD_FIELDS: "bad fields",
@@ -501,13 +502,15 @@ def score_response_file(
     from pathlib import Path
 
     from crucible.crystal.csp import prompt_groups, read_dedup_ids
-    from crucible.crystal.scoring import item_responses, score_items_by_convention
+    from crucible.crystal.scoring import cut_off_items, item_responses, mark_cut_off, score_items_by_convention
     from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
 
     items = read_prompt_records(prompts_path)
     responses = item_responses(responses_path, items, prompts_path)
     by_convention = score_items_by_convention(responses, items, CONVENTION_NAMES, timeout=timeout, progress=progress)
+    cut_off = cut_off_items(responses_path)
+    by_convention = {name: mark_cut_off(scores, cut_off) for name, scores in by_convention.items()}
     df = scores_frame(by_convention[DEFAULT_CONVENTION], items, by_convention)
     info = read_json(info_path) if info_path and Path(info_path).exists() else {}
     summary = summarize(df, generator, info, read_dedup_ids(audit_path), prompt_groups(items))

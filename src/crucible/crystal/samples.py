@@ -63,7 +63,10 @@ def repeated_prompts(items: list[dict[str, Any]], k: int) -> list[dict[str, Any]
     for j in range(k):
         for it in items:
             meta = {**it.get("meta", {}), "item_id": it["id"], "sample": j}
-            out.append({"id": sample_prompt_id(it["id"], j), "messages": it["messages"], "meta": meta})
+            prompt = {"id": sample_prompt_id(it["id"], j), "messages": it["messages"], "meta": meta}
+            if it.get("response_schema") is not None:  # a structured-output model's k answers keep the item's schema
+                prompt["response_schema"] = it["response_schema"]
+            out.append(prompt)
     return out
 
 

@@ -339,6 +339,25 @@ def item_responses(
     return responses
 
 
+def cut_off_items(responses_path: str | os.PathLike) -> dict[str, str]:
+    """``{id: "cut off at max_tokens=N"}`` for each reply of a response file that hit the
+    token limit (``finish_reason: "length"``); files without the field have none."""
+    from crucible.llm.files import cut_off_reason, iter_responses
+
+    return {row["id"]: why for _, row in iter_responses(responses_path) if (why := cut_off_reason(row))}
+
+
+def mark_cut_off(scores: list[ItemScore], cut_off: dict[str, str]) -> list[ItemScore]:
+    """``scores`` with each unfinished answer of a cut-off reply counted as ``cut_off`` (the
+    parse failure kept in the detail); a cut-off reply that still parsed keeps its score."""
+    return [
+        ItemScore(s.id, s.matched, s.rms_dist, parsing.CUT_OFF, f"{cut_off[s.id]}; {s.reason}: {s.detail}")
+        if s.id in cut_off and s.reason in parsing.FORMAT_FAILURES
+        else s
+        for s in scores
+    ]
+
+
 def score_items(
     responses: dict[str, str | None],
     items: Iterable[dict[str, Any]],

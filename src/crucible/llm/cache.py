@@ -48,17 +48,26 @@ class CacheWriteError(CrucibleError):
 
 
 def request_key(
-    backend: str, model: str, messages: list[dict] | tuple[dict, ...], params: dict[str, Any], sample: int = 0
+    backend: str,
+    model: str,
+    messages: list[dict] | tuple[dict, ...],
+    params: dict[str, Any],
+    sample: int = 0,
+    response_schema: dict[str, Any] | None = None,
 ) -> str:
     """``sample`` numbers repeats of the same messages within one prompt set (0 for the first).
 
     A benchmark that asks for several samples of one prompt (k structures for one composition)
     must get k cached answers back, not one answer k times; the first occurrence keeps the plain
-    key, so a prompt's key does not depend on whether it is repeated.
+    key, so a prompt's key does not depend on whether it is repeated. ``response_schema`` is the
+    schema the answer was constrained to (structured output), None for a free answer: the same
+    messages answered under a schema and without one are two requests.
     """
     request: dict[str, Any] = {"backend": backend, "model": model, "messages": list(messages), "params": params}
     if sample:
         request["sample"] = sample
+    if response_schema is not None:
+        request["response_schema"] = response_schema
     canon = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
@@ -82,7 +91,12 @@ def _refusal(entry: Any, key: str) -> str | None:
         return "its content does not match its checksum (edited after it was written)"
     try:
         again = request_key(
-            entry["backend"], entry["model"], entry["messages"], entry["params"], int(entry.get("sample") or 0)
+            entry["backend"],
+            entry["model"],
+            entry["messages"],
+            entry["params"],
+            int(entry.get("sample") or 0),
+            entry.get("response_schema"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         return f"its request is incomplete ({exc!r})"
@@ -149,6 +163,7 @@ class ResponseCache:
         params: dict,
         completion: Completion,
         sample: int = 0,
+        response_schema: dict[str, Any] | None = None,
     ) -> None:
         if completion.response is None:
             return
@@ -166,6 +181,8 @@ class ResponseCache:
             "usage": completion.usage,
             "time": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if response_schema is not None:
+            entry["response_schema"] = response_schema
         # The digest of the entry as it will read back (JSON turns tuples into lists).
         entry = json.loads(json.dumps(entry))
         entry["sha256"] = entry_digest(entry)

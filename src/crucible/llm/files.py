@@ -26,6 +26,9 @@ class Prompt:
     id: str
     messages: tuple[dict[str, str], ...]
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # The JSON Schema an answer must follow (the benchmark's answer format); a model with
+    # ``structured_output: true`` is constrained to it.
+    response_schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass
@@ -37,7 +40,7 @@ class Completion:
     error: str | None = None
     model_id: str | None = None  # what the server says it ran
     usage: dict[str, int] = field(default_factory=dict)
-    finish_reason: str | None = None
+    finish_reason: str | None = None  # "stop", or "length": cut off at max_tokens
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
@@ -82,7 +85,12 @@ def _checked_prompt_lines(path: Path) -> list[tuple[int, dict, Prompt]]:
                 )
         clean = tuple({"role": m["role"], "content": m["content"]} for m in messages)
         meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
-        rows.append((lineno, obj, Prompt(pid, clean, meta)))
+        schema = obj.get("response_schema")
+        if schema is not None and (not isinstance(schema, dict) or not schema):
+            raise DataValidationError(
+                f"{path}: line {lineno} (id {pid}): field 'response_schema' must be a JSON Schema object, got {schema!r}"
+            )
+        rows.append((lineno, obj, Prompt(pid, clean, meta, schema)))
     dup = _duplicates((lineno, p.id) for lineno, _, p in rows)
     if dup:
         raise DataValidationError(f"{path}: duplicated id(s): {_name_ids(dup)}")
@@ -105,10 +113,41 @@ def read_prompt_records(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def prompt_set_hash(prompts: list[Prompt]) -> str:
-    """SHA-256 of the ids and messages: what the stage actually sends, independent of ``meta``."""
+    """SHA-256 of the ids, messages and answer schemas: what the stage can send, independent of
+    ``meta``. A prompt without a schema hashes as before schemas existed."""
     canon = json.dumps(
-        [[p.id, list(p.messages)] for p in prompts], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        [[p.id, list(p.messages)] + ([p.response_schema] if p.response_schema is not None else []) for p in prompts],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
     )
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def schema_in_answer_order(schema: Any) -> Any:
+    """``schema`` with each object's ``properties`` in the order of its ``required`` list.
+
+    Prompt files are written with sorted keys, which puts properties in alphabetical order;
+    constrained decoders (xgrammar, in vLLM and SGLang too) make the model write them in the
+    schema's order. ``required`` is a list, so it keeps the order the prompt shows (crystal:
+    the lattice, then the sites); the schema means the same either way."""
+    if isinstance(schema, list):
+        return [schema_in_answer_order(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: schema_in_answer_order(v) for k, v in schema.items()}
+    props, required = out.get("properties"), out.get("required")
+    if isinstance(props, dict) and isinstance(required, list):
+        first = [k for k in required if k in props]
+        out["properties"] = {k: props[k] for k in first + [k for k in props if k not in first]}
+    return out
+
+
+def schema_sha256(schema: dict[str, Any] | None) -> str | None:
+    """SHA-256 of a JSON Schema in canonical form (key order and spacing do not count)."""
+    if schema is None:
+        return None
+    canon = json.dumps(schema, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
@@ -134,12 +173,18 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
             raise DataValidationError(f"{path}: line {lineno} (id {rid}): field 'error' must be a string or null")
         if response is None and not error:
             error = "replay file has no response for this item"
+        finish = obj.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise DataValidationError(
+                f"{path}: line {lineno} (id {rid}): field 'finish_reason' must be a string or null"
+            )
         rows.append(
             Completion(
                 rid,
                 response,
                 None if response is not None else error,
                 model_id=obj.get("model") if isinstance(obj.get("model"), str) else None,
+                finish_reason=finish if response is not None else None,
             )
         )
     ids = [r.id for r in rows]
@@ -158,18 +203,28 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
     return {r.id: r for r in rows}
 
 
+def response_line(c: Completion) -> dict[str, Any]:
+    """``{"id", "response", "error", "finish_reason", "completion_tokens"}``: the last two say
+    whether, and after how many tokens, the reply was cut off (``finish_reason: "length"``)."""
+    return {
+        "id": c.id,
+        "response": c.response,
+        "error": c.error,
+        "finish_reason": c.finish_reason if c.response is not None else None,
+        "completion_tokens": c.usage.get("completion_tokens") if c.response is not None else None,
+    }
+
+
 def write_responses(completions: list[Completion], path: str | os.PathLike) -> None:
-    """One ``{"id", "response", "error"}`` line per item, in the given (prompt-set) order."""
-    lines = [
-        json.dumps({"id": c.id, "response": c.response, "error": c.error}, ensure_ascii=False, sort_keys=True)
-        for c in completions
-    ]
+    """One :func:`response_line` per item, in the given (prompt-set) order."""
+    lines = [json.dumps(response_line(c), ensure_ascii=False, sort_keys=True) for c in completions]
     with atomic_path(path, ".jsonl") as tmp:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
 def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
-    """``(line number, {"id", "response", "error"})`` per line of a response file, in file order.
+    """``(line number, {"id", "response", "error", "finish_reason", "completion_tokens"})`` per
+    line of a response file, in file order (the last two None where a file has none).
 
     Only the contract is checked here (a JSON object with a non-empty string id): what a
     benchmark does with repeated, unknown or missing ids is the benchmark's decision.
@@ -178,7 +233,27 @@ def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
     for lineno, obj in _read_jsonl(path):
         rid = _check_id(path, lineno, obj)
         check(LLM_RESPONSE, obj, f"{path}: line {lineno} (id {rid})")
-        yield lineno, {"id": obj["id"], "response": obj.get("response"), "error": obj.get("error")}
+        yield (
+            lineno,
+            {
+                "id": obj["id"],
+                "response": obj.get("response"),
+                "error": obj.get("error"),
+                "finish_reason": obj.get("finish_reason"),
+                "completion_tokens": obj.get("completion_tokens"),
+            },
+        )
+
+
+def cut_off_reason(row: dict[str, Any], max_tokens: int | None = None) -> str | None:
+    """ "cut off at max_tokens=N" for a response line whose reply hit the token limit, else None.
+
+    N is the limit when given, else the reply's token count (the same number: a reply is cut
+    off exactly at the limit)."""
+    if row.get("response") is None or row.get("finish_reason") != "length":
+        return None
+    n = max_tokens if max_tokens is not None else row.get("completion_tokens")
+    return f"cut off at max_tokens={n}" if isinstance(n, int) else "cut off at max_tokens"
 
 
 def once_per_id(rows: Iterable[tuple[int, dict]], source: str | os.PathLike) -> Iterable[tuple[int, dict]]:

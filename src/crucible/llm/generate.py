@@ -23,7 +23,7 @@ from crucible import __version__
 from crucible.errors import CrucibleError
 from crucible.io import write_json
 from crucible.llm.cache import CacheWriteError, Claims, ResponseCache, request_key
-from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, write_responses
+from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, schema_sha256, write_responses
 from crucible.llm.spec import model_spec
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 class GenerationFailedError(CrucibleError):
     """More items failed than the model's ``max_failed_fraction`` allows."""
+
+
+class StructuredOutputError(CrucibleError):
+    """Structured output was asked for and cannot be had: no schema, or a server that ignores it."""
 
 
 def too_many_failed(failed: int, n_items: int, max_failed_fraction: float) -> bool:
@@ -123,6 +127,7 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
             max_retries=spec["max_retries"],
             backoff_s=spec["backoff_s"],
             max_backoff_s=spec["max_backoff_s"],
+            structured_output=spec.get("structured_output", False),
         )
     if backend == "transformers":
         from crucible.llm.transformers_backend import TransformersBackend
@@ -134,6 +139,7 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
             device=spec["device"],
             dtype=spec["dtype"],
             chat_template=spec.get("chat_template"),
+            structured_output=spec.get("structured_output", False),
         )
     from crucible.llm.replay import ReplayBackend, replay_path
 
@@ -180,19 +186,33 @@ def generate(
     cache: ResponseCache | None,
     model_name: str,
     max_failed_fraction: float | None = None,
+    structured_output: bool = False,
 ) -> tuple[list[Completion], dict[str, Any]]:
     """Completions for ``prompts`` in order, and counts; cached answers are not asked again.
 
     Once more than ``max_failed_fraction`` of the items have failed (the job will fail), nothing
     more is sent: the answers already received are cached, the rest are failures "not sent".
+    With ``structured_output`` every answer is constrained to its prompt's ``response_schema``
+    (part of the cache key), and every prompt must have one.
     """
+    if structured_output:
+        without = [p.id for p in prompts if p.response_schema is None]
+        if without:
+            raise StructuredOutputError(
+                f"model {model_name}: structured_output is on, but {len(without)} prompt(s) have no response_schema "
+                f"(e.g. {', '.join(without[:5])}); the benchmark must give one per prompt"
+            )
+    schemas = [p.response_schema if structured_output else None for p in prompts]
     seen: dict[str, int] = {}
     samples = []
     for p in prompts:
         canon = json.dumps(p.messages, sort_keys=True, ensure_ascii=False)
         samples.append(seen.get(canon, 0))
         seen[canon] = samples[-1] + 1
-    keys = [request_key(backend.kind, backend.model, p.messages, params, s) for p, s in zip(prompts, samples)]
+    keys = [
+        request_key(backend.kind, backend.model, p.messages, params, s, schema)
+        for p, s, schema in zip(prompts, samples, schemas)
+    ]
     results: list[Completion | None] = [None] * len(prompts)
     if cache is not None:
         for i, (p, key) in enumerate(zip(prompts, keys)):
@@ -230,6 +250,7 @@ def generate(
                     params=params,
                     completion=c,
                     sample=samples[i],
+                    response_schema=schemas[i],
                 )
             except CrucibleError as exc:  # e.g. a full disk: stop paying for answers that cannot be kept
                 cache_errors.append(exc)
@@ -320,8 +341,38 @@ def generate(
         },
         "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if sent and wall > 0 else None,
         "model_ids": sorted({c.model_id for c in results if c.model_id}),
+        "n_cut_off": sum(c.response is not None and c.finish_reason == "length" for c in results),
+        "cut_off_ids": sorted(c.id for c in results if c.response is not None and c.finish_reason == "length"),
     }
+    if structured_output:
+        broken = schema_violations(prompts, results)  # type: ignore[arg-type]
+        stats["n_not_matching_schema"] = len(broken)
+        stats["not_matching_schema_ids"] = broken
     return results, stats  # type: ignore[return-value]
+
+
+def schema_violations(prompts: list[Prompt], results: list[Completion]) -> list[str]:
+    """Ids of the whole replies (not cut off) that are not JSON following their prompt's schema.
+
+    A constraint is checked, not assumed: an engine that drops it silently shows up here."""
+    from jsonschema import Draft202012Validator
+
+    validators: dict[str, Any] = {}
+    broken = []
+    for p, c in zip(prompts, results):
+        if c.response is None or c.finish_reason == "length" or p.response_schema is None:
+            continue
+        key = json.dumps(p.response_schema, sort_keys=True)
+        if key not in validators:
+            validators[key] = Draft202012Validator(p.response_schema)
+        try:
+            value = json.loads(c.response)
+        except ValueError:
+            broken.append(p.id)
+            continue
+        if not validators[key].is_valid(value):
+            broken.append(p.id)
+    return sorted(broken)
 
 
 WAIT_POLL_S = 0.5
@@ -363,6 +414,35 @@ def _wait_for_others(
         if waiting:
             budget.wait(WAIT_POLL_S)
     return sorted(retry + waiting), answered
+
+
+def _constraint_record(backend: Backend, structured: bool) -> dict[str, Any]:
+    """Whether the answers were constrained to their schema, and by what (the backend says)."""
+    if not structured:
+        return {"enabled": False, "enforced_by": None}
+    described = getattr(backend, "constraint", None)
+    return {"enabled": True, **(described() if callable(described) else {"enforced_by": None})}
+
+
+def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
+    """A single-file checkpoint's full SHA-256 and, when config/sources.yaml pins a file with
+    that hash, its role (what `crucible sources provide ROLE` gives); a directory: neither."""
+    path = Path(path)
+    if not path.is_file():
+        return {"sha256": None, "role": None}
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    role = None
+    try:
+        from crucible.sources import roles
+
+        role = next((name for name, pin in sorted(roles().items()) if getattr(pin, "sha256", None) == sha), None)
+    except Exception as exc:  # noqa: BLE001 - the record says what it can; no pins file is no error
+        log.debug("no role looked up for %s: %s", path, exc)
+    return {"sha256": sha, "role": role}
 
 
 def _public_url(url: str) -> str:
@@ -414,9 +494,13 @@ def run_stage(
     backend = make_backend(model_name, spec, replay_file)
     cache = ResponseCache(cache_dir) if cache_dir and spec["backend"] != "replay" else None
     params = spec["params"]
-    results, stats = generate(prompts, backend, params, cache, model_name, float(spec["max_failed_fraction"]))
+    structured = bool(spec.get("structured_output", False))
+    results, stats = generate(
+        prompts, backend, params, cache, model_name, float(spec["max_failed_fraction"]), structured_output=structured
+    )
     write_responses(results, out)
     template_hashes = sorted({str(p.meta["template_hash"]) for p in prompts if "template_hash" in p.meta})
+    schema_hashes = sorted({h for h in (schema_sha256(p.response_schema) for p in prompts) if h is not None})
     info: dict[str, Any] = {
         "model_name": model_name,
         "backend": spec["backend"],
@@ -426,6 +510,9 @@ def run_stage(
         "prompts_sha256": hashlib.sha256(Path(prompts_path).read_bytes()).hexdigest(),
         "prompt_set_hash": prompt_set_hash(prompts),
         "prompt_template_hashes": template_hashes,
+        # one hash per distinct schema (crystal's depends on the item's site count)
+        "response_schema_sha256s": schema_hashes,
+        "structured_output": _constraint_record(backend, structured),
         "cache_dir": str(cache_dir) if cache is not None else None,
         **stats,
         "wall_s": round(time.perf_counter() - t0, 3),
@@ -434,8 +521,10 @@ def run_stage(
     if spec["backend"] == "openai":
         info["base_url"] = _public_url(spec["base_url"])
         info["api_key_env"] = spec.get("api_key_env")
+        info["server_system_fingerprints"] = sorted(getattr(backend, "system_fingerprints", set()))
     elif spec["backend"] == "transformers":
         info["checkpoint"] = str(spec["path"])
+        info["checkpoint_file"] = checkpoint_identity(spec["path"])
         info["device"], info["dtype"] = backend.device, getattr(backend, "dtype", None)
         info["batch_size"] = backend.batch_size
     else:

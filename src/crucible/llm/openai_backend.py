@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from crucible.errors import ConfigError
-from crucible.llm.files import Completion, Prompt
-from crucible.llm.generate import FailureBudget
+from crucible.llm.files import Completion, Prompt, schema_in_answer_order
+from crucible.llm.generate import FailureBudget, StructuredOutputError
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,12 @@ class OpenAIBackend:
         max_retries: int = 6,
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
+        structured_output: bool = False,
     ):
         self.name = name
+        self.structured_output = bool(structured_output)
+        self.canary: dict[str, Any] | None = None  # what the canary request got back
+        self.system_fingerprints: set[str] = set()  # the server's build, where it reports one
         self.model = model
         self.base_url = base_url
         self.concurrency = max(1, int(concurrency))
@@ -102,6 +106,49 @@ class OpenAIBackend:
 
     def prepare(self) -> None:
         self._get_client()
+        if self.structured_output and self.canary is None:
+            self.check_canary()
+
+    def check_canary(self) -> None:
+        """Before the first real request: does the server enforce ``response_format``?
+
+        The canary asks for a word and constrains the reply to an object holding one fixed
+        token that the prompt never mentions: an unconstrained model cannot write it, a
+        constrained one can write nothing else. A server that ignores the field (vLLM 0.12
+        accepts unknown fields and drops its old ``guided_json``) answers 200 with free text;
+        that stops the job here, before any paid request, naming the model it served and what
+        came back.
+        """
+        reply = self.complete(CANARY_PROMPT, {"temperature": 0.0, "max_tokens": 32})
+        got = reply.response
+        served = reply.model_id or "(the server named none)"
+        try:
+            value = json.loads(got) if got is not None else None
+        except ValueError:
+            value = None
+        self.canary = {"passed": value == CANARY_ANSWER, "served_model": reply.model_id, "reply": _clip(got)}
+        if reply.error is not None:
+            raise StructuredOutputError(
+                f"model {self.name}: the structured-output canary request to {self.base_url} failed, so it is not known "
+                f"whether the server enforces response_format json_schema; nothing else was sent. {reply.error}"
+            )
+        if value != CANARY_ANSWER:
+            raise StructuredOutputError(
+                f"model {self.name}: the server at {self.base_url} (served model {served}) does not enforce "
+                f"response_format json_schema: asked for {json.dumps(CANARY_ANSWER)} under a strict schema, it "
+                f"answered {_clip(got)!r} (finish_reason {reply.finish_reason}). Nothing else was sent. Use a server "
+                f"that supports OpenAI's structured outputs (vLLM >= 0.6, SGLang, llama.cpp's server with a "
+                f"grammar backend, OpenAI), or set llm.models.{self.name}.structured_output: false"
+            )
+
+    def constraint(self) -> dict[str, Any]:
+        """For the record: what enforced the schema (the server, checked by the canary)."""
+        if self.canary is None:
+            return {
+                "enforced_by": "server: response_format json_schema, strict",
+                "canary": "not sent (every answer was cached)",
+            }
+        return {"enforced_by": "server: response_format json_schema, strict", "canary": self.canary}
 
     def redact(self, text: str) -> str:
         if self._key and self._key != NO_KEY:
@@ -114,6 +161,8 @@ class OpenAIBackend:
         for key in ("temperature", "top_p", "max_tokens", "seed", "stop"):
             if key in params:
                 kwargs[key] = params[key]
+        if self.structured_output and prompt.response_schema is not None:
+            kwargs["response_format"] = response_format(prompt.response_schema)
         return kwargs
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
@@ -183,6 +232,9 @@ class OpenAIBackend:
                 message = f"{where}: {self.redact(_describe(exc))}"
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
+            if reply.get("system_fingerprint"):
+                with self._lock:
+                    self.system_fingerprints.add(reply["system_fingerprint"])
             if reply["content"] is None:
                 return Completion(
                     prompt.id,
@@ -230,6 +282,33 @@ class OpenAIBackend:
             # Requests in flight finish (within deadline_s); queued ones are dropped.
             pool.shutdown(wait=True, cancel_futures=True)
         return results  # type: ignore[return-value]
+
+
+SCHEMA_NAME = "answer"
+# A token no prompt mentions: the canary's reply can hold it only if the schema forced it.
+CANARY_TOKEN = "crucible-canary-7d41"
+CANARY_ANSWER = {"canary": CANARY_TOKEN}
+CANARY_SCHEMA = {
+    "type": "object",
+    "properties": {"canary": {"type": "string", "enum": [CANARY_TOKEN]}},
+    "required": ["canary"],
+    "additionalProperties": False,
+}
+CANARY_PROMPT = Prompt(
+    "structured-output-canary",
+    ({"role": "user", "content": "Say hello in one word."},),
+    response_schema=CANARY_SCHEMA,
+)
+
+
+def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's structured-output field, as OpenAI, vLLM, SGLang and llama.cpp's server accept it."""
+    ordered = schema_in_answer_order(schema)  # a server's decoder writes properties in this order
+    return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": ordered, "strict": True}}
+
+
+def _clip(text: str | None, n: int = 200) -> str | None:
+    return text if text is None or len(text) <= n else text[:n] + " ..."
 
 
 def _describe(exc: Exception) -> str:
@@ -283,4 +362,13 @@ def parse_reply(body: bytes) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise MalformedReplyError(f"usage.{key} is {value!r}, not a token count")
         usage[key] = value
-    return {"content": content, "finish_reason": finish, "model": model, "usage": usage}
+    fingerprint = data.get("system_fingerprint")
+    if fingerprint is not None and not isinstance(fingerprint, str):
+        fingerprint = None  # informational only: a server's odd value is not worth a retry
+    return {
+        "content": content,
+        "finish_reason": finish,
+        "model": model,
+        "usage": usage,
+        "system_fingerprint": fingerprint,
+    }

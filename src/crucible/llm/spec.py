@@ -55,6 +55,18 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     elif backend == "transformers":
         spec = {**TRANSFORMERS_DEFAULTS, **spec}
     spec.setdefault("max_failed_fraction", 0.0)
+    structured = spec.get("structured_output", False)
+    if not isinstance(structured, bool):
+        raise ConfigError(f"{where}.structured_output: expected true or false, got {structured!r}")
+    if structured and backend == "replay":
+        raise ConfigError(
+            f"{where}.structured_output: a replay model's answers were produced elsewhere; nothing here can constrain them"
+        )
+    # Only when on: an entry without it keeps the hash (and the jobs) it had before the key existed.
+    if structured:
+        spec["structured_output"] = True
+    else:
+        spec.pop("structured_output", None)
     spec["params"] = generation_params(name, entry.get("params") or {})
     return spec
 

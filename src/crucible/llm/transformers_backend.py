@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.errors import ConfigError
-from crucible.llm.files import Completion, Prompt
+from crucible.llm.files import Completion, Prompt, schema_in_answer_order
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,24 @@ def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
     return name
 
 
+# How crucible compiles a schema for xgrammar (property order as written, compact separators);
+# part of the cache key: bump it when that changes, so old constrained answers are asked again.
+GRAMMAR_RULES = "grammar2"
+
+
+def _xgrammar_version(name: str) -> str:
+    """The installed xgrammar's version; a ConfigError saying how to install it if there is none."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("xgrammar")
+    except metadata.PackageNotFoundError:
+        raise ConfigError(
+            f"config llm.models.{name}.structured_output: the transformers backend enforces the answer schema with "
+            f"xgrammar, which is not installed; `make install-llm` installs it (the llm-transformers extra)"
+        ) from None
+
+
 class TransformersBackend:
     kind = "transformers"
 
@@ -93,6 +111,7 @@ class TransformersBackend:
         device: str = "auto",
         dtype: str = "auto",
         chat_template: str | None = None,
+        structured_output: bool = False,
     ):
         self.name = name
         self.path = Path(path)
@@ -112,12 +131,49 @@ class TransformersBackend:
         self.model = checkpoint_identity(self.path)
         if self.gguf:  # how crucible turns the file into a tokenizer is part of what answers
             self.model += f":{GGUF_LOADER}"
+        self.structured_output = bool(structured_output)
+        if self.structured_output:
+            # The engine is part of what answers: another xgrammar may allow other token paths.
+            self.model += f":xgrammar-{_xgrammar_version(name)}:{GRAMMAR_RULES}"
         self.device = None
         self._model = None
         self._tokenizer = None
+        self._grammars = None  # xgrammar's compiler for this tokenizer, once loaded
 
     def prepare(self) -> None:
         self.load()
+
+    def constraint(self) -> dict[str, Any]:
+        """For the record: what enforced the schema."""
+        return {
+            "enforced_by": f"xgrammar {_xgrammar_version(self.name)} logits processor (transformers generate)",
+            "whitespace": "none between JSON tokens",
+        }
+
+    def _grammar_processor(self, schemas: list[dict[str, Any]]):
+        """One xgrammar logits processor for a batch: row i may only write JSON that follows
+        ``schemas[i]``, then the end-of-sequence token. Compact JSON (no free whitespace), so a
+        small model cannot spend its tokens on blank lines."""
+        import json
+
+        import xgrammar as xgr
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        if self._grammars is None:
+            tok = self._tokenizer
+            vocab = int(self._model.get_output_embeddings().weight.shape[0])
+            info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=vocab, stop_token_ids=[tok.eos_token_id])
+            self._grammars = (xgr.GrammarCompiler(info), {})
+        compiler, compiled = self._grammars
+        grammars = []
+        for schema in schemas:
+            # xgrammar keeps the properties in the schema's order: the order the answer is shown
+            # in the prompt (crystal: lattice first, then the sites), not the file's sorted one.
+            key = json.dumps(schema_in_answer_order(schema))
+            if key not in compiled:
+                compiled[key] = compiler.compile_json_schema(key, any_whitespace=False, separators=(",", ":"))
+            grammars.append(compiled[key])
+        return LogitsProcessor(grammars)
 
     def load(self) -> None:
         if self._model is not None:
@@ -198,8 +254,12 @@ class TransformersBackend:
             )
             if "seed" in params:
                 torch.manual_seed(int(params["seed"]))
+            constrained = {}
+            if self.structured_output:
+                processor = self._grammar_processor([prompts[i].response_schema for i in idx])
+                constrained = {"logits_processor": [processor]}
             with torch.inference_mode():
-                out = model.generate(**batch, **gen_kwargs)
+                out = model.generate(**batch, **gen_kwargs, **constrained)
             new = out[:, batch["input_ids"].shape[1] :].cpu()
             for row, i in enumerate(idx):
                 ids = new[row].tolist()

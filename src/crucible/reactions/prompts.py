@@ -1,7 +1,8 @@
 """Prompts for language models and the parser from a response text back to a prediction.
 
 ``prompts.jsonl`` follows the shared LLM contract: one object per line, sorted by id, with
-``id``, ``messages`` (system + user) and ``meta``. The LLM stage writes
+``id``, ``messages`` (system + user), ``meta`` and ``response_schema`` (the reply's JSON Schema,
+which a model with ``structured_output`` is held to). The LLM stage writes
 ``responses/{model}.jsonl`` (``{"id", "response", "error"}``); :func:`read_conditions_answer` turns
 each response into the same prediction a baseline writes, so one scorer serves both, or into the
 reason it gives none.
@@ -86,12 +87,44 @@ def user_prompt(q: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _index_schema(indices: list[int]) -> dict[str, Any]:
+    """An integer that is one of ``indices``: a range when they are 0..n-1, else an enum."""
+    indices = sorted(int(i) for i in indices)
+    if indices == list(range(len(indices))):
+        return {"type": "integer", "minimum": 0, "maximum": len(indices) - 1}
+    return {"type": "integer", "enum": indices}
+
+
+def answer_schema(q: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a reply to question ``q`` (the object the instruction asks for):
+    ``{"answer": option index 0..n-1}`` for multiple choice, ``{"answer": {key: candidate
+    index}}`` with every query key for fill in the blank. A model with ``structured_output``
+    can write nothing else."""
+    if "query_keys" in q:
+        candidates = q["input"]["candidate_values"]
+        answer: dict[str, Any] = {
+            "type": "object",
+            "properties": {k: _index_schema([c["index"] for c in candidates[k]]) for k in q["query_keys"]},
+            "required": list(q["query_keys"]),
+            "additionalProperties": False,
+        }
+    else:
+        answer = _index_schema(list(range(len(q["options"]))))
+    return {
+        "type": "object",
+        "properties": {"answer": answer},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
 def prompt_records(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_PROMPT) -> list[dict[str, Any]]:
     records = [
         {
             "id": q["id"],
             "messages": [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt(q)}],
             "meta": {"question_type": q["question_type"], "dataset": q["meta"].get("dataset")},
+            "response_schema": answer_schema(q),
         }
         for q in questions
     ]
@@ -218,7 +251,7 @@ def predictions_from_responses(
     :func:`crucible.llm.files.iter_responses` gives them): a reply without a usable answer is an
     :class:`~crucible.reactions.scoring.InvalidAnswer` with its reason. An id outside the
     question set is an error naming ``source`` and the line; an id on two lines one naming both."""
-    from crucible.llm.files import once_per_id
+    from crucible.llm.files import cut_off_reason, once_per_id
     from crucible.reactions.scoring import InvalidAnswer
 
     ids = {q["id"]: q for q in questions}
@@ -231,7 +264,11 @@ def predictions_from_responses(
             out[rec["id"]] = InvalidAnswer(f"no reply ({rec.get('error') or 'the response is null'})")
             continue
         answer, why = read_conditions_answer(rec["response"], q)
-        out[rec["id"]] = InvalidAnswer(why) if why else answer
+        cut = cut_off_reason(rec)
+        if why and cut:  # unfinished rather than malformed: the reply hit the token limit
+            out[rec["id"]] = InvalidAnswer(f"{cut} ({why})", cut_off=True)
+        else:
+            out[rec["id"]] = InvalidAnswer(why) if why else answer
     return out
 
 

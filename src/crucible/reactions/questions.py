@@ -390,6 +390,18 @@ def build_fill_in_blank(t: Table, params: dict[str, Any]) -> dict[str, list[dict
     return out
 
 
+def limit_per_type(sets: dict[str, list[dict[str, Any]]], k: int) -> dict[str, list[dict[str, Any]]]:
+    """At most ``k`` questions of each type, for a small run: those of the first ``k`` pair ids
+    in sorted order, so that a design and its control keep the same pairs (a question without
+    a pair id counts as its own)."""
+    out = {}
+    for qtype, questions in sets.items():
+        keys = sorted({q["meta"].get("pair_id", q["id"]) for q in questions})[:k]
+        keep = set(keys)
+        out[qtype] = [q for q in questions if q["meta"].get("pair_id", q["id"]) in keep]
+    return out
+
+
 def build_all(
     df: pd.DataFrame, card: dict[str, Any], params: dict[str, Any] | None = None
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
@@ -397,6 +409,8 @@ def build_all(
     params = {**DEFAULTS, **(params or {})}
     t = Table(df, card)
     sets = {**build_multiple_choice(t, params), **build_fill_in_blank(t, params)}
+    if params.get("max_per_type"):
+        sets = limit_per_type(sets, int(params["max_per_type"]))
     summary = {
         "dataset": t.dataset,
         "params": params,

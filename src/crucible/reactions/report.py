@@ -30,6 +30,7 @@ COLUMNS = [
     "hit_rate",
     "best_hit_rate_among_scored",
     "num_invalid",
+    "num_cut_off",
 ]
 
 
@@ -60,6 +61,7 @@ def results_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 
                     "hit_rate": summ.get("hit_rate"),
                     "best_hit_rate_among_scored": summ.get("best_hit_rate_among_scored"),
                     "num_invalid": summ["num_invalid"],
+                    "num_cut_off": summ.get("num_cut_off", 0),
                 }
             )
             expected = sc.get("expected", {}).get(qtype)
@@ -72,12 +74,14 @@ def results_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 
                         "ci95_low": None,
                         "ci95_high": None,
                         "num_invalid": 0,
+                        "num_cut_off": 0,
                         **expected,
                     }
                 )
     df = pd.DataFrame(rows, columns=COLUMNS)
-    return df.astype({"n": "int64", "num_invalid": "int64"}).astype(
-        {c: "float64" for c in COLUMNS if c not in ("model", "question_type", "n", "num_invalid")}
+    counts = ("n", "num_invalid", "num_cut_off")
+    return df.astype({c: "int64" for c in counts}).astype(
+        {c: "float64" for c in COLUMNS if c not in ("model", "question_type", *counts)}
     )
 
 
@@ -142,6 +146,7 @@ RESULTS_HEADERS = {
     "hit_rate": "fill-in: real combination (share of questions)",
     "best_hit_rate_among_scored": "fill-in: best combination (share of real ones)",
     "num_invalid": "invalid answers",
+    "num_cut_off": "of which cut off at the token limit",
 }
 PAIRED_HEADERS = {
     "with_references": "with references",

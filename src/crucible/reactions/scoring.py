@@ -149,11 +149,15 @@ def load_predictions(
                 f"(sha256 {doc['questions_sha256'][:12]}…), not this one ({questions_sha256[:12]}…)"
             )
         invalid = doc.get("invalid") or {}
+        cut_off = doc.get("cut_off") or []
         doc = doc["predictions"]
+        if not set(map(str, cut_off)) <= set(invalid):
+            raise PredictionFileError(f"{path}: 'cut_off' must be a list of ids that are also under 'invalid'")
         both = sorted(set(doc) & set(invalid))
         if both:
             raise PredictionFileError(f"{path}: {both[0]!r} is both a prediction and invalid")
-        doc = {**doc, **{k: InvalidAnswer(str(v)) for k, v in invalid.items()}}
+        cut = set(map(str, cut_off))
+        doc = {**doc, **{k: InvalidAnswer(str(v), k in cut) for k, v in invalid.items()}}
     ids = {q["id"] for q in questions}
     if doc and not ids.intersection(doc):
         example = next(iter(sorted(doc)))
@@ -168,18 +172,25 @@ class InvalidAnswer:
     """A prediction that is known to be invalid and why: a language model's reply that gives no
     usable answer (``crucible.reactions.prompts``). Scored like any invalid prediction, with
     this reason in the score file instead of "missing"; stored in a prediction file as
-    ``"invalid": {id: reason}`` beside ``"predictions"``."""
+    ``"invalid": {id: reason}`` beside ``"predictions"``. ``cut_off``: the reply stopped at
+    max_tokens before its answer (listed under ``"cut_off"``, and counted apart from malformed
+    answers as ``num_cut_off``)."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "cut_off")
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, cut_off: bool = False):
         self.reason = reason
+        self.cut_off = bool(cut_off)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, InvalidAnswer) and other.reason == self.reason
+        return isinstance(other, InvalidAnswer) and (other.reason, other.cut_off) == (self.reason, self.cut_off)
 
     def __repr__(self) -> str:
-        return f"InvalidAnswer({self.reason!r})"
+        return f"InvalidAnswer({self.reason!r}{', cut_off=True' if self.cut_off else ''})"
+
+
+def _num_cut_off(questions: list[dict[str, Any]], predictions: dict[str, Any]) -> int:
+    return sum(isinstance(p, InvalidAnswer) and p.cut_off for p in (predictions.get(q["id"]) for q in questions))
 
 
 def _as_index(value: Any, n: int) -> tuple[int | None, str | None]:
@@ -224,6 +235,7 @@ def score_multiple_choice(questions: list[dict[str, Any]], predictions: dict[str
         "num_questions": n,
         "num_valid": n - len(invalid),
         "num_invalid": len(invalid),
+        "num_cut_off": _num_cut_off(questions, predictions),  # of the invalid: replies cut off at max_tokens
         "avg_relative_score": float(np.mean([r["relative_score"] for r in per_question])) if n else None,
         "exact_match_accuracy": float(np.mean([r["exact_match"] for r in per_question])) if n else None,
         "avg_yield_ratio": float(np.mean(ratios)) if ratios else None,
@@ -288,6 +300,7 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
         "num_scored": len(scored),
         "num_unhit": sum(r["status"] == "unhit" for r in per_question),
         "num_invalid": len(invalid),
+        "num_cut_off": _num_cut_off(questions, predictions),  # of the invalid: replies cut off at max_tokens
         "hit_rate": len(scored) / n if n else None,
         "avg_relative_score": float(np.mean(scored)) if scored else None,
         "best_hit_rate_among_scored": float(np.mean([s >= RELATIVE_ONE for s in scored])) if scored else None,
@@ -313,6 +326,9 @@ def prediction_record(model: str, questions_path: str | os.PathLike, predictions
     invalid = {k: v.reason for k, v in predictions.items() if isinstance(v, InvalidAnswer)}
     if invalid:
         record["invalid"] = invalid
+    cut_off = sorted(k for k, v in predictions.items() if isinstance(v, InvalidAnswer) and v.cut_off)
+    if cut_off:
+        record["cut_off"] = cut_off
     return record
 
 
