@@ -45,7 +45,7 @@ for _family in FAMILIES:
 
 # Every job carries its identity (workflow/rules/common.smk, crucible.identity).
 for _rule in workflow.rules:
-    attach_identity(_rule)
+    shared_wf.attach_identity(_rule, NAMES, RULE_FAMILIES)
 
 
 rule all:

@@ -59,6 +59,8 @@ HOSTILE = {
     "text": [3, 0, True, None, 1.5, [], {}, ["x"], Raw("NaN"), Raw("1e309")],
     "nonempty": ["", 3, True, None, [], {}, ["x"], Raw("NaN")],
     "optional_text": [3, True, 1.5, [], {}, ["x"], Raw("Infinity")],
+    "text_list": ["q2", 3, None, {}, [3], [True], [None], [Raw("NaN")], ["no-such-invalid-id"]],
+    "optional_index": [True, False, 3.0, "3", "٣", "²", "３", -1, 2**63, 2**31, 1.5, *HOSTILE_COMMON],
     "indices": [[1.7], ["a"], [], [True], [2**63], [-1], "1", 1, None, [[1]], [1, 1], [Raw("NaN")]],
     "id_or_int": [True, 3.0, None, [], {}, Raw("NaN")],
     "sha256": [3, "x" * 64, "ab", None, []],
@@ -139,9 +141,13 @@ def _responses_case():
         replay = files.read_replay(path, ["a", "b"])
         return sorted((c.id, c.response, c.error, c.model_id) for c in replay.values())
 
-    doc = [{"id": "a", "response": "x", "error": None, "model": "m"}, {"id": "b", "response": None, "error": "e"}]
+    doc = [
+        {"id": "a", "response": "x", "error": None, "model": "m", "finish_reason": "stop", "completion_tokens": 3},
+        {"id": "b", "response": None, "error": "e"},
+    ]
     fields = [((0, "id"), "nonempty"), ((0, "response"), "optional_text"), ((0, "error"), "optional_text"),
-              ((0, "model"), "optional_text")]  # fmt: skip
+              ((0, "model"), "optional_text"), ((0, "finish_reason"), "optional_text"),
+              ((0, "completion_tokens"), "optional_index")]  # fmt: skip
     return Case("llm-responses", doc, read, fields, required=[(0, "id")], lines=True, suffix=".jsonl")
 
 
@@ -157,9 +163,10 @@ def _predictions_case():
         return sorted((k, repr(v)) for k, v in got.items())
 
     doc = {"model": "m", "questions_file": "q.json", "questions_sha256": SHA, "predictions": {"q1": 2},
-           "invalid": {"q2": "no reply"}}  # fmt: skip
+           "invalid": {"q2": "no reply"}, "cut_off": ["q2"]}  # fmt: skip
     fields = [(("model",), "text"), (("questions_file",), "text"), (("questions_sha256",), "sha256"),
-              (("invalid", "q2"), "text"), (("predictions",), "object"), (("invalid",), "object")]  # fmt: skip
+              (("invalid", "q2"), "text"), (("predictions",), "object"), (("invalid",), "object"),
+              (("cut_off",), "text_list")]  # fmt: skip
     return Case("reactions-predictions", doc, read, fields, required=[("predictions",)])
 
 

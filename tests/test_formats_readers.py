@@ -42,6 +42,7 @@ NOT_USER_FILES = {
     "run_summary.py": "Snakemake's logs",
     "crystal/workflow.py": "the generator params JSON it wrote itself",
     "fingerprint.py": "its own digest cache",
+    "llm/generate.py": "a model's reply text, checked against its prompt's schema",
     "identity.py": "crucible's source files, its own identity records, name book and digest cache, CRUCIBLE_JOB",
 }
 

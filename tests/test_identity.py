@@ -290,3 +290,22 @@ def test_a_variant_is_the_registered_model_with_its_own_params():
 
 def test_records_live_beside_their_outputs():
     assert record_path("results/tables/x.csv") == Path("results/tables/.identity/x.csv.json")
+
+
+def test_every_rule_hands_its_command_the_job_identity():
+    """Each shell line of the rule files that runs a crucible command (downloads aside) begins with
+    the job's identity (crucible.workflow.JOB_PREFIX): a rule without it would write no records."""
+    import re
+
+    from crucible.workflow import JOB_PREFIX
+
+    missing = []
+    for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines[:-1]):
+            if line.strip() == "shell:":
+                first = lines[i + 1].strip().strip('"')
+                if not first.startswith(JOB_PREFIX) and not first.startswith("crucible sources"):
+                    missing.append(f"{path.name}:{i + 2}")
+                assert re.search(r"\bcrucible [a-z]", first), f"{path.name}:{i + 2} runs no crucible command"
+    assert missing == []

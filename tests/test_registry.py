@@ -27,7 +27,7 @@ def _registries():
 NAMES = {
     "models": ["comp-transformer", "dummy", "gbm-magpie", "mlip-embed", "rf-magpie", "rf-scm-magpie"],
     "potentials": ["chgnet-0.3.0", "emt", "mace-mp", "matgl", "orb", "sevennet-0", "uma"],
-    "generators": ["mlip-search", "random-symmetric", "template"],
+    "generators": ["chance", "mlip-search", "random-symmetric", "template"],
     "baselines": ["nearest-substrate", "oracle", "popularity", "random", "yield-model"],
 }
 

@@ -78,7 +78,8 @@ def _files(root: Path) -> dict[str, Path]:
         p.relative_to(root).as_posix(): p
         for d in ("results/tables", "results/figures")
         for p in (root / d).rglob("*")
-        if p.is_file()
+        # identity records hash their jobs' inputs, and sidecars among those carry timings
+        if p.is_file() and ".identity" not in p.parts
     }
 
 
@@ -210,6 +211,8 @@ def _pinned_files(workdir: Path) -> set[Path]:
 
 # Package data read by the jobs that feeds no number, by package folder (site-packages/<name>/):
 PACKAGE_DATA = {
+    "crucible": "crucible's own package data (report stylesheet and metadata, schemas), read to hash it into "
+    "each command's code digest (crucible.identity)",
     "matplotlib": "fonts, style sheets and matplotlibrc: the figures' looks, not their data",
     "snakemake": "Snakemake's own templates and schemas (the workflow engine)",
     "jsonschema_specifications": "JSON-schema meta-schemas that check the config (validation only)",

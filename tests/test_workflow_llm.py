@@ -12,7 +12,6 @@ import re
 import pytest
 
 from crucible.errors import ConfigError
-from crucible.identity import NAME_BOOK_FILE, forget_names
 from crucible.llm import workflow
 
 from helpers import load_test_config, run_snakemake, write_prompts
@@ -136,7 +135,6 @@ def test_dag_writes_no_secret_and_keeps_failure_reasons(tmp_path, chat_server, v
     # Accepting the failure reruns the job (its entry's hash is a param); answers come from the
     # cache but the failed item's, and the failure file goes.
     cfg["llm"]["models"]["echo"]["max_failed_fraction"] = 0.5
-    forget_names(["llm/echo"], tmp_path / NAME_BOOK_FILE)  # a new meaning of the name, on purpose
     proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert chat_server.count() == 2 + 2 + 2  # two answers, then the 500 item twice per run

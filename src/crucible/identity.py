@@ -430,6 +430,8 @@ class Meaning:
     key: str
     # how a user gives a different meaning its own name (one sentence)
     rename: str = "give the new one a name of its own"
+    # the rules whose jobs are made of it (None: every job of the family that holds the name)
+    rules: tuple[str, ...] | None = None
 
     @property
     def digest(self) -> str:
@@ -471,14 +473,17 @@ class NameBook:
     def digests(self) -> dict[str, str]:
         return {k: m.digest for k, m in sorted(self.meanings.items())}
 
-    def for_job(self, family: str, wildcard_values: Iterable[str]) -> dict[str, str]:
-        """The names a job of ``family`` is made of: its family's settings and every name of its
-        family (or a shared kind: potentials, language models) that one of its wildcards holds."""
+    def for_job(self, family: str, wildcard_values: Iterable[str], rule: str | None = None) -> dict[str, str]:
+        """The names a job of ``family`` (of ``rule``) is made of: its family's settings and every
+        name of its family (or a shared kind: potentials, language models) that one of its
+        wildcards holds, less those declared for other rules only."""
         values = set(wildcard_values)
         chosen = {}
         for key, meaning in sorted(self.meanings.items()):
             scope, _, rest = key.partition("/")
             if scope not in (family, *SHARED_SCOPES):
+                continue
+            if meaning.rules is not None and rule not in meaning.rules:
                 continue
             if key == f"{family}/settings" or rest.rpartition("/")[2] in values:
                 chosen[key] = meaning.digest

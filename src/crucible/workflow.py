@@ -44,3 +44,33 @@ def rule_command(shellcmd: str | None, params: Mapping[str, Any]) -> tuple[str, 
     if verb.startswith("{params.") and verb.endswith("}"):
         verb = str(params[verb[len("{params.") : -1]])
     return group, verb
+
+
+def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str]) -> None:
+    """Hand every job of a Snakemake rule its identity (crucible.identity): the command's code
+    digest and the meanings of the names its wildcards hold as the param ``crucible_identity``
+    (so that a change of either reruns it: Snakemake's params trigger compares only params not
+    made from inputs or outputs), and with its inputs and outputs as ``crucible_job``, which the
+    rule's shell line passes to the command as CRUCIBLE_JOB. Downloads are left alone (their
+    pinned SHA-256 is their identity), and so is a rule that runs no crucible command."""
+    import os
+
+    from crucible.errors import ConfigError
+    from crucible.identity import job_env, job_identity
+
+    command = rule_command(smk_rule.shellcmd, dict(smk_rule.params.items()))
+    if command is None or command[0] == "sources":
+        return
+    if not smk_rule.shellcmd.startswith(JOB_PREFIX):
+        raise ConfigError(f"rule {smk_rule.name}: its shell line must begin {JOB_PREFIX}")
+    group, verb = command
+    family = rule_families.get(os.path.basename(smk_rule.snakefile), group)
+    rule_name = smk_rule.name
+
+    def crucible_identity(wildcards):
+        return job_identity(group, verb, names.for_job(family, list(wildcards), rule_name))
+
+    def crucible_job(wildcards, input, output):
+        return job_env(group, verb, names.for_job(family, list(wildcards), rule_name), list(input), list(output))
+
+    smk_rule.set_params(crucible_identity=crucible_identity, crucible_job=crucible_job)

@@ -12,7 +12,7 @@ from crucible import families
 from crucible import workflow as shared_wf
 from crucible.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.errors import ConfigError
-from crucible.identity import NameBook, job_env, job_identity, names_of_jobs
+from crucible.identity import NameBook, names_of_jobs
 from crucible.sources import load_sources
 
 FAMILIES = families.families()
@@ -45,33 +45,6 @@ try:
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 RULE_FAMILIES = {rule_file: f.name for f in FAMILIES for rule_file in f.rule_files}
-
-
-def attach_identity(smk_rule):
-    """Hand every job of ``smk_rule`` its identity (crucible.identity.JobRecord): the command's
-    code digest and the meanings of the names its wildcards hold as the param ``crucible_identity``
-    (so that a change of either reruns it), and with its inputs and outputs as ``crucible_job``,
-    which the rule's shell line passes to the command as CRUCIBLE_JOB. Downloads are left alone: their pinned SHA-256 is their
-    identity."""
-    command = shared_wf.rule_command(smk_rule.shellcmd, dict(smk_rule.params.items()))
-    if command is None and smk_rule.shellcmd:
-        raise WorkflowError(f"rule {smk_rule.name}: its shell line must run one `crucible GROUP COMMAND`")
-    if command is None or command[0] == "sources":
-        return
-    if not smk_rule.shellcmd.startswith(shared_wf.JOB_PREFIX):
-        raise WorkflowError(f"rule {smk_rule.name}: its shell line must begin {shared_wf.JOB_PREFIX}")
-    group, verb = command
-    family = RULE_FAMILIES.get(os.path.basename(smk_rule.snakefile), group)
-
-    def crucible_identity(wildcards):
-        return job_identity(group, verb, NAMES.for_job(family, list(wildcards)))
-
-    # Snakemake's params trigger compares only params not made from inputs or outputs: the code
-    # digest and the names' meanings are one such param of their own.
-    def crucible_job(wildcards, input, output):
-        return job_env(group, verb, NAMES.for_job(family, list(wildcards)), list(input), list(output))
-
-    smk_rule.set_params(crucible_identity=crucible_identity, crucible_job=crucible_job)
 
 
 envvars:

@@ -146,7 +146,8 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
     (never the entry, which may name a key's variable or a private endpoint)."""
     from crucible.identity import Meaning
 
-    used = sorted({os.path.splitext(os.path.basename(r))[0] for r in final_outputs(config)})
+    # only the models defined here: a benchmark may score response files made elsewhere
+    used = sorted({os.path.splitext(os.path.basename(r))[0] for r in final_outputs(config)} & set(llm_models(config)))
     return {
         f"llm/{name}": Meaning(
             {"entry_sha256": model_sha256(config, name)},

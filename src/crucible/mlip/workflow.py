@@ -124,7 +124,14 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
     """Every name an MLIP run is made of, with its meaning (see crucible.identity.NameBook)."""
     if "mlip" not in config or not models(config):
         return {}
-    out = {"mlip/settings": Meaning({"eos": eos_params(config)}, "mlip.eos", "use another --directory")}
+    out = {
+        "mlip/settings": Meaning(
+            {"eos": eos_params(config)},
+            "mlip.eos",
+            "use another --directory",
+            rules=("run_eos", "tabulate_eos", "plot_eos"),
+        )
+    }
     out |= potential_meanings(config, models(config))
     for name, source in sorted(s2ef_datasets(config).items()):
         out[f"mlip/s2ef/{name}"] = Meaning(
