@@ -248,6 +248,14 @@ class MatcherWorker:
         child.close()
         self._conn = parent
 
+    def _live_worker(self) -> None:
+        """Start the worker, or a new one where the last has died (counted as a restart)."""
+        if self._proc is None or not self._proc.is_alive():
+            if self._proc is not None:
+                self._kill()
+                self.restarts += 1
+            self._start()
+
     def _kill(self) -> None:
         if self._proc is not None:
             self._proc.kill()
@@ -266,11 +274,7 @@ class MatcherWorker:
     ) -> tuple[float | None, str | None, str]:
         if kind != TEXT and payload is None:  # (a missing text goes through the parser, as before)
             return None, parsing.NO_RESPONSE, ""
-        if self._proc is None or not self._proc.is_alive():
-            if self._proc is not None:
-                self._kill()
-                self.restarts += 1
-            self._start()
+        self._live_worker()
         try:
             self._conn.send((kind, payload, ground_truth, convention))
             if self._conn.poll(self.timeout):
@@ -287,11 +291,7 @@ class MatcherWorker:
         """:func:`space_groups` in the worker, with the same time limit (past it: none)."""
         if payload is None:
             return None, None
-        if self._proc is None or not self._proc.is_alive():
-            if self._proc is not None:
-                self._kill()
-                self.restarts += 1
-            self._start()
+        self._live_worker()
         try:
             self._conn.send((SPACE_GROUPS, kind, payload, ground_truth))
             if self._conn.poll(self.timeout):
