@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crucible import identity
-from crucible.cli import GROUPS
+from crucible.cli import GROUPS, group_parser
 from crucible.errors import ConfigError
 from crucible.identity import JobRecord, Meaning, NameBook, code_identity, import_closure, record_path
 
@@ -24,7 +24,7 @@ def all_commands() -> list[tuple[str, str]]:
     commands = []
     for group, (module, _) in GROUPS.items():
         parser = argparse.ArgumentParser()
-        importlib.import_module(module).configure_parser(parser)
+        group_parser(group, parser)
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 commands += [(group, verb) for verb in action.choices]
@@ -305,6 +305,8 @@ def test_every_rule_hands_its_command_the_job_identity():
         for i, line in enumerate(lines[:-1]):
             if line.strip() == "shell:":
                 first = lines[i + 1].strip().strip('"')
+                if first.startswith("stage.shell("):  # built from the declaration with JOB_PREFIX
+                    continue
                 if not first.startswith(JOB_PREFIX) and not first.startswith("crucible sources"):
                     missing.append(f"{path.name}:{i + 2}")
                 assert re.search(r"\bcrucible [a-z]", first), f"{path.name}:{i + 2} runs no crucible command"

@@ -33,11 +33,8 @@ def test_defaults_come_from_the_schema_and_agree_with_the_library():
     assert rxn.question_types({}) == list(QUESTION_TYPES)
     assert json.loads(rxn.question_params({})) == DEFAULTS
     assert rxn.bootstrap({}) == {"n": 1000, "seed": 0}
-    assert rxn.system_prompt_arg({}) == "" and rxn.custom_dataset_arg({}, "cernak") == ""
-    assert (
-        rxn.system_prompt_arg({"reactions": {"system_prompt": "be 'brief'"}})
-        == "--system-prompt 'be '\"'\"'brief'\"'\"''"
-    )
+    assert rxn.system_prompt({}) == "" and rxn.custom_dataset({}, "cernak") == ""
+    assert rxn.system_prompt({"reactions": {"system_prompt": "be 'brief'"}}) == "be 'brief'"
 
 
 def test_rule_params_and_constraints():

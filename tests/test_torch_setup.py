@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch", reason="absent on the Python 3.12 CI leg")
 from ase.calculators.emt import EMT  # noqa: E402
 
 from crucible import torch_setup  # noqa: E402
-from crucible.cli import GROUPS, main  # noqa: E402
+from crucible.cli import GROUPS, group_parser, main  # noqa: E402
 
 # Commands that never run torch: tables, figures, data cleaning, scoring, fetching.
 # `mlip models` only tries to load locally present hub weights, it evaluates nothing.
@@ -82,7 +82,7 @@ def _commands() -> set[tuple[str, str]]:
     out = set()
     for group, (module, _) in GROUPS.items():
         parser = argparse.ArgumentParser()
-        importlib.import_module(module).configure_parser(parser)
+        group_parser(group, parser)
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 out |= {(group, name) for name in action.choices}

@@ -1,8 +1,10 @@
 """crucible: every pipeline stage runnable without Snakemake.
 
-``crucible <group> <command> [options]``. Each group lives in its own module exposing
-``configure_parser(parser)``; only the group that is asked for is imported, so that a quick
-command does not pay for importing torch or pymatgen.
+``crucible <group> <command> [options]``. Each group's commands are declared in its own module
+(``STAGES``, see crucible.stage; the sources and names groups build their parser with
+``configure_parser(parser)``); only the group that is asked for is imported, and of it only the
+function of the command that runs, so that a quick command does not pay for importing torch or
+pymatgen.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
-    "reactions": ("crucible.reactions.cli", "reaction-condition selection: clean, questions, baselines, score"),
+    "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
     "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
     "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
@@ -37,6 +39,19 @@ def _top_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="group", metavar="GROUP")
     for name, (_, help_text) in GROUPS.items():
         sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def group_parser(group: str, parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The parser of ``crucible <group>``, with a subcommand per command."""
+    from crucible import stage
+
+    parser = parser or argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
+    module = importlib.import_module(GROUPS[group][0])
+    if hasattr(module, "STAGES"):
+        stage.configure_parser(parser, module.STAGES)
+    else:
+        module.configure_parser(parser)
     return parser
 
 
@@ -59,11 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     # The full command first, so that a job's log says what ran (the console shows one line per job).
     logging.getLogger("crucible").info("command: %s", shlex.join(["crucible", *argv]))
-    module = importlib.import_module(GROUPS[group][0])
-    parser = argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
-    module.configure_parser(parser)
+    parser = group_parser(group)
     args = parser.parse_args(rest)
-    if not hasattr(args, "func"):
+    if not hasattr(args, "func") and not hasattr(args, "stage"):
         parser.print_help()
         return 2
     try:
@@ -71,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         # name are refused before it runs; its outputs' records are written once it succeeded.
         job = JobRecord.from_environ()
         names = job.input_names() if job is not None else {}
-        result = args.func(args)
+        if hasattr(args, "stage"):
+            from crucible import stage
+
+            result = stage.run(args.stage, args)
+        else:
+            result = args.func(args)
         if job is not None and not result:
             job.write_records(["crucible", group, *rest], names)
         log_imported_modules(group, getattr(args, "command", None))

@@ -326,7 +326,8 @@ def _data_files(folder: Path) -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def command_handler(group: str, verb: str) -> tuple[str, str]:
-    """``(module, function)`` that ``crucible group verb`` runs, read from the group's parser."""
+    """``(module, function)`` that ``crucible group verb`` runs, read from the group's declared
+    stages (crucible.stage) or its parser."""
     import argparse
     import importlib
 
@@ -334,8 +335,14 @@ def command_handler(group: str, verb: str) -> tuple[str, str]:
 
     if group not in GROUPS:
         raise ValueError(f"no crucible command group {group!r}")
+    module = importlib.import_module(GROUPS[group][0])
+    if hasattr(module, "STAGES"):
+        for declared in module.STAGES:
+            if declared.verb == verb:
+                return declared.target
+        raise ValueError(f"no command 'crucible {group} {verb}'")
     parser = argparse.ArgumentParser()
-    importlib.import_module(GROUPS[group][0]).configure_parser(parser)
+    module.configure_parser(parser)
     for action in parser._actions:  # argparse keeps its subcommands here and nowhere public
         if isinstance(action, argparse._SubParsersAction) and verb in action.choices:
             func = action.choices[verb].get_default("func")
@@ -346,11 +353,16 @@ def command_handler(group: str, verb: str) -> tuple[str, str]:
 @lru_cache(maxsize=None)
 def code_identity(group: str, verb: str) -> dict[str, Any]:
     """What ``crucible group verb`` runs: module digests, package data, distribution versions."""
+    import importlib
+
     from crucible.cli import GROUPS
 
     module, function = command_handler(group, verb)
-    # every command builds its group's parser before its handler runs
-    roots = [(GROUPS[group][0], frozenset({"configure_parser"})), (module, frozenset({function}))]
+    # every command builds its group's parser before its handler runs: from the group module's
+    # declarations (its top level) or its configure_parser
+    group_module = importlib.import_module(GROUPS[group][0])
+    builds = frozenset() if hasattr(group_module, "STAGES") else frozenset({"configure_parser"})
+    roots = [(GROUPS[group][0], builds), (module, frozenset({function}))]
     modules, others = import_closure([*roots, ("crucible.cli", frozenset({"main"}))])
     return {
         "command": f"{group} {verb}",

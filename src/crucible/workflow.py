@@ -10,6 +10,10 @@ import re
 import shlex
 from typing import Any, Iterable, Mapping
 
+from crucible.stage import JOB_PREFIX
+
+__all__ = ["JOB_PREFIX", "alternation", "attach_identity", "flag", "job_message", "rule_command"]
+
 
 def alternation(names: Iterable[str]) -> str:
     """A regex matching exactly these names (a wildcard constraint); never-matching when empty."""
@@ -29,8 +33,6 @@ def job_message(rule: str, wildcard_names: Iterable[str]) -> str:
     return " ".join([rule, *(f"{name}={{wildcards.{name}}}" for name in sorted(wildcard_names))])
 
 
-# How every rule's shell line begins: the job's identity (crucible.identity) in its environment.
-JOB_PREFIX = "CRUCIBLE_JOB={params.crucible_job:q} "
 _COMMAND = re.compile(r"\s*(?:[A-Z_]+=\S+\s+)*crucible\s+(\S+)\s+(\S+)")
 
 

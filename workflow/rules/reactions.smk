@@ -2,6 +2,7 @@
 # Thin rules calling `crucible reactions ...`; target lists and params come from
 # crucible.reactions.workflow (pure functions of the config). Every rule constrains its own rxn_*
 # wildcards to the configured names (rxn.wildcard_constraints).
+from crucible import stage
 from crucible.reactions import workflow as rxn
 
 
@@ -20,10 +21,15 @@ rule clean_reactions:
     conda:
         "../../envs/reactions.yaml"
     params:
-        custom=lambda wc: rxn.custom_dataset_arg(config, wc.rxn_dataset),
+        custom=lambda wc: rxn.custom_dataset(config, wc.rxn_dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions clean --dataset {wildcards.rxn_dataset:q} --input {input:q} {params.custom} "
-        "--out {output.data:q} --out-card {output.card:q} 2> {log:q}"
+        stage.shell(
+            "reactions clean",
+            dataset="{wildcards.rxn_dataset:q}",
+            input="{input:q}",
+            out="{output.data:q}",
+            out_card="{output.card:q}",
+        )
 
 
 rule build_questions:
@@ -43,12 +49,15 @@ rule build_questions:
         "../../envs/reactions.yaml"
     params:
         types=rxn.question_types(config),
-        qparams=rxn.question_params(config),
-        system=rxn.system_prompt_arg(config),
+        params=rxn.question_params(config),
+        system_prompt=rxn.system_prompt(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions build --data {input.data:q} --card {input.card:q} --params {params.qparams:q} "
-        "{params.system} --types {params.types} --out-questions {output.questions:q} --out-prompts {output.prompts:q} "
-        "--out-summary {output.summary:q} 2> {log:q}"
+        stage.shell(
+            "reactions build",
+            out_questions="{output.questions:q}",
+            out_prompts="{output.prompts:q}",
+            out_summary="{output.summary:q}",
+        )
 
 
 rule predict_reactions:
@@ -70,10 +79,9 @@ rule predict_reactions:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 30 * attempt,
     params:
-        mparams=lambda wc: rxn.model_params(config, wc.rxn_baseline),
+        params=lambda wc: rxn.model_params(config, wc.rxn_baseline),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} OMP_NUM_THREADS={threads} crucible reactions predict --model {wildcards.rxn_baseline:q} --params {params.mparams:q} "
-        "--data {input.data:q} --card {input.card:q} --questions {input.questions:q} --out {output:q} 2> {log:q}"
+        stage.shell("reactions predict", model="{wildcards.rxn_baseline:q}", out="{output:q}")
 
 
 # Language models: the LLM stage (llm_generate) writes responses/{model}.jsonl beside each prompts.jsonl.
@@ -92,8 +100,7 @@ rule parse_reaction_responses:
     conda:
         "../../envs/reactions.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions parse --model {wildcards.rxn_llm:q} --questions {input.questions:q} "
-        "--responses {input.responses:q} --out {output:q} 2> {log:q}"
+        stage.shell("reactions parse", model="{wildcards.rxn_llm:q}", out="{output:q}")
 
 
 rule score_reactions:
@@ -111,8 +118,12 @@ rule score_reactions:
     conda:
         "../../envs/reactions.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions score --dataset {wildcards.rxn_dataset:q} --model {wildcards.rxn_model:q} "
-        "--questions {input.questions:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "reactions score",
+            dataset="{wildcards.rxn_dataset:q}",
+            model="{wildcards.rxn_model:q}",
+            out="{output:q}",
+        )
 
 
 rule report_reactions:
@@ -120,22 +131,22 @@ rule report_reactions:
         lambda wc: rxn.score_files(config, wc.rxn_dataset),
     output:
         # In the report as CSV, as every family's tables are; the .md and .tex are for papers.
-        csv=report(
+        out_csv=report(
             "results/tables/reactions_{rxn_dataset}.csv",
             caption="../report/reactions_table.rst",
             category="Reactions",
             subcategory="{rxn_dataset}",
         ),
-        md="results/tables/reactions_{rxn_dataset}.md",
-        tex="results/tables/reactions_{rxn_dataset}.tex",
-        paired_csv=report(
+        out_md="results/tables/reactions_{rxn_dataset}.md",
+        out_tex="results/tables/reactions_{rxn_dataset}.tex",
+        out_paired_csv=report(
             "results/tables/reactions_{rxn_dataset}_paired.csv",
             caption="../report/reactions_paired.rst",
             category="Reactions",
             subcategory="{rxn_dataset}",
         ),
-        paired_md="results/tables/reactions_{rxn_dataset}_paired.md",
-        paired_tex="results/tables/reactions_{rxn_dataset}_paired.tex",
+        out_paired_md="results/tables/reactions_{rxn_dataset}_paired.md",
+        out_paired_tex="results/tables/reactions_{rxn_dataset}_paired.tex",
         png=report(
             "results/figures/reactions_{rxn_dataset}.png",
             caption="../report/reactions_figure.rst",
@@ -152,13 +163,15 @@ rule report_reactions:
     conda:
         "../../envs/reactions.yaml"
     params:
-        boot=rxn.bootstrap(config)["n"],
+        bootstrap=rxn.bootstrap(config)["n"],
         seed=rxn.bootstrap(config)["seed"],
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions report --dataset {wildcards.rxn_dataset:q} --scores {input:q} --bootstrap {params.boot} "
-        "--seed {params.seed} --out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} "
-        "--out-paired-csv {output.paired_csv:q} --out-paired-md {output.paired_md:q} "
-        "--out-paired-tex {output.paired_tex:q} --out-figure {output.png:q} {output.pdf:q} 2> {log:q}"
+        stage.shell(
+            "reactions report",
+            dataset="{wildcards.rxn_dataset:q}",
+            scores="{input:q}",
+            out_figure="{output.png:q} {output.pdf:q}",
+        )
 
 
 rule package_reactions:
@@ -166,7 +179,7 @@ rule package_reactions:
         questions=lambda wc: rxn.questions_files(config, wc.rxn_dataset),
         card=rules.clean_reactions.output.card,
         summary=rules.build_questions.output.summary,
-        table=rules.report_reactions.output.csv,
+        table=rules.report_reactions.output.out_csv,
     output:
         report=report(
             "results/reactions/{rxn_dataset}/package/report.md",
@@ -185,6 +198,4 @@ rule package_reactions:
     params:
         out_dir=lambda wc: rxn.package_dir(wc.rxn_dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible reactions package --dataset {wildcards.rxn_dataset:q} --questions {input.questions:q} "
-        "--card {input.card:q} --summary {input.summary:q} --table {input.table:q} "
-        "--out-dir {params.out_dir:q} 2> {log:q}"
+        stage.shell("reactions package", dataset="{wildcards.rxn_dataset:q}", out_dir="{params.out_dir:q}")

@@ -427,6 +427,18 @@ def make_card(
     return card
 
 
+def clean(
+    dataset: str,
+    input: str | os.PathLike,
+    out: str | os.PathLike,
+    out_card: str | os.PathLike,
+    custom: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Clean the raw table of a dataset (built in, or a user's given by ``custom``, the config's
+    ``reactions.custom_datasets``) into its parquet table and card."""
+    return write_clean(dataset_spec(dataset, custom), input, out, out_card)
+
+
 def write_clean(
     spec: DatasetSpec, path: str | os.PathLike | None, out: str | os.PathLike, out_card: str | os.PathLike
 ) -> dict[str, Any]:

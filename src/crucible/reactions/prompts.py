@@ -280,11 +280,15 @@ def read_predictions_from_responses(responses_path: str | os.PathLike, questions
 
 
 def write_response_predictions(
-    model: str, questions_path: str | os.PathLike, responses_path: str | os.PathLike, out: str | os.PathLike
+    model: str,
+    questions: list[str | os.PathLike],
+    responses: list[str | os.PathLike],
+    out: list[str | os.PathLike],
 ) -> None:
-    """A language model's response file turned into a prediction file for one question file."""
+    """A language model's response files turned into prediction files, one per question file."""
     from crucible.io import write_json
     from crucible.reactions.scoring import load_questions, prediction_record
 
-    predictions = read_predictions_from_responses(responses_path, load_questions(questions_path))
-    write_json(prediction_record(model, questions_path, predictions), out)
+    for questions_path, responses_path, out_path in zip(questions, responses, out, strict=True):
+        predictions = read_predictions_from_responses(responses_path, load_questions(questions_path))
+        write_json(prediction_record(model, questions_path, predictions), out_path)

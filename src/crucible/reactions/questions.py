@@ -422,8 +422,8 @@ def build_all(
 
 
 def write_question_files(
-    data_path: str,
-    card_path: str,
+    data: str,
+    card: str,
     params: dict[str, Any] | None,
     types: list[str],
     out_questions: list[str],
@@ -442,7 +442,7 @@ def write_question_files(
             f"{len(types)} question types, {len(out_questions)} question files and {len(out_prompts)} prompt "
             "files: give one question file and one prompt file per type, in the same order"
         )
-    sets, summary = build_all(read_parquet(data_path), read_json(card_path), params)
+    sets, summary = build_all(read_parquet(data), read_json(card), params)
     for qtype, q_out, p_out in zip(types, out_questions, out_prompts):
         if qtype not in sets:
             raise ConfigError(f"unknown question type {qtype!r}; known: {', '.join(sets)}")

@@ -339,13 +339,38 @@ def example_predictions(question_files: list[str | os.PathLike], n: int = 3) -> 
     }
 
 
+def write_report_files(
+    dataset: str,
+    scores: list[str | os.PathLike],
+    out_csv: str | os.PathLike,
+    out_md: str | os.PathLike,
+    out_tex: str | os.PathLike,
+    out_paired_csv: str | os.PathLike,
+    out_paired_md: str | os.PathLike,
+    out_paired_tex: str | os.PathLike,
+    out_figure: list[str | os.PathLike],
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """:func:`write_report` with each table's path as its own argument (the CLI's)."""
+    tables = {
+        "csv": out_csv,
+        "md": out_md,
+        "tex": out_tex,
+        "paired_csv": out_paired_csv,
+        "paired_md": out_paired_md,
+        "paired_tex": out_paired_tex,
+    }
+    return write_report(dataset, scores, tables, out_figure, bootstrap, seed)
+
+
 def write_package_files(
     dataset: str,
     out_dir: str | os.PathLike,
-    question_files: list[str],
-    card_path: str | os.PathLike,
-    summary_path: str | os.PathLike,
-    table_path: str | os.PathLike,
+    questions: list[str],
+    card: str | os.PathLike,
+    summary: str | os.PathLike,
+    table: str | os.PathLike,
 ) -> None:
     """:func:`write_package` from the files the workflow has: the card, the build summary and
     the results table (CSV)."""
@@ -354,11 +379,11 @@ def write_package_files(
     write_package(
         dataset,
         out_dir,
-        question_files,
-        read_json(card_path),
-        pd.read_csv(table_path),
-        read_json(summary_path),
-        example_predictions(question_files),
+        questions,
+        read_json(card),
+        pd.read_csv(table),
+        read_json(summary),
+        example_predictions(questions),
     )
 
 

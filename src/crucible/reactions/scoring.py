@@ -381,6 +381,19 @@ def expected_random_means(questions: list[dict[str, Any]]) -> dict[str, float | 
     return out
 
 
+def write_scores(
+    questions: list[str | os.PathLike],
+    predictions: list[str | os.PathLike],
+    out: str | os.PathLike,
+    dataset: str = "",
+    model: str = "",
+) -> None:
+    """:func:`score_prediction_files` written to ``out`` (JSON)."""
+    from crucible.io import write_json
+
+    write_json(score_prediction_files(questions, predictions, dataset, model), out)
+
+
 def score_prediction_files(
     questions_paths: list[str | os.PathLike],
     predictions_paths: list[str | os.PathLike],

@@ -16,7 +16,7 @@ from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
 from crucible.sources import resource_path
-from crucible.workflow import alternation, flag
+from crucible.workflow import alternation
 
 # Built-in tables with a single substrate: the leave-one-substrate-out baselines have nothing to
 # learn from there.
@@ -110,14 +110,16 @@ def raw_file(config: dict[str, Any], dataset: str) -> str:
     return str(section(config)["custom_datasets"][dataset]["csv"])
 
 
-def custom_dataset_arg(config: dict[str, Any], dataset: str) -> str:
-    """``--custom '<json>'`` for a user table, nothing for a built-in one (shell-quoted)."""
+def custom_dataset(config: dict[str, Any], dataset: str) -> str:
+    """The JSON of a user table's config entry (``crucible reactions clean --custom``); empty for
+    a built-in dataset."""
     custom = section(config)["custom_datasets"]
-    return flag("--custom", json.dumps({dataset: custom[dataset]}, sort_keys=True) if dataset in custom else "")
+    return json.dumps({dataset: custom[dataset]}, sort_keys=True) if dataset in custom else ""
 
 
-def system_prompt_arg(config: dict[str, Any]) -> str:
-    return flag("--system-prompt", section(config).get("system_prompt"))
+def system_prompt(config: dict[str, Any]) -> str:
+    """The configured system prompt of every prompt; empty: the benchmark's own."""
+    return section(config).get("system_prompt") or ""
 
 
 def bootstrap(config: dict[str, Any]) -> dict[str, int]:

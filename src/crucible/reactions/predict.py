@@ -1,0 +1,26 @@
+"""A registered baseline answers question files (``crucible reactions predict``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def write_baseline_predictions(
+    model: str,
+    data: str | os.PathLike,
+    card: str | os.PathLike,
+    questions: list[str | os.PathLike],
+    out: list[str | os.PathLike],
+    params: dict[str, Any] | None = None,
+) -> None:
+    """Fit baseline ``model`` on the clean table and its card, then write one prediction file per
+    question file (same order)."""
+    from crucible.io import read_json, read_parquet, write_json
+    from crucible.reactions import baselines, scoring
+
+    fitted = baselines.make_model(model, params or {})
+    fitted.fit(read_parquet(data), read_json(card))
+    for questions_path, out_path in zip(questions, out, strict=True):
+        predictions = fitted.predict(scoring.load_questions(questions_path))
+        write_json(scoring.prediction_record(model, questions_path, predictions), out_path)

@@ -1,0 +1,277 @@
+"""Each command of the ``crucible`` CLI declared once.
+
+A :class:`Stage` names the library function a command runs and declares its arguments (:class:`Arg`);
+from that one declaration follow the argparse parser and its help (:func:`configure_parser`), the
+call of the function (:func:`run`), and the shell line of the Snakemake rule that runs it
+(:func:`shell`). Nothing is spelled twice: a rule names its inputs, outputs and params after the
+command's arguments, and passes only what comes from elsewhere (a wildcard, a literal).
+
+This module is imported by every command before it runs, so it imports nothing heavy; a group's
+declarations (``crucible/<family>/stages.py``) name their functions by dotted path and the one
+asked for is imported alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from crucible.errors import ConfigError
+
+REQUIRED = object()
+# How every rule's shell line begins: the job's identity (crucible.identity) in its environment.
+JOB_PREFIX = "CRUCIBLE_JOB={params.crucible_job:q} "
+INPUT, OUTPUT, PARAM = "input", "output", "param"
+
+
+def json_value(text: str) -> Any:
+    """argparse type of a JSON argument (parameters the rule passes)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text[:80]!r}") from None
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One option ``--<name>`` of a command, the keyword argument ``name`` of its function.
+
+    ``role`` says where a rule's value comes from: its input or output of that name, or its param
+    of that name (an argument named ``threads`` takes the rule's threads). An optional argument
+    given the empty string (``--opt=``) takes its default, so that a rule can pass "none".
+    """
+
+    name: str
+    help: str
+    role: str = PARAM
+    type: Callable[[str], Any] | None = None
+    default: Any = REQUIRED
+    many: bool = False  # one or more values after the flag
+    repeat: bool = False  # the flag repeated, each with one value
+    choices: Sequence[Any] | None = None
+    flag: bool = False  # a switch: present or not
+    per: str | None = None  # as many values as the argument named here
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED and not self.flag
+
+    def placeholder(self) -> str:
+        """What a rule's shell line passes for this argument, unless the rule says otherwise."""
+        if self.role == INPUT:
+            return f"{{input.{self.name}:q}}"
+        if self.role == OUTPUT:
+            return f"{{output.{self.name}:q}}"
+        if self.name == "threads":
+            return "{threads}"
+        return f"{{params.{self.name}:q}}"
+
+
+def In(name: str, help: str, **kw: Any) -> Arg:
+    """A file the command reads (the rule's input of this name)."""
+    return Arg(name, help, role=INPUT, **kw)
+
+
+def Out(name: str, help: str, **kw: Any) -> Arg:
+    """A file the command writes (the rule's output of this name)."""
+    return Arg(name, help, role=OUTPUT, **kw)
+
+
+def Opt(name: str, help: str, **kw: Any) -> Arg:
+    """A setting (the rule's param of this name)."""
+    return Arg(name, help, role=PARAM, **kw)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A command ``crucible <group> <verb>``: it calls ``run`` (``"module:function"``) with its args."""
+
+    verb: str
+    help: str
+    run: str
+    args: tuple[Arg, ...]
+    # groups of arguments of which exactly one is given
+    one_of: tuple[tuple[str, ...], ...] = ()
+    # OMP_NUM_THREADS={threads} before the command: a library that spawns BLAS threads at import
+    omp_threads: bool = False
+    # a longer text under the usage line of --help
+    description: str | None = None
+
+    def __post_init__(self):
+        names = [a.name for a in self.args]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.verb}: an argument is declared twice: {names}")
+        unknown = {a.per for a in self.args if a.per} | {n for g in self.one_of for n in g}
+        if unknown - set(names):
+            raise ValueError(f"{self.verb}: refers to undeclared arguments {sorted(unknown - set(names))}")
+
+    @property
+    def target(self) -> tuple[str, str]:
+        module, _, function = self.run.partition(":")
+        return module, function
+
+    def arg(self, name: str) -> Arg:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+def _add_argument(parser: argparse.ArgumentParser | Any, arg: Arg, required: bool) -> None:
+    kw: dict[str, Any] = {"help": arg.help, "dest": arg.name}
+    if arg.flag:
+        parser.add_argument(arg.option, action="store_true", **kw)
+        return
+    if arg.repeat:
+        kw["action"] = "append"
+    elif arg.many:
+        kw["nargs"] = "+" if arg.required else "*"
+    if arg.type is not None:
+        kw["type"] = _or_empty(arg.type, arg.default) if not arg.required else arg.type
+    elif not arg.required:
+        kw["type"] = _or_empty(str, arg.default)
+    if arg.choices is not None:
+        kw["choices"] = _with_empty(arg.choices) if not arg.required else arg.choices
+    if required:
+        kw["required"] = True
+    elif arg.default is not REQUIRED:
+        kw["default"] = arg.default
+    parser.add_argument(arg.option, **kw)
+
+
+class _Default:
+    """The value of an optional argument given as '' (a rule passing "none")."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:  # argparse prints it in "invalid choice" messages
+        return repr("")
+
+
+def _or_empty(convert: Callable[[str], Any], default: Any) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        return _Default(default) if text == "" else convert(text)
+
+    parse.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+class _WithEmpty(list):
+    def __contains__(self, value: Any) -> bool:
+        return isinstance(value, _Default) or super().__contains__(value)
+
+
+def _with_empty(choices: Sequence[Any]) -> Sequence[Any]:
+    return _WithEmpty(choices)
+
+
+def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage]) -> None:
+    """Add one subcommand per stage to ``parser`` (a group's ``crucible <group>`` parser)."""
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for stage in stages:
+        p = sub.add_parser(stage.verb, help=stage.help, description=stage.description or stage.help)
+        grouped = {n: g for g in stage.one_of for n in g}
+        groups: dict[tuple[str, ...], Any] = {}
+        for arg in stage.args:
+            if arg.name in grouped:
+                g = grouped[arg.name]
+                if g not in groups:
+                    groups[g] = p.add_mutually_exclusive_group(required=True)
+                _add_argument(groups[g], arg, required=False)
+            else:
+                _add_argument(p, arg, required=arg.required)
+        p.set_defaults(stage=stage)
+
+
+def arguments(stage: Stage, namespace: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``stage``'s function from parsed options; lists given ``per``
+    another argument must have as many values as that one."""
+    kwargs = {}
+    for arg in stage.args:
+        value = getattr(namespace, arg.name)
+        if isinstance(value, list):
+            value = [v for v in value if not isinstance(v, _Default)]
+        elif isinstance(value, _Default):
+            value = value.value
+        kwargs[arg.name] = value
+    for arg in stage.args:
+        if arg.per and kwargs[arg.name] is not None and kwargs[arg.per] is not None:
+            if len(kwargs[arg.name]) != len(kwargs[arg.per]):
+                raise ConfigError(f"{arg.option} and {stage.arg(arg.per).option} need the same number of paths")
+    return kwargs
+
+
+def function(stage: Stage) -> Callable[..., Any]:
+    module, name = stage.target
+    return getattr(importlib.import_module(module), name)
+
+
+def run(stage: Stage, namespace: argparse.Namespace) -> int:
+    """Call ``stage``'s function; its return value (None: success) is the exit status."""
+    return int(function(stage)(**arguments(stage, namespace)) or 0)
+
+
+def signature_mismatch(stage: Stage) -> list[str]:
+    """How ``stage``'s declaration and its function's signature differ (nothing: they agree)."""
+    params = inspect.signature(function(stage)).parameters
+    declared = [a.name for a in stage.args]
+    problems = [f"{n}: declared, not a parameter" for n in declared if n not in params]
+    problems += [
+        f"{n}: a parameter, not declared"
+        for n, p in params.items()
+        if n not in declared and p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
+    ]
+    return problems
+
+
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def stages_of(group: str) -> tuple[Stage, ...]:
+    """The declared stages of a command group (``crucible.cli.GROUPS``); empty for a group with
+    a parser of its own."""
+    from crucible.cli import GROUPS
+
+    if group not in GROUPS:
+        raise ConfigError(f"no crucible command group {group!r}")
+    return tuple(getattr(importlib.import_module(GROUPS[group][0]), "STAGES", ()))
+
+
+def shell(command: str, **sources: str | None) -> str:
+    """The shell line of a rule running ``crucible <command>`` ("<group> <verb>"): every argument
+    from the rule's input, output or param of its name (see :meth:`Arg.placeholder`), except those
+    given here: a template (``task="{wildcards.task}"``) or None (left out: its default)."""
+    group, _, verb = command.partition(" ")
+    stage = next((s for s in stages_of(group) if s.verb == verb), None)
+    if stage is None:
+        raise ConfigError(f"no command 'crucible {command}'")
+    unknown = sorted(set(sources) - {a.name for a in stage.args})
+    if unknown:
+        raise ConfigError(f"crucible {command} has no argument {', '.join(unknown)}")
+    words = [JOB_PREFIX.strip()]
+    if stage.omp_threads:
+        words.append("OMP_NUM_THREADS={threads}")
+    words += ["crucible", group, verb]
+    for arg in stage.args:
+        value = sources.get(arg.name, "" if arg.flag else arg.placeholder())
+        if value is None or value == "":
+            if arg.required:
+                raise ConfigError(f"crucible {command}: {arg.option} is required")
+            continue
+        if arg.repeat or arg.flag:
+            words.append(value)
+        elif arg.required or arg.many:
+            words.append(f"{arg.option} {value}")
+        else:  # "--opt=" reads as the empty string (its default) where the rule passes nothing
+            words.append(f"{arg.option}={value}")
+    return " ".join(words) + " 2> {log:q}"
