@@ -217,8 +217,10 @@ def function(stage: Stage) -> Callable[..., Any]:
 
 
 def run(stage: Stage, namespace: argparse.Namespace) -> int:
-    """Call ``stage``'s function; its return value (None: success) is the exit status."""
-    return int(function(stage)(**arguments(stage, namespace)) or 0)
+    """Call ``stage``'s function. An int it returns is the exit status; anything else it returns
+    (a library function's result: a card, a table) is success."""
+    result = function(stage)(**arguments(stage, namespace))
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 def signature_mismatch(stage: Stage) -> list[str]:
