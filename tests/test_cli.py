@@ -198,7 +198,6 @@ def test_every_option_of_every_command_has_help(group):
     """`crucible <group> <command> --help` explains every option: a new command or option
     without a help text fails here."""
     import argparse
-    import importlib
 
     parser = argparse.ArgumentParser(prog=f"crucible {group}")
     group_parser(group, parser)

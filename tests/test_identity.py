@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -10,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from crucible import identity
+from crucible import code_closure, identity
 from crucible.cli import GROUPS, group_parser
+from crucible.code_closure import code_identity, import_closure
 from crucible.errors import ConfigError
-from crucible.identity import JobRecord, Meaning, NameBook, code_identity, import_closure, record_path
+from crucible.identity import JobRecord, Meaning, NameBook, record_path
 
 from helpers import REPO
 
@@ -22,7 +22,7 @@ def all_commands() -> list[tuple[str, str]]:
     import argparse
 
     commands = []
-    for group, (module, _) in GROUPS.items():
+    for group, (_module, _) in GROUPS.items():
         parser = argparse.ArgumentParser()
         group_parser(group, parser)
         for action in parser._actions:
@@ -35,7 +35,7 @@ def test_every_command_has_a_handler_and_a_closure_with_its_group():
     commands = all_commands()
     assert len(commands) > 40
     for group, verb in commands:
-        module, function = identity.command_handler(group, verb)
+        module, function = code_closure.command_handler(group, verb)
         modules = code_identity(group, verb)["modules"]
         assert module in modules and "crucible.cli" in modules and "crucible" in modules, (group, verb)
 
@@ -96,23 +96,23 @@ def test_digest_ignores_comments_docstrings_and_version(tmp_path, monkeypatch):
     pkg.mkdir()
     (pkg / "__init__.py").write_text('"""doc"""\n__version__ = "1.0"\n')
     (pkg / "a.py").write_text('"""A."""\nimport json\n\ndef f():\n    """F."""\n    return 1  # one\n')
-    monkeypatch.setattr(identity, "PACKAGE_ROOT", pkg)
-    before = identity.module_digest(pkg / "a.py"), identity.module_digest(pkg / "__init__.py")
-    identity.module_digest.cache_clear()
+    monkeypatch.setattr(code_closure, "PACKAGE_ROOT", pkg)
+    before = code_closure.module_digest(pkg / "a.py"), code_closure.module_digest(pkg / "__init__.py")
+    code_closure.module_digest.cache_clear()
     (pkg / "__init__.py").write_text('"""other doc"""\n__version__ = "2.0"\n')
     (pkg / "a.py").write_text('"""B."""\nimport json\n\n\ndef f():\n    # why\n    return 1\n')
-    assert (identity.module_digest(pkg / "a.py"), identity.module_digest(pkg / "__init__.py")) == before
-    identity.module_digest.cache_clear()
+    assert (code_closure.module_digest(pkg / "a.py"), code_closure.module_digest(pkg / "__init__.py")) == before
+    code_closure.module_digest.cache_clear()
     (pkg / "a.py").write_text('"""B."""\nimport json\n\ndef f():\n    return 2\n')
-    assert identity.module_digest(pkg / "a.py") != before[0]
-    identity.module_digest.cache_clear()
+    assert code_closure.module_digest(pkg / "a.py") != before[0]
+    code_closure.module_digest.cache_clear()
 
 
 def test_closure_follows_lazy_imports_and_names_third_party_packages():
     modules, others = import_closure(["crucible.crystal.scoring"])
     assert "crucible.crystal.scoring" in modules and "crucible.crystal" in modules and "crucible" in modules
     assert "pymatgen" in others
-    versions = identity.package_versions(others)
+    versions = code_closure.package_versions(others)
     assert "pymatgen" in versions and all(v for v in versions.values())
 
 
@@ -120,17 +120,17 @@ def test_an_edit_of_one_module_changes_exactly_the_commands_that_reach_it(monkey
     """A one-line edit of crystal/scoring.py: the commands whose closure holds it get a new digest,
     every other command keeps its own."""
     commands = [c for c in all_commands() if c[0] != "sources"]
-    before = {c: identity.digest(code_identity(*c)) for c in commands}
-    target = identity._module_file("crucible.crystal.scoring")
-    real = identity.module_digest
+    before = {c: code_closure.digest(code_identity(*c)) for c in commands}
+    target = code_closure._module_file("crucible.crystal.scoring")
+    real = code_closure.module_digest
 
     def edited(path):
         return "edited" if path == target else real(path)
 
-    monkeypatch.setattr(identity, "module_digest", edited)
+    monkeypatch.setattr(code_closure, "module_digest", edited)
     code_identity.cache_clear()
     try:
-        after = {c: identity.digest(code_identity(*c)) for c in commands}
+        after = {c: code_closure.digest(code_identity(*c)) for c in commands}
         changed = {c for c in commands if after[c] != before[c]}
         reaching = {c for c in commands if "crucible.crystal.scoring" in code_identity(*c)["modules"]}
     finally:
@@ -142,11 +142,11 @@ def test_an_edit_of_one_module_changes_exactly_the_commands_that_reach_it(monkey
 
 def test_code_digest_cache_follows_the_sources(tmp_path):
     cache = tmp_path / "digests.json"
-    identity._code_cache.cache_clear()
-    first = identity.code_digest("matbench", "score", cache_file=cache)
+    code_closure._code_cache.cache_clear()
+    first = code_closure.code_digest("matbench", "score", cache_file=cache)
     assert json.loads(cache.read_text())["digests"]["matbench score"] == first
-    assert identity.code_digest("matbench", "score", cache_file=None) == first
-    identity._code_cache.cache_clear()
+    assert code_closure.code_digest("matbench", "score", cache_file=None) == first
+    code_closure._code_cache.cache_clear()
 
 
 def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
@@ -236,7 +236,7 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
 def test_job_env_round_trips(monkeypatch):
     env = identity.job_env("matbench", "score", {"matbench/model/dummy": "d"}, ["b", "a", "a"], ["o"])
     job = JobRecord.from_environ({identity.ENV_VAR: env})
-    assert job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == identity.code_digest("matbench", "score")
+    assert job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == code_closure.code_digest("matbench", "score")
     with pytest.raises(identity.IdentityError, match=identity.ENV_VAR):
         JobRecord.from_environ({identity.ENV_VAR: "{not json"})
 

@@ -12,7 +12,6 @@ evaluation, whether deterministic kernels were already on.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 
 import pytest
@@ -80,7 +79,7 @@ TORCH = [
 
 def _commands() -> set[tuple[str, str]]:
     out = set()
-    for group, (module, _) in GROUPS.items():
+    for group, (_module, _) in GROUPS.items():
         parser = argparse.ArgumentParser()
         group_parser(group, parser)
         for action in parser._actions:

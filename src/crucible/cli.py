@@ -16,8 +16,9 @@ import shlex
 import sys
 
 from crucible import __version__
+from crucible.code_closure import log_imported_modules
 from crucible.errors import CrucibleError
-from crucible.identity import JobRecord, log_imported_modules
+from crucible.identity import JobRecord
 
 GROUPS: dict[str, tuple[str, str]] = {
     "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),

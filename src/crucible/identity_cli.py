@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from crucible.identity import NAME_BOOK_FILE, canonical_json, forget_names, read_name_book, read_record, short
+from crucible.code_closure import canonical_json, short
+from crucible.identity import NAME_BOOK_FILE, forget_names, read_name_book, read_record
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

@@ -184,7 +184,8 @@ def name_meanings(jobs: Iterable[Job], root: str | os.PathLike = ".") -> list[tu
     """``(name, digest, meaning)`` of every name the run's outputs were made of, from their
     identity records (crucible.identity), with the meaning recorded in results/. Outputs that
     disagree on a name's meaning are an IdentityError naming them: the page never summarises a mix."""
-    from crucible.identity import NAME_BOOK_FILE, IdentityError, canonical_json, read_name_book, read_record
+    from crucible.code_closure import canonical_json
+    from crucible.identity import NAME_BOOK_FILE, IdentityError, read_name_book, read_record
 
     seen: dict[str, tuple[str, str]] = {}
     for job in jobs:
