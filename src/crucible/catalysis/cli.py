@@ -111,7 +111,7 @@ def _cmd_tables(args) -> int:
 
 
 def _cmd_figures(args) -> int:
-    from crucible.catalysis.report import write_figure_files
+    from crucible.catalysis.figures import write_figure_files
 
     write_figure_files(
         args.inputs,
