@@ -18,7 +18,8 @@ def main() -> None:
     import torch
     from ase.optimize import LBFGS
 
-    from crucible.catalysis import data, demo
+    from crucible.catalysis import demo
+    from crucible.catalysis.catbench_files import read_catbench_json
     from crucible.mlip.calculators import get_calculator
 
     ap = argparse.ArgumentParser()
@@ -29,7 +30,7 @@ def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         path = demo.write_catbench_json(demo.build_reactions(), Path(tmp) / "demo.json")
-        reactions = data.read_catbench_json(path)[: args.reactions]
+        reactions = read_catbench_json(path)[: args.reactions]
     for model in args.models:
         calc = get_calculator(model, device="cpu")
         warm = reactions[0].by_role("adslab")[0].atoms.copy()

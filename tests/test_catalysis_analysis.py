@@ -10,6 +10,7 @@ import pytest
 
 from crucible.catalysis import analysis as A
 from crucible.catalysis.calculation import median_seed, seed_range
+from crucible.catalysis.catbench_files import catbench_result
 
 
 def record(
@@ -255,7 +256,7 @@ def test_coverage_row_counts_input_succeeded_failed_not_run():
 
 def test_catbench_result_layout():
     recs = [record("a"), {**record("b"), "error": "X: y", "stage": "relax:slab"}]
-    doc = A.catbench_result(recs, {"max_steps": 50, "chemical_bond_cutoff": 6.0})
+    doc = catbench_result(recs, {"max_steps": 50, "chemical_bond_cutoff": 6.0})
     assert doc["calculation_settings"]["n_crit_relax"] == 50 and doc["_failures"]["b"]["stage"] == "relax:slab"
     entry = doc["a"]
     assert sorted(k for k in entry if k.isdigit()) == ["0", "1", "2"]

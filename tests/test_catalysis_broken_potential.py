@@ -17,7 +17,7 @@ import math
 import pandas as pd
 import pytest
 
-from crucible.catalysis import analysis as A
+from crucible.catalysis.catbench_files import catbench_result
 from crucible.cli import main
 from crucible.io import read_json
 
@@ -86,7 +86,7 @@ def test_nan_on_some_structures_fails_exactly_their_reactions_and_catbench_agree
     work = tmp_path / "cb"
     target = work / "result" / "broken" / "broken_result.json"
     target.parent.mkdir(parents=True)
-    target.write_text(json.dumps(A.catbench_result(chunk["reactions"], chunk["settings"])))
+    target.write_text(json.dumps(catbench_result(chunk["reactions"], chunk["settings"])))
     monkeypatch.chdir(work)
     AdsorptionAnalysis(plot_enabled=False, benchmarking_name="peer").analysis()
     theirs = pd.read_excel(work / "peer_Benchmarking_Analysis.xlsx", sheet_name="Coverage").set_index("MLIP_name")

@@ -12,7 +12,9 @@ from ase.calculators.emt import EMT
 from ase.constraints import FixAtoms
 
 from crucible.catalysis import calculation as C
-from crucible.catalysis import data
+from crucible.catalysis import chunks as CH
+from crucible.catalysis.adsorption import Reaction, Structure
+from crucible.catalysis.catbench_files import read_catbench_json
 
 
 def test_displacement_vectors():
@@ -51,7 +53,7 @@ def test_max_bond_change_percent_with_cutoff():
 
 
 def _reactions(catalysis_demo, n=None):
-    rs = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
+    rs = read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
     return rs[:n] if n else rs
 
 
@@ -83,13 +85,13 @@ def test_oc20_mode_relaxes_only_the_adslab(catalysis_demo):
 def test_unsupported_element_is_recorded_not_dropped():
     slab = Atoms("Cu", positions=[(0, 0, 0)], cell=[3, 3, 10], pbc=True)
     ads = Atoms("CuXe", positions=[(0, 0, 0), (0, 0, 2)], cell=[3, 3, 10], pbc=True)
-    r = data.Reaction(
+    r = Reaction(
         "x",
         "Xe",
         "Cu",
         0.0,
         None,
-        [data.Structure("star", "slab", -1, 0, slab), data.Structure("Xestar", "adslab", 1, 0, ads)],
+        [Structure("star", "slab", -1, 0, slab), Structure("Xestar", "adslab", 1, 0, ads)],
         [1],
     )
     rec = C.run_reaction(r, EMT(), {"seeds": 1})
@@ -138,18 +140,18 @@ def test_killed_chunk_resumes_without_recomputing(catalysis_demo, tmp_path, monk
     calc = CountingEMT(die_after=7)
     _counting(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        C.run_chunk(reactions, calc, {"seeds": 1}, out, "emt", progress=False)
+        CH.run_chunk(reactions, calc, {"seeds": 1}, out, "emt", progress=False)
     assert not out.exists()
     parts = sorted((tmp_path / "chunk_0.json.parts").glob("*.json"))
     assert len(parts) == 3  # reactions finished before the kill were written at once
     again = CountingEMT()
-    doc = C.run_chunk(reactions, again, {"seeds": 1}, out, "emt", progress=False)
+    doc = CH.run_chunk(reactions, again, {"seeds": 1}, out, "emt", progress=False)
     assert (doc["n_resumed"], doc["n_computed"]) == (3, 1)
     assert again.relaxations == 2  # Ni111_CO's adslab and slab; CO's energy comes from a resumed part
     assert json.loads(out.read_text())["n_reactions"] == 4
     assert not (tmp_path / "chunk_0.json.parts").exists()
     # the same numbers, steps counted included, as one uninterrupted run
-    fresh = C.run_chunk(reactions, CountingEMT(), {"seeds": 1}, tmp_path / "other.json", "emt", progress=False)
+    fresh = CH.run_chunk(reactions, CountingEMT(), {"seeds": 1}, tmp_path / "other.json", "emt", progress=False)
     assert fresh["n_computed"] == 4 and _numbers(fresh) == _numbers(doc)
 
 
@@ -159,8 +161,8 @@ def test_slab_relaxed_once_per_seed_and_its_reuse_counts_nothing(catalysis_demo,
     steps, but keeps its steps in the seed (for the step-cap check). Results equal those without
     the cache; Steps_total falls by the reused slab relaxations."""
     reactions = _reactions(catalysis_demo)
-    on = C.run_chunk(reactions, EMT(), {"seeds": 2}, tmp_path / "on.json", "emt", progress=False)
-    off = C.run_chunk(
+    on = CH.run_chunk(reactions, EMT(), {"seeds": 2}, tmp_path / "on.json", "emt", progress=False)
+    off = CH.run_chunk(
         reactions, EMT(), {"seeds": 2, "structure_cache": False}, tmp_path / "off.json", "emt", progress=False
     )
     for a, b in zip(on["reactions"], off["reactions"]):
@@ -187,16 +189,16 @@ def test_steps_total_does_not_depend_on_the_number_of_chunks(catalysis_demo, tmp
     groups = relaxation_groups(reactions)
     assert len(set(groups.values())) == 3  # one per metal: its slab is shared
     ids = [r.reaction_id for r in reactions]
-    chunks = [C.chunk_ids(ids, k, 4, [groups[i] for i in ids]) for k in range(4)]
+    chunks = [CH.chunk_ids(ids, k, 4, [groups[i] for i in ids]) for k in range(4)]
     assert sorted(sum(chunks, [])) == sorted(ids)
     assert all(len({groups[i] for i in c}) <= 1 or len(c) % 3 == 0 for c in chunks)
     steps = []
     for n in (1, 4):
         total = 0
         for k in range(n):
-            part = [r for r in reactions if r.reaction_id in C.chunk_ids(ids, k, n, [groups[i] for i in ids])]
+            part = [r for r in reactions if r.reaction_id in CH.chunk_ids(ids, k, n, [groups[i] for i in ids])]
             if part:
-                doc = C.run_chunk(part, EMT(), {"seeds": 1}, tmp_path / f"{n}_{k}.json", "emt", progress=False)
+                doc = CH.run_chunk(part, EMT(), {"seeds": 1}, tmp_path / f"{n}_{k}.json", "emt", progress=False)
                 total += sum(r["steps_total_slab"] + r["steps_total_adslab"] for r in doc["reactions"])
         steps.append(total)
     assert steps[0] == steps[1]
@@ -207,15 +209,15 @@ def test_changed_input_after_a_kill_is_not_resumed(catalysis_demo, tmp_path, cap
     in the log, set aside (kept) and recomputed, and the numbers equal a fresh run on the new input."""
     reactions = _reactions(catalysis_demo, 3)
     out = tmp_path / "c.json"
-    C.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
+    CH.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
     # a kill: the parts are still there, the chunk file is not
     parts = out.with_name(out.name + ".parts")
     parts.mkdir()
     for r in json.loads(out.read_text())["reactions"]:
         rec = next(x for x in reactions if x.reaction_id == r["reaction_id"])
-        (parts / C._part_name(r["reaction_id"])).write_text(
+        (parts / CH._part_name(r["reaction_id"])).write_text(
             json.dumps(
-                {"settings_key": C.settings_key({"seeds": 1}, "emt"), "input_key": C.input_key(rec), "record": r}
+                {"settings_key": CH.settings_key({"seeds": 1}, "emt"), "input_key": CH.input_key(rec), "record": r}
             )
         )
     out.unlink()
@@ -223,12 +225,12 @@ def test_changed_input_after_a_kill_is_not_resumed(catalysis_demo, tmp_path, cap
     o = changed[2].by_role("adslab")[0].atoms  # Cu111_O: move the O atom
     o.positions[changed[2].adsorbate_indices[0], 2] += 0.15
     with caplog.at_level("WARNING"):
-        doc = C.run_chunk(changed, EMT(), {"seeds": 1}, out, "emt", progress=False)
+        doc = CH.run_chunk(changed, EMT(), {"seeds": 1}, out, "emt", progress=False)
     assert (doc["n_resumed"], doc["n_computed"]) == (2, 1)
-    name = C._part_name("Cu111_O")
+    name = CH._part_name("Cu111_O")
     assert f"{name} was written for other input structures or energies" in caplog.text
     assert (out.with_name(out.name + ".set-aside") / name).is_file()
-    fresh = C.run_chunk(changed, EMT(), {"seeds": 1}, tmp_path / "fresh.json", "emt", progress=False)
+    fresh = CH.run_chunk(changed, EMT(), {"seeds": 1}, tmp_path / "fresh.json", "emt", progress=False)
     assert _numbers(doc) == _numbers(fresh)
     old = next(
         r for r in json.loads((tmp_path / "fresh.json").read_text())["reactions"] if r["reaction_id"] == "Cu111_O"
@@ -237,7 +239,7 @@ def test_changed_input_after_a_kill_is_not_resumed(catalysis_demo, tmp_path, cap
         old["final"]["ads_eng_median"]
         != next(
             r
-            for r in C.run_chunk(reactions, EMT(), {"seeds": 1}, tmp_path / "orig.json", "emt", progress=False)[
+            for r in CH.run_chunk(reactions, EMT(), {"seeds": 1}, tmp_path / "orig.json", "emt", progress=False)[
                 "reactions"
             ]
             if r["reaction_id"] == "Cu111_O"
@@ -250,10 +252,10 @@ def test_truncated_part_is_named_set_aside_and_recomputed(catalysis_demo, tmp_pa
     out = tmp_path / "c.json"
     parts = tmp_path / "c.json.parts"
     parts.mkdir()
-    bad = parts / C._part_name(reactions[0].reaction_id)
+    bad = parts / CH._part_name(reactions[0].reaction_id)
     bad.write_text('{"settings_key": "abc", "input_key": "de", "record": {"reaction_id": "Cu1')
     with caplog.at_level("WARNING"):
-        doc = C.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
+        doc = CH.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
     assert doc["n_computed"] == 2 and doc["n_resumed"] == 0
     assert str(bad) in caplog.text and "does not parse" in caplog.text and "JSONDecodeError" in caplog.text
     kept = tmp_path / "c.json.set-aside" / bad.name
@@ -265,24 +267,24 @@ def test_a_resumed_reuse_whose_source_changed_is_recomputed(catalysis_demo, tmp_
     that relaxation: when the source reaction's slab changed, the reuse is recomputed too."""
     reactions = _reactions(catalysis_demo, 3)  # Cu111_CO pays for the Cu slab; H and O reuse it
     out = tmp_path / "c.json"
-    C.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
+    CH.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
     parts = out.with_name(out.name + ".parts")
     parts.mkdir()
     for r, rec in zip(json.loads(out.read_text())["reactions"], reactions):
-        (parts / C._part_name(rec.reaction_id)).write_text(
+        (parts / CH._part_name(rec.reaction_id)).write_text(
             json.dumps(
-                {"settings_key": C.settings_key({"seeds": 1}, "emt"), "input_key": C.input_key(rec), "record": r}
+                {"settings_key": CH.settings_key({"seeds": 1}, "emt"), "input_key": CH.input_key(rec), "record": r}
             )
         )
     changed = _reactions(catalysis_demo, 3)
     changed[0].by_role("slab")[0].atoms.positions[5, 2] += 0.1  # Cu111_CO's own copy of the slab
     with caplog.at_level("WARNING"):
-        doc = C.run_chunk(changed, EMT(), {"seeds": 1}, out, "emt", progress=False)
+        doc = CH.run_chunk(changed, EMT(), {"seeds": 1}, out, "emt", progress=False)
     # Cu111_CO's input changed; Cu111_H reused CO's old slab, which this run no longer holds, so it
     # is relaxed again (and pays for the Cu slab); Cu111_O's reuse matches Cu111_H's fresh slab
     assert (doc["n_computed"], doc["n_resumed"]) == (2, 1)
     assert "reuses a relaxation that this run does not hold" in caplog.text
-    fresh = C.run_chunk(changed, EMT(), {"seeds": 1}, tmp_path / "fresh.json", "emt", progress=False)
+    fresh = CH.run_chunk(changed, EMT(), {"seeds": 1}, tmp_path / "fresh.json", "emt", progress=False)
     assert _numbers(doc) == _numbers(fresh)
     payers = [r["reaction_id"] for r in doc["reactions"] if not r["seeds"][0]["slab_cached"]]
     assert payers == ["Cu111_CO", "Cu111_H"]
@@ -346,15 +348,15 @@ def test_parts_from_other_settings_are_not_reused(catalysis_demo, tmp_path):
     parts = tmp_path / "c.json.parts"
     parts.mkdir()
     stale = {"settings_key": "not-these-settings", "record": {"reaction_id": reactions[0].reaction_id}}
-    (parts / C._part_name(reactions[0].reaction_id)).write_text(json.dumps(stale))
-    doc = C.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
+    (parts / CH._part_name(reactions[0].reaction_id)).write_text(json.dumps(stale))
+    doc = CH.run_chunk(reactions, EMT(), {"seeds": 1}, out, "emt", progress=False)
     assert doc["n_computed"] == 1 and doc["n_resumed"] == 0
 
 
 def test_chunks_partition_the_sorted_ids():
     ids = [f"r{i:02d}" for i in range(10)][::-1]
-    chunks = [C.chunk_ids(ids, k, 3) for k in range(3)]
+    chunks = [CH.chunk_ids(ids, k, 3) for k in range(3)]
     assert sum(chunks, []) == sorted(ids)
     assert [len(c) for c in chunks] == [3, 4, 3]
     with pytest.raises(ValueError):
-        C.chunk_ids(ids, 3, 3)
+        CH.chunk_ids(ids, 3, 3)

@@ -18,7 +18,11 @@ from ase.calculators.emt import EMT
 
 from crucible.catalysis import analysis as A
 from crucible.catalysis import calculation as C
-from crucible.catalysis import data, demo
+from crucible.catalysis import chunks as CH
+from crucible.catalysis import demo
+from crucible.catalysis.catbench_files import catbench_result, read_catbench_json, write_catbench_json
+from crucible.catalysis.cathub import read_cathub_raw
+from crucible.catalysis.clean import clean, load_reactions
 from crucible.cli import main
 
 catbench = pytest.importorskip("catbench", reason="catbench==1.1.6 (the peer) is installed by the test extra")
@@ -68,7 +72,7 @@ def test_catbench_preprocessing_and_ours_agree_on_the_demo(catalysis_demo, tmp_p
     """(a) The demo as Catalysis-Hub rows: CatBench's cathub_preprocessing keeps the same nine
     reactions, energies and indices that crucible reads, under CatBench's reaction ids."""
     _, theirs = _catbench_preprocess(catalysis_demo / "emt-demo_cathub.json", tmp_path, monkeypatch)
-    ours = data.read_cathub_raw(catalysis_demo / "emt-demo_cathub.json")
+    ours = read_cathub_raw(catalysis_demo / "emt-demo_cathub.json")
     assert len(ours) == 9 and ours.dropped == []
     assert "Cu12_0.5H2(g) + * -> H*" in {r.reaction_id for r in ours}
     assert {r.cathub_id for r in ours} == {f"{m}111_{a}" for m in demo.METALS for a in demo.ADSORBATES}
@@ -81,7 +85,7 @@ def test_catbench_filtering_rules_agree_reaction_by_reaction(catalysis_demo, tmp
     (inferred from geometry where missing) and energies; every other row listed with a reason."""
     raw = catalysis_demo / "emt-demo-filters_cathub.json"
     path, theirs = _catbench_preprocess(raw, tmp_path, monkeypatch, "filters")
-    ours = data.read_cathub_raw(raw)
+    ours = read_cathub_raw(raw)
     _assert_same_as_catbench(ours, theirs)
     dropped = {d["cathub_id"]: d["rule"] for d in ours.dropped}
     assert dropped == {
@@ -104,7 +108,7 @@ def test_catbench_filtering_rules_agree_reaction_by_reaction(catalysis_demo, tmp
     # the file CatBench wrote is the deduplicated layout, and crucible reads it back equal
     doc = json.loads(path.read_text())
     assert "_structures" in doc and "ref" in doc["Cu12_0.5H2(g) + * -> H*"]["raw"]["star"]
-    again = data.read_catbench_json(path)
+    again = read_catbench_json(path)
     assert [(r.reaction_id, r.dft_ads_eng, r.adsorbate_indices) for r in again] == [
         (r.reaction_id, r.dft_ads_eng, r.adsorbate_indices) for r in ours
     ]
@@ -117,9 +121,9 @@ def test_a_dataset_cleaned_here_loads_in_catbench(catalysis_demo, tmp_path, monk
 
     raw = catalysis_demo / "emt-demo-filters_cathub.json"
     _, theirs = _catbench_preprocess(raw, tmp_path, monkeypatch, "filters")
-    ours = data.read_cathub_raw(raw)
+    ours = read_cathub_raw(raw)
     out = tmp_path / "clean"
-    data.clean(
+    clean(
         ours,
         out / "r.parquet",
         out / "s.db",
@@ -130,7 +134,7 @@ def test_a_dataset_cleaned_here_loads_in_catbench(catalysis_demo, tmp_path, monk
     written = json.loads((out / "filters_adsorption.json").read_text())
     assert "_structures" in written
     assert len(written["_structures"]) < sum(len(e["raw"]) for k, e in written.items() if k != "_structures")
-    _assert_same_as_catbench(data.load_reactions(out / "r.parquet", out / "s.db"), theirs)
+    _assert_same_as_catbench(load_reactions(out / "r.parquet", out / "s.db"), theirs)
     _assert_same_as_catbench(ours, load_catbench_json(str(out / "filters_adsorption.json")))
 
 
@@ -141,10 +145,10 @@ def test_catbench_calculation_on_our_file_equals_ours(catalysis_demo, tmp_path, 
     counted 0 steps."""
     from catbench.adsorption import AdsorptionCalculation
 
-    reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
-    ours = C.run_chunk(reactions, EMT(), {"seeds": 2}, tmp_path / "chunk.json", "emt", progress=False)
+    reactions = read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
+    ours = CH.run_chunk(reactions, EMT(), {"seeds": 2}, tmp_path / "chunk.json", "emt", progress=False)
     work = tmp_path / "catbench"
-    data.write_catbench_json(reactions, work / "raw_data" / "demo_adsorption.json")
+    write_catbench_json(reactions, work / "raw_data" / "demo_adsorption.json")
     monkeypatch.chdir(work)
     AdsorptionCalculation([EMT(), EMT()], mlip_name="emt", benchmark="demo", save_files=False).run()
     theirs = json.loads((work / "result" / "emt" / "emt_result.json").read_text())
@@ -306,7 +310,7 @@ def _catbench_analysis(chunks: dict[str, dict], thresholds: dict, work, monkeypa
     for model, doc in chunks.items():
         target = work / "result" / model / f"{model}_result.json"
         target.parent.mkdir(parents=True)
-        target.write_text(json.dumps(A.catbench_result(doc["reactions"], doc["settings"])))
+        target.write_text(json.dumps(catbench_result(doc["reactions"], doc["settings"])))
     monkeypatch.chdir(work)
     kwargs = {k: v for k, v in thresholds.items() if k != "n_crit_relax"}
     AdsorptionAnalysis(plot_enabled=False, benchmarking_name="peer", **kwargs).analysis()
@@ -371,7 +375,7 @@ def test_catbench_analysis_of_our_relaxations_equals_ours(catalysis_demo, tmp_pa
     a gas shift, seed noise that causes reproduction failures, a step cap that flags every
     relaxation, a potential that fails on Pt): CatBench's AdsorptionAnalysis on crucible's
     results gives crucible's workbook, sheet by sheet, and crucible's classes."""
-    reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
+    reactions = read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
     runs = {
         "emt": (EMT(), {"seeds": 2}),
         "EMT-offset": (OffsetEMT(2.5), {"seeds": 2}),
@@ -380,7 +384,7 @@ def test_catbench_analysis_of_our_relaxations_equals_ours(catalysis_demo, tmp_pa
         "no-pt": (NoPlatinumEMT(), {"seeds": 1}),
     }
     chunks = {
-        model: C.run_chunk(reactions, calc, params, tmp_path / f"{model}.json", model, progress=False)
+        model: CH.run_chunk(reactions, calc, params, tmp_path / f"{model}.json", model, progress=False)
         for model, (calc, params) in runs.items()
     }
     thresholds = {"gas_shift_min_n": 2}

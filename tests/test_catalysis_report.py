@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from crucible.catalysis import data, demo
+from crucible.catalysis import demo
+from crucible.catalysis.catbench_files import read_catbench_json
+from crucible.catalysis.clean import clean
 from crucible.catalysis.fetch import UnpinnedSourceError, fetch_dataset
 from crucible.cli import main
 from crucible.errors import HashMismatchError
@@ -19,10 +21,8 @@ from helpers import StaticFileServer
 @pytest.fixture(scope="module")
 def scored(catalysis_demo, tmp_path_factory):
     out = tmp_path_factory.mktemp("cat_report")
-    reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
-    data.clean(
-        reactions, out / "r.parquet", out / "s.db", out / "card.json", source={}, energy_source=demo.ENERGY_SOURCE
-    )
+    reactions = read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
+    clean(reactions, out / "r.parquet", out / "s.db", out / "card.json", source={}, energy_source=demo.ENERGY_SOURCE)
     for model in ("emt", "emt-b"):
         assert (
             main(

@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from crucible import fingerprint
-from crucible.catalysis import data, demo
+from crucible import fingerprint, sources
+from crucible.catalysis import demo
+from crucible.catalysis.clean import read_dataset
 from crucible.catalysis.relative import read_surface_tree
+from crucible.catalysis.vasp_tree import read_vasp_tree
 from crucible.errors import HashMismatchError
 from crucible.fingerprint import LinkRefusedError
 
@@ -106,30 +108,28 @@ def _edit_energy(oszicar, shift: float) -> None:
 def test_vasp_tree_with_a_linked_folder_is_refused_by_pin_and_reader(vasp_tree, tmp_path):
     """rglob did not enter a linked folder while the reader did: an energy edited under it moved a
     reaction energy under an unchanged pin. Now hashing and reading both refuse the link."""
-    pin = data.tree_sha256(vasp_tree)
+    pin = sources.dataset_sha256(vasp_tree)
     elsewhere = tmp_path / "elsewhere"
     shutil.move(vasp_tree / "Cu111", elsewhere)
     (vasp_tree / "Cu111").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(LinkRefusedError, match=r"Cu111: a symbolic link \(to .*elsewhere\).*cp -rL"):
-        data.tree_sha256(vasp_tree)
+        sources.dataset_sha256(vasp_tree)
     with pytest.raises(LinkRefusedError, match="Cu111: a symbolic link"):
-        data.read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
+        read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
     with pytest.raises(LinkRefusedError, match="Cu111: a symbolic link"):
-        data.read_vasp_tree(vasp_tree, demo.COEFFICIENTS)  # unpinned, read by hand: refused too
+        read_vasp_tree(vasp_tree, demo.COEFFICIENTS)  # unpinned, read by hand: refused too
     _edit_energy(elsewhere / "CO" / "site_0" / "OSZICAR", -1.0)
     with pytest.raises(LinkRefusedError):
-        data.read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
+        read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
 
 
 def test_vasp_tree_edit_in_a_real_folder_stops_at_the_pin(vasp_tree):
-    pin = data.tree_sha256(vasp_tree)
-    before = {
-        r.reaction_id: r.dft_ads_eng for r in data.read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
-    }
+    pin = sources.dataset_sha256(vasp_tree)
+    before = {r.reaction_id: r.dft_ads_eng for r in read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)}
     assert before["Cu111_CO_site_0"] == pytest.approx(-0.0868, abs=1e-4)  # the issue: -1.0868 after the edit
     _edit_energy(vasp_tree / "Cu111" / "CO" / "site_0" / "OSZICAR", -1.0)
     with pytest.raises(HashMismatchError, match="differs from the pin"):
-        data.read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
+        read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
 
 
 def test_linked_file_and_linked_root_are_refused_and_surface_trees_too(tmp_path):
@@ -145,7 +145,7 @@ def test_linked_file_and_linked_root_are_refused_and_surface_trees_too(tmp_path)
     link_root = tmp_path / "vasp-link"
     link_root.symlink_to(out / "emt-demo_vasp", target_is_directory=True)
     with pytest.raises(LinkRefusedError, match="is a symbolic link"):
-        data.tree_sha256(link_root)
+        sources.dataset_sha256(link_root)
 
 
 def test_tree_digest_keeps_the_catalysis_pin_format(vasp_tree):
@@ -157,4 +157,4 @@ def test_tree_digest_keeps_the_catalysis_pin_format(vasp_tree):
     digest = hashlib.sha256()
     for f in sorted(p for p in vasp_tree.rglob("*") if p.is_file()):
         digest.update(f"{f.relative_to(vasp_tree).as_posix()}\0{sha256_file(f)}\n".encode())
-    assert data.tree_sha256(vasp_tree) == digest.hexdigest()
+    assert sources.dataset_sha256(vasp_tree) == digest.hexdigest()

@@ -11,7 +11,9 @@ import tarfile
 import pytest
 
 from crucible import formats
-from crucible.catalysis import data
+from crucible.catalysis.catbench_files import read_catbench_json
+from crucible.catalysis.cathub import read_cathub_raw
+from crucible.catalysis.vasp_tree import read_oszicar_energy
 from crucible.crystal import samples
 from crucible.errors import ConfigError, DataValidationError
 
@@ -41,10 +43,10 @@ def test_a_gzip_bomb_is_refused_at_the_bound_a_user_can_raise(tmp_path, monkeypa
     assert bomb.stat().st_size < 20_000
     monkeypatch.setenv(formats.MAX_BYTES_ENV, "2")
     with pytest.raises(DataValidationError, match=f"bomb_adsorption.json.gz: more than 2 MB.*{formats.MAX_BYTES_ENV}"):
-        data.read_catbench_json(bomb)
+        read_catbench_json(bomb)
     monkeypatch.setenv(formats.MAX_BYTES_ENV, "4")
     with pytest.raises(DataValidationError, match="reaction 'x': field \\(the record\\)"):
-        data.read_catbench_json(bomb)  # read whole under the raised bound; then it is no reaction
+        read_catbench_json(bomb)  # read whole under the raised bound; then it is no reaction
 
 
 def test_text_must_be_utf8_and_a_bom_is_dropped(tmp_path):
@@ -136,7 +138,7 @@ def test_catbench_json_fields_are_typed_and_refused_naming_reaction_and_field(
     bad = tmp_path / "bad_adsorption.json"
     bad.write_text(json.dumps(doc))
     with pytest.raises(DataValidationError, match=f"bad_adsorption.json reaction '{rid}': {message}"):
-        data.read_catbench_json(bad)
+        read_catbench_json(bad)
 
 
 def test_a_reaction_id_given_twice_in_catbench_json_is_refused_not_the_last_kept(catalysis_demo, tmp_path):
@@ -146,7 +148,7 @@ def test_a_reaction_id_given_twice_in_catbench_json_is_refused_not_the_last_kept
     twice = text[:-1] + ", " + json.dumps(rid) + ": " + json.dumps(entry) + "}"
     (tmp_path / "twice.json").write_text(twice)
     with pytest.raises(DataValidationError, match=f"twice.json: key '{rid}' is given twice"):
-        data.read_catbench_json(tmp_path / "twice.json")
+        read_catbench_json(tmp_path / "twice.json")
 
 
 def test_cathub_fixatoms_kwargs_must_hold_indices(catalysis_demo, tmp_path):
@@ -160,7 +162,7 @@ def test_cathub_fixatoms_kwargs_must_hold_indices(catalysis_demo, tmp_path):
         (tmp_path / "raw.json").write_text(json.dumps(doc))
         for filtering in ("catbench", "strict"):
             with pytest.raises(DataValidationError, match=f"raw.json.*constraint.*{message}"):
-                data.read_cathub_raw(tmp_path / "raw.json", filtering=filtering)
+                read_cathub_raw(tmp_path / "raw.json", filtering=filtering)
 
 
 # ------------------------------------------------------------------ samples
@@ -311,7 +313,7 @@ def test_a_file_name_cannot_inject_markup_into_the_front_page(tmp_path):
 def test_a_vasp_energy_in_other_digits_is_refused(tmp_path):
     oszicar = tmp_path / "OSZICAR"
     oszicar.write_text("   1 F= -.1E+02 E0= -10.5 d E = -.1E+02\n")
-    assert data.read_oszicar_energy(oszicar) == -10.5
+    assert read_oszicar_energy(oszicar) == -10.5
     oszicar.write_text("   1 F= -.1E+02 E0= -١٠.٥ d E = -.1E+02\n")  # float() would read -10.5
     with pytest.raises(DataValidationError, match="OSZICAR line 1 E0: not a number"):
-        data.read_oszicar_energy(oszicar)
+        read_oszicar_energy(oszicar)

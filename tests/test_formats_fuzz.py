@@ -215,9 +215,9 @@ def _reaction_records(reactions):
 
 def _catbench_inline_case(demo: Path):
     """CatBench's layout before 1.1.1: each system's ASE-JSON text inline."""
-    from crucible.catalysis import data
+    from crucible.catalysis.catbench_files import catbench_document, read_catbench_json
 
-    entry = data.catbench_document(data.read_catbench_json(demo / "emt-demo_adsorption.json"), dedup=False)["Cu111_H"]
+    entry = catbench_document(read_catbench_json(demo / "emt-demo_adsorption.json"), dedup=False)["Cu111_H"]
     fields = [
         (("Cu111_H", "raw", "star", "atoms_json"), "text"),
         (("Cu111_H", "raw", "COgas" if "COgas" in entry["raw"] else "star", "stoi"), "number"),
@@ -225,7 +225,7 @@ def _catbench_inline_case(demo: Path):
     return Case(
         "catbench-json-inline",
         {"Cu111_H": entry},
-        lambda p: _reaction_records(data.read_catbench_json(p)),
+        lambda p: _reaction_records(read_catbench_json(p)),
         fields,
         required=[("Cu111_H", "raw", "star", "atoms_json")],
         fmt="catbench-json",
@@ -233,7 +233,7 @@ def _catbench_inline_case(demo: Path):
 
 
 def _catbench_case(demo: Path):
-    from crucible.catalysis import data
+    from crucible.catalysis.catbench_files import read_catbench_json
 
     full = json.loads((demo / "emt-demo_adsorption.json").read_text())
     entry = full["Cu111_H"]
@@ -246,15 +246,13 @@ def _catbench_case(demo: Path):
               (("_structures", first_ref), "text"), (("Cu111_H", "raw"), "nonempty")]  # fmt: skip
     required = [("Cu111_H", "raw"), ("Cu111_H", "ref_ads_eng"), ("Cu111_H", "raw", "star", "stoi"),
                 ("Cu111_H", "raw", "star", "energy_ref"), ("Cu111_H", "raw", "star", "ref")]  # fmt: skip
-    return Case(
-        "catbench-json", doc, lambda p: _reaction_records(data.read_catbench_json(p)), fields, required=required
-    )
+    return Case("catbench-json", doc, lambda p: _reaction_records(read_catbench_json(p)), fields, required=required)
 
 
 def _cathub_case(demo: Path):
     """The constraints of a Catalysis-Hub system are a JSON text inside the file: mutations are
     made to the decoded list and written back as text (strict filtering, which reads every entry)."""
-    from crucible.catalysis import data
+    from crucible.catalysis.cathub import read_cathub_raw
 
     full = json.loads((demo / "emt-demo_cathub.json").read_text())
     node = next(n for n in full["raw_reactions"] if n["id"] == "Cu111_H")
@@ -269,7 +267,7 @@ def _cathub_case(demo: Path):
     return Case(
         "cathub-raw-constraint",
         constraints,
-        lambda p: _reaction_records(data.read_cathub_raw(p, filtering="strict")),
+        lambda p: _reaction_records(read_cathub_raw(p, filtering="strict")),
         fields,
         required=[(0, "name"), (0, "kwargs"), (0, "kwargs", "indices")],
         encode=encode,

@@ -246,7 +246,7 @@ def test_catalysis_relaxes_with_it_exactly_as_with_the_registered_potential(tmp_
 
 
 def test_parts_of_another_configuration_of_the_potential_are_not_resumed():
-    from crucible.catalysis.calculation import settings_key
+    from crucible.catalysis.chunks import settings_key
 
     one = load_potential("mine", custom={"mine": IDENTITY}).provenance
     two = load_potential("mine", custom={"mine": SCALED}).provenance

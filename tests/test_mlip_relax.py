@@ -165,9 +165,10 @@ def test_nan_from_the_potential_is_a_failure_status(after, what, cell_filter, re
 
 
 def test_nan_potential_is_a_calculation_failure_in_catalysis(catalysis_demo):
-    from crucible.catalysis import analysis, calculation, data
+    from crucible.catalysis import analysis, calculation
+    from crucible.catalysis.catbench_files import read_catbench_json
 
-    reactions = data.read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
+    reactions = read_catbench_json(catalysis_demo / "emt-demo_adsorption.json")
     records = [calculation.run_reaction(r, NaNAfter(0), {"seeds": 3}) for r in reactions]
     # the single points of the unrelaxed structures run first, as in CatBench: the first one fails
     for r, rec in zip(reactions, records):

@@ -250,15 +250,15 @@ def test_user_predict_takes_predicts_arguments_and_checks_the_element_table(tmp_
 
 def test_a_pinned_catalysis_dataset_is_checked_where_it_is_read(tmp_path):
     """A user's dataset with a pin (catalysis.datasets.<name>.sha256): file or folder."""
-    from crucible.catalysis import data
+    from crucible.catalysis.clean import read_dataset
 
     tree = tmp_path / "tree"
     (tree / "H").mkdir(parents=True)
     (tree / "H" / "OUTCAR").write_text("energy 1\n")
-    pin = data.tree_sha256(tree)
-    assert data.check_pin(tree, pin) == pin
+    pin = sources.dataset_sha256(tree)
+    assert sources.verify_pinned(tree, pin, "catalysis dataset", digest=sources.dataset_sha256) == pin
     (tree / "H" / "OUTCAR").write_text("energy 2\n")
     with pytest.raises(
-        HashMismatchError, match=rf"{tree}: SHA-256 {data.tree_sha256(tree)} differs from the pin {pin}"
+        HashMismatchError, match=rf"{tree}: SHA-256 {sources.dataset_sha256(tree)} differs from the pin {pin}"
     ):
-        data.read_dataset("vasp-tree", tree, {"H": {"slab": -1, "adslab": 1}}, sha256=pin)
+        read_dataset("vasp-tree", tree, {"H": {"slab": -1, "adslab": 1}}, sha256=pin)

@@ -662,14 +662,33 @@ def provide(
     return pinned(role, target, sources=doc, lock=lock)
 
 
-def verify_pinned(path: str | os.PathLike, expected: str, what: str = "file", where: str = "the config") -> str:
+def dataset_sha256(path: str | os.PathLike) -> str:
+    """The pin of a user's dataset that may be a folder (a catalysis VASP tree): SHA-256 of a
+    file, or of a folder's sorted ``<relative path>\\0<file SHA-256>\\n`` lines. A symbolic link
+    is refused, naming it, as the readers of such folders refuse it: the pin covers exactly what
+    is read."""
+    from crucible.fingerprint import path_sha256
+
+    return path_sha256(path, links="refuse")
+
+
+def verify_pinned(
+    path: str | os.PathLike,
+    expected: str,
+    what: str = "file",
+    where: str = "the config",
+    *,
+    digest: Callable[[str | os.PathLike], str] = sha256_file,
+) -> str:
     """Check a file pinned outside ``config/sources.yaml`` (a matminer download, a user dataset)
-    where it is read; files of config/sources.yaml go through :func:`pinned`."""
-    actual = sha256_file(path)
+    where it is read, hashed by ``digest`` (:func:`dataset_sha256` for a dataset that may be a
+    folder); files of config/sources.yaml go through :func:`pinned`."""
+    actual = digest(path)
     if actual != expected.lower():
         raise HashMismatchError(
             f"{path}: SHA-256 {actual} differs from the pin {expected.lower()} of this {what} in {where}; "
-            "it changed after it was fetched: delete it and rerun, so that it is fetched again"
+            "it changed after it was fetched: delete it and rerun, so that it is fetched again "
+            "(or pin the new hash if you changed it on purpose)"
         )
     return actual
 

@@ -32,7 +32,7 @@ def _cmd_fetch(args) -> int:
 
 
 def _cmd_clean(args) -> int:
-    from crucible.catalysis.data import clean_input
+    from crucible.catalysis.clean import clean_input
 
     card = clean_input(
         args.format,
@@ -62,8 +62,8 @@ def _cmd_clean(args) -> int:
 
 
 def _cmd_relax(args) -> int:
-    from crucible.catalysis.calculation import chunk_ids, run_chunk
-    from crucible.catalysis.data import load_reactions
+    from crucible.catalysis.chunks import chunk_ids, run_chunk
+    from crucible.catalysis.clean import load_reactions
     from crucible.io import read_parquet
     from crucible.mlip.calculators import load_potential
 
@@ -111,7 +111,7 @@ def _cmd_tables(args) -> int:
 
 
 def _cmd_figures(args) -> int:
-    from crucible.catalysis.report import write_figure_files
+    from crucible.catalysis.figures import write_figure_files
 
     write_figure_files(
         args.inputs,
@@ -157,7 +157,8 @@ def _cmd_demo(args) -> int:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from crucible.catalysis.data import DEFAULT_ENERGY_SOURCE, FILTERINGS, FORMATS
+    from crucible.catalysis.adsorption import FILTERINGS
+    from crucible.catalysis.clean import DEFAULT_ENERGY_SOURCE, FORMATS
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from crucible.catalysis.data import Reaction, Structure, detect_adsorbate_indices
+from crucible.catalysis.adsorption import Reaction, Structure, detect_adsorbate_indices
 
 ENERGY_SOURCE = "EMT (ASE), not DFT: crucible demo fixture"
 METALS = ("Cu", "Pt", "Ni")
@@ -106,7 +106,7 @@ def build_reactions(metals=METALS, adsorbates=ADSORBATES) -> list[Reaction]:
 def write_catbench_json(reactions: list[Reaction], path: str | os.PathLike, dedup: bool = True) -> Path:
     """CatBench's dataset file: the deduplicated layout of CatBench >= 1.1.1, or with
     ``dedup=False`` the earlier one (``atoms_json`` inline)."""
-    from crucible.catalysis.data import write_catbench_json as write
+    from crucible.catalysis.catbench_files import write_catbench_json as write
 
     return write(reactions, path, dedup=dedup)
 
@@ -120,7 +120,7 @@ def _equation(r: Reaction) -> str:
 
 
 def _cathub_system(s, energy_correction: float = 0.0, keep_constraints: bool = True) -> dict:
-    from crucible.catalysis.data import _ase_json
+    from crucible.catalysis.catbench_files import ase_json
 
     atoms = s.atoms.copy()
     fixed = sorted(int(i) for c in atoms.constraints for i in c.get_indices())
@@ -131,7 +131,7 @@ def _cathub_system(s, energy_correction: float = 0.0, keep_constraints: bool = T
     return {
         "name": s.key,
         "energyCorrection": energy_correction,
-        "systems": {"energy": s.dft_energy, "InputFile": _ase_json(atoms), "constraints": constraints},
+        "systems": {"energy": s.dft_energy, "InputFile": ase_json(atoms), "constraints": constraints},
     }
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.catalysis.data import _read_vasp_dir, refuse_links
+from crucible.catalysis.vasp_tree import read_vasp_dir, refuse_links
 from crucible.errors import DataValidationError
 
 TASKS = ("surface", "bulk_formation")
@@ -37,8 +37,8 @@ def read_surface_tree(root: str | os.PathLike) -> list[dict[str, Any]]:
     refuse_links(root)
     out = []
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
-        bulk, e_bulk = _read_vasp_dir(d / "bulk")
-        slab, e_slab = _read_vasp_dir(d / "slab")
+        bulk, e_bulk = read_vasp_dir(d / "bulk")
+        slab, e_slab = read_vasp_dir(d / "slab")
         out.append({"system": d.name, "parts": [("slab", 1.0, slab, e_slab), ("bulk", None, bulk, e_bulk)]})
     if not out:
         raise DataValidationError(f"{root}: no material folders")
@@ -57,10 +57,10 @@ def read_formation_tree(root: str | os.PathLike, coefficients: dict[str, dict[st
     for compound, coeff in sorted(coefficients.items()):
         if "bulk" not in coeff:
             raise DataValidationError(f"coefficients.{compound}: key 'bulk' is required")
-        atoms, energy = _read_vasp_dir(root / "bulk_compounds" / compound)
+        atoms, energy = read_vasp_dir(root / "bulk_compounds" / compound)
         parts = [("bulk", float(coeff["bulk"]), atoms, energy)]
         for element in sorted(k for k in coeff if k != "bulk"):
-            e_atoms, e_energy = _read_vasp_dir(root / "elements" / element)
+            e_atoms, e_energy = read_vasp_dir(root / "elements" / element)
             parts.append((element, float(coeff[element]), e_atoms, e_energy))
         out.append({"system": compound, "parts": parts})
     return out
