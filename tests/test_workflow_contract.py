@@ -324,6 +324,37 @@ def test_a_typo_in_its_section_is_refused_naming_the_key(name, tmp_path, venv_en
     assert not (tmp_path / "results").exists()
 
 
+@slow
+@pytest.mark.parametrize("name", NAMES)
+def test_a_family_switched_off_plans_no_job_of_its_own(name, tmp_path, venv_env, rules):
+    """`<family>: {enabled: false}` over the all-stages config (every rule of the workflow): rule
+    all plans none of that family's jobs and every final output of the others. The language
+    models' jobs still answer the prompts of the families switched on, so for llm it is its own
+    target, `snakemake llm`, that plans nothing."""
+    config = yaml.safe_load(ALL_STAGES.read_text())
+    config[name] = {**(config.get(name) or {}), "enabled": False}
+    family = registry.family(name)
+    proc = run_snakemake(
+        stand_ins(tmp_path), config, "--dry-run", "--workflow-profile", str(SLURM), env=venv_env
+    )  # profiles/slurm prints every job's outputs
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    planned = jobs(proc.stdout)
+    made = {o for *_, outs in planned for o in outs}
+    for other in FAMILIES:
+        if other.name != name:
+            missing = [o for o in other.final_outputs(config) if o not in made]
+            assert other.final_outputs(config) or other.name == "llm", other.name
+            assert not missing, (other.name, missing[:5])
+    own = sorted({r for r, *_ in planned if Path(rules[r]["snakefile"]).name in family.rule_files})
+    if name == "llm":
+        asked = {r for f in FAMILIES for r in f.llm_responses(config)}
+        assert all(o in asked for r, *_, outs in planned if r in own for o in outs if o.endswith(".jsonl"))
+        proc = run_snakemake(tmp_path, config, "llm", "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
+        assert proc.returncode == 0 and jobs(proc.stdout) in ([], [("llm", "", 0, [])]), proc.stdout[-3000:]
+    else:
+        assert own == [], f"{name} switched off plans {own}"
+
+
 # --------------------------------------------------------------------- 4. GPU partition
 
 SHIPPED = {

@@ -140,7 +140,10 @@ def check(config: dict[str, Any]) -> None:
     parameters), inputs every model can get on every task."""
     mb = _section(config)
     if "matbench" in config and not mb["tasks"] and not mb["user_datasets"]:
-        raise ConfigError("config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets)")
+        raise ConfigError(
+            "config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets);"
+            " matbench: {enabled: false} switches Matbench off"
+        )
     check_model_params(config)
     check_models(config)
 
