@@ -77,7 +77,8 @@ DEFINED_NAMES = (
     ("matbench", "prediction_files"),
     ("matbench", "user_datasets"),
     ("crystal", "user_datasets"),
-    ("reactions", "custom_datasets"),
+    ("reactions", "user_datasets"),
+    ("reactions", "custom_datasets"),  # its old name, read one release
     ("catalysis", "datasets"),
     ("catalysis", "relative"),
     ("mlip", "custom_potentials"),

@@ -165,7 +165,7 @@ NONE_VALUE = "none"  # a condition left out of a run (e.g. no ligand), a real le
 
 
 def dataset_spec(name: str, custom: dict[str, Any] | None = None) -> DatasetSpec:
-    """A built-in dataset, or one described in config ``reactions: custom_datasets``."""
+    """A built-in dataset, or one described in config ``reactions: user_datasets``."""
     if name in DATASETS:
         return DATASETS[name]
     custom = custom or {}

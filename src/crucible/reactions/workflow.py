@@ -6,6 +6,7 @@ params. The ``reactions`` section is read with the schema's defaults filled in
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from crucible import config as _config
@@ -23,19 +24,41 @@ from crucible.workflow import alternation, flag
 SINGLE_SUBSTRATE = ("direct-arylation",)
 
 
+# The key user tables had before they were called user datasets, as in matbench and crystal:
+# still read for one release, with a message, then refused by the schema.
+OLD_USER_DATASETS = "custom_datasets"
+_log = logging.getLogger(__name__)
+_told: set[str] = set()
+
+
 def section(config: dict[str, Any]) -> dict[str, Any]:
-    return _config.section(config, "reactions")
+    """The ``reactions`` section with its defaults; ``custom_datasets`` (deprecated) read as ``user_datasets``."""
+    sec = _config.section(config, "reactions")
+    old = sec.pop(OLD_USER_DATASETS, None)
+    if old is not None:
+        if sec["user_datasets"]:
+            raise ConfigError(
+                "config reactions: both user_datasets and custom_datasets (its old name) are set; keep user_datasets"
+            )
+        sec["user_datasets"] = old
+        if "reactions" not in _told:
+            _told.add("reactions")
+            _log.warning(
+                "config reactions.custom_datasets is deprecated: rename it reactions.user_datasets "
+                "(the old key is read in this release only)"
+            )
+    return sec
 
 
 def datasets(config: dict[str, Any]) -> list[str]:
     sec = section(config)
     names = list(sec["datasets"])
-    custom = sec["custom_datasets"]
+    custom = sec["user_datasets"]
     for name in names:
         dataset_spec(name, custom)  # raises ConfigError for an unknown name
     clash = sorted(set(custom) & set(DATASETS))
     if clash:
-        raise ConfigError(f"reactions.custom_datasets: {', '.join(clash)} would shadow a built-in dataset")
+        raise ConfigError(f"reactions.user_datasets: {', '.join(clash)} would shadow a built-in dataset")
     return names
 
 
@@ -76,7 +99,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
     sec = section(config)
     out = {
         "reactions/settings": Meaning(
-            settings(sec, exclude=("model_params", "custom_datasets")), "reactions", "use another --directory"
+            settings(sec, exclude=("model_params", "user_datasets")), "reactions", "use another --directory"
         )
     }
     for model in baselines(config):
@@ -86,11 +109,11 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             "use another --directory (a baseline's name is its class)",
         )
     for name in datasets(config):
-        if name in sec["custom_datasets"]:
+        if name in sec["user_datasets"]:
             out[f"reactions/dataset/{name}"] = Meaning(
-                sec["custom_datasets"][name],
-                f"reactions.custom_datasets.{name}",
-                "give it a name of its own under reactions.custom_datasets",
+                sec["user_datasets"][name],
+                f"reactions.user_datasets.{name}",
+                "give it a name of its own under reactions.user_datasets",
             )
     return out
 
@@ -107,12 +130,12 @@ def raw_file(config: dict[str, Any], dataset: str) -> str:
     if dataset in DATASETS:
         spec = DATASETS[dataset]
         return str(resource_path(spec.role))
-    return str(section(config)["custom_datasets"][dataset]["csv"])
+    return str(section(config)["user_datasets"][dataset]["csv"])
 
 
 def custom_dataset_arg(config: dict[str, Any], dataset: str) -> str:
     """``--custom '<json>'`` for a user table, nothing for a built-in one (shell-quoted)."""
-    custom = section(config)["custom_datasets"]
+    custom = section(config)["user_datasets"]
     return flag("--custom", json.dumps({dataset: custom[dataset]}, sort_keys=True) if dataset in custom else "")
 
 
