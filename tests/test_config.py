@@ -116,13 +116,13 @@ def _registries():
     from crucible.llm.spec import BACKENDS, PARAM_KEYS
     from crucible.matbench.clean import SOURCES
     from crucible.matbench.tasks import TASKS
-    from crucible.reactions.baselines import MODELS
+    from crucible.reactions.baselines import BASELINES
     from crucible.reactions.scoring import QUESTION_TYPES
 
     return [
         ("matbench", "tasks.[]", TASKS),
         ("matbench", "source", SOURCES),
-        ("reactions", "models.[]", tuple(MODELS)),
+        ("reactions", "models.[]", tuple(BASELINES)),
         ("reactions", "question_types.[]", QUESTION_TYPES),
         ("crystal", "generators.[]", tuple(GENERATORS)),
         ("catalysis", "datasets.*.format", FORMATS),

@@ -108,9 +108,9 @@ def _matbench_models(sec: Mapping[str, Any]) -> set[str]:
 
 
 def _reactions_models(sec: Mapping[str, Any]) -> set[str]:
-    from crucible.reactions.baselines import MODELS
+    from crucible.reactions.baselines import BASELINES
 
-    return set(MODELS) | set(sec.get("llm_models") or [])
+    return set(BASELINES) | set(sec.get("llm_models") or [])
 
 
 # Parameter mappings keyed by what they parameterize: (section, key, what, the names it may use).

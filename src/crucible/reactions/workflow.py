@@ -12,7 +12,7 @@ from typing import Any
 from crucible import config as _config
 from crucible.errors import ConfigError
 from crucible.families import Family
-from crucible.reactions.baselines import MODELS, NEEDS_OTHER_SUBSTRATES
+from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
@@ -68,10 +68,10 @@ def question_types(config: dict[str, Any]) -> list[str]:
 
 def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
     names = list(section(config)["models"])
-    unknown = [m for m in names if m not in MODELS]
+    unknown = [m for m in names if m not in BASELINES]
     if unknown:
         raise ConfigError(
-            f"reactions.models: unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(MODELS))}"
+            f"reactions.models: unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(BASELINES))}"
         )
     if dataset in SINGLE_SUBSTRATE:
         names = [m for m in names if m not in NEEDS_OTHER_SUBSTRATES]
@@ -80,7 +80,7 @@ def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
 
 def llm_models(config: dict[str, Any]) -> list[str]:
     names = list(section(config)["llm_models"])
-    clash = sorted(set(names) & set(MODELS))
+    clash = sorted(set(names) & set(BASELINES))
     if clash:
         raise ConfigError(f"reactions.llm_models: {', '.join(clash)} is also a baseline name")
     return names
