@@ -114,14 +114,14 @@ def _registries():
     from crucible.catalysis.relative import TASKS as RELATIVE_TASKS
     from crucible.crystal.generators import GENERATORS
     from crucible.llm.spec import BACKENDS, PARAM_KEYS
-    from crucible.matbench.clean import SOURCES
+    from crucible.matbench.clean import RAW_ORIGINS
     from crucible.matbench.tasks import TASKS
     from crucible.reactions.baselines import BASELINES
     from crucible.reactions.scoring import QUESTION_TYPES
 
     return [
         ("matbench", "tasks.[]", TASKS),
-        ("matbench", "source", SOURCES),
+        ("matbench", "source", RAW_ORIGINS),
         ("reactions", "models.[]", tuple(BASELINES)),
         ("reactions", "question_types.[]", QUESTION_TYPES),
         ("crystal", "generators.[]", tuple(GENERATORS)),
