@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import textwrap
@@ -517,7 +518,9 @@ def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path,
     (package / "config.schema.yaml").write_text(
         "type: object\nadditionalProperties: false\nproperties:\n  count: {type: integer, default: 0}\n"
     )
-    env = {**venv_env, "PYTHONPATH": str(tmp_path / "site")}
+    # the toy package first, then the crucible under test (a worktree's src/, where one is on the path)
+    site = [str(tmp_path / "site"), *filter(None, [venv_env.get("PYTHONPATH")])]
+    env = {**venv_env, "PYTHONPATH": os.pathsep.join(site)}
     work = tmp_path / "work"
     work.mkdir()
 
