@@ -1,7 +1,7 @@
 """Accuracy of ``comp-transformer`` on the official Matbench v0.1 folds, next to CrabNet.
 
-Data: the composition mirror (``crabnet/data/matbench/<name>.csv`` in the crabnet 2.0.8
-wheel, SHA-256 checked). Folds: ``KFold(5, shuffle=True, random_state=18012019)`` over the
+Data: the composition mirror (``crabnet/data/matbench/<name>.csv`` in the CrabNet wheel that
+``config/sources.yaml`` pins, SHA-256 checked). Folds: ``KFold(5, shuffle=True, random_state=18012019)`` over the
 CSV's row order, which reproduces matbench's official test ids. Inner validation: 25% of each
 training fold, seed 7 (as in ``config/config.yaml``). Test rows are only used for scoring.
 
@@ -44,12 +44,17 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold, train_test_split
 
+from crucible.matbench.tasks import mirror_role
 from crucible.models.comp_transformer import CompTransformer
-from crucible.sources import load_sources
+from crucible.sources import find_pin, load_sources
 
-# Every file name and hash comes from config/sources.yaml (the crabnet-2.0.8 artifact).
-CRABNET = load_sources(Path(__file__).resolve().parents[1] / "config" / "sources.yaml")["artifacts"]["crabnet-2.0.8"]
+# Every file name and hash comes from config/sources.yaml, asked for by role: the artifact that
+# holds the composition mirror (its wheel) and, in it, each task's CSV and the mat2vec table.
+SOURCES = load_sources(Path(__file__).resolve().parents[1] / "config" / "sources.yaml")
+MIRROR = find_pin(mirror_role("matbench_steels"), SOURCES).artifact
+CRABNET = SOURCES["artifacts"][MIRROR]
 WHEEL_SHA256 = CRABNET["sha256"]
+MAT2VEC = find_pin("element-table/mat2vec", SOURCES)
 # task -> CrabNet's mean MAE on the Matbench v0.1 leaderboard (as in config/published_matbench.yaml)
 CRABNET_MAE = {
     "steels": 107.3160,
@@ -66,13 +71,13 @@ CRABNET_MAE = {
 # task -> (file in the wheel, its SHA-256, CrabNet mean MAE)
 TASKS = {
     task: (
-        CRABNET["members"][f"matbench_{task}.csv"]["path"],
-        CRABNET["members"][f"matbench_{task}.csv"]["sha256"],
+        CRABNET["members"][find_pin(mirror_role(f"matbench_{task}"), SOURCES).member]["path"],
+        find_pin(mirror_role(f"matbench_{task}"), SOURCES).sha256,
         mae,
     )
     for task, mae in CRABNET_MAE.items()
 }
-DEFAULT_WHEEL = Path.home() / ".cache" / "crucible-tests" / "crabnet-2.0.8-py3-none-any.whl"
+DEFAULT_WHEEL = Path.home() / ".cache" / "crucible-tests" / CRABNET["filename"]
 
 
 def _member(wheel: Path, name: str, sha: str) -> bytes:
@@ -86,12 +91,13 @@ def _member(wheel: Path, name: str, sha: str) -> bytes:
 def prepare(wheel: Path, workdir: Path) -> Path:
     """Check the wheel and extract the mat2vec table; returns its path."""
     if hashlib.sha256(wheel.read_bytes()).hexdigest() != WHEEL_SHA256:
-        raise SystemExit(f"{wheel}: SHA-256 differs from the pinned crabnet 2.0.8 wheel")
+        raise SystemExit(f"{wheel}: SHA-256 differs from the pinned {MIRROR} wheel")
     workdir.mkdir(parents=True, exist_ok=True)
-    table = workdir / "mat2vec.csv"
+    table = workdir / MAT2VEC.member
     if not table.exists():
-        mat2vec = CRABNET["members"]["mat2vec.csv"]
-        table.write_bytes(_member(wheel, mat2vec["path"], mat2vec["sha256"]))
+        if MAT2VEC.artifact != MIRROR:
+            raise SystemExit(f"the mat2vec table is pinned in {MAT2VEC.artifact}, not in the mirror's {MIRROR}")
+        table.write_bytes(_member(wheel, CRABNET["members"][MAT2VEC.member]["path"], MAT2VEC.sha256))
     return table
 
 

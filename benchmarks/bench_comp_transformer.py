@@ -1,6 +1,6 @@
 """Training and inference throughput of ``comp-transformer`` on CPU (samples per second).
 
-Real data: expt_gap (composition mirror in the crabnet 2.0.8 wheel), official fold 0. Trains
+Real data: expt_gap (the composition mirror in the pinned CrabNet wheel), official fold 0. Trains
 on a subset of the fold's training rows for a few epochs with the default architecture and
 times the epochs (formula parsing excluded: it is cached and done once per fold), then times
 batched inference over the fold's 921 test rows, cold (parsing included) and warm.

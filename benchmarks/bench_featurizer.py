@@ -7,7 +7,7 @@ that sample and on all distinct formulas of the 13 tasks. Every timing is the be
 composition, the ratio, and the equality check (max relative difference, NaN agreement).
 
 Formulas come from ``results/matbench/data/*.parquet`` when ``--data`` is given, else from
-the crabnet 2.0.8 wheel (via ``tests/_formulas.py``, downloaded once into the user cache).
+the pinned CrabNet wheel (via ``tests/_formulas.py``, downloaded once into the user cache).
 
     nice .venv/bin/python benchmarks/bench_featurizer.py              # ~10 s
     nice .venv/bin/python benchmarks/bench_featurizer.py --full       # + matminer on all (~4 min)

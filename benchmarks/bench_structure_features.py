@@ -10,7 +10,7 @@ Same run, same structures, one core:
    16, reported per 1,000 structures.
 
 Structures: the 71 Delta-test crystals (``ase.collections.dcdft``) and the 47 Materials Project
-Li-O entries of the m3gnet 0.2.4 wheel (fetched, hash-checked, into the test cache), optionally
+Li-O entries of the pinned m3gnet wheel (fetched, hash-checked, into the test cache), optionally
 the first ``--perov N`` cells of a CDVAE perov-5 CSV (``--perov-csv``). Reports wall time and
 CPU time of this process (on a loaded shared machine the CPU time is the steadier number).
 

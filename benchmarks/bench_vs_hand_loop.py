@@ -35,15 +35,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_main_job import aggregate, run_measured  # noqa: E402
 
-from crucible.matbench.tasks import CLASSIFICATION_TASKS, TASKS  # noqa: E402
+from crucible.matbench.tasks import (  # noqa: E402
+    CLASSIFICATION_TASKS,
+    METADATA_ROLE,
+    TASKS,
+    VALIDATION_ROLE,
+    mirror_role,
+)
+from crucible.sources import resource_path  # noqa: E402
 
 # Task names and types are facts of Matbench, not of crucible's code: one home for them.
 ALL_TASKS = list(TASKS)
 CLASSIFICATION = CLASSIFICATION_TASKS
 MODELS = ["dummy", "gbm-magpie"]
 GBM = {"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10, "early_stopping": False}
-CRABNET = "resources/extracted/crabnet-2.0.8"
-VALIDATION = "resources/extracted/matbench-0.6/matbench_v0.1_validation.json"
+# Where the fetch stage puts each file (config/sources.yaml, by role): a version bump there is
+# what both sides read.
+VALIDATION = str(resource_path(VALIDATION_ROLE))
+METADATA = str(resource_path(METADATA_ROLE))
+
+
+def mirror_csv(task: str) -> str:
+    """The task's composition-mirror CSV, relative to a working directory."""
+    return str(resource_path(mirror_role(task)))
 
 
 def hand_loop(tasks: list[str], resources: Path, cores: int, out: Path) -> None:
@@ -62,7 +76,7 @@ def hand_loop(tasks: list[str], resources: Path, cores: int, out: Path) -> None:
     scores: dict[str, dict[str, list[float]]] = {}
     timings = {"featurize_s": 0.0, "fit_predict_s": 0.0}
     for task in tasks:
-        df = pd.read_csv(resources / CRABNET / f"{task}.csv", keep_default_na=False, na_values=[""])
+        df = pd.read_csv(resources / mirror_csv(task), keep_default_na=False, na_values=[""])
         width = len(str(len(df)))
         df.index = [f"mb-{task.removeprefix('matbench_').replace('_', '-')}-{i + 1:0{width}d}" for i in range(len(df))]
         t0 = time.perf_counter()
@@ -148,10 +162,7 @@ def main() -> int:
     env["SOURCE_DATE_EPOCH"] = "1767225600"
 
     # Warm downloads for both sides, untimed: the same verified files.
-    inputs = [f"{CRABNET}/{t}.csv" for t in tasks] + [
-        VALIDATION,
-        "resources/extracted/matbench-0.6/matbench_v0.1_dataset_metadata.json",
-    ]
+    inputs = [mirror_csv(t) for t in tasks] + [VALIDATION, METADATA]
     proc = subprocess.run(snakemake_cmd(workdir, args.cores, *inputs), env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         print(proc.stderr[-4000:])

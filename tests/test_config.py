@@ -114,15 +114,15 @@ def _registries():
     from crucible.catalysis.relative import TASKS as RELATIVE_TASKS
     from crucible.crystal.generators import GENERATORS
     from crucible.llm.spec import BACKENDS, PARAM_KEYS
-    from crucible.matbench.clean import SOURCES
+    from crucible.matbench.clean import RAW_ORIGINS
     from crucible.matbench.tasks import TASKS
-    from crucible.reactions.baselines import MODELS
+    from crucible.reactions.baselines import BASELINES
     from crucible.reactions.scoring import QUESTION_TYPES
 
     return [
         ("matbench", "tasks.[]", TASKS),
-        ("matbench", "source", SOURCES),
-        ("reactions", "models.[]", tuple(MODELS)),
+        ("matbench", "source", RAW_ORIGINS),
+        ("reactions", "models.[]", tuple(BASELINES)),
         ("reactions", "question_types.[]", QUESTION_TYPES),
         ("crystal", "generators.[]", tuple(GENERATORS)),
         ("catalysis", "datasets.*.format", FORMATS),
@@ -186,3 +186,43 @@ def json_copy(value):
     import json
 
     return json.loads(json.dumps(value))
+
+
+ALL_FAMILIES = ["matbench", "mlip", "crystal", "reactions", "catalysis", "llm"]
+
+
+@pytest.mark.parametrize("family", ALL_FAMILIES)
+def test_enabled_false_switches_a_family_off_and_leaves_the_others(family):
+    """One switch, the same in every section: off, the family has no targets, names or checks
+    (even a section that would be refused on, e.g. matbench's empty tasks), the others keep theirs."""
+    from crucible.families import families
+    from crucible.families import family as get
+
+    config = yaml.safe_load((REPO / ".test" / "all-stages.yaml").read_text())
+    off = {**config, family: {**(config.get(family) or {}), "enabled": False}}
+    check_config(off)
+    check_config({family: {"enabled": False}})
+    f = get(family)
+    assert f.final_outputs(config), f"{family}: the all-stages config builds nothing of it"
+    assert f.final_outputs(off) == [] and f.names(off) == {} and f.built_by(off) == {}
+    assert all(outputs == [] for outputs in f.targets(off).values())
+    for other in families():
+        if other.name not in (family, "llm"):  # llm answers the prompts of the families switched on
+            assert other.final_outputs(off) == other.final_outputs(config), other.name
+            assert other.names(off) == other.names(config), other.name
+    # switched on explicitly is the same family as without the key: same targets, same meanings
+    on = {**config, family: {**(config.get(family) or {}), "enabled": True}}
+    assert f.final_outputs(on) == f.final_outputs(config) and f.names(on) == f.names(config)
+
+
+def test_the_switch_is_a_boolean_and_declared_once_for_all_sections():
+    from crucible.config import family_schema, fill_defaults
+
+    with pytest.raises(ConfigError, match=r"matbench\.enabled: 'no' is not of type 'boolean'"):
+        check_config({"matbench": {"enabled": "no", "tasks": ["matbench_steels"]}})
+    for family in ALL_FAMILIES:
+        assert "enabled" not in family_schema(family).get("properties", {}), family
+    # no default: a config that does not use the switch is unchanged by it
+    assert all("enabled" not in section for section in fill_defaults({}).values())
+    with pytest.raises(ConfigError, match="matbench.tasks: \\[\\] should be non-empty.*enabled: false"):
+        check_config({"matbench": {"tasks": []}})

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crucible.errors import ConfigError
+from crucible.matbench import raw_files
 from crucible.matbench import workflow as wf
 from crucible.sources import find_pin
 
@@ -191,30 +192,31 @@ def test_raw_files_and_provenance_by_source():
     sources = SOURCES_DOC
     cfg = _config()
     steels = find_pin("matbench/mirror/matbench_steels")
-    assert wf.raw_task_file(cfg, "matbench_steels") == f"resources/extracted/{steels.artifact}/{steels.member}"
-    assert wf.raw_provenance(cfg, sources, "matbench_steels") == f"crabnet.whl={'ab' * 32}"
+    assert raw_files.raw_task_file(cfg, "matbench_steels") == f"resources/extracted/{steels.artifact}/{steels.member}"
+    assert raw_files.raw_provenance(cfg, sources, "matbench_steels") == f"crabnet.whl={'ab' * 32}"
     mirror = _config(
         source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
     )
-    assert wf.raw_task_file(mirror, "matbench_steels") == "resources/downloads/matbench_steels.json.gz"
+    assert raw_files.raw_task_file(mirror, "matbench_steels") == "resources/downloads/matbench_steels.json.gz"
     assert (
-        wf.matminer_fetch_args(mirror, "matbench_steels") == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
+        raw_files.matminer_fetch_args(mirror, "matbench_steels")
+        == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
     )
-    assert wf.matminer_fetch_args(mirror, "matbench_glass") == "--url-prefix http://127.0.0.1:9/x"
-    assert wf.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
+    assert raw_files.matminer_fetch_args(mirror, "matbench_glass") == "--url-prefix http://127.0.0.1:9/x"
+    assert raw_files.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
 
 
 def test_pins_travel_to_the_jobs_that_read_the_files():
     sources = SOURCES_DOC
     cfg = _config()
     # the mirror's member is checked, not the wheel it came from; a matminer download is its own pin
-    assert wf.raw_pin(cfg, sources, "matbench_steels") == "11" * 32
+    assert raw_files.raw_pin(cfg, sources, "matbench_steels") == "11" * 32
     mirror = _config(
         source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
     )
-    assert wf.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
+    assert raw_files.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
     spaced = _config(source="matminer", matminer={"url_prefix": "/my mirror/x"})
-    assert wf.matminer_fetch_args(spaced, "matbench_steels") == "--url-prefix '/my mirror/x'"
+    assert raw_files.matminer_fetch_args(spaced, "matbench_steels") == "--url-prefix '/my mirror/x'"
 
 
 def test_predictions_are_listed_in_task_then_fold_order():

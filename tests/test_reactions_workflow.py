@@ -33,7 +33,7 @@ def test_defaults_come_from_the_schema_and_agree_with_the_library():
     assert rxn.question_types({}) == list(QUESTION_TYPES)
     assert json.loads(rxn.question_params({})) == DEFAULTS
     assert rxn.bootstrap({}) == {"n": 1000, "seed": 0}
-    assert rxn.system_prompt({}) == "" and rxn.custom_dataset({}, "cernak") == ""
+    assert rxn.system_prompt({}) == "" and rxn.user_dataset({}, "cernak") == ""
     assert rxn.system_prompt({"reactions": {"system_prompt": "be 'brief'"}}) == "be 'brief'"
 
 
@@ -44,3 +44,50 @@ def test_rule_params_and_constraints():
     assert rxn.llm_responses(cfg)[0] == "results/reactions/cernak/single_varying/responses/gpt.jsonl"
     with pytest.raises(ConfigError, match=r"config reactions: reactions.models: unknown baseline\(s\) gpt-9"):
         rxn.check({"reactions": {"models": ["gpt-9"]}})
+
+
+USER_TABLE = {
+    "csv": "my.csv",
+    "substrate_columns": ["A"],
+    "yield_column": "y",
+    "conditions": [{"key": "ligand", "column": "L"}],
+}
+
+
+def test_user_datasets_under_their_old_name_custom_datasets_mean_the_same_with_a_message(caplog):
+    """One word for a user's own table in every family (user_datasets); the reactions key it had,
+    custom_datasets, is read the same for one release and says so."""
+    from crucible.config import check_config
+    from crucible.identity import Meaning
+
+    new = {"reactions": {"datasets": ["mine"], "models": ["random"], "user_datasets": {"mine": USER_TABLE}}}
+    old = {"reactions": {"datasets": ["mine"], "models": ["random"], "custom_datasets": {"mine": USER_TABLE}}}
+    check_config(new)
+    rxn._told.clear()
+    with caplog.at_level("WARNING", logger="crucible.reactions.workflow"):
+        check_config(old)
+        assert rxn.final_outputs(old) == rxn.final_outputs(new) and rxn.final_outputs(new)
+    assert [r.getMessage() for r in caplog.records].count(
+        "config reactions.custom_datasets is deprecated: rename it reactions.user_datasets "
+        "(the old key is read in this release only)"
+    ) == 1
+    assert rxn.raw_file(old, "mine") == rxn.raw_file(new, "mine") == "my.csv"
+    assert rxn.custom_dataset_arg(old, "mine") == rxn.custom_dataset_arg(new, "mine") != ""
+    names_old, names_new = rxn.names(old), rxn.names(new)
+    assert {k: m.digest for k, m in names_old.items()} == {k: m.digest for k, m in names_new.items()}
+    assert isinstance(names_new["reactions/dataset/mine"], Meaning)
+    assert names_new["reactions/dataset/mine"].key == "reactions.user_datasets.mine"
+    # the settings are what they were when the key was custom_datasets: no user table in them
+    assert not {"user_datasets", "custom_datasets"} & set(names_new["reactions/settings"].spec)
+    with pytest.raises(ConfigError, match="both user_datasets and custom_datasets"):
+        rxn.datasets(
+            {
+                "reactions": {
+                    "datasets": ["mine"],
+                    "user_datasets": {"mine": USER_TABLE},
+                    "custom_datasets": {"x": USER_TABLE},
+                }
+            }
+        )
+    with pytest.raises(ConfigError, match="reactions.user_datasets.mine: 'csv' is a required property"):
+        check_config({"reactions": {"user_datasets": {"mine": {k: v for k, v in USER_TABLE.items() if k != "csv"}}}})

@@ -18,7 +18,7 @@ def _registries():
     from crucible.crystal.generators import GENERATORS
     from crucible.mlip.calculators import REGISTRY
     from crucible.models.registry import MODELS
-    from crucible.reactions.baselines import MODELS as BASELINES
+    from crucible.reactions.baselines import BASELINES
 
     return {"models": MODELS, "potentials": REGISTRY, "generators": GENERATORS, "baselines": BASELINES}
 

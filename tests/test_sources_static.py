@@ -2,7 +2,7 @@
 no library module outside crucible.sources builds a path under resources/extracted/ (the only
 way to read one is crucible.sources.pinned, which checks its hash), and no artifact name, version,
 download or member file name, archive path or pin of the sources file is written anywhere else in
-the code, the rules or the tests (a version bump is an edit of one file)."""
+the code, the rules, the tests or the benchmark scripts (a version bump is an edit of one file)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def _needles() -> dict[str, str]:
 
 
 def _files():
-    for root in ("src", "workflow", "tests"):
+    for root in ("src", "workflow", "tests", "benchmarks"):
         for path in sorted((REPO / root).rglob("*")):
             if path.is_file() and path.suffix in TEXT_SUFFIXES and "egg-info" not in str(path):
                 yield path

@@ -2,7 +2,8 @@
 
 1. the registry matches the repository: every family package with a ``FAMILY`` is registered, and
    every rule file, report caption, conda env and config section belongs to a family; the shared
-   files (Snakefile, common.smk) name no family;
+   files (Snakefile, common.smk, fetch.smk, the crucible.sources modules) name no family; every
+   rule file (report.smk and features.smk too) uses no other family's modules;
 2. its rules are what it declares: defined in its rule files, using its envs and captions, its
    wildcards constrained (global constraints claimed by one family only);
 3. ``snakemake <family> -n`` plans on ``.test/<family>/config.yaml``, a config that holds only that
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import textwrap
@@ -169,11 +171,78 @@ def test_each_family_has_a_test_config_of_its_own_section(name):
 
 
 def test_the_shared_files_name_no_family():
-    """Snakefile and common.smk loop over the registry: a family named there is drift."""
-    for path in (REPO / "Snakefile", REPO / "workflow/rules/common.smk"):
+    """Snakefile, common.smk and fetch.smk loop over the registry and config/sources.yaml: a family
+    named there is drift (a family's own download, as matbench's from matminer, is its rule)."""
+    for path in (REPO / "Snakefile", *(REPO / "workflow/rules" / f for f in sorted(SHARED_RULE_FILES))):
         code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
         for name in NAMES:
             assert not re.search(rf"\b{name}\b", code), f"{path.name} names the {name} family"
+
+
+# `from crucible.<module> import <name> as <alias>` or `from crucible import <module> as <alias>`
+RULE_IMPORT = re.compile(r"^from crucible(?:\.(?P<pkg>[\w.]+))? import (?P<name>\w+)(?: as (?P<alias>\w+))?$", re.M)
+
+
+def rule_file_imports(path: Path) -> dict[str, str]:
+    """{alias: module} of every crucible import at the top level of a rule file."""
+    out = {}
+    for m in RULE_IMPORT.finditer(path.read_text()):
+        module = f"crucible.{m['pkg']}.{m['name']}" if m["pkg"] else f"crucible.{m['name']}"
+        out[m["alias"] or m["name"]] = module
+    return out
+
+
+def family_of_module(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in NAMES else None
+
+
+def test_every_rule_file_uses_only_its_own_family_and_the_shared_modules():
+    """Rule files share one namespace (the Snakefile includes them all): a rule of one family that
+    calls another's workflow module (as features.smk calls matbench_wf, imported by matbench.smk)
+    must be that family's. Every rule file is read, the shared ones and report.smk included."""
+    owner = {r: f.name for f in FAMILIES for r in f.rule_files}
+    paths = sorted((REPO / "workflow/rules").glob("*.smk"))
+    assert {p.name for p in paths} >= SHARED_RULE_FILES | {"report.smk"}
+    aliases: dict[str, str] = {}  # alias -> the family whose module it is
+    for path in paths:
+        for alias, module in rule_file_imports(path).items():
+            family = family_of_module(module)
+            where = owner.get(path.name)
+            assert family in (None, where), f"{path.name} imports {module}, a module of {family}"
+            if family:
+                assert aliases.setdefault(alias, family) == family, f"{alias}: a module of two families"
+    assert set(aliases.values()) == set(NAMES), "a family whose rules import none of its modules"
+    for path in paths:
+        code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
+        for alias, family in aliases.items():
+            if re.search(rf"\b{alias}\.", code):
+                assert owner.get(path.name) == family, f"{path.name} calls {alias} ({family}'s module)"
+
+
+def test_the_sources_modules_import_no_family():
+    """crucible.sources (and the fetch rules' functions, sources_workflow, and the CLI) serve every
+    family from config/sources.yaml alone: importing a family's package there would make the
+    shared fetch stage one family's."""
+    import ast
+
+    modules = sorted((REPO / "src/crucible").glob("sources*.py")) + sorted((REPO / "src/crucible").glob("sources/*.py"))
+    assert {p.name for p in modules} >= {"sources_workflow.py", "sources_cli.py"}
+    for path in modules:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                if isinstance(node, ast.Name | ast.Attribute | ast.FunctionDef | ast.ClassDef):
+                    ident = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None) or node.name
+                    for name in NAMES:
+                        assert not re.search(rf"(^|_){name}($|_)", ident, re.I), f"{path.name}: {ident}"
+                continue
+            for module in names:
+                assert family_of_module(module) is None, f"{path.name} imports {module}"
 
 
 def test_global_wildcard_constraints_are_claimed_by_one_family():
@@ -254,6 +323,38 @@ def test_a_typo_in_its_section_is_refused_naming_the_key(name, tmp_path, venv_en
     assert proc.returncode != 0
     assert f"config error at {name}: unexpected key 'datasetz'" in out, out[-2000:]
     assert not (tmp_path / "results").exists()
+
+
+@slow
+@pytest.mark.parametrize("name", NAMES)
+def test_a_family_switched_off_plans_no_job_of_its_own(name, tmp_path, venv_env, rules):
+    """`<family>: {enabled: false}` over the all-stages config (every rule of the workflow): rule
+    all plans none of that family's jobs and every final output of the others. The language
+    models' jobs still answer the prompts of the families switched on, so for llm it is its own
+    target, `snakemake llm`, that plans nothing."""
+    config = yaml.safe_load(ALL_STAGES.read_text())
+    config[name] = {**(config.get(name) or {}), "enabled": False}
+    family = registry.family(name)
+    proc = run_snakemake(
+        stand_ins(tmp_path), config, "--dry-run", "--workflow-profile", str(SLURM), env=venv_env
+    )  # profiles/slurm prints every job's outputs
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    planned = jobs(proc.stdout)
+    made = {o for *_, outs in planned for o in outs}
+    for other in FAMILIES:
+        if other.name != name:
+            missing = [o for o in other.final_outputs(config) if o not in made]
+            assert other.final_outputs(config) or other.name == "llm", other.name
+            assert not missing, (other.name, missing[:5])
+    own = sorted({r for r, *_ in planned if Path(rules[r]["snakefile"]).name in family.rule_files})
+    if name == "llm":
+        asked = {r for f in FAMILIES for r in f.llm_responses(config)}
+        assert all(o in asked for r, *_, outs in planned if r in own for o in outs if o.endswith(".jsonl"))
+        proc = run_snakemake(tmp_path, config, "llm", "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert [(r, outs) for r, _, _, outs in jobs(proc.stdout)] == [("llm", [])], "only the empty aggregate"
+    else:
+        assert own == [], f"{name} switched off plans {own}"
 
 
 # --------------------------------------------------------------------- 4. GPU partition
@@ -417,7 +518,9 @@ def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path,
     (package / "config.schema.yaml").write_text(
         "type: object\nadditionalProperties: false\nproperties:\n  count: {type: integer, default: 0}\n"
     )
-    env = {**venv_env, "PYTHONPATH": str(tmp_path / "site")}
+    # the toy package first, then the crucible under test (a worktree's src/, where one is on the path)
+    site = [str(tmp_path / "site"), *filter(None, [venv_env.get("PYTHONPATH")])]
+    env = {**venv_env, "PYTHONPATH": os.pathsep.join(site)}
     work = tmp_path / "work"
     work.mkdir()
 

@@ -51,8 +51,22 @@ def schema() -> dict[str, Any]:
         "description": "crucible workflow configuration: one section per benchmark family",
         "type": "object",
         "additionalProperties": False,
-        "properties": {f.name: {**family_schema(f.name), "default": {}} for f in families()},
+        "properties": {f.name: {**_with_switch(family_schema(f.name)), "default": {}} for f in families()},
     }
+
+
+def _with_switch(section_schema: dict[str, Any]) -> dict[str, Any]:
+    """A family's section schema with the switch every section has (crucible.families.SWITCH)."""
+    from crucible.families import SWITCH, SWITCH_SCHEMA
+
+    if SWITCH in section_schema.get("properties", {}):
+        raise RuntimeError(f"a family's schema declares {SWITCH!r}: the switch is every family's, declared once")
+    out = {**section_schema, "properties": {SWITCH: SWITCH_SCHEMA, **section_schema.get("properties", {})}}
+    if "required" in out:  # a section switched off needs nothing else (matbench: {enabled: false})
+        switched_off = {"properties": {SWITCH: {"const": False}}, "required": [SWITCH]}
+        required = out.pop("required")
+        out = {**out, "if": {"not": switched_off}, "then": {"required": required}}
+    return out
 
 
 def _schema_error_text(error: Any) -> str:

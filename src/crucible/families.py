@@ -10,6 +10,7 @@ rule file, and one line in :data:`FAMILY_PACKAGES`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +25,42 @@ FAMILY_PACKAGES = (
     "crucible.catalysis",
     "crucible.crystal",
 )
+
+
+# The one switch every family's section has (crucible.config adds it to each section's schema):
+# ``<family>: {enabled: false}`` plans no job of that family, whatever else its section holds.
+# It has no default on purpose: absent means on, and a config that does not use it is the config
+# it was (the same sections, so the same job params and name meanings).
+SWITCH = "enabled"
+SWITCH_SCHEMA = {
+    "type": "boolean",
+    "description": "false: the family plans no job (its targets are empty, its start-up checks are skipped)",
+}
+
+
+def enabled(config: dict[str, Any], name: str) -> bool:
+    """Whether family ``name`` is switched on in ``config`` (it is unless its section says ``enabled: false``)."""
+    return (config.get(name) or {}).get(SWITCH, True) is not False
+
+
+def _without_switch(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """The config as the family's own functions see it: its section without the switch."""
+    sec = config.get(name)
+    if not isinstance(sec, dict) or SWITCH not in sec:
+        return config
+    return {**config, name: {k: v for k, v in sec.items() if k != SWITCH}}
+
+
+def _switched(
+    name: str, fn: Callable[[dict[str, Any]], Any], off: Callable[[], Any]
+) -> Callable[[dict[str, Any]], Any]:
+    """``fn`` of family ``name``, answering ``off()`` when the family is switched off."""
+
+    @functools.wraps(fn)
+    def call(config: dict[str, Any]) -> Any:
+        return fn(_without_switch(config, name)) if enabled(config, name) else off()
+
+    return call
 
 
 def _no_constraints(config: dict[str, Any]) -> dict[str, str]:
@@ -81,6 +118,14 @@ class Family:
             object.__setattr__(self, "rule_files", (f"{self.name}.smk",))
         if not self.envs:
             object.__setattr__(self, "envs", (f"{self.name}.yaml",))
+        # The switch, the same for every family: off, a family has no targets, no start-up checks,
+        # no names and asks no language model; its rules stay defined (nothing asks for them).
+        for attr, off in (("final_outputs", list), ("check", lambda: None), ("names", dict), ("llm_responses", list)):
+            object.__setattr__(self, attr, _switched(self.name, getattr(self, attr), off))
+        if self.built is not None:
+            object.__setattr__(self, "built", _switched(self.name, self.built, dict))
+        targets = {t: _switched(self.name, f, list) for t, f in self.extra_targets.items()}
+        object.__setattr__(self, "extra_targets", targets)
 
     @property
     def schema_file(self):
@@ -93,6 +138,8 @@ class Family:
         """What a run of ``config`` builds: :attr:`built`, or the section's lists of names."""
         if self.built is not None:
             return self.built(config)
+        if not enabled(config, self.name):
+            return {}
         from crucible.config import section
 
         lists = {k: v for k, v in section(config, self.name).items() if isinstance(v, list)}

@@ -77,7 +77,8 @@ DEFINED_NAMES = (
     ("matbench", "prediction_files"),
     ("matbench", "user_datasets"),
     ("crystal", "user_datasets"),
-    ("reactions", "custom_datasets"),
+    ("reactions", "user_datasets"),
+    ("reactions", "custom_datasets"),  # its old name, read one release
     ("catalysis", "datasets"),
     ("catalysis", "relative"),
     ("mlip", "custom_potentials"),
@@ -107,9 +108,9 @@ def _matbench_models(sec: Mapping[str, Any]) -> set[str]:
 
 
 def _reactions_models(sec: Mapping[str, Any]) -> set[str]:
-    from crucible.reactions.baselines import MODELS
+    from crucible.reactions.baselines import BASELINES
 
-    return set(MODELS) | set(sec.get("llm_models") or [])
+    return set(BASELINES) | set(sec.get("llm_models") or [])
 
 
 # Parameter mappings keyed by what they parameterize: (section, key, what, the names it may use).

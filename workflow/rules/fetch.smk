@@ -9,7 +9,6 @@ from crucible import sources_workflow as sources_wf
 
 localrules:
     fetch_artifact,
-    fetch_matminer_dataset,
     extract_member,
 
 
@@ -36,22 +35,6 @@ rule fetch_artifact:
     shell:
         "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} {params.mirror} "
         "--lock resources/sources.lock.json --out {output:q} 2> {log:q}"
-
-
-rule fetch_matminer_dataset:
-    output:
-        "resources/downloads/{task}.json.gz",
-    log:
-        "logs/fetch/{task}.json.gz.log",
-    benchmark:
-        "benchmarks/runs/fetch/{task}.json.gz.tsv"
-    retries: 2
-    conda:
-        "../../envs/fetch.yaml"
-    params:
-        mirror=lambda wc: matbench_wf.matminer_fetch_args(config, wc.task),
-    shell:
-        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
 
 # One job per member, not per archive: a member deleted after an edit (what the read-time check

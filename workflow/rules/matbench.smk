@@ -1,13 +1,38 @@
 # Matbench v0.1: clean -> folds -> predict (one job per model, task, fold; one per task for cheap
 # models) -> score -> results file.
-# Thin rules: paths, target lists and params come from crucible.matbench.workflow.
+# Thin rules: paths, target lists and params come from crucible.matbench.workflow (raw files and
+# their pins: crucible.matbench.raw_files).
+from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
+
+
+localrules:
+    fetch_matminer_dataset,
+
+
+# Matbench's own download when matbench.source is matminer (the composition mirror is a pinned
+# artifact of config/sources.yaml, fetched by fetch.smk). Like every download it runs on the
+# submit host.
+rule fetch_matminer_dataset:
+    output:
+        "resources/downloads/{task}.json.gz",
+    log:
+        "logs/fetch/{task}.json.gz.log",
+    benchmark:
+        "benchmarks/runs/fetch/{task}.json.gz.tsv"
+    retries: 2
+    conda:
+        "../../envs/fetch.yaml"
+    params:
+        mirror=lambda wc: matbench_raw.matminer_fetch_args(config, wc.task),
+    shell:
+        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
 
 
 rule clean_matbench_task:
     input:
-        raw=lambda wc: matbench_wf.raw_task_file(config, wc.task),
-        metadata=matbench_wf.metadata_file(),
+        raw=lambda wc: matbench_raw.raw_task_file(config, wc.task),
+        metadata=matbench_raw.metadata_file(),
     output:
         data=matbench_wf.data_file("{task}"),
         card=matbench_wf.card_file("{task}"),
@@ -22,8 +47,8 @@ rule clean_matbench_task:
         runtime=10,
     params:
         source=config["matbench"]["source"],
-        provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
-        raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
+        provenance=lambda wc: matbench_raw.raw_provenance(config, SOURCES, wc.task),
+        raw_sha256=lambda wc: matbench_raw.raw_pin(config, SOURCES, wc.task),
     shell:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
         "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} "
@@ -34,7 +59,7 @@ rule make_matbench_folds:
     input:
         data=rules.clean_matbench_task.output.data,
         card=rules.clean_matbench_task.output.card,
-        validation=matbench_wf.validation_file(),
+        validation=matbench_raw.validation_file(),
     output:
         matbench_wf.folds_file("{task}"),
     log:
@@ -49,7 +74,7 @@ rule make_matbench_folds:
     params:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
-        raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
+        raw_sha256=lambda wc: matbench_raw.raw_pin(config, SOURCES, wc.task),
     shell:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
         "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} --inner-fraction {params.fraction} "

@@ -21,7 +21,7 @@ rule clean_reactions:
     conda:
         "../../envs/reactions.yaml"
     params:
-        custom=lambda wc: rxn.custom_dataset(config, wc.rxn_dataset),
+        custom=lambda wc: rxn.user_dataset(config, wc.rxn_dataset),
     shell:
         stage.shell(
             "reactions clean",

@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-6
 
-SOURCES = ("composition-mirror", "matminer")
+# The values of matbench.source: where a task's raw table comes from (SOURCES elsewhere is the
+# sources file, config/sources.yaml).
+RAW_ORIGINS = ("composition-mirror", "matminer")
 
 
 def data_schema(task_type: str) -> pa.Schema:
@@ -148,7 +150,7 @@ def clean_task(
     meta = task_metadata(metadata, task)
     reader = {"composition-mirror": read_mirror, "matminer": read_matminer}.get(source)
     if reader is None:
-        raise DataValidationError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
+        raise DataValidationError(f"unknown source {source!r}; known: {', '.join(RAW_ORIGINS)}")
     if source == "composition-mirror":
         raw_path = pinned(mirror_role(task), raw_path, sources=sources)
     body = reader(task, raw_path, meta)

@@ -1,10 +1,11 @@
 """What the Matbench part of the DAG builds, as pure functions of the config dict.
 
-``workflow/rules/common.smk`` and ``workflow/rules/matbench.smk`` call these; they hold no
-logic of their own. Every function takes the whole config (its ``matbench`` section is read here,
-with the schema's defaults filled in: :func:`crucible.config.section`) and returns paths relative
-to the working directory, strings for ``params:``, or raises :class:`~crucible.errors.ConfigError`
-naming the config key. :data:`FAMILY` declares the family to :mod:`crucible.families`.
+The Matbench rule files call these (and :mod:`crucible.matbench.raw_files` for the raw files and
+their pins); they hold no logic of their own. Every function takes the whole config (its
+``matbench`` section is read here, with the schema's defaults filled in:
+:func:`crucible.config.section`) and returns paths relative to the working directory, strings for
+``params:``, or raises :class:`~crucible.errors.ConfigError` naming the config key. :data:`FAMILY`
+declares the family to :mod:`crucible.families`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from crucible import sources as pins
 from crucible.config import section
 from crucible.errors import ConfigError
 from crucible.families import Family
 from crucible.identity import Meaning, registered, settings
-from crucible.matbench.tasks import METADATA_ROLE, N_FOLDS, TASKS, VALIDATION_ROLE, mirror_role
-from crucible.workflow import alternation, flag
+from crucible.matbench.tasks import N_FOLDS, TASKS
+from crucible.workflow import alternation
 
 FOLDS = tuple(range(N_FOLDS))
 # cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU
@@ -121,16 +121,6 @@ def check_models(config: dict[str, Any]) -> None:
         raise ConfigError(f"config matbench: {exc}") from None
 
 
-def metadata_file() -> str:
-    """The official dataset metadata, as a rule's input (where the fetch stage extracts it)."""
-    return str(pins.resource_path(METADATA_ROLE))
-
-
-def validation_file() -> str:
-    """The official validation splits, as a rule's input."""
-    return str(pins.resource_path(VALIDATION_ROLE))
-
-
 def check_model_params(config: dict[str, Any]) -> None:
     """``model_params`` of a model that is not configured would be ignored: refuse them."""
     from crucible.models.registry import builtin_models
@@ -150,47 +140,17 @@ def check(config: dict[str, Any]) -> None:
     parameters), inputs every model can get on every task."""
     mb = _section(config)
     if "matbench" in config and not mb["tasks"] and not mb["user_datasets"]:
-        raise ConfigError("config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets)")
+        raise ConfigError(
+            "config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets);"
+            " matbench: {enabled: false} switches Matbench off"
+        )
     check_model_params(config)
     check_models(config)
 
 
 def wildcard_constraints(config: dict[str, Any]) -> dict[str, str]:
-    """Global: every Matbench rule (and the matminer download in fetch.smk) names them so."""
+    """Global: every Matbench rule (the matminer download too) names them so."""
     return {"task": alternation(TASKS), "fold": f"[0-{N_FOLDS - 1}]"}
-
-
-def raw_task_file(config: dict[str, Any], task: str) -> str:
-    if _section(config)["source"] == "matminer":
-        return f"resources/downloads/{task}.json.gz"
-    return str(pins.resource_path(mirror_role(task)))
-
-
-def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
-    """``filename=sha256`` of the artifact the task's raw file came from, for its task card."""
-    mb = _section(config)
-    if mb["source"] == "matminer":
-        from crucible.sources import matminer_artifact
-
-        mirror = mb["matminer"]
-        spec = matminer_artifact(task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(task))
-    else:
-        spec = sources["artifacts"][pins.find_pin(mirror_role(task), sources).artifact]
-    return f"{spec['filename']}={spec['sha256']}"
-
-
-def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
-    """The pinned SHA-256 of the task's raw file: checked where it is read, and the task card must record it."""
-    if _section(config)["source"] == "matminer":
-        return raw_provenance(config, sources, task).rsplit("=", 1)[1]
-    return pins.find_pin(mirror_role(task), sources).sha256
-
-
-def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
-    """The matminer download's --url-prefix (a mirror) and --sha256 (its pin), where configured."""
-    mirror = _section(config)["matminer"]
-    args = [flag("--url-prefix", mirror.get("url_prefix")), flag("--sha256", mirror.get("sha256", {}).get(task))]
-    return " ".join(a for a in args if a)
 
 
 def data_file(task: str) -> str:

@@ -334,18 +334,18 @@ class BaselineSpec(Spec):
         return self.factory().set_params(**params)
 
 
-MODELS: Registry[BaselineSpec] = Registry(
+BASELINES: Registry[BaselineSpec] = Registry(
     "reaction baseline",
     [
         BaselineSpec(name=cls.name, factory=cls, description=(cls.__doc__ or "").strip().split("\n")[0])
         for cls in (RandomChoice, Popularity, NearestSubstrate, YieldModel, Oracle)
     ],
 )
-NEEDS_OTHER_SUBSTRATES = tuple(n for n, spec in MODELS.items() if spec.needs_other_substrates)
+NEEDS_OTHER_SUBSTRATES = tuple(n for n, spec in BASELINES.items() if spec.needs_other_substrates)
 
 
 def make_model(name: str, params: dict[str, Any] | None = None) -> _Base:
-    return MODELS[name].build(**(params or {}))
+    return BASELINES[name].build(**(params or {}))
 
 
 def expected_random(q: dict[str, Any]) -> dict[str, Any]:

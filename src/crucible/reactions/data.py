@@ -165,7 +165,7 @@ NONE_VALUE = "none"  # a condition left out of a run (e.g. no ligand), a real le
 
 
 def dataset_spec(name: str, custom: dict[str, Any] | None = None) -> DatasetSpec:
-    """A built-in dataset, or one described in config ``reactions: custom_datasets``."""
+    """A built-in dataset, or one described in config ``reactions: user_datasets``."""
     if name in DATASETS:
         return DATASETS[name]
     custom = custom or {}
@@ -435,7 +435,7 @@ def clean(
     custom: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Clean the raw table of a dataset (built in, or a user's given by ``custom``, the config's
-    ``reactions.custom_datasets``) into its parquet table and card."""
+    ``reactions.user_datasets``) into its parquet table and card."""
     return write_clean(dataset_spec(dataset, custom), input, out, out_card)
 
 

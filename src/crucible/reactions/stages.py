@@ -15,9 +15,9 @@ STAGES = (
         "raw high-throughput table -> clean parquet + card",
         "crucible.reactions.data:clean",
         (
-            Opt("dataset", "the dataset's name, e.g. buchwald-hartwig (or a key of reactions.custom_datasets)"),
+            Opt("dataset", "the dataset's name, e.g. buchwald-hartwig (or a key of reactions.user_datasets)"),
             In("input", "the raw CSV (a built-in dataset's is checked against its pin)"),
-            Opt("custom", "JSON of config reactions.custom_datasets, for a user table", type=json_value, default=None),
+            Opt("custom", "JSON of config reactions.user_datasets, for a user table", type=json_value, default=None),
             Out("out", "the clean table to write: results/reactions/data/{dataset}.parquet"),
             Out("out_card", "the card to write: results/reactions/data/{dataset}.json"),
         ),

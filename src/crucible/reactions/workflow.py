@@ -6,12 +6,13 @@ params. The ``reactions`` section is read with the schema's defaults filled in
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from crucible import config as _config
 from crucible.errors import ConfigError
 from crucible.families import Family
-from crucible.reactions.baselines import MODELS, NEEDS_OTHER_SUBSTRATES
+from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
@@ -23,19 +24,41 @@ from crucible.workflow import alternation
 SINGLE_SUBSTRATE = ("direct-arylation",)
 
 
+# The key user tables had before they were called user datasets, as in matbench and crystal:
+# still read for one release, with a message, then refused by the schema.
+OLD_USER_DATASETS = "custom_datasets"
+_log = logging.getLogger(__name__)
+_told: set[str] = set()
+
+
 def section(config: dict[str, Any]) -> dict[str, Any]:
-    return _config.section(config, "reactions")
+    """The ``reactions`` section with its defaults; ``custom_datasets`` (deprecated) read as ``user_datasets``."""
+    sec = _config.section(config, "reactions")
+    old = sec.pop(OLD_USER_DATASETS, None)
+    if old is not None:
+        if sec["user_datasets"]:
+            raise ConfigError(
+                "config reactions: both user_datasets and custom_datasets (its old name) are set; keep user_datasets"
+            )
+        sec["user_datasets"] = old
+        if "reactions" not in _told:
+            _told.add("reactions")
+            _log.warning(
+                "config reactions.custom_datasets is deprecated: rename it reactions.user_datasets "
+                "(the old key is read in this release only)"
+            )
+    return sec
 
 
 def datasets(config: dict[str, Any]) -> list[str]:
     sec = section(config)
     names = list(sec["datasets"])
-    custom = sec["custom_datasets"]
+    custom = sec["user_datasets"]
     for name in names:
         dataset_spec(name, custom)  # raises ConfigError for an unknown name
     clash = sorted(set(custom) & set(DATASETS))
     if clash:
-        raise ConfigError(f"reactions.custom_datasets: {', '.join(clash)} would shadow a built-in dataset")
+        raise ConfigError(f"reactions.user_datasets: {', '.join(clash)} would shadow a built-in dataset")
     return names
 
 
@@ -45,10 +68,10 @@ def question_types(config: dict[str, Any]) -> list[str]:
 
 def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
     names = list(section(config)["models"])
-    unknown = [m for m in names if m not in MODELS]
+    unknown = [m for m in names if m not in BASELINES]
     if unknown:
         raise ConfigError(
-            f"reactions.models: unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(MODELS))}"
+            f"reactions.models: unknown baseline(s) {', '.join(unknown)}; known: {', '.join(sorted(BASELINES))}"
         )
     if dataset in SINGLE_SUBSTRATE:
         names = [m for m in names if m not in NEEDS_OTHER_SUBSTRATES]
@@ -57,7 +80,7 @@ def baselines(config: dict[str, Any], dataset: str | None = None) -> list[str]:
 
 def llm_models(config: dict[str, Any]) -> list[str]:
     names = list(section(config)["llm_models"])
-    clash = sorted(set(names) & set(MODELS))
+    clash = sorted(set(names) & set(BASELINES))
     if clash:
         raise ConfigError(f"reactions.llm_models: {', '.join(clash)} is also a baseline name")
     return names
@@ -76,7 +99,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
     sec = section(config)
     out = {
         "reactions/settings": Meaning(
-            settings(sec, exclude=("model_params", "custom_datasets")), "reactions", "use another --directory"
+            settings(sec, exclude=("model_params", "user_datasets")), "reactions", "use another --directory"
         )
     }
     for model in baselines(config):
@@ -86,11 +109,11 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             "use another --directory (a baseline's name is its class)",
         )
     for name in datasets(config):
-        if name in sec["custom_datasets"]:
+        if name in sec["user_datasets"]:
             out[f"reactions/dataset/{name}"] = Meaning(
-                sec["custom_datasets"][name],
-                f"reactions.custom_datasets.{name}",
-                "give it a name of its own under reactions.custom_datasets",
+                sec["user_datasets"][name],
+                f"reactions.user_datasets.{name}",
+                "give it a name of its own under reactions.user_datasets",
             )
     return out
 
@@ -107,13 +130,13 @@ def raw_file(config: dict[str, Any], dataset: str) -> str:
     if dataset in DATASETS:
         spec = DATASETS[dataset]
         return str(resource_path(spec.role))
-    return str(section(config)["custom_datasets"][dataset]["csv"])
+    return str(section(config)["user_datasets"][dataset]["csv"])
 
 
-def custom_dataset(config: dict[str, Any], dataset: str) -> str:
+def user_dataset(config: dict[str, Any], dataset: str) -> str:
     """The JSON of a user table's config entry (``crucible reactions clean --custom``); empty for
     a built-in dataset."""
-    custom = section(config)["custom_datasets"]
+    custom = section(config)["user_datasets"]
     return json.dumps({dataset: custom[dataset]}, sort_keys=True) if dataset in custom else ""
 
 
