@@ -236,7 +236,9 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
 def test_job_env_round_trips(monkeypatch):
     env = identity.job_env("matbench", "score", {"matbench/model/dummy": "d"}, ["b", "a", "a"], ["o"])
     job = JobRecord.from_environ({identity.ENV_VAR: env})
-    assert job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == code_closure.code_digest("matbench", "score")
+    assert (
+        job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == code_closure.code_digest("matbench", "score")
+    )
     with pytest.raises(identity.IdentityError, match=identity.ENV_VAR):
         JobRecord.from_environ({identity.ENV_VAR: "{not json"})
 

@@ -72,7 +72,7 @@ def test_user_datasets_under_their_old_name_custom_datasets_mean_the_same_with_a
         "(the old key is read in this release only)"
     ) == 1
     assert rxn.raw_file(old, "mine") == rxn.raw_file(new, "mine") == "my.csv"
-    assert rxn.custom_dataset_arg(old, "mine") == rxn.custom_dataset_arg(new, "mine") != ""
+    assert rxn.user_dataset(old, "mine") == rxn.user_dataset(new, "mine") != ""
     names_old, names_new = rxn.names(old), rxn.names(new)
     assert {k: m.digest for k, m in names_old.items()} == {k: m.digest for k, m in names_new.items()}
     assert isinstance(names_new["reactions/dataset/mine"], Meaning)
