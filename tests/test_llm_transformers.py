@@ -136,7 +136,7 @@ def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_
 
 
 def test_a_stopped_job_runs_no_further_batch(tiny_causal_lm):
-    from crucible.llm.generate import FailureBudget
+    from crucible.llm.backend import FailureBudget
 
     backend = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=2, device="cpu")
     budget = FailureBudget(0.0, len(QUESTIONS))
