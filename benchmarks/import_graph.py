@@ -49,12 +49,15 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "crucible.registry",
     ),
     # The framework every family is declared against: the family registry, the config checked
-    # against its sections (and the names in it), the job identity, artifact paths and flags.
+    # against its sections (and the names in it), the job identity and the code a command runs,
+    # the commands' declarations, artifact paths and flags.
     "framework": (
         "crucible.families",
         "crucible.config",
         "crucible.names",
         "crucible.identity",
+        "crucible.code_closure",
+        "crucible.stage",
         "crucible.workflow",
     ),
     # Services any family may use: pinned sources, estimators, features, potentials, language
