@@ -11,6 +11,7 @@ import yaml
 from crucible.config import check_config
 from crucible.errors import ConfigError
 from crucible.mlip.eos import eos_volumes
+from crucible.report import front_page
 
 from helpers import REPO
 
@@ -204,7 +205,7 @@ def test_enabled_false_switches_a_family_off_and_leaves_the_others(family):
     check_config({family: {"enabled": False}})
     f = get(family)
     assert f.final_outputs(config), f"{family}: the all-stages config builds nothing of it"
-    assert f.final_outputs(off) == [] and f.names(off) == {} and f.built_by(off) == {}
+    assert f.final_outputs(off) == [] and f.names(off) == {} and front_page.built_by(f, off) == {}
     assert all(outputs == [] for outputs in f.targets(off).values())
     for other in families():
         if other.name not in (family, "llm"):  # llm answers the prompts of the families switched on

@@ -15,7 +15,9 @@ NOT_USER_FILES = {
     "formats.py": "the one reader",
     "io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
     "config.py": "the packaged schemas; a config section as JSON text",
-    "sources.py": "config/sources.yaml, the lock, pinned archives (SHA-256 checked before reading)",
+    "sources.py": "the lock, the pinned matminer catalogue",
+    "sources_file.py": "config/sources.yaml",
+    "archives.py": "pinned archives (SHA-256 checked before reading)",
     "catalysis/cli.py": "JSON params the rule passes",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
@@ -36,7 +38,6 @@ NOT_USER_FILES = {
     "matbench/resultsfile.py": "a results file, bounded by formats.read_bytes; the text it just wrote",
     "mlip/cli.py": "JSON params the rule passes",
     "models/comp_transformer/estimator.py": "its own saved model",
-    "reactions/cli.py": "JSON params the rule passes",
     "reactions/report.py": "its own tables and question files",
     "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",
     "report/front_page.py": "Snakemake's benchmark files",
@@ -44,7 +45,9 @@ NOT_USER_FILES = {
     "crystal/workflow.py": "the generator params JSON it wrote itself",
     "fingerprint.py": "its own digest cache",
     "llm/generate.py": "a model's reply text, checked against its prompt's schema",
-    "identity.py": "crucible's source files, its own identity records, name book and digest cache, CRUCIBLE_JOB",
+    "identity.py": "its own identity records and name book, CRUCIBLE_JOB",
+    "code_closure.py": "crucible's own source files and code digest cache",
+    "stage.py": "JSON params the rule passes",
 }
 
 

@@ -102,7 +102,7 @@ def test_a_gguf_file_is_named_by_its_content(tmp_path):
 def test_a_pinned_checkpoint_is_named_by_its_role_and_checked(tmp_path, monkeypatch):
     """A file where the fetch stage puts a role's file is named by the role and its pinned
     SHA-256, and refused when it no longer matches the pin."""
-    from crucible import sources
+    from crucible import sources, sources_file
 
     monkeypatch.setenv("CRUCIBLE_HASH_CACHE", str(tmp_path / "hash-cache"))
     body = b"GGUF" + bytes(range(256)) * 4000
@@ -110,6 +110,7 @@ def test_a_pinned_checkpoint_is_named_by_its_role_and_checked(tmp_path, monkeypa
     doc = sources.load_sources()
     pin = sources.find_pin("llm/smollm2-135m-instruct-q4_1", doc)
     doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = digest
+    monkeypatch.setattr(sources_file, "sources_doc", lambda s=None: doc)
     monkeypatch.setattr(sources, "sources_doc", lambda s=None: doc)
     path = tmp_path / "resources" / pin.location
     path.parent.mkdir(parents=True)
@@ -136,7 +137,7 @@ def test_no_chat_template_or_no_checkpoint_is_a_named_error(tiny_causal_lm, tmp_
 
 
 def test_a_stopped_job_runs_no_further_batch(tiny_causal_lm):
-    from crucible.llm.generate import FailureBudget
+    from crucible.llm.backend import FailureBudget
 
     backend = TransformersBackend("tiny", str(tiny_causal_lm), batch_size=2, device="cpu")
     budget = FailureBudget(0.0, len(QUESTIONS))

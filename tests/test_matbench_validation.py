@@ -177,8 +177,8 @@ def test_custom_estimators_are_seeded_and_the_seed_is_recorded():
         def predict(self, X):
             return self.inner.predict(self._x(X))
 
-    from crucible.matbench.validation import seed_estimator
     from crucible.models.registry import ModelSpec
+    from crucible.models.seeds import seed_estimator
 
     runs = []
     for _ in range(2):

@@ -24,7 +24,7 @@ def test_oracle_scores_one_everywhere():
 def test_random_expectation_is_exact():
     sets, _ = reaction_questions("deoxyfluorination")
     q = sets["all_varying"][0]
-    exp = baselines.expected_random(q)
+    exp = scoring.expected_random(q)
     assert exp["avg_relative_score"] == pytest.approx(np.mean(q["meta"]["option_relative_scores"]))
     assert exp["exact_match_accuracy"] == pytest.approx(len(q["answer"]) / len(q["options"]))
     # The seeded draws over many seeds converge to it.
@@ -34,7 +34,7 @@ def test_random_expectation_is_exact():
     ]
     assert np.mean(draws) == pytest.approx(exp["avg_relative_score"], abs=0.03)
     fb = sets["all_blank"][0]
-    assert baselines.expected_random(fb)["hit_rate"] == 1.0  # full factorial: every combination was run
+    assert scoring.expected_random(fb)["hit_rate"] == 1.0  # full factorial: every combination was run
 
 
 def test_random_gives_a_question_and_its_control_the_same_draw():
@@ -77,7 +77,7 @@ def test_learned_baselines_beat_random_on_a_real_table():
     df, card = clean_reaction_table("deoxyfluorination")
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"]
-    rnd = np.mean([baselines.expected_random(q)["avg_relative_score"] for q in qs])
+    rnd = np.mean([scoring.expected_random(q)["avg_relative_score"] for q in qs])
     pop = scoring.score_questions(qs, baselines.make_model("popularity").fit(df, card).predict(qs))["summary"]
     assert pop["avg_relative_score"] > rnd + 0.1
 

@@ -17,20 +17,9 @@ import sys
 
 from crucible import __version__
 from crucible.code_closure import log_imported_modules
+from crucible.commands import GROUPS
 from crucible.errors import CrucibleError
 from crucible.identity import JobRecord
-
-GROUPS: dict[str, tuple[str, str]] = {
-    "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
-    "names": ("crucible.identity_cli", "what each configured name means in this results folder; forget one"),
-    "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
-    "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
-    "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
-    "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
-    "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
-    "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
-    "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
-}
 
 
 def _top_parser() -> argparse.ArgumentParser:

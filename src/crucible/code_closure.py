@@ -106,7 +106,7 @@ Edge = tuple[str, "frozenset[str] | None"]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Modules that name every command group's module in strings but import only the one asked for
 # (its module is a root of each command's closure).
-_DISPATCHERS = frozenset({"crucible.cli"})
+_DISPATCHERS = frozenset({"crucible.cli", "crucible.commands"})
 _MODULE_NAME = re.compile(r"crucible(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
@@ -305,7 +305,7 @@ def command_handler(group: str, verb: str) -> tuple[str, str]:
     import argparse
     import importlib
 
-    from crucible.cli import GROUPS
+    from crucible.commands import GROUPS
 
     if group not in GROUPS:
         raise ValueError(f"no crucible command group {group!r}")
@@ -329,7 +329,7 @@ def code_identity(group: str, verb: str) -> dict[str, Any]:
     """What ``crucible group verb`` runs: module digests, package data, distribution versions."""
     import importlib
 
-    from crucible.cli import GROUPS
+    from crucible.commands import GROUPS
 
     module, function = command_handler(group, verb)
     # every command builds its group's parser before its handler runs: from the group module's

@@ -106,7 +106,7 @@ class Family:
     extra_targets: dict[str, Callable[[dict[str, Any]], list[str]]] = field(default_factory=dict)
     # What a run of the config builds, for the report's front page: {axis: names}, e.g.
     # {"tasks": [...], "models": [...]}, axes in the order a reader wants them. None: every list
-    # of names at the top of the family's config section (see built_by).
+    # of names at the top of the family's config section (crucible.report.front_page.built_by).
     built: Callable[[dict[str, Any]], dict[str, list[str]]] | None = None
     # Every name a run of the config is made of, with its meaning: {"<family>/<kind>/<name>" (or
     # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.Meaning}. Only the
@@ -133,19 +133,6 @@ class Family:
         from importlib.resources import files
 
         return files(self.package) / "config.schema.yaml"
-
-    def built_by(self, config: dict[str, Any]) -> dict[str, list[str]]:
-        """What a run of ``config`` builds: :attr:`built`, or the section's lists of names."""
-        if self.built is not None:
-            return self.built(config)
-        if not enabled(config, self.name):
-            return {}
-        from crucible.config import section
-
-        lists = {k: v for k, v in section(config, self.name).items() if isinstance(v, list)}
-        return {
-            k.replace("_", " "): [str(x) for x in v] for k, v in lists.items() if all(isinstance(x, str) for x in v)
-        }
 
     def targets(self, config: dict[str, Any]) -> dict[str, list[str]]:
         """Every aggregate target of the family with its inputs: ``name`` first."""

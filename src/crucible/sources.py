@@ -1,4 +1,5 @@
-"""Fetch raw artifacts, check their SHA-256, and take members out of archives.
+"""Fetch raw artifacts, check their SHA-256, take members out of archives (:mod:`crucible.archives`),
+and read pinned files by role (the roles as :mod:`crucible.sources_file` reads them).
 
 Two kinds of artifact are pinned in ``config/sources.yaml``:
 
@@ -27,117 +28,35 @@ extracted stops the job; it never changes a score.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import importlib.util
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import Any, Callable
 
-import yaml
-
+from crucible.archives import extract
 from crucible.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.hashes import CHUNK, check_hash, git_blob_id, sha256_file
 from crucible.io import atomic_path
+
+# Read and checked in crucible.sources_file; named here too, since library code and tests ask
+# crucible.sources for everything about pinned files.
+from crucible.sources_file import SOURCES_FILE as SOURCES_FILE
+from crucible.sources_file import Pin, find_pin, sources_doc
+from crucible.sources_file import get_artifact as get_artifact
+from crucible.sources_file import load_sources as load_sources
+from crucible.sources_file import pin_at as pin_at
+from crucible.sources_file import roles as roles
 
 log = logging.getLogger(__name__)
 
-_CHUNK = 1 << 20
-
-# The repository's own sources file (the package is installed editable from the checkout), and
-# the folder, relative to the working directory, that the fetch stage fills.
-SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
+# The folder, relative to the working directory, that the fetch stage fills.
 RESOURCES = Path("resources")
 LOCK_NAME = "sources.lock.json"  # SHA-256 of artifacts pinned by git blob id, recorded on fetch
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def check_hash(path: str | os.PathLike, expected: str, artifact: str) -> str:
-    """Raise :class:`HashMismatchError` naming the artifact unless ``path`` hashes to ``expected``."""
-    actual = sha256_file(path)
-    if actual != expected.lower():
-        raise HashMismatchError(
-            f"SHA-256 mismatch for artifact {artifact!r} ({path}): expected {expected.lower()}, got {actual}"
-        )
-    return actual
-
-
-def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
-    """Read ``config/sources.yaml`` and check that every entry carries what fetching needs, and
-    that every role names exactly one file."""
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
-    artifacts = (doc or {}).get("artifacts")
-    if not isinstance(artifacts, dict) or not artifacts:
-        raise ConfigError(f"{path}: no 'artifacts' mapping")
-    for name, spec in artifacts.items():
-        kind = spec.get("kind")
-        # an http artifact may carry a git blob id instead of a SHA-256, or no pin at all: fetching
-        # it then refuses and prints the pin to add (see fetch)
-        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename")}.get(kind)
-        if required is None:
-            raise ConfigError(f"{path}: artifact {name!r}: unknown kind {kind!r} (pip or http)")
-        missing = [key for key in required if not spec.get(key)]
-        if missing:
-            raise ConfigError(f"{path}: artifact {name!r}: missing field(s) {', '.join(missing)}")
-        for member, mspec in (spec.get("members") or {}).items():
-            if not (isinstance(mspec, dict) and mspec.get("path") and mspec.get("sha256")):
-                raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
-        if spec.get("role") and spec.get("members"):
-            raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
-    for package, pspec in (doc.get("installed") or {}).items():
-        if not (isinstance(pspec, dict) and pspec.get("version") and isinstance(pspec.get("files"), dict)):
-            raise ConfigError(f"{path}: installed package {package!r}: needs 'version' and a 'files' mapping")
-        for file, fspec in pspec["files"].items():
-            if not (isinstance(fspec, dict) and fspec.get("role") and fspec.get("sha256")):
-                raise ConfigError(f"{path}: installed package {package!r} file {file!r}: needs 'role' and 'sha256'")
-    _role_pins(doc, str(path))
-    return doc
-
-
-@functools.lru_cache(maxsize=8)
-def _load_cached(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
-    return load_sources(path)
-
-
-def sources_doc(sources: dict[str, Any] | str | os.PathLike | None = None) -> dict[str, Any]:
-    """A loaded sources document: given, read from a path, or the repository's (read once per
-    process while the file is unchanged)."""
-    if isinstance(sources, dict):
-        return sources
-    path = Path(sources) if sources is not None else SOURCES_FILE
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
-    return _load_cached(str(path), st.st_mtime_ns, st.st_size)
-
-
-def get_artifact(sources: dict[str, Any], name: str) -> dict[str, Any]:
-    try:
-        return sources["artifacts"][name]
-    except KeyError:
-        known = ", ".join(sorted(sources["artifacts"]))
-        raise ConfigError(f"unknown artifact {name!r}; known: {known}") from None
 
 
 MATMINER_CATALOGUE_ROLE = "matminer/dataset-catalogue"
@@ -207,7 +126,7 @@ def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -
                 open(path, "wb") as out,
                 tqdm(total=total, unit="B", unit_scale=True, desc=spec["filename"], disable=None) as bar,
             ):
-                for chunk in resp.iter_content(chunk_size=_CHUNK):
+                for chunk in resp.iter_content(chunk_size=CHUNK):
                     out.write(chunk)
                     bar.update(len(chunk))
     except requests.RequestException as exc:
@@ -223,15 +142,6 @@ def move_aside(path: Path) -> Path:
 
 
 FETCH_ATTEMPTS = 2  # a truncated or tampered download is fetched again once, then it is an error
-
-
-def git_blob_id(path: str | os.PathLike) -> str:
-    """What ``git hash-object`` prints: SHA-1 of ``b"blob <size>\\0" + content``."""
-    digest = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_lock(path: str | os.PathLike | None) -> dict[str, Any]:
@@ -405,68 +315,6 @@ def fetch(
 # --- pinned inputs, by role ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Pin:
-    """The one file a role of ``config/sources.yaml`` names, and the hashes that pin it."""
-
-    role: str
-    artifact: str
-    member: str | None  # None: the artifact's own file (a download that is read as it is)
-    location: str  # relative to the resources folder: extracted/<artifact>/<member> or downloads/<filename>
-    sha256: str | None  # None: pinned by git blob id, its SHA-256 recorded in the lock file on fetch
-    git_blob: str | None = None
-    # a file of an installed package (section `installed`): ``location`` is its path inside the
-    # package's folder, ``version`` the package version its hash was taken from; never fetched
-    package: str | None = None
-    version: str | None = None
-
-    @property
-    def what(self) -> str:
-        if self.package:
-            return f"{self.role!r} (file {self.location} of the installed package {self.package})"
-        inner = f"member {self.member} of artifact {self.artifact}" if self.member else f"artifact {self.artifact}"
-        return f"{self.role!r} ({inner})"
-
-
-def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[str, Pin]:
-    pins: dict[str, Pin] = {}
-
-    def add(pin: Pin) -> None:
-        if pin.role in pins:
-            raise ConfigError(f"{where}: role {pin.role!r} is given to both {pins[pin.role].what} and {pin.what}")
-        pins[pin.role] = pin
-
-    for name, spec in doc["artifacts"].items():
-        if spec.get("role"):
-            add(
-                Pin(
-                    str(spec["role"]),
-                    name,
-                    None,
-                    f"downloads/{spec['filename']}",
-                    (spec.get("sha256") or "").lower() or None,
-                    (spec.get("git_blob") or "").lower() or None,
-                )
-            )
-        for member, mspec in (spec.get("members") or {}).items():
-            if mspec.get("role"):
-                add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", mspec["sha256"].lower()))
-    for package, pspec in (doc.get("installed") or {}).items():
-        for file, fspec in pspec["files"].items():
-            add(
-                Pin(
-                    str(fspec["role"]),
-                    f"installed:{package}",
-                    None,
-                    file,
-                    str(fspec["sha256"]).lower(),
-                    package=package,
-                    version=str(pspec["version"]),
-                )
-            )
-    return pins
-
-
 def package_dir(package: str) -> Path:
     """The folder of an installed package (where its data files lie), without importing it."""
     try:
@@ -485,21 +333,6 @@ def _installed_version(package: str) -> str:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def roles(sources: dict[str, Any] | str | os.PathLike | None = None, prefix: str = "") -> dict[str, Pin]:
-    """Every role (those starting with ``prefix``), sorted by name."""
-    pins = _role_pins(sources_doc(sources))
-    return {r: pins[r] for r in sorted(pins) if r.startswith(prefix)}
-
-
-def find_pin(role: str, sources: dict[str, Any] | str | os.PathLike | None = None) -> Pin:
-    pins = _role_pins(sources_doc(sources))
-    if role not in pins:
-        raise ConfigError(
-            f"no artifact or member of config/sources.yaml has the role {role!r}; known: {', '.join(sorted(pins))}"
-        )
-    return pins[role]
 
 
 def resource_path(
@@ -535,22 +368,6 @@ def locate(
         member = "/".join(rest[2:])
         if member in (doc["artifacts"][rest[1]].get("members") or {}):
             return rest[1], member
-    return None
-
-
-def pin_at(
-    path: str | os.PathLike, sources: dict[str, Any] | str | os.PathLike | None = None
-) -> tuple[Pin, Path] | None:
-    """(pin, resources folder) of a file lying where the fetch stage puts a role's file, under
-    any resources folder (``.../extracted/<artifact>/<member>`` or ``.../downloads/<filename>``);
-    None for any other file. Nothing is read: :func:`pinned` checks it."""
-    parts = Path(os.path.abspath(path)).parts
-    for pin in _role_pins(sources_doc(sources)).values():
-        if pin.package:
-            continue
-        tail = Path(pin.location).parts
-        if len(parts) > len(tail) and parts[-len(tail) :] == tail:
-            return pin, Path(*parts[: -len(tail)])
     return None
 
 
@@ -701,66 +518,3 @@ def check_card_pin(card: dict[str, Any], card_path: str | os.PathLike, pinned: s
             f"{card_path}: the task card records raw-file SHA-256 {recorded}, but the pin is {pinned.lower()}; "
             "rebuild the card (delete it and rerun)"
         )
-
-
-def extract(
-    name: str,
-    spec: dict[str, Any],
-    archive: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    members: list[str] | None = None,
-) -> dict[str, Path]:
-    """Take the pinned members out of ``archive`` into ``out_dir``, each hash-checked.
-
-    The archive's own hash is checked first, so a tampered download is named as such rather
-    than surfacing as a member mismatch.
-    """
-    check_hash(archive, spec["sha256"], name)
-    wanted = spec.get("members") or {}
-    names = sorted(wanted) if members is None else members
-    unknown = [m for m in names if m not in wanted]
-    if unknown:
-        raise ConfigError(
-            f"artifact {name!r} has no member(s) {', '.join(unknown)}; known: {', '.join(sorted(wanted))}"
-        )
-    out_dir = Path(out_dir)
-    written: dict[str, Path] = {}
-    with _open_archive(archive) as open_member:
-        for member in names:
-            mspec = wanted[member]
-            target = out_dir / member
-            with atomic_path(target) as tmp:
-                try:
-                    with open_member(mspec["path"]) as src, open(tmp, "wb") as dst:
-                        shutil.copyfileobj(src, dst, _CHUNK)
-                except KeyError:
-                    raise CrucibleError(f"artifact {name!r} ({archive}) has no file {mspec['path']!r}") from None
-                check_hash(tmp, mspec["sha256"], f"{name}:{mspec['path']}")
-            written[member] = target
-    return written
-
-
-@contextlib.contextmanager
-def _open_archive(archive: str | os.PathLike) -> Iterator[Callable[[str], IO[bytes]]]:
-    """A function opening one member by path, for wheels (zip) and sdists (``.tar.gz``).
-
-    Both raise ``KeyError`` for a missing member; a tar member that is not a regular file
-    (a link could point outside the archive) counts as missing.
-    """
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            yield zf.open
-        return
-    try:
-        tf = tarfile.open(archive, "r:*")
-    except tarfile.TarError as exc:
-        raise CrucibleError(f"{archive}: neither a zip nor a tar archive ({exc})") from None
-    with tf:
-
-        def open_member(path: str) -> IO[bytes]:
-            info = tf.getmember(path)
-            if not info.isfile():
-                raise KeyError(path)
-            return tf.extractfile(info)
-
-        yield open_member

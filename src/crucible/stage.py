@@ -240,9 +240,9 @@ _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def stages_of(group: str) -> tuple[Stage, ...]:
-    """The declared stages of a command group (``crucible.cli.GROUPS``); empty for a group with
+    """The declared stages of a command group (``crucible.commands.GROUPS``); empty for a group with
     a parser of its own."""
-    from crucible.cli import GROUPS
+    from crucible.commands import GROUPS
 
     if group not in GROUPS:
         raise ConfigError(f"no crucible command group {group!r}")

@@ -269,7 +269,7 @@ def score_samples_file(
     info = read_json(info_path) if info_path and Path(info_path).exists() else {}
     summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit_path), info)
     if audit_path:  # the site limit and what it left out, for the CSP table's caption
-        from crucible.crystal.audit import site_limit
+        from crucible.crystal.audit_table import site_limit
 
         summary.update(site_limit(read_json(audit_path)))
     write_parquet(df, out, schema=SAMPLE_SCHEMA)

@@ -151,7 +151,7 @@ def percent_columns(df: pd.DataFrame) -> list[str]:
 
 
 def caption(summaries: list[dict[str, Any]]) -> str:
-    from crucible.crystal.audit import left_out_text
+    from crucible.crystal.audit_table import left_out_text
 
     counts = ", ".join(
         f"{d}: {n} test items"

@@ -296,7 +296,7 @@ MATCHER_SETTINGS = {"cdvae": "ltol 0.3, stol 0.5, angle_tol 10", "pymatgen-defau
 def scored_items_text(summaries: list[dict[str, Any]], dataset: str) -> str:
     """How many test items the rows are over: "6 of the 125 items of the aflow-prototypes test
     split (a seeded subsample)" (the split's size comes from the audit, when the summaries carry it)."""
-    from crucible.crystal.audit import left_out_text
+    from crucible.crystal.audit_table import left_out_text
 
     return _scored_items(summaries, dataset) + left_out_text([{**s, "dataset": dataset} for s in summaries])
 
@@ -516,7 +516,7 @@ def score_response_file(
     summary = summarize(df, generator, info, read_dedup_ids(audit_path), prompt_groups(items))
     if audit_path:
         # the size of the split the items were drawn from, for the table's caption
-        from crucible.crystal.audit import site_limit
+        from crucible.crystal.audit_table import site_limit
 
         audit_summary = read_json(audit_path)
         summary["test_split_items"] = int(audit_summary["splits"]["test"]["items"])

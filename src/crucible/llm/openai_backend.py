@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from crucible.errors import ConfigError
+from crucible.llm.backend import FailureBudget, StructuredOutputError
 from crucible.llm.files import Completion, Prompt, schema_in_answer_order
-from crucible.llm.generate import FailureBudget, StructuredOutputError
 
 log = logging.getLogger(__name__)
 

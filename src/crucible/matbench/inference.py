@@ -60,6 +60,7 @@ def fit_predict(
     task: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     from crucible.matbench import validation
+    from crucible.models.seeds import recorded_seed
 
     context = validation.where(spec.name, task, fold)
     if not (data["mbid"].to_numpy() == folds["mbid"].to_numpy()).all():
@@ -118,7 +119,7 @@ def fit_predict(
         "n_train": int(len(train_idx)),
         "n_val": int(len(rows["val"])) if spec.uses_validation else 0,
         "n_test": int(len(rows["test"])),
-        "seed": validation.recorded_seed(estimator, random_state),
+        "seed": recorded_seed(estimator, random_state),
         "device": str(getattr(estimator, "device_", "cpu")),
         "fit_seconds": round(fit_seconds, 3),
         "predict_seconds": round(predict_seconds, 3),

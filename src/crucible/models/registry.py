@@ -123,7 +123,7 @@ def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
 
     # Positional-only, so that a user's params may themselves hold a random_state.
     def factory(task_type: str, random_state: int, /, **params: Any) -> Any:
-        from crucible.matbench.validation import seed_estimator
+        from crucible.models.seeds import seed_estimator
 
         # Unseeded estimators would give different numbers on every run: fix the seed unless
         # the config's params set random_state themselves.

@@ -10,7 +10,7 @@ parameters are refused naming the known ones. Whatever a model knows about the s
 asked about comes only from the question itself: ``popularity``, ``nearest-substrate`` and ``yield-model`` use the rows
 of the *other* substrates of the table (leave one substrate out), never the asked one's.
 
-- ``random``: a seeded uniform draw (its exact expectation is :func:`expected_random`).
+- ``random``: a seeded uniform draw (its exact expectation is :func:`crucible.reactions.scoring.expected_random`).
 - ``popularity``: the conditions that were best for the most other substrates (ties: the mean
   relative effective score of those conditions over the other substrates).
 - ``nearest-substrate``: the best conditions of the most similar other substrate (Tanimoto on
@@ -346,24 +346,3 @@ NEEDS_OTHER_SUBSTRATES = tuple(n for n, spec in BASELINES.items() if spec.needs_
 
 def make_model(name: str, params: dict[str, Any] | None = None) -> _Base:
     return BASELINES[name].build(**(params or {}))
-
-
-def expected_random(q: dict[str, Any]) -> dict[str, Any]:
-    """The exact expectation of a uniform random answer to one question."""
-    if "query_keys" in q:
-        space = int(np.prod([len(q["input"]["candidate_values"][k]) for k in q["query_keys"]]))
-        legal = q["meta"]["legal_combinations"]
-        rel = [c["relative_score"] for c in legal]
-        return {
-            "hit_rate": len(legal) / space,
-            "avg_relative_score": float(np.mean(rel)) if rel else None,
-            "best_hit_rate_among_scored": float(np.mean([r >= 1 - 1e-12 for r in rel])) if rel else None,
-        }
-    rel = q["meta"]["option_relative_scores"]
-    yields, best_yield = q["meta"].get("yields") or [], q["meta"].get("best_yield")
-    ratio = float(np.mean([(y or 0) / best_yield for y in yields])) if best_yield else None
-    return {
-        "avg_relative_score": float(np.mean(rel)),
-        "exact_match_accuracy": len(q["answer"]) / len(rel),
-        "avg_yield_ratio": ratio,
-    }

@@ -366,11 +366,30 @@ def bootstrap_interval(
 # ---------------------------------------------------------------- a model's score file
 
 
+def expected_random(q: dict[str, Any]) -> dict[str, Any]:
+    """The exact expectation of a uniform random answer to one question."""
+    if "query_keys" in q:
+        space = int(np.prod([len(q["input"]["candidate_values"][k]) for k in q["query_keys"]]))
+        legal = q["meta"]["legal_combinations"]
+        rel = [c["relative_score"] for c in legal]
+        return {
+            "hit_rate": len(legal) / space,
+            "avg_relative_score": float(np.mean(rel)) if rel else None,
+            "best_hit_rate_among_scored": float(np.mean([r >= 1 - 1e-12 for r in rel])) if rel else None,
+        }
+    rel = q["meta"]["option_relative_scores"]
+    yields, best_yield = q["meta"].get("yields") or [], q["meta"].get("best_yield")
+    ratio = float(np.mean([(y or 0) / best_yield for y in yields])) if best_yield else None
+    return {
+        "avg_relative_score": float(np.mean(rel)),
+        "exact_match_accuracy": len(q["answer"]) / len(rel),
+        "avg_yield_ratio": ratio,
+    }
+
+
 def expected_random_means(questions: list[dict[str, Any]]) -> dict[str, float | None]:
     """The expected metrics of a uniform random answer, averaged over the question set: each
     metric over the questions where it is defined (None where it is defined for none)."""
-    from crucible.reactions.baselines import expected_random  # baselines import this module
-
     per_question = [expected_random(q) for q in questions]
     out: dict[str, float | None] = {}
     for key in per_question[0] if per_question else ():

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import crucible
 from crucible import families as registry
+from crucible.config import section
 from crucible.sources import locate, locked_sha256, read_lock, sha256_file
 
 # The config key under which the Snakefile puts the front page for the report template: no
@@ -66,13 +67,24 @@ class FamilyRun:
     n_outputs: int
 
 
+def built_by(family: registry.Family, config: dict[str, Any]) -> dict[str, list[str]]:
+    """What a run of ``config`` builds in ``family``: its :attr:`~crucible.families.Family.built`,
+    or the section's lists of names."""
+    if family.built is not None:
+        return family.built(config)
+    if not registry.enabled(config, family.name):
+        return {}
+    lists = {k: v for k, v in section(config, family.name).items() if isinstance(v, list)}
+    return {k.replace("_", " "): [str(x) for x in v] for k, v in lists.items() if all(isinstance(x, str) for x in v)}
+
+
 def families_run(config: Mapping[str, Any]) -> list[FamilyRun]:
     """Every registered family with final outputs for ``config``, in registry order."""
     out = []
     for family in registry.families():
         outputs = family.final_outputs(dict(config))
         if outputs:
-            built = {axis: list(names) for axis, names in family.built_by(dict(config)).items() if names}
+            built = {axis: list(names) for axis, names in built_by(family, dict(config)).items() if names}
             out.append(FamilyRun(family.name, built, len(outputs)))
     return out
 

@@ -1,0 +1,21 @@
+"""The command groups of the ``crucible`` CLI: each group's module and one line of help.
+
+A framework module (below the CLI) because the code digest (crucible.code_closure) and the
+rules' shell lines (crucible.stage) look a command up here without importing the CLI. The
+module names are strings, imported only when their group runs: crucible.code_closure counts this
+module as a dispatcher, not as an import of every group.
+"""
+
+from __future__ import annotations
+
+GROUPS: dict[str, tuple[str, str]] = {
+    "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
+    "names": ("crucible.identity_cli", "what each configured name means in this results folder; forget one"),
+    "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
+    "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
+    "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
+    "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
+    "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
+    "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
+    "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
+}

@@ -1,0 +1,173 @@
+"""``config/sources.yaml`` read and checked: the artifacts it pins, and the roles by which the
+library asks for their files (:class:`Pin`). Nothing is fetched or read here beyond the sources
+file itself; :mod:`crucible.sources` fetches, extracts and checks the files."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from crucible.errors import ConfigError
+
+# The repository's own sources file (the package is installed editable from the checkout).
+SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
+
+
+def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
+    """Read ``config/sources.yaml`` and check that every entry carries what fetching needs, and
+    that every role names exactly one file."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
+    artifacts = (doc or {}).get("artifacts")
+    if not isinstance(artifacts, dict) or not artifacts:
+        raise ConfigError(f"{path}: no 'artifacts' mapping")
+    for name, spec in artifacts.items():
+        kind = spec.get("kind")
+        # an http artifact may carry a git blob id instead of a SHA-256, or no pin at all: fetching
+        # it then refuses and prints the pin to add (see fetch)
+        required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename")}.get(kind)
+        if required is None:
+            raise ConfigError(f"{path}: artifact {name!r}: unknown kind {kind!r} (pip or http)")
+        missing = [key for key in required if not spec.get(key)]
+        if missing:
+            raise ConfigError(f"{path}: artifact {name!r}: missing field(s) {', '.join(missing)}")
+        for member, mspec in (spec.get("members") or {}).items():
+            if not (isinstance(mspec, dict) and mspec.get("path") and mspec.get("sha256")):
+                raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
+        if spec.get("role") and spec.get("members"):
+            raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
+    for package, pspec in (doc.get("installed") or {}).items():
+        if not (isinstance(pspec, dict) and pspec.get("version") and isinstance(pspec.get("files"), dict)):
+            raise ConfigError(f"{path}: installed package {package!r}: needs 'version' and a 'files' mapping")
+        for file, fspec in pspec["files"].items():
+            if not (isinstance(fspec, dict) and fspec.get("role") and fspec.get("sha256")):
+                raise ConfigError(f"{path}: installed package {package!r} file {file!r}: needs 'role' and 'sha256'")
+    _role_pins(doc, str(path))
+    return doc
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    return load_sources(path)
+
+
+def sources_doc(sources: dict[str, Any] | str | os.PathLike | None = None) -> dict[str, Any]:
+    """A loaded sources document: given, read from a path, or the repository's (read once per
+    process while the file is unchanged)."""
+    if isinstance(sources, dict):
+        return sources
+    path = Path(sources) if sources is not None else SOURCES_FILE
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
+    return _load_cached(str(path), st.st_mtime_ns, st.st_size)
+
+
+def get_artifact(sources: dict[str, Any], name: str) -> dict[str, Any]:
+    try:
+        return sources["artifacts"][name]
+    except KeyError:
+        known = ", ".join(sorted(sources["artifacts"]))
+        raise ConfigError(f"unknown artifact {name!r}; known: {known}") from None
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The one file a role of ``config/sources.yaml`` names, and the hashes that pin it."""
+
+    role: str
+    artifact: str
+    member: str | None  # None: the artifact's own file (a download that is read as it is)
+    location: str  # relative to the resources folder: extracted/<artifact>/<member> or downloads/<filename>
+    sha256: str | None  # None: pinned by git blob id, its SHA-256 recorded in the lock file on fetch
+    git_blob: str | None = None
+    # a file of an installed package (section `installed`): ``location`` is its path inside the
+    # package's folder, ``version`` the package version its hash was taken from; never fetched
+    package: str | None = None
+    version: str | None = None
+
+    @property
+    def what(self) -> str:
+        if self.package:
+            return f"{self.role!r} (file {self.location} of the installed package {self.package})"
+        inner = f"member {self.member} of artifact {self.artifact}" if self.member else f"artifact {self.artifact}"
+        return f"{self.role!r} ({inner})"
+
+
+def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[str, Pin]:
+    pins: dict[str, Pin] = {}
+
+    def add(pin: Pin) -> None:
+        if pin.role in pins:
+            raise ConfigError(f"{where}: role {pin.role!r} is given to both {pins[pin.role].what} and {pin.what}")
+        pins[pin.role] = pin
+
+    for name, spec in doc["artifacts"].items():
+        if spec.get("role"):
+            add(
+                Pin(
+                    str(spec["role"]),
+                    name,
+                    None,
+                    f"downloads/{spec['filename']}",
+                    (spec.get("sha256") or "").lower() or None,
+                    (spec.get("git_blob") or "").lower() or None,
+                )
+            )
+        for member, mspec in (spec.get("members") or {}).items():
+            if mspec.get("role"):
+                add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", mspec["sha256"].lower()))
+    for package, pspec in (doc.get("installed") or {}).items():
+        for file, fspec in pspec["files"].items():
+            add(
+                Pin(
+                    str(fspec["role"]),
+                    f"installed:{package}",
+                    None,
+                    file,
+                    str(fspec["sha256"]).lower(),
+                    package=package,
+                    version=str(pspec["version"]),
+                )
+            )
+    return pins
+
+
+def roles(sources: dict[str, Any] | str | os.PathLike | None = None, prefix: str = "") -> dict[str, Pin]:
+    """Every role (those starting with ``prefix``), sorted by name."""
+    pins = _role_pins(sources_doc(sources))
+    return {r: pins[r] for r in sorted(pins) if r.startswith(prefix)}
+
+
+def find_pin(role: str, sources: dict[str, Any] | str | os.PathLike | None = None) -> Pin:
+    pins = _role_pins(sources_doc(sources))
+    if role not in pins:
+        raise ConfigError(
+            f"no artifact or member of config/sources.yaml has the role {role!r}; known: {', '.join(sorted(pins))}"
+        )
+    return pins[role]
+
+
+def pin_at(
+    path: str | os.PathLike, sources: dict[str, Any] | str | os.PathLike | None = None
+) -> tuple[Pin, Path] | None:
+    """(pin, resources folder) of a file lying where the fetch stage puts a role's file, under
+    any resources folder (``.../extracted/<artifact>/<member>`` or ``.../downloads/<filename>``);
+    None for any other file. Nothing is read: :func:`crucible.sources.pinned` checks it."""
+    parts = Path(os.path.abspath(path)).parts
+    for pin in _role_pins(sources_doc(sources)).values():
+        if pin.package:
+            continue
+        tail = Path(pin.location).parts
+        if len(parts) > len(tail) and parts[-len(tail) :] == tail:
+            return pin, Path(*parts[: -len(tail)])
+    return None
