@@ -19,7 +19,7 @@ def main() -> None:
     from ase.optimize import LBFGS
 
     from crucible.catalysis import data, demo
-    from crucible.mlip.calculators import get_calculator
+    from crucible.potentials.registry import get_calculator
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", nargs="+", default=["emt", "chgnet-0.3.0"])

@@ -14,7 +14,7 @@ import pytest
 
 from crucible.identity import NAME_BOOK_FILE, forget_names
 from crucible.io import read_json, read_parquet
-from crucible.mlip.calculators import read_provenance
+from crucible.potentials.provenance import read_provenance
 
 from helpers import REPO, run_snakemake
 

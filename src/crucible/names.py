@@ -80,6 +80,7 @@ DEFINED_NAMES = (
     ("reactions", "custom_datasets"),
     ("catalysis", "datasets"),
     ("catalysis", "relative"),
+    ("potentials",),
     ("mlip", "custom_potentials"),
     ("llm", "models"),
     ("crystal", "csp", "samples_files"),
