@@ -20,7 +20,7 @@ def main() -> None:
 
     from crucible.catalysis import demo
     from crucible.catalysis.catbench_files import read_catbench_json
-    from crucible.mlip.calculators import get_calculator
+    from crucible.potentials.registry import get_calculator
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", nargs="+", default=["emt", "chgnet-0.3.0"])

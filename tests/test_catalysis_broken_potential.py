@@ -4,7 +4,7 @@ the potential given as ``mlip.custom_potentials`` (tests/custom_calculators.py).
 it touches is a calculation failure: counted in ``Num_failed`` (the Coverage sheet too), never
 rated, never Normal; CatBench's own analysis of the converted results counts the same.
 
-Before the guard (crucible.mlip.relax's failure status, issue 21 item 4a) NaN energies with
+Before the guard (crucible.potentials.relax's failure status, issue 21 item 4a) NaN energies with
 finite forces rated all 9 demo reactions Normal (Normal_rate 100 %, MAE nan) and NaN energies and
 forces rated them 9 unphysical relaxations with Num_failed 0.
 """

@@ -146,8 +146,8 @@ def test_model_names_the_schema_cannot_list_are_checked_against_the_registries()
     families' start-up checks take exactly the registered names."""
     from crucible.matbench import workflow as matbench_wf
     from crucible.mlip import workflow as mlip_wf
-    from crucible.mlip.calculators import registered_models
     from crucible.models.registry import builtin_models
+    from crucible.potentials.registry import registered_models
 
     config = {"matbench": {"tasks": ["matbench_steels"], "models": sorted(builtin_models())}}
     assert {matbench_wf.model_kind(config, m) for m in builtin_models()} <= set(matbench_wf.MODEL_KINDS)
@@ -166,9 +166,11 @@ def test_a_config_with_only_one_section_is_complete(family):
     config = {family: yaml.safe_load((REPO / ".test" / family / "config.yaml").read_text())[family]}
     check_config(config)
     filled = fill_defaults(json_copy(config))
-    assert set(filled) == {"matbench", "mlip", "crystal", "reactions", "catalysis", "llm"}
+    # every family's section and the shared potentials: section
+    assert set(filled) == {"matbench", "mlip", "crystal", "reactions", "catalysis", "llm", "potentials"}
+    assert filled["potentials"] == {}
     # the other families' sections hold their defaults only: none of them builds anything
-    for other in set(filled) - {family}:
+    for other in set(filled) - {family, "potentials"}:
         assert get(other).final_outputs(filled) == [] or other == "llm", other
 
 

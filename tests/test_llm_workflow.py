@@ -119,3 +119,17 @@ def test_an_entry_other_than_the_planned_one_is_refused(tmp_path, capsys):
     assert main(args) == 2
     assert "is not the entry the workflow was planned with" in capsys.readouterr().err
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_benchmarks_declare_what_they_ask_for_to_the_llm_service():
+    """The family registry carries nothing of the LLM stage: each benchmark declares its response
+    files to crucible.llm, once."""
+    import dataclasses
+
+    from crucible.families import Family, families
+
+    assert "llm_responses" not in {f.name for f in dataclasses.fields(Family)}
+    families()  # every family's workflow module imported: all declared
+    assert {"crystal", "reactions"} <= set(workflow._ASKED_BY)
+    with pytest.raises(ValueError, match="'crystal' declares its language-model responses twice"):
+        workflow.asks_language_models("crystal")(lambda config: [])

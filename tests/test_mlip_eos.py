@@ -12,10 +12,8 @@ from ase.calculators.calculator import Calculator, all_changes
 
 from crucible.errors import ConfigError
 from crucible.mlip import eos
-from crucible.mlip.calculators import (
-    load_potential,
-)
 from crucible.mlip.eos import FitError, birch_murnaghan_energy, delta_gauge, fit_birch_murnaghan, run_eos
+from crucible.potentials.registry import load_potential
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent

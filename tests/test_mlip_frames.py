@@ -13,7 +13,7 @@ import pytest
 from ase.calculators.calculator import Calculator, all_changes
 
 from crucible.errors import DataValidationError
-from crucible.mlip.calculators import load_potential
+from crucible.potentials.registry import load_potential
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from crucible.errors import DataValidationError
-from crucible.mlip.calculators import load_potential
 from crucible.mlip.eos import run_eos
+from crucible.potentials.registry import load_potential
 from crucible.report.tables import to_markdown
 
 VENV_BIN = Path(sys.executable).parent

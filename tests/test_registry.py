@@ -16,8 +16,8 @@ from crucible.registry import Registry, Spec, UnknownNameError
 
 def _registries():
     from crucible.crystal.generators import GENERATORS
-    from crucible.mlip.calculators import REGISTRY
     from crucible.models.registry import MODELS
+    from crucible.potentials.registry import REGISTRY
     from crucible.reactions.baselines import BASELINES
 
     return {"models": MODELS, "potentials": REGISTRY, "generators": GENERATORS, "baselines": BASELINES}

@@ -109,7 +109,8 @@ class ProbeEMT(EMT):
 @pytest.fixture
 def spied(monkeypatch):
     """configure_torch spied on (still doing its job), deterministic mode off, the probe potential registered."""
-    from crucible.mlip.calculators import REGISTRY, PotentialSpec
+    from crucible.potentials.registry import REGISTRY
+    from crucible.potentials.spec import PotentialSpec
 
     calls = []
     real = torch_setup.configure_torch

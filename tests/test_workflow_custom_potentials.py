@@ -1,12 +1,15 @@
-"""The real Snakefile with a user's own potential (``mlip.custom_potentials``): the module sits
+"""The real Snakefile with a user's own potential (the top-level ``potentials:`` section; the
+deprecated ``mlip.custom_potentials`` still read): the module sits
 beside the project (copied into the working directory, as a user's would), EOS and catalysis run
 it through the same rules as the registered EMT, its provenance reaches the tables, a change of
-its params or of its module's source reruns its jobs and no other, and a class path that does not import stops the run at
-start-up naming the key."""
+its params or of its module's source reruns its jobs and no other, a potential's jobs ask for a
+GPU only when its spec says gpu, and a class path that does not import stops the run at start-up
+naming the key."""
 
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 
 import pandas as pd
@@ -14,16 +17,16 @@ import pytest
 
 from crucible.identity import NAME_BOOK_FILE, forget_names
 from crucible.io import read_json, read_parquet
-from crucible.mlip.calculators import read_provenance
+from crucible.potentials.provenance import read_provenance
 
 from helpers import REPO, run_snakemake
 
 pytestmark = pytest.mark.slow
 
 CONFIG = {
+    "potentials": {"scaled": {"class": "custom_calculators:scaled_emt", "params": {"scale": 2.0}}},
     "mlip": {
         "models": ["emt", "scaled"],
-        "custom_potentials": {"scaled": {"class": "custom_calculators:scaled_emt", "params": {"scale": 2.0}}},
         "eos": {"elements": ["Ag", "Cu"]},
     },
     "catalysis": {
@@ -76,7 +79,7 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", env=venv_env)
     assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
     changed = copy.deepcopy(CONFIG)
-    changed["mlip"]["custom_potentials"]["scaled"]["params"]["scale"] = 3.0
+    changed["potentials"]["scaled"]["params"]["scale"] = 3.0
     # one name, one meaning in a results folder: the new params are refused until the old are forgotten
     proc = run_snakemake(workdir, changed, "mlip", "catalysis", "--dry-run", env=venv_env)
     assert proc.returncode != 0 and "crucible names forget potential/scaled" in proc.stdout + proc.stderr
@@ -84,7 +87,9 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     # --printshellcmds: the default profile prints one line per job, the full blocks (output:) only so
     proc = run_snakemake(workdir, changed, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
     jobs = _job_counts(proc.stdout)
-    assert jobs.get("run_eos") == 1 and jobs.get("relax_catalysis") == 1, proc.stdout[-3000:]
+    # scaled asks for a GPU (a user's potential does unless its entry says device: cpu)
+    assert jobs.get("run_eos_gpu") == 1 and jobs.get("relax_catalysis_gpu") == 1, proc.stdout[-3000:]
+    assert "run_eos" not in jobs and "relax_catalysis" not in jobs
     assert "clean_catalysis" not in jobs and "output: results/mlip/eos/scaled.parquet" in proc.stdout
     assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
     # the module beside the project is an input of its jobs: editing it reruns them, and only them
@@ -92,14 +97,58 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     module.write_text(module.read_text() + "\n# tuned\n")
     proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
     jobs = _job_counts(proc.stdout)
-    assert jobs.get("run_eos") == 1 and jobs.get("relax_catalysis") == 1, proc.stdout[-3000:]
+    # scaled asks for a GPU (a user's potential does unless its entry says device: cpu)
+    assert jobs.get("run_eos_gpu") == 1 and jobs.get("relax_catalysis_gpu") == 1, proc.stdout[-3000:]
+    assert "run_eos" not in jobs and "relax_catalysis" not in jobs
     assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
 
 
-def test_a_class_path_that_does_not_import_stops_the_run_naming_the_key(tmp_path, venv_env):
+def _planned(stdout: str) -> dict[str, tuple[str, str]]:
+    """output -> (rule, resources) of every job block a dry run with --printshellcmds prints."""
+    out = {}
+    for block in re.split(r"\n(?=rule \S+:\n)", stdout):
+        rule = re.match(r"rule (\S+):\n", block)
+        output = re.search(r"^\s+output: (.+)$", block, re.M)
+        if rule and output:
+            resources = re.search(r"^\s+resources: (.+)$", block, re.M)
+            for path in output.group(1).split(", "):
+                out[path] = (rule.group(1), resources.group(1) if resources else "")
+    return out
+
+
+def test_a_potentials_gpu_request_follows_its_spec(catalysis_demo, tmp_path, venv_env):
+    """emt (device cpu) and a user's potential with device: cpu run in the plain rules and ask for
+    no GPU; a user's potential without it, like a registered network, asks for one."""
+    shutil.copytree(catalysis_demo, tmp_path / "demo")
+    shutil.copy(REPO / "tests" / "custom_calculators.py", tmp_path / "custom_calculators.py")
     config = copy.deepcopy(CONFIG)
-    config["mlip"]["custom_potentials"]["scaled"]["class"] = "no_such_module:make"
+    config["potentials"]["light"] = {"class": "custom_calculators:scaled_emt", "device": "cpu"}
+    config["mlip"]["models"] = ["emt", "scaled", "light", "chgnet-0.3.0"]
+    config["catalysis"]["models"] = ["emt", "scaled"]
+    proc = run_snakemake(tmp_path, config, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    planned = _planned(proc.stdout)
+    for model, rule in (
+        ("emt", "run_eos"),
+        ("light", "run_eos"),
+        ("scaled", "run_eos_gpu"),
+        ("chgnet-0.3.0", "run_eos_gpu"),
+    ):
+        job_rule, resources = planned[f"results/mlip/eos/{model}.parquet"]
+        assert job_rule == rule, (model, job_rule)
+        assert ("gpu=1" in resources) == rule.endswith("_gpu"), (model, resources)
+    for model, rule in (("emt", "relax_catalysis"), ("scaled", "relax_catalysis_gpu")):
+        job_rule, resources = planned[f"results/catalysis/demo/calc/{model}/chunk_0.json"]
+        assert job_rule == rule and ("gpu=" in resources) == (model == "scaled"), (model, job_rule, resources)
+
+
+def test_a_class_path_that_does_not_import_stops_the_run_naming_the_key(tmp_path, venv_env):
+    """Under the deprecated key: still read, the message names that key, and the deprecation is said."""
+    config = copy.deepcopy(CONFIG)
+    del config["potentials"]
+    config["mlip"]["custom_potentials"] = {"scaled": {"class": "no_such_module:make"}}
     proc = run_snakemake(tmp_path, config, "mlip", "--dry-run", env=venv_env)
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "mlip.custom_potentials.scaled.class: cannot import module 'no_such_module'" in out, out[-2000:]
+    assert "config mlip.custom_potentials is deprecated" in out and "section potentials:" in out, out[-2000:]

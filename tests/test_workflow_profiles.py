@@ -26,16 +26,16 @@ rule predict_matbench_gpu:
     threads: 4
     resources: gpu=1, mem_mb=lambda wc, attempt: 16000 * attempt, runtime=lambda wc, attempt: 120 * attempt
     shell: "touch {output}"
-rule run_eos:
+rule run_eos_gpu:
     output: "out/eos.txt"
     resources: gpu=1
     shell: "touch {output}"
-rule predict_s2ef:
+rule predict_s2ef_gpu:
     output: "out/s2ef.txt"
     resources: gpu=1
     shell: "touch {output}"
 """
-GPU_RULES = {"predict_matbench_gpu", "run_eos", "predict_s2ef"}
+GPU_RULES = {"predict_matbench_gpu", "run_eos_gpu", "predict_s2ef_gpu"}
 
 
 def partitions(stdout: str) -> dict[str, tuple[str | None, int]]:

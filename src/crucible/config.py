@@ -13,6 +13,7 @@ Errors are one short :class:`~crucible.errors.ConfigError` with the key path and
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import os
 import sys
@@ -34,24 +35,40 @@ def key_path(parts: Iterable[Any]) -> str:
     return text or "(top level)"
 
 
+# Top-level sections of the shared services that every family reads (not families: no rules or
+# targets of their own), each described by config.schema.yaml inside its package and checked at
+# start-up by its workflow module's check(config).
+SERVICE_SECTIONS = {"potentials": "crucible.potentials"}
+
+
 @lru_cache(maxsize=None)
 def family_schema(name: str) -> dict[str, Any]:
-    """The schema of one family's config section (read once)."""
-    from crucible.families import family
+    """The schema of one config section, a family's or a service's (read once)."""
+    if name in SERVICE_SECTIONS:
+        from importlib.resources import files
 
-    return yaml.safe_load(family(name).schema_file.read_text(encoding="utf-8"))
+        schema_file = files(SERVICE_SECTIONS[name]) / "config.schema.yaml"
+    else:
+        from crucible.families import family
+
+        schema_file = family(name).schema_file
+    return yaml.safe_load(schema_file.read_text(encoding="utf-8"))
 
 
 def schema() -> dict[str, Any]:
-    """The whole config's schema: every registered family's section, each optional, nothing else."""
+    """The whole config's schema: every registered family's section and every service's, each
+    optional, nothing else."""
     from crucible.families import families
 
     return {
         "$schema": SCHEMA_DIALECT,
-        "description": "crucible workflow configuration: one section per benchmark family",
+        "description": "crucible workflow configuration: one section per benchmark family or shared service",
         "type": "object",
         "additionalProperties": False,
-        "properties": {f.name: {**_with_switch(family_schema(f.name)), "default": {}} for f in families()},
+        "properties": {
+            **{f.name: {**_with_switch(family_schema(f.name)), "default": {}} for f in families()},
+            **{name: {**family_schema(name), "default": {}} for name in SERVICE_SECTIONS},
+        },
     }
 
 
@@ -139,6 +156,8 @@ def check_config(config: Mapping[str, Any]) -> None:
 
     check_schema(config)
     check_config_names(config)
+    for package in SERVICE_SECTIONS.values():
+        importlib.import_module(f"{package}.workflow").check(dict(config))
     for f in families():
         f.check(dict(config))
 

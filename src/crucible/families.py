@@ -71,10 +71,6 @@ def _no_names(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _no_files(config: dict[str, Any]) -> list[str]:
-    return []
-
-
 @dataclass(frozen=True)
 class Family:
     """What the shared layer needs to know about one benchmark family.
@@ -99,9 +95,6 @@ class Family:
     # Global wildcard constraints its rules rely on, e.g. matbench's {task} and {fold}. Other
     # families name their wildcards <family>_... and constrain them per rule.
     wildcard_constraints: Callable[[dict[str, Any]], dict[str, str]] = field(default=_no_constraints)
-    # The response files its language models are asked for (the llm family's targets), as
-    # crucible.llm.workflow.response_file names them.
-    llm_responses: Callable[[dict[str, Any]], list[str]] = field(default=_no_files)
     # More aggregate targets beside `name`, e.g. matbench_data: {target: final outputs of config}.
     extra_targets: dict[str, Callable[[dict[str, Any]], list[str]]] = field(default_factory=dict)
     # What a run of the config builds, for the report's front page: {axis: names}, e.g.
@@ -120,7 +113,7 @@ class Family:
             object.__setattr__(self, "envs", (f"{self.name}.yaml",))
         # The switch, the same for every family: off, a family has no targets, no start-up checks,
         # no names and asks no language model; its rules stay defined (nothing asks for them).
-        for attr, off in (("final_outputs", list), ("check", lambda: None), ("names", dict), ("llm_responses", list)):
+        for attr, off in (("final_outputs", list), ("check", lambda: None), ("names", dict)):
             object.__setattr__(self, attr, _switched(self.name, getattr(self, attr), off))
         if self.built is not None:
             object.__setattr__(self, "built", _switched(self.name, self.built, dict))

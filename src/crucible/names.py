@@ -81,6 +81,7 @@ DEFINED_NAMES = (
     ("reactions", "custom_datasets"),  # its old name, read one release
     ("catalysis", "datasets"),
     ("catalysis", "relative"),
+    ("potentials",),
     ("mlip", "custom_potentials"),
     ("llm", "models"),
     ("crystal", "csp", "samples_files"),

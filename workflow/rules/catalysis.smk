@@ -1,6 +1,7 @@
 # Catalysis benchmark with CatBench semantics: fetch/clean -> K-seed relaxations per
-# (dataset, potential, chunk) on the GPU partition -> analysis per potential -> tables, workbook,
-# figures. All logic in crucible.catalysis; config read only through crucible.catalysis.workflow.
+# (dataset, potential, chunk), on the GPU partition for a potential whose spec says gpu ->
+# analysis per potential -> tables, workbook, figures. All logic in crucible.catalysis; config
+# read only through crucible.catalysis.workflow.
 # Relaxation settings and thresholds are params, so changing one reruns exactly what it affects.
 from crucible.catalysis import workflow as catalysis_workflow
 
@@ -71,7 +72,7 @@ rule relax_catalysis:
     benchmark:
         "benchmarks/runs/catalysis/relax_{cat_dataset}_{cat_model}_{chunk}.tsv"
     wildcard_constraints:
-        **catalysis_workflow.wildcard_constraints(config),
+        **catalysis_workflow.wildcard_constraints(config, device="cpu"),
         chunk=r"\d+",
     conda:
         "../../envs/mlip.yaml"
@@ -79,7 +80,6 @@ rule relax_catalysis:
     # oversubscribed intra-op threads (CHGNet: 0.7 s/step with 1 thread, ~8 s with 2, loaded 2-core machine).
     threads: 1
     resources:
-        gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
@@ -90,6 +90,18 @@ rule relax_catalysis:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
         " {params.custom} --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q}"
         " --threads {threads} --out {output:q} 2> {log:q}"
+
+
+# Potentials whose spec says gpu: the same job with a GPU request (profiles/slurm: GPU partition).
+use rule relax_catalysis as relax_catalysis_gpu with:
+    wildcard_constraints:
+        **catalysis_workflow.wildcard_constraints(config, device="gpu"),
+        chunk=r"\d+",
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 240 * attempt,
 
 
 rule score_catalysis:
@@ -217,11 +229,10 @@ rule compute_relative_energies:
     benchmark:
         "benchmarks/runs/catalysis/relative_{rel_dataset}_{cat_model}.tsv"
     wildcard_constraints:
-        **catalysis_workflow.wildcard_constraints(config, relative=True),
+        **catalysis_workflow.wildcard_constraints(config, relative=True, device="cpu"),
     conda:
         "../../envs/mlip.yaml"
     resources:
-        gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
@@ -233,6 +244,15 @@ rule compute_relative_energies:
     shell:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relative --task {params.task:q} --input {input.tree:q} --coefficients {params.coefficients:q}"
         " --model {wildcards.cat_model:q} {params.custom} --out {output:q} 2> {log:q}"
+
+
+use rule compute_relative_energies as compute_relative_energies_gpu with:
+    wildcard_constraints:
+        **catalysis_workflow.wildcard_constraints(config, relative=True, device="gpu"),
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
 
 
 rule tabulate_relative_energies:

@@ -3,16 +3,19 @@
 # crucible.mlip.workflow, as params, so that Snakemake's params trigger reruns exactly the jobs
 # a config change affects: a new element list or point count reruns every run_eos (and so the
 # tables), a new model adds one run_eos and reruns the tables.
-# A user's potential (mlip.custom_potentials) runs through the same rules: its entry is a param and
+# A user's potential (config potentials:) runs through the same rules: its entry is a param and
 # its module's file (when it sits beside the project) an input, so changing either reruns its jobs only.
-# Rules that run a potential declare gpu=1 so the SLURM profile can send them to a GPU partition
-# (the command itself uses CUDA when torch sees one, else the CPU).
+# A rule that runs a potential has a GPU variant (<rule>_gpu, gpu=1, sent to a GPU partition by the
+# SLURM profile) for the potentials whose spec says device "gpu"; cpu potentials (emt) run in the
+# plain rule and ask for no GPU (crucible.potentials.workflow.potentials_on). The command itself
+# uses CUDA when torch sees one, else the CPU.
 from crucible.mlip import workflow as mlip_wf
+from crucible.potentials import workflow as potentials_wf
 
 
 rule run_eos:
     input:
-        potential=lambda wc: mlip_wf.custom_potential_sources(config, wc.model),
+        potential=lambda wc: potentials_wf.custom_potential_sources(config, wc.model),
     output:
         "results/mlip/eos/{model}.parquet",
     log:
@@ -20,24 +23,33 @@ rule run_eos:
     benchmark:
         "benchmarks/runs/mlip/eos_{model}.tsv"
     wildcard_constraints:
-        model=mlip_wf.NAME_PATTERN,
+        model=mlip_wf.models_on(config, "cpu"),
     conda:
         "../../envs/mlip.yaml"
     threads: 2
     resources:
-        gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         elements=lambda wc: mlip_wf.eos_params(config)["elements"],
         points=lambda wc: mlip_wf.eos_params(config)["points"],
         volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
-        custom=lambda wc: mlip_wf.custom_potential_arg(config, wc.model),
+        custom=lambda wc: potentials_wf.custom_potential_arg(config, wc.model),
         # a results file of an older meaning reruns (the table refuses it)
         eos_format=mlip_wf.eos_format(),
     shell:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos --model {wildcards.model:q} {params.custom} --elements {params.elements:q} --points {params.points}"
         " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
+
+
+use rule run_eos as run_eos_gpu with:
+    wildcard_constraints:
+        model=mlip_wf.models_on(config, "gpu"),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
 
 
 rule tabulate_eos:
@@ -83,7 +95,7 @@ rule predict_s2ef:
     input:
         # the dataset file itself when it is one, so that editing it reruns the predictions
         frames=lambda wc: mlip_wf.s2ef_input(config, wc.dataset),
-        potential=lambda wc: mlip_wf.custom_potential_sources(config, wc.model),
+        potential=lambda wc: potentials_wf.custom_potential_sources(config, wc.model),
     output:
         "results/mlip/s2ef/{dataset}/{model}.parquet",
     log:
@@ -91,21 +103,31 @@ rule predict_s2ef:
     benchmark:
         "benchmarks/runs/mlip/s2ef_{dataset}_{model}.tsv"
     wildcard_constraints:
-        model=mlip_wf.NAME_PATTERN,
+        model=mlip_wf.models_on(config, "cpu"),
         dataset=mlip_wf.NAME_PATTERN,
     conda:
         "../../envs/mlip.yaml"
     threads: 2
     resources:
-        gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
-        custom=lambda wc: mlip_wf.custom_potential_arg(config, wc.model),
+        custom=lambda wc: potentials_wf.custom_potential_arg(config, wc.model),
     shell:
         "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} {params.custom} --threads {threads}"
         " --out {output:q} 2> {log:q}"
+
+
+use rule predict_s2ef as predict_s2ef_gpu with:
+    wildcard_constraints:
+        model=mlip_wf.models_on(config, "gpu"),
+        dataset=mlip_wf.NAME_PATTERN,
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
 
 
 rule score_s2ef:

@@ -484,7 +484,7 @@ def score_calculation_files(
     per-reaction parquet and, when asked, CatBench's anomaly-detection JSON. Returns the record.
     The dataset's ``card`` (when given) supplies the input count and hash of the Coverage row."""
     from crucible.io import read_json, write_json, write_parquet
-    from crucible.mlip.calculators import provenance_text
+    from crucible.potentials.provenance import provenance_text
 
     records: list[dict[str, Any]] = []
     devices, potentials = set(), {}

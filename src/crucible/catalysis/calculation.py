@@ -4,7 +4,7 @@ Per seed (CatBench 1.1.6, ``catbench/adsorption/calculation/calculation.py`` and
 ``catbench/utils/calculation_utils.py``): slab and adslab relaxed from the reference geometries with ASE's LBFGS
 (``fmax`` 0.05 eV/Å, at most ``max_steps``; FixAtoms from the data), gas molecules relaxed with
 one of their heaviest atoms fixed (at most ``gas_max_steps``), all through
-:func:`crucible.mlip.relax.relax`; E_ads = Σ stoi·E; displacements are minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
+:func:`crucible.potentials.relax.relax`; E_ads = Σ stoi·E; displacements are minimum-image norms initial → relaxed. The summary takes the median-rank seed (stable sort,
 NaN last, position ⌊(K−1)/2⌋) and max − min ranges over seeds. ``single_calculation`` holds
 single-point energies of the unrelaxed structures with the first seed. OC20 mode relaxes only
 the adslab and takes its energy as E_ads.
@@ -144,13 +144,13 @@ def _catbench_copy(atoms):
 
 
 def relax(atoms, calc, fmax: float, max_steps: int, fixed: Sequence[int] = (), what: str = "") -> dict[str, Any]:
-    """LBFGS relaxation (:func:`crucible.mlip.relax.relax`) of a copy of ``atoms`` with tags 1;
+    """LBFGS relaxation (:func:`crucible.potentials.relax.relax`) of a copy of ``atoms`` with tags 1;
     energy, steps, displacement stats, wall time.
 
-    Raises :class:`~crucible.mlip.calculators.NonFiniteError` (naming ``what``) when the
+    Raises :class:`~crucible.potentials.spec.NonFiniteError` (naming ``what``) when the
     potential returns a non-finite energy or force."""
-    from crucible.mlip.calculators import NonFiniteError
-    from crucible.mlip.relax import relax as relax_structure
+    from crucible.potentials.relax import relax as relax_structure
+    from crucible.potentials.spec import NonFiniteError
 
     result = relax_structure(_catbench_copy(atoms), calc, optimizer="LBFGS", fmax=fmax, steps=max_steps, fixed=fixed)
     if not result.ok:
@@ -198,7 +198,8 @@ def _seed_everything(seed: int) -> None:
 
 
 def _single_point(calc, atoms, what: str) -> float:
-    from crucible.mlip.calculators import NonFiniteError, single_energy
+    from crucible.potentials.energies import single_energy
+    from crucible.potentials.spec import NonFiniteError
 
     try:
         return single_energy(calc, _catbench_copy(atoms))

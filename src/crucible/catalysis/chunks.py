@@ -60,7 +60,7 @@ IDENTITY_FIELDS = ("class", "params", "package", "version", "code_sha256", "file
 
 def settings_key(params: dict[str, Any], model: str, potential: dict[str, Any] | None = None) -> str:
     """Digest of the relaxation settings, the model name and what the model is
-    (:func:`crucible.mlip.calculators.provenance`: class, params, package version, a local
+    (:func:`crucible.potentials.provenance.provenance`: class, params, package version, a local
     package's and files' hashes): a part written by another version or configuration of the potential is not
     resumed."""
     p = {**DEFAULTS, **params, "model": model}
@@ -165,7 +165,7 @@ def run_chunk(
         write_json({"settings_key": key, "input_key": input_key(reaction), "record": record}, part)
         records.append(record)
         n_computed += 1
-    # the device the potential was loaded on (crucible.mlip.calculators.Potential.device)
+    # the device the potential was loaded on (crucible.potentials.spec.Potential.device)
     doc = {
         "model": model,
         "device": device or "cpu",

@@ -65,7 +65,7 @@ def _cmd_relax(args) -> int:
     from crucible.catalysis.chunks import chunk_ids, run_chunk
     from crucible.catalysis.clean import load_reactions
     from crucible.io import read_parquet
-    from crucible.mlip.calculators import load_potential
+    from crucible.potentials.registry import load_potential
 
     table = read_parquet(args.reactions)
     groups = list(table["relax_group"]) if "relax_group" in table else None
@@ -128,7 +128,8 @@ def _cmd_figures(args) -> int:
 def _cmd_relative(args) -> int:
     from crucible.catalysis.relative import read_formation_tree, read_surface_tree, run_relative
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential, provenance_metadata
+    from crucible.potentials.provenance import provenance_metadata
+    from crucible.potentials.registry import load_potential
 
     systems = (
         read_surface_tree(args.input)
@@ -169,7 +170,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--device", help="cpu or cuda (default: cuda when available; built-in ASE potentials: cpu)")
         p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own choice)")
         p.add_argument(
-            "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+            "--custom-potentials", help="JSON of config's potentials: section (a user's potential named by --model)"
         )
 
     p = sub.add_parser("fetch", help="download a CatBench JSON (refused unless its SHA-256 is pinned)")

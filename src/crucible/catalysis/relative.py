@@ -79,7 +79,7 @@ def _formation_value(parts, energies) -> float:
 
 
 def run_relative(task: str, systems: Sequence[dict[str, Any]], calc, model: str) -> pd.DataFrame:
-    from crucible.mlip.calculators import single_energy
+    from crucible.potentials.energies import single_energy
 
     if task not in TASKS:
         raise DataValidationError(f"relative task {task!r}: one of {TASKS}")

@@ -433,7 +433,7 @@ def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, pr
     """``{prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
     from crucible.catalysis.relative import UNITS, relative_table
     from crucible.io import read_parquet
-    from crucible.mlip.calculators import provenance_text, read_provenance
+    from crucible.potentials.provenance import provenance_text, read_provenance
     from crucible.report.tables import write_table
 
     unit = UNITS[task]

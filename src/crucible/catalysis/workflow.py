@@ -66,7 +66,7 @@ def models(config: dict) -> list[str]:
 def names(config: dict) -> dict:
     """Every name a catalysis run is made of, with its meaning (see crucible.identity.NameBook)."""
     from crucible.identity import Meaning, settings
-    from crucible.mlip.workflow import potential_meanings
+    from crucible.potentials.workflow import potential_meanings
 
     if "catalysis" not in config or not (datasets(config) or relative_datasets(config)):
         return {}
@@ -125,7 +125,7 @@ def raw_input(config: dict, name: str) -> str:
 
 def problems(config: dict) -> list[str]:
     """Problems a dry run should stop on (besides the schema): empty list when fine."""
-    from crucible.mlip.workflow import potential_names
+    from crucible.potentials.workflow import potential_names
 
     problems = []
     for name, spec in datasets(config).items():
@@ -141,7 +141,7 @@ def problems(config: dict) -> list[str]:
     unknown = [m for m in models(config) if m not in known]
     if unknown and (datasets(config) or relative_datasets(config)):
         problems.append(
-            f"catalysis.models: unknown potential(s) {', '.join(unknown)} (registered or mlip.custom_potentials: "
+            f"catalysis.models: unknown potential(s) {', '.join(unknown)} (registered or under potentials: "
             f"{', '.join(known)})"
         )
     return problems
@@ -152,13 +152,17 @@ def check(config: dict) -> None:
         raise ConfigError(problem)
 
 
-def wildcard_constraints(config: dict, relative: bool = False) -> dict[str, str]:
+def wildcard_constraints(config: dict, relative: bool = False, device: str | None = None) -> dict[str, str]:
     """The catalysis rules' constraints (per rule): wildcards match only configured names, so that
-    e.g. catalysis_{dataset}_anomaly.csv can never be read as a dataset called "X_anomaly"."""
+    e.g. catalysis_{dataset}_anomaly.csv can never be read as a dataset called "X_anomaly";
+    ``device``: the potentials of a relaxation rule's CPU or GPU variant (from their specs)."""
+    from crucible.potentials.workflow import potentials_on
+
     name = "rel_dataset" if relative else "cat_dataset"
+    names = models(config) if device is None else potentials_on(config, device, models(config))
     return {
         name: alternation(relative_datasets(config) if relative else datasets(config)),
-        "cat_model": alternation(models(config)),
+        "cat_model": alternation(names),
     }
 
 
@@ -238,14 +242,14 @@ def clean_options(spec: dict) -> str:
 
 def custom_potential_arg(config: dict, model: str) -> str:
     """``--custom-potentials`` for a job running ``model`` when it is a user's potential."""
-    from crucible.mlip.workflow import custom_potential_arg as arg
+    from crucible.potentials.workflow import custom_potential_arg as arg
 
     return arg(config, model)
 
 
 def potential_sources(config: dict, model: str) -> list[str]:
     """A user's potential's source file beside the project (editing it reruns its jobs)."""
-    from crucible.mlip.workflow import custom_potential_sources
+    from crucible.potentials.workflow import custom_potential_sources
 
     return custom_potential_sources(config, model)
 

@@ -15,9 +15,9 @@ generator goes through the same parser and scorer as a language model:
 * ``random-symmetric``: a pyxtal random crystal of the right composition in a compatible space
   group (the prompt's when given), seeded per item;
 * ``mlip-search``: ``n_candidates`` random-symmetric crystals relaxed (cell and positions: FIRE
-  with a Fréchet cell filter, :func:`crucible.mlip.relax.relax`) with an interatomic potential
-  loaded by :func:`crucible.mlip.calculators.load_potential` (a registered one, or the user's own
-  of ``mlip.custom_potentials``, whose provenance goes into the sidecar); the lowest energy per
+  with a Fréchet cell filter, :func:`crucible.potentials.relax.relax`) with an interatomic potential
+  loaded by :func:`crucible.potentials.registry.load_potential` (a registered one, or the user's own
+  of config ``potentials:``, whose provenance goes into the sidecar); the lowest energy per
   atom wins. A candidate whose relaxation meets a non-finite energy or force is a failed candidate.
 
 The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpec`.
@@ -311,17 +311,17 @@ class MlipSearchGenerator:
         device: str | None = None,
         custom_potentials: dict[str, Any] | None = None,
     ):
-        from crucible.mlip.calculators import load_potential
+        from crucible.potentials.registry import load_potential
 
         self.seed, self.n_candidates, self.fmax, self.steps = seed, int(n_candidates), float(fmax), int(steps)
         self.model = model
-        # custom_potentials: config mlip.custom_potentials, when ``model`` is a user's potential
+        # custom_potentials: config potentials: (its entry), when ``model`` is a user's potential
         self.potential = load_potential(model, device, custom=custom_potentials)
 
     def _relax(self, structure):
         from pymatgen.io.ase import AseAtomsAdaptor
 
-        from crucible.mlip.relax import relax
+        from crucible.potentials.relax import relax
 
         result = relax(
             AseAtomsAdaptor.get_atoms(structure),

@@ -185,7 +185,7 @@ def generator_table(summaries: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per responder: the scores of its summary, each rate beside the number of items it
     is over. Generation time is not a column (it differs between runs, and the table must not):
     it stays in the summary's ``generation`` record."""
-    from crucible.mlip.calculators import provenance_text
+    from crucible.potentials.provenance import provenance_text
 
     rows = []
     for s in summaries:

@@ -11,6 +11,7 @@ from crucible import config as _config
 from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
 from crucible.errors import ConfigError
 from crucible.families import Family
+from crucible.llm import workflow as llm_workflow
 from crucible.sources import resource_path
 from crucible.workflow import alternation
 
@@ -77,9 +78,9 @@ MLIP_SEARCH_DEFAULT_MODEL = "chgnet-0.3.0"  # MlipSearchGenerator's default pote
 
 def generator_params(config: dict[str, Any], name: str) -> str:
     """A generator's params as JSON. ``mlip-search`` with a user's potential (config
-    ``mlip.custom_potentials``) also gets that potential's entry, so that the job loads it and a
+    ``potentials:``) also gets that potential's entry, so that the job loads it and a
     change of its class or params reruns the job."""
-    from crucible.mlip.workflow import custom_potentials
+    from crucible.potentials.workflow import custom_potentials
 
     params = dict(section(config)["generator_params"].get(name, {}))
     if name == "mlip-search":
@@ -130,7 +131,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
 
 def potential_sources(config: dict[str, Any], generator: str) -> list[str]:
     """The source file of mlip-search's potential when it is a user's module beside the project."""
-    from crucible.mlip.workflow import custom_potential_sources
+    from crucible.potentials.workflow import custom_potential_sources
 
     if generator != "mlip-search":
         return []
@@ -139,8 +140,8 @@ def potential_sources(config: dict[str, Any], generator: str) -> list[str]:
 
 
 def check_mlip_search(config: dict[str, Any]) -> None:
-    """mlip-search's potential must be registered or one of ``mlip.custom_potentials``."""
-    from crucible.mlip.workflow import check_potential_names
+    """mlip-search's potential must be registered or a user's (config ``potentials:``)."""
+    from crucible.potentials.workflow import check_potential_names
 
     if "mlip-search" in section(config)["generators"]:
         model = section(config)["generator_params"].get("mlip-search", {}).get("model", MLIP_SEARCH_DEFAULT_MODEL)
@@ -336,16 +337,15 @@ def get_csp_outputs(config: dict[str, Any]) -> list[str]:
     return out
 
 
+@llm_workflow.asks_language_models("crystal")
 def llm_responses(config: dict[str, Any]) -> list[str]:
     """The response files the language models of ``crystal.llm_models`` are asked for, and those
     of the CSP responders among them for the repeated prompt sets (dataset ``{dataset}/k{k}``)."""
-    from crucible.llm.workflow import response_targets
-
-    out = response_targets(config, "crystal", datasets(config), llm_models(config))
+    out = llm_workflow.response_targets(config, "crystal", datasets(config), llm_models(config))
     models = [r for r in csp_section(config)["responders"] if r in llm_models(config)]
     if models:
         k = csp_section(config)["k"]
-        out += response_targets(config, "crystal", [f"{ds}/k{k}" for ds in datasets(config)], models)
+        out += llm_workflow.response_targets(config, "crystal", [f"{ds}/k{k}" for ds in datasets(config)], models)
     return out
 
 
@@ -355,6 +355,5 @@ FAMILY = Family(
     final_outputs=final_outputs,
     check=check,
     captions=("crystal_table.rst", "crystal_figure.rst", "crystal_csp.rst", "crystal_audit.rst"),
-    llm_responses=llm_responses,
     names=names,
 )

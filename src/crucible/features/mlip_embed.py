@@ -4,7 +4,7 @@
 after the last interaction block, the input of its energy head), from
 ``CHGNet.predict_structure(..., return_crystal_feas=True)`` with the weights shipped inside the
 chgnet wheel: the network of ``crucible mlip``'s ``chgnet-0.3.0`` potential, loaded the same way
-(:func:`crucible.mlip.calculators.load_potential`: torch configured, device resolved).
+(:func:`crucible.potentials.registry.load_potential`: torch configured, device resolved).
 
 CHGNet batches graphs, and float32 sums change in the last bit with the batch composition, so
 structures are always embedded in hash order with a fixed batch size: a rebuild gives the same
@@ -79,7 +79,7 @@ def chgnet_embeddings(
     from tqdm import tqdm
 
     from crucible.features.structure_cache import _RowError
-    from crucible.mlip.calculators import load_potential
+    from crucible.potentials.registry import load_potential
 
     potential = load_potential("chgnet-0.3.0", device)
     device = potential.device

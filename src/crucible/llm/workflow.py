@@ -2,7 +2,9 @@
 
 A benchmark that scores language models writes ``results/{benchmark}/{dataset}/prompts.jsonl``
 and asks for :func:`response_targets`; rule ``generate_llm_responses`` (workflow/rules/llm.smk)
-makes them. Nothing here touches the file system except :func:`replay_input`, which names a
+makes them. The stage is a service: a benchmark declares the response files it asks for with
+:func:`asks_language_models` on its function of the config, and :func:`final_outputs` (``snakemake
+llm``) is the union of those; the family registry knows nothing of it. Nothing here touches the file system except :func:`replay_input`, which names a
 replay file so that editing it reruns the job.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from crucible import config as _config
@@ -129,12 +131,34 @@ def wildcard_constraints(config: dict[str, Any], backends: Iterable[str]) -> dic
     }
 
 
-def final_outputs(config: dict[str, Any]) -> list[str]:
-    """Every response file some benchmark asks its language models for: ``snakemake llm`` runs
-    the inference stage alone (e.g. on a GPU node), leaving the scoring to a later run."""
-    from crucible.families import families
+# benchmark -> its function of the config listing the response files it asks for; filled as each
+# family's workflow module is imported (crucible.families.families() imports them all).
+_ASKED_BY: dict[str, Callable[[dict[str, Any]], list[str]]] = {}
 
-    return [r for f in families() if f.name != "llm" for r in f.llm_responses(config)]
+
+def asks_language_models(benchmark: str):
+    """Decorator: ``responses(config) -> [response files]`` is what ``benchmark`` asks its language
+    models for (:func:`response_targets` of its prompt sets); the inference stage makes them."""
+
+    def register(responses: Callable[[dict[str, Any]], list[str]]):
+        if _ASKED_BY.get(benchmark, responses) is not responses:
+            raise ValueError(f"benchmark {benchmark!r} declares its language-model responses twice")
+        _ASKED_BY[benchmark] = responses
+        return responses
+
+    return register
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
+    """Every response file some benchmark asks its language models for, in the families' order:
+    ``snakemake llm`` runs the inference stage alone (e.g. on a GPU node), leaving the scoring to
+    a later run."""
+    from crucible.families import enabled, families
+
+    order = [f.name for f in families()]  # imports every family's workflow module: all declared
+    asked = sorted(_ASKED_BY, key=lambda b: (order.index(b) if b in order else len(order), b))
+    # a family switched off (crucible.families.SWITCH) asks no language model
+    return [r for benchmark in asked if enabled(config, benchmark) for r in _ASKED_BY[benchmark](config)]
 
 
 def check(config: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ def _custom(args) -> dict:
 
 
 def _cmd_models(args) -> int:
-    from crucible.mlip.calculators import REGISTRY, available_models
+    from crucible.potentials.registry import REGISTRY, available_models
 
     here = set(available_models())
     for name, spec in sorted(REGISTRY.items()):
@@ -36,8 +36,9 @@ def _cmd_models(args) -> int:
 
 def _cmd_eos(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential, provenance_metadata
     from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA, parse_elements, run_eos
+    from crucible.potentials.provenance import provenance_metadata
+    from crucible.potentials.registry import load_potential
 
     elements = parse_elements(args.elements)  # fail on a typo before loading a model
     t0 = time.perf_counter()
@@ -87,8 +88,9 @@ def _cmd_eos_figures(args) -> int:
 
 def _cmd_s2ef_predict(args) -> int:
     from crucible.io import write_parquet
-    from crucible.mlip.calculators import load_potential, provenance_metadata
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
+    from crucible.potentials.provenance import provenance_metadata
+    from crucible.potentials.registry import load_potential
 
     frames = read_frames(args.dataset)
     potential = load_potential(args.model, device=args.device, threads=args.threads, custom=_custom(args))
@@ -136,7 +138,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
         p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
         p.add_argument(
-            "--custom-potentials", help="JSON of config's mlip.custom_potentials (a user's potential named by --model)"
+            "--custom-potentials", help="JSON of config's potentials: section (a user's potential named by --model)"
         )
 
     p = sub.add_parser("eos", help="EOS of the Delta-set elements with one potential")

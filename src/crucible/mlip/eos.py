@@ -377,7 +377,7 @@ def eos_volumes(reference_v0: float, points: int, volume_range: tuple[float, flo
 
 
 def run_eos(
-    calculator,  # a crucible.mlip.calculators.Potential, or a bare ASE calculator
+    calculator,  # a crucible.potentials.spec.Potential, or a bare ASE calculator
     elements: str | Iterable[str] = "all",
     points: int = 7,
     volume_range: tuple[float, float] = (0.94, 1.06),
@@ -394,7 +394,8 @@ def run_eos(
     """
     from tqdm.auto import tqdm
 
-    from crucible.mlip.calculators import as_potential, evaluate_energies
+    from crucible.potentials.energies import evaluate_energies
+    from crucible.potentials.spec import as_potential
 
     calculator = as_potential(calculator)
     model = model or calculator.name
@@ -460,7 +461,7 @@ SUMMARY_COLUMNS = [
     "v0_mae_exp",
     "b0_mae_exp",
     "n_v0_outside_sampled_range",
-    "potential",  # what ran: class path, params, package version (crucible.mlip.calculators.provenance_text)
+    "potential",  # what ran: class path, params, package version (crucible.potentials.provenance.provenance_text)
 ]
 
 
@@ -486,7 +487,7 @@ def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFra
     every model fitted (:func:`common_elements`); MAE of V0, B0 (and B0′) against WIEN2k and
     experiment over its fitted elements; the potential's provenance from each frame's
     ``attrs["potential"]`` (:func:`crucible.mlip.report.load_frames`)."""
-    from crucible.mlip.calculators import provenance_text
+    from crucible.potentials.provenance import provenance_text
 
     common = set(common_elements(frames_by_model))
     rows = []

@@ -109,13 +109,14 @@ def predict_frames(frames: Sequence[Frame], calc, progress: bool = True) -> pd.D
     """Energy and forces of each frame with ``calc`` (a ``Potential`` or a bare ASE calculator),
     in the s2ef prediction schema.
 
-    A model error or a non-finite energy or force (:func:`crucible.mlip.calculators.single_point`)
+    A model error or a non-finite energy or force (:func:`crucible.potentials.energies.single_point`)
     becomes ``status`` = the reason, with NaN energy and null forces; forces of the wrong shape
     mean a broken calculator and raise.
     """
     from tqdm.auto import tqdm
 
-    from crucible.mlip.calculators import NonFiniteError, as_potential, single_point
+    from crucible.potentials.energies import single_point
+    from crucible.potentials.spec import NonFiniteError, as_potential
 
     potential = as_potential(calc)
     name = potential.name

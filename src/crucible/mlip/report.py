@@ -358,7 +358,7 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
     ``attrs["potential"]`` holds the provenance stored with the file (empty if none)."""
     from crucible.errors import DataValidationError
     from crucible.io import read_parquet
-    from crucible.mlip.calculators import read_provenance
+    from crucible.potentials.provenance import read_provenance
 
     out: dict[str, pd.DataFrame] = {}
     for path in paths:

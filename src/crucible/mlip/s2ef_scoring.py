@@ -182,7 +182,7 @@ def s2ef_table_from_files(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     one block of rows per dataset (``s2ef_metric_table`` of its models), with a dataset column and
     the provenance of the potential stored with each file."""
     from crucible.io import read_parquet
-    from crucible.mlip.calculators import provenance_text, read_provenance
+    from crucible.potentials.provenance import provenance_text, read_provenance
 
     by_dataset: dict[str, dict[str, dict]] = {}
     for path in sorted(Path(p) for p in paths):

@@ -7,14 +7,15 @@ config change affects: a new element list reruns every EOS job, a new model adds
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from crucible.config import put_on_python_path, section
+from crucible.config import section
 from crucible.errors import ConfigError
 from crucible.families import Family
-from crucible.identity import Meaning, registered
+from crucible.identity import Meaning
+from crucible.potentials import workflow as potentials_wf
+from crucible.workflow import alternation
 
 # Potential and dataset names as they appear in paths (wildcard constraint).
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -28,60 +29,16 @@ def models(config: dict[str, Any]) -> list[str]:
     return list(_section(config)["models"])
 
 
-def custom_potentials(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``mlip.custom_potentials``: name -> {class, params} (see :mod:`crucible.mlip.custom`)."""
-    return {k: dict(v) for k, v in sorted(_section(config)["custom_potentials"].items())}
-
-
-def potential_names(config: dict[str, Any]) -> list[str]:
-    """Every potential name a config may use: the registered ones and the user's own."""
-    from crucible.mlip.calculators import registered_models
-
-    return sorted(set(registered_models()) | set(custom_potentials(config)))
-
-
-def check_potential_names(config: dict[str, Any], names: list[str], key: str) -> None:
-    """Fail at start-up on a potential name (at config ``key``) that is neither registered nor custom."""
-    known = potential_names(config)
-    unknown = [m for m in names if m not in known]
-    if unknown:
-        raise ConfigError(f"config {key}: unknown potential(s) {', '.join(unknown)}; known: {', '.join(known)}")
+def models_on(config: dict[str, Any], device: str) -> str:
+    """The ``model`` constraint of a potential rule's CPU or GPU variant (``run_eos``/``run_eos_gpu``):
+    every potential the config knows whose jobs run on ``device``."""
+    return alternation(potentials_wf.potentials_on(config, device, potentials_wf.potential_names(config)))
 
 
 def check_models(config: dict[str, Any]) -> None:
-    """Fail at start-up on a potential name that is not registered or custom, or on a custom
-    potential whose factory does not import (the error names its config key)."""
-    from crucible.mlip.calculators import registered_models
-    from crucible.mlip.custom import check_custom_potentials
-
-    check_custom_potentials(custom_potentials(config), registered_models())
-    check_potential_names(config, models(config), "mlip.models")
-
-
-def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
-    """Every source file of a user's potential whose module sits beside the project (under the
-    working directory), as job inputs: the module's whole top-level package (what its import can
-    read), so that editing any module of it reruns the potential's jobs. An installed package is
-    identified in its provenance instead (version and the SHA-256 of its files); a registered
-    potential has none."""
-    import os
-
-    from crucible.fingerprint import module_source, not_source, tree_files
-
-    custom = custom_potentials(config)
-    if name not in custom:
-        return []
-    module = custom[name]["class"].partition(":")[0]
-    put_on_python_path(os.getcwd())  # where a module beside the project is found (common.smk does the same)
-    source = module_source(module)
-    here = Path(os.getcwd()).resolve()
-    if source is None or here not in source.resolve().parents:
-        return []  # not found (the start-up check names the key) or installed
-    source = source.resolve()
-    if source.is_file():
-        return [source.relative_to(here).as_posix()]
-    files = tree_files(source, links="follow", skip=not_source)
-    return [(source / rel).relative_to(here).as_posix() for rel, _ in files]
+    """Fail at start-up on a potential name that is neither registered nor a user's (the users'
+    entries themselves are checked by crucible.potentials.workflow.check)."""
+    potentials_wf.check_potential_names(config, models(config), "mlip.models")
 
 
 def eos_format() -> int:
@@ -90,34 +47,6 @@ def eos_format() -> int:
     from crucible.mlip.eos import EOS_FORMAT
 
     return EOS_FORMAT
-
-
-def custom_potential_arg(config: dict[str, Any], name: str) -> str:
-    """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
-    (only its own entry: a changed class or params reruns its jobs and no other); "" for a
-    registered one."""
-    import json
-
-    from crucible.workflow import flag
-
-    custom = custom_potentials(config)
-    if name not in custom:
-        return ""
-    return flag("--custom-potentials", json.dumps({name: custom[name]}, sort_keys=True))
-
-
-def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str, Meaning]:
-    """``potential/<name>``: a registered potential, or a user's entry (mlip.custom_potentials),
-    one meaning for every family that runs it."""
-    custom = custom_potentials(config)
-    return {
-        f"potential/{name}": Meaning(
-            {"custom": custom[name]} if name in custom else registered(name),
-            f"mlip.custom_potentials.{name}" if name in custom else f"potential {name}",
-            "give the potential a name of its own under mlip.custom_potentials",
-        )
-        for name in sorted(set(names))
-    }
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
@@ -129,10 +58,10 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             {"eos": eos_params(config)},
             "mlip.eos",
             "use another --directory",
-            rules=("run_eos", "tabulate_eos", "plot_eos"),
+            rules=("run_eos", "run_eos_gpu", "tabulate_eos", "plot_eos"),
         )
     }
-    out |= potential_meanings(config, models(config))
+    out |= potentials_wf.potential_meanings(config, models(config))
     for name, source in sorted(s2ef_datasets(config).items()):
         out[f"mlip/s2ef/{name}"] = Meaning(
             source, f"mlip.s2ef.datasets.{name}", "give the dataset a name of its own under mlip.s2ef.datasets"

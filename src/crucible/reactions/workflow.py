@@ -12,6 +12,7 @@ from typing import Any
 from crucible import config as _config
 from crucible.errors import ConfigError
 from crucible.families import Family
+from crucible.llm import workflow as llm_workflow
 from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
@@ -214,6 +215,7 @@ def check(config: dict[str, Any]) -> None:
         raise ConfigError(f"config reactions: {exc}") from None
 
 
+@llm_workflow.asks_language_models("reactions")
 def llm_responses(config: dict[str, Any]) -> list[str]:
     """The response files the language models of ``reactions.llm_models`` are asked for."""
     return [r for d in datasets(config) for m in llm_models(config) for r in response_files(config, d, m)]
@@ -235,7 +237,6 @@ FAMILY = Family(
     final_outputs=final_outputs,
     check=check,
     captions=("reactions_table.rst", "reactions_paired.rst", "reactions_figure.rst", "reactions_package.rst"),
-    llm_responses=llm_responses,
     built=built,
     names=names,
 )

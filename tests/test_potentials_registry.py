@@ -1,4 +1,4 @@
-"""crucible.mlip.calculators: the registry of potentials by name, hub models that refuse to
+"""crucible.potentials.registry: the registry of potentials by name, hub models that refuse to
 download, EMT left untouched as ASE's own calculator, energies one by one or batched (CHGNet),
 and a failing or non-finite energy kept as a reason, never a number."""
 
@@ -11,16 +11,9 @@ from ase.calculators.calculator import Calculator, all_changes
 
 from crucible.errors import ConfigError
 from crucible.mlip import eos
-from crucible.mlip.calculators import (
-    WeightsUnavailableError,
-    as_potential,
-    evaluate_energies,
-    get_calculator,
-    load_potential,
-    registered_models,
-    resolve_device,
-    single_energy,
-)
+from crucible.potentials.energies import evaluate_energies, single_energy
+from crucible.potentials.registry import get_calculator, load_potential, registered_models
+from crucible.potentials.spec import WeightsUnavailableError, as_potential, resolve_device
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +53,7 @@ def test_emt_records_cpu(emt):
 def test_batched_path_matches_single(chgnet):
     from ase.collections import dcdft
 
-    from crucible.mlip.calculators import single_energy
+    from crucible.potentials.energies import single_energy
 
     structures = eos.scaled_structures(dcdft["Cu"], [11.5, 12.0])
     assert chgnet.batch_energies is not None

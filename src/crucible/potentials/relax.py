@@ -25,6 +25,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from crucible.potentials.spec import as_potential, non_finite_reason
+
 OPTIMIZERS = ("LBFGS", "FIRE", "BFGS", "BFGSLineSearch", "LBFGSLineSearch", "GPMin", "MDMin")
 CELL_FILTERS = {"frechet": "FrechetCellFilter", "exp": "ExpCellFilter", "unit": "UnitCellFilter"}
 OK = "ok"
@@ -77,8 +79,6 @@ def _with_fixed(atoms, fixed: Sequence[int]):
 
 def _non_finite(atoms, with_stress: bool) -> str | None:
     """The reason the current energy/forces (already computed, so cached) are unusable, if any."""
-    from crucible.mlip.calculators import non_finite_reason
-
     energy = float(atoms.get_potential_energy())
     forces = atoms.get_forces()
     stress = atoms.get_stress() if with_stress else None
@@ -100,8 +100,6 @@ def relax(
     ``quiet`` silences the warnings optimizers and filters print on hard structures (random
     crystals in ``mlip-search``).
     """
-    from crucible.mlip.calculators import as_potential
-
     work = _with_fixed(atoms, fixed)
     work.calc = as_potential(calculator).calculator
     opt_cls = _optimizer_class(optimizer)

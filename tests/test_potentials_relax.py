@@ -1,4 +1,4 @@
-"""crucible.mlip.relax: fixed atoms, the cell filter crystal mlip-search uses (equal to the loop it
+"""crucible.potentials.relax: fixed atoms, the cell filter crystal mlip-search uses (equal to the loop it
 replaced), step and time accounting, and a potential that returns NaN stopping with a failure
 status (in relax itself, in catalysis, relative energies, EOS and s2ef)."""
 
@@ -15,7 +15,7 @@ from ase.calculators.calculator import Calculator, all_changes
 from ase.calculators.emt import EMT
 from ase.constraints import FixAtoms
 
-from crucible.mlip.relax import NON_FINITE, relax
+from crucible.potentials.relax import NON_FINITE, relax
 
 
 class NaNAfter(Calculator):
@@ -78,7 +78,7 @@ def test_lbfgs_is_exactly_the_loop_catalysis_ran():
 
 
 def _old_mlip_search_relax(atoms, calc, fmax, steps):
-    """What crystal's MlipSearchGenerator._relax did before it used crucible.mlip.relax."""
+    """What crystal's MlipSearchGenerator._relax did before it used crucible.potentials.relax."""
     from ase.filters import FrechetCellFilter
     from ase.optimize import FIRE
 

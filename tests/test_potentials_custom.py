@@ -1,5 +1,5 @@
-"""crucible.mlip.custom: a user's own potential (config ``mlip.custom_potentials``) loads like a
-registered one, runs in EOS, s2ef, catalysis and crystal mlip-search through the same commands,
+"""crucible.potentials.custom and .workflow: a user's own potential (config ``potentials:``, before
+``mlip.custom_potentials``) loads like a registered one, runs in EOS, s2ef, catalysis and crystal mlip-search through the same commands,
 and its class path, params and version are recorded with every result. The potentials are those
 of tests/custom_calculators.py, imported by class path as a user's module beside the project."""
 
@@ -16,10 +16,12 @@ from ase.build import bulk
 from ase.calculators.emt import EMT
 
 from crucible.cli import main
+from crucible.config import check_config
 from crucible.errors import ConfigError
 from crucible.io import read_json, read_parquet
-from crucible.mlip import workflow as mlip_wf
-from crucible.mlip.calculators import load_potential, provenance_text, read_provenance
+from crucible.potentials import workflow as potentials_wf
+from crucible.potentials.provenance import provenance_text, read_provenance
+from crucible.potentials.registry import load_potential
 
 SCALED = {"class": "custom_calculators:scaled_emt", "params": {"scale": 2.0}}
 IDENTITY = {"class": "custom_calculators:scaled_emt", "params": {"scale": 1.0}}
@@ -64,16 +66,16 @@ def test_registered_potentials_record_their_class_and_package_version():
     [
         (
             {"class": "no_such_module:make"},
-            r"mlip\.custom_potentials\.mine\.class: cannot import module 'no_such_module'",
+            r"potentials\.mine\.class: cannot import module 'no_such_module'",
         ),
         (
             {"class": "custom_calculators:missing"},
-            r"mlip\.custom_potentials\.mine\.class: module 'custom_calculators' has no 'missing'",
+            r"potentials\.mine\.class: module 'custom_calculators' has no 'missing'",
         ),
-        ({"class": "custom_calculators:__version__"}, r"mlip\.custom_potentials\.mine\.class: .* is not callable"),
+        ({"class": "custom_calculators:__version__"}, r"potentials\.mine\.class: .* is not callable"),
         (
             {"class": "custom_calculators"},
-            r"mlip\.custom_potentials\.mine\.class: .* is not \"package\.module:factory\"",
+            r"potentials\.mine\.class: .* is not \"package\.module:factory\"",
         ),
     ],
 )
@@ -81,34 +83,72 @@ def test_a_class_path_that_does_not_import_names_the_config_key(entry, message):
     with pytest.raises(ConfigError, match=message):
         load_potential("mine", custom={"mine": entry})
     with pytest.raises(ConfigError, match=message):
-        mlip_wf.check({"mlip": {"models": ["mine"], "custom_potentials": {"mine": entry}}})
+        potentials_wf.check({"potentials": {"mine": entry}, "mlip": {"models": ["mine"]}})
 
 
 def test_a_factory_that_does_not_give_an_ase_calculator_or_rejects_its_params_is_refused():
-    with pytest.raises(ConfigError, match=r"mlip\.custom_potentials\.mine\.class: .* returned dict, not an ASE"):
+    with pytest.raises(ConfigError, match=r"potentials\.mine\.class: .* returned dict, not an ASE"):
         load_potential("mine", custom={"mine": {"class": "custom_calculators:not_a_calculator"}})
     wrong = {"class": "custom_calculators:scaled_emt", "params": {"scael": 2.0}}
-    with pytest.raises(ConfigError, match=r"mlip\.custom_potentials\.mine: .*scael"):
+    with pytest.raises(ConfigError, match=r"potentials\.mine: .*scael"):
         load_potential("mine", custom={"mine": wrong})
 
 
 def test_config_schema_names_and_args():
-    from crucible.config import check_config
-
-    good = {"mlip": {"models": ["emt", "mine"], "custom_potentials": {"mine": SCALED}}}
+    good = {"potentials": {"mine": SCALED}, "mlip": {"models": ["emt", "mine"]}}
     check_config(good)
-    assert mlip_wf.potential_names(good)[:2] != [] and "mine" in mlip_wf.potential_names(good)
+    assert "emt" in potentials_wf.potential_names(good) and "mine" in potentials_wf.potential_names(good)
     # only the job's own entry goes on its command line: another potential's change reruns nothing
-    assert mlip_wf.custom_potential_arg(good, "emt") == ""
-    assert json.loads(mlip_wf.custom_potential_arg(good, "mine").split(" ", 1)[1].strip("'")) == {"mine": SCALED}
-    with pytest.raises(ConfigError, match=r"mlip\.custom_potentials\.mine: unexpected key 'parms'"):
-        check_config({"mlip": {"custom_potentials": {"mine": {"class": "a.b:c", "parms": {}}}}})
-    with pytest.raises(ConfigError, match=r"mlip\.custom_potentials\.mine: 'class' is a required property"):
-        check_config({"mlip": {"custom_potentials": {"mine": {"params": {}}}}})
-    with pytest.raises(ConfigError, match=r"mlip\.custom_potentials\.emt: 'emt' is a registered potential"):
-        mlip_wf.check({"mlip": {"models": ["emt"], "custom_potentials": {"emt": SCALED}}})
+    assert potentials_wf.custom_potential_arg(good, "emt") == ""
+    assert json.loads(potentials_wf.custom_potential_arg(good, "mine").split(" ", 1)[1].strip("'")) == {"mine": SCALED}
+    with pytest.raises(ConfigError, match=r"potentials\.mine: unexpected key 'parms'"):
+        check_config({"potentials": {"mine": {"class": "a.b:c", "parms": {}}}})
+    with pytest.raises(ConfigError, match=r"potentials\.mine: 'class' is a required property"):
+        check_config({"potentials": {"mine": {"params": {}}}})
+    with pytest.raises(ConfigError, match=r"potentials\.mine\.device: 'tpu' is not one of"):
+        check_config({"potentials": {"mine": {**SCALED, "device": "tpu"}}})
+    with pytest.raises(ConfigError, match=r"potentials\.emt: 'emt' is a registered potential"):
+        check_config({"potentials": {"emt": SCALED}, "mlip": {"models": ["emt"]}})
     with pytest.raises(ConfigError, match=r"mlip\.models: unknown potential\(s\) mien; known: .*mine"):
-        mlip_wf.check({"mlip": {"models": ["mien"], "custom_potentials": {"mine": SCALED}}})
+        check_config({"potentials": {"mine": SCALED}, "mlip": {"models": ["mien"]}})
+
+
+def test_the_deprecated_key_still_works_says_so_once_and_may_not_define_a_name_twice(caplog, monkeypatch):
+    old = {"mlip": {"models": ["mine"], "custom_potentials": {"mine": SCALED}}}
+    new = {"potentials": {"mine": SCALED}, "mlip": {"models": ["mine"]}}
+    monkeypatch.setattr(potentials_wf, "_deprecation_logged", False)
+    with caplog.at_level("WARNING", logger="crucible.potentials.workflow"):
+        check_config(old)
+        assert potentials_wf.custom_potentials(old) == potentials_wf.custom_potentials(new)
+        potentials_wf.custom_potentials(old)
+    messages = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert len(messages) == 1 and "mlip.custom_potentials" in messages[0] and "potentials:" in messages[0]
+    # the same entry under either key: the same job command, so moving it reruns nothing
+    assert potentials_wf.custom_potential_arg(old, "mine") == potentials_wf.custom_potential_arg(new, "mine")
+    # an entry's errors name the key it is under
+    with pytest.raises(ConfigError, match=r"potentials\.mine\.class: cannot import module"):
+        check_config({"mlip": {"models": ["mine"], "custom_potentials": {"mine": {"class": "no_such_module:make"}}}})
+    both = {"potentials": {"mine": SCALED}, "mlip": {"models": ["mine"], "custom_potentials": {"mine": IDENTITY}}}
+    with pytest.raises(ConfigError, match=r"potentials\.mine: potential 'mine' is also defined under potentials\.mine"):
+        check_config(both)
+    # two names, one under each key: both usable
+    split = {
+        "potentials": {"mine": SCALED},
+        "mlip": {"models": ["mine", "old"], "custom_potentials": {"old": IDENTITY}},
+    }
+    check_config(split)
+    assert sorted(potentials_wf.custom_potentials(split)) == ["mine", "old"]
+
+
+def test_a_potential_asks_for_a_gpu_only_when_its_spec_says_gpu():
+    cfg = {"potentials": {"mine": SCALED, "light": {**IDENTITY, "device": "cpu"}}}
+    assert potentials_wf.device(cfg, "emt") == "cpu" and potentials_wf.device(cfg, "chgnet-0.3.0") == "gpu"
+    assert potentials_wf.device(cfg, "mine") == "gpu" and potentials_wf.device(cfg, "light") == "cpu"
+    names = ["emt", "chgnet-0.3.0", "mine", "light"]
+    assert potentials_wf.potentials_on(cfg, "cpu", names) == ["emt", "light"]
+    assert potentials_wf.potentials_on(cfg, "gpu", names) == ["chgnet-0.3.0", "mine"]
+    # a cpu potential also runs on the CPU when a GPU is there
+    assert load_potential("light", device="cuda", custom=cfg["potentials"]).device == "cpu"
 
 
 def test_a_custom_potential_declares_its_elements_and_eos_reports_the_others_as_not_modelled(tmp_path):
@@ -127,8 +167,8 @@ def test_a_custom_potential_declares_its_elements_and_eos_reports_the_others_as_
     assert main([*args[:-1], _custom("mine", IDENTITY), "--elements", "Ag", "--out", str(undeclared)]) == 0
     assert read_parquet(undeclared)["status"].tolist() == ["ok"]
     for bad, message in (("Cu", "a non-empty list"), (["Cu", "Xx"], r"\['Xx'\] are not element symbols")):
-        with pytest.raises(ConfigError, match=rf"mlip.custom_potentials.mine.elements: {message}"):
-            mlip_wf.check({"mlip": {"custom_potentials": {"mine": {**IDENTITY, "elements": bad}}, "models": ["mine"]}})
+        with pytest.raises(ConfigError, match=rf"potentials\.mine\.elements: {message}"):
+            potentials_wf.check({"potentials": {"mine": {**IDENTITY, "elements": bad}}, "mlip": {"models": ["mine"]}})
 
 
 def test_catalysis_and_crystal_take_a_custom_potential_by_name():
@@ -136,7 +176,7 @@ def test_catalysis_and_crystal_take_a_custom_potential_by_name():
     from crucible.crystal import workflow as crystal_wf
 
     cfg = {
-        "mlip": {"custom_potentials": {"mine": SCALED}},
+        "potentials": {"mine": SCALED},
         "catalysis": {"models": ["mine"], "datasets": {"d": {"path": "x.json"}}},
         "crystal": {"generators": ["mlip-search"], "generator_params": {"mlip-search": {"model": "mine"}}},
     }
@@ -302,20 +342,18 @@ def test_only_a_module_beside_the_project_is_a_job_input_and_imports_by_hand(tmp
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     cfg = {
-        "mlip": {
-            "custom_potentials": {
-                "here": {"class": "my_potentials:scaled_emt"},
-                "installed": {"class": "ase.calculators.emt:EMT"},
-            }
+        "potentials": {
+            "here": {"class": "my_potentials:scaled_emt"},
+            "installed": {"class": "ase.calculators.emt:EMT"},
         }
     }
     # by hand (crucible mlip eos ... --custom-potentials), from the project directory: it imports
     assert str(tmp_path) not in sys.path
-    potential = load_potential("here", custom=cfg["mlip"]["custom_potentials"])
+    potential = load_potential("here", custom=cfg["potentials"])
     assert type(potential.calculator).__module__ == "my_potentials"
-    assert mlip_wf.custom_potential_sources(cfg, "here") == ["my_potentials.py"]
-    assert mlip_wf.custom_potential_sources(cfg, "installed") == []  # its package version says what it is
-    assert mlip_wf.custom_potential_sources(cfg, "emt") == []
+    assert potentials_wf.custom_potential_sources(cfg, "here") == ["my_potentials.py"]
+    assert potentials_wf.custom_potential_sources(cfg, "installed") == []  # its package version says what it is
+    assert potentials_wf.custom_potential_sources(cfg, "emt") == []
     sys.modules.pop("my_potentials", None)
     # a package "pkg.make:factory": every file of pkg is an input (editing params.py reruns), and
     # the provenance's code_sha256 covers them all
@@ -327,13 +365,17 @@ def test_only_a_module_beside_the_project_is_a_job_input_and_imports_by_hand(tmp
         "from my_potentials import scaled_emt\nfrom mypots.params import SCALE\n\n\n"
         "def make(device='cpu'):\n    return scaled_emt(device=device, scale=SCALE)\n"
     )
-    cfg["mlip"]["custom_potentials"]["pkg"] = {"class": "mypots.make:make"}
-    first = load_potential("pkg", custom=cfg["mlip"]["custom_potentials"]).provenance["code_sha256"]
-    assert mlip_wf.custom_potential_sources(cfg, "pkg") == ["mypots/__init__.py", "mypots/make.py", "mypots/params.py"]
+    cfg["potentials"]["pkg"] = {"class": "mypots.make:make"}
+    first = load_potential("pkg", custom=cfg["potentials"]).provenance["code_sha256"]
+    assert potentials_wf.custom_potential_sources(cfg, "pkg") == [
+        "mypots/__init__.py",
+        "mypots/make.py",
+        "mypots/params.py",
+    ]
     (pkg / "params.py").write_text("SCALE = 3.0\n")
     for mod in ("mypots", "mypots.make", "mypots.params", "my_potentials"):
         sys.modules.pop(mod, None)
-    assert load_potential("pkg", custom=cfg["mlip"]["custom_potentials"]).provenance["code_sha256"] != first
+    assert load_potential("pkg", custom=cfg["potentials"]).provenance["code_sha256"] != first
     for mod in ("mypots", "mypots.make", "mypots.params", "my_potentials"):
         sys.modules.pop(mod, None)
 
