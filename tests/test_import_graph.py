@@ -15,30 +15,9 @@ import_graph = importlib.util.module_from_spec(SPEC)
 sys.modules["import_graph"] = import_graph  # dataclasses look their module up there
 SPEC.loader.exec_module(import_graph)
 
-_POTENTIALS = "potentials are a service: the crucible.potentials package (issue 30 item 1) takes these imports"
-_POTENTIALS_CONFIG = "the custom potentials move to the top-level potentials: section (issue 30 item 1)"
-
-# (importing module, imported module) -> why it is still there. Empty it as the work lands.
-KNOWN: dict[tuple[str, str], str] = {
-    ("crucible.catalysis.analysis", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.catalysis.calculation", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.catalysis.calculation", "crucible.mlip.relax"): _POTENTIALS,
-    ("crucible.catalysis.cli", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.catalysis.relative", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.catalysis.report", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.catalysis.workflow", "crucible.mlip.workflow"): _POTENTIALS_CONFIG,
-    ("crucible.crystal.generators", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.crystal.generators", "crucible.mlip.relax"): _POTENTIALS,
-    ("crucible.crystal.report", "crucible.mlip.calculators"): _POTENTIALS,
-    ("crucible.crystal.workflow", "crucible.mlip.workflow"): _POTENTIALS_CONFIG,
-    ("crucible.features.mlip_embed", "crucible.mlip.calculators"): _POTENTIALS,
-    # mlip.calculators <-> mlip.custom (PotentialSpec): both move into crucible.potentials
-    ("crucible.mlip.custom", "crucible.mlip.calculators"): _POTENTIALS,
-    # config -> names -> these -> config: the config's name check asks two families for their
-    # model names; each family should declare them (e.g. on Family) instead
-    ("crucible.names", "crucible.models.registry"): "matbench's model names: to be declared by the family",
-    ("crucible.names", "crucible.reactions.baselines"): "reactions' model names: to be declared by the family",
-}
+# (importing module, imported module) -> why it is still there. Empty since issue 30 landed: a
+# new entry needs its reason and the work that removes it.
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _graph(left_out=frozenset(KNOWN)):

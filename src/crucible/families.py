@@ -105,6 +105,10 @@ class Family:
     # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.Meaning}. Only the
     # names the run uses: an unused entry means nothing yet. See crucible.identity.NameBook.
     names: Callable[[dict[str, Any]], dict[str, Any]] = field(default=_no_names)
+    # Mappings of its section keyed by the name of what they parameterize, e.g. matbench's
+    # model_params: {key: (what, the names it may use, from the raw section)}. The config check
+    # (crucible.names) refuses a key that names nothing.
+    keyed_by_name: dict[str, tuple[str, Callable[[dict[str, Any]], set[str]]]] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.rule_files:

@@ -18,7 +18,7 @@ every family.
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from crucible.errors import ConfigError
 
@@ -102,25 +102,6 @@ LISTED_NAMES = (
 SINGLE_NAMES = (("matbench", "run_name"),)
 
 
-def _matbench_models(sec: Mapping[str, Any]) -> set[str]:
-    from crucible.models.registry import builtin_models
-
-    return set(builtin_models()) | set(sec.get("custom_models") or {}) | set(sec.get("prediction_files") or {})
-
-
-def _reactions_models(sec: Mapping[str, Any]) -> set[str]:
-    from crucible.reactions.baselines import BASELINES
-
-    return set(BASELINES) | set(sec.get("llm_models") or [])
-
-
-# Parameter mappings keyed by what they parameterize: (section, key, what, the names it may use).
-PARAMS_BY_NAME: tuple[tuple[str, str, str, Callable[[Mapping[str, Any]], set[str]]], ...] = (
-    ("matbench", "model_params", "model", _matbench_models),
-    ("reactions", "model_params", "model", _reactions_models),
-)
-
-
 def check_config_names(config: Mapping[str, Any]) -> None:
     """The config's keys and names, before any family reads them (see the module docstring)."""
     _string_keys(config, ())
@@ -138,7 +119,10 @@ def check_config_names(config: Mapping[str, Any]) -> None:
         sec = config.get(section) or {}
         if key in sec:
             check_name(sec[key], f"{section}.{key}")
-    for section, key, what, known_names in PARAMS_BY_NAME:
+    from crucible.families import families
+
+    keyed = [(f.name, key, what, known) for f in families() for key, (what, known) in sorted(f.keyed_by_name.items())]
+    for section, key, what, known_names in keyed:
         sec = config.get(section) or {}
         given = sec.get(key) or {}
         if not given:

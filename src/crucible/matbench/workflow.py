@@ -506,6 +506,13 @@ def user_outputs(config: dict[str, Any]) -> list[str]:
     return out
 
 
+def _model_names(sec: dict[str, Any]) -> set[str]:
+    """What matbench.model_params may be keyed by: a registered model, a user's class, outside predictions."""
+    from crucible.models.registry import builtin_models
+
+    return set(builtin_models()) | set(sec.get("custom_models") or {}) | set(sec.get("prediction_files") or {})
+
+
 def built(config: dict[str, Any]) -> dict[str, list[str]]:
     """The report front page's summary: tasks, user datasets, models, and a named run's name."""
     out = {"tasks": tasks(config), "user datasets": list(user_datasets(config)), "models": models(config)}
@@ -532,4 +539,5 @@ FAMILY = Family(
     extra_targets={"matbench_data": data_outputs},
     built=built,
     names=names,
+    keyed_by_name={"model_params": ("model", lambda sec: _model_names(sec))},
 )

@@ -239,4 +239,5 @@ FAMILY = Family(
     captions=("reactions_table.rst", "reactions_paired.rst", "reactions_figure.rst", "reactions_package.rst"),
     built=built,
     names=names,
+    keyed_by_name={"model_params": ("model", lambda sec: set(BASELINES) | set(sec.get("llm_models") or []))},
 )
