@@ -19,7 +19,6 @@ NOT_USER_FILES = {
     "catalysis/cli.py": "JSON params the rule passes",
     "catalysis/data.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "its own chunk results",
-    "crystal/cli.py": "JSON params the rule passes",
     "crystal/data.py": "the pinned AFLOW prototypes",
     "crystal/csp_table.py": "the packaged published-results YAML",
     "crystal/items.py": "the packaged prompt templates YAML",
