@@ -63,7 +63,7 @@ def test_a_response_file_is_scored_item_by_item(item_files, tmp_path):
     info = tmp_path / "gen.json"
     info.write_text(json.dumps({"seconds_per_item": 0.5}))
     summary = report.score_response_file(
-        root / "prompts.jsonl", responses, "gen", tmp_path / "s.parquet", tmp_path / "s.json", info_path=info
+        root / "prompts.jsonl", responses, "gen", tmp_path / "s.parquet", tmp_path / "s.json", info=info
     )
     df = pd.read_parquet(tmp_path / "s.parquet")
     assert list(df.columns) == report.SCORE_SCHEMA.names
@@ -87,7 +87,7 @@ def test_a_response_file_is_scored_item_by_item(item_files, tmp_path):
     ]
     # No sidecar: an empty generation record, same scores.
     again = report.score_response_file(
-        root / "prompts.jsonl", responses, "gen", tmp_path / "t.parquet", tmp_path / "t.json", info_path=tmp_path / "x"
+        root / "prompts.jsonl", responses, "gen", tmp_path / "t.parquet", tmp_path / "t.json", info=tmp_path / "x"
     )
     assert again["generation"] == {} and again["match_rate"] == 50.0
 
@@ -160,7 +160,7 @@ def test_generator_table_and_figure_from_summaries(item_files, tmp_path):
     assert (df["matched"] + df[[f"fail_{r}" for r in parsing.REASONS]].sum(axis=1) == df["total"]).all()
     assert pd.read_csv(tmp_path / "t.csv")["generator"].tolist() == ["self", "none"]
     assert "| self |" in (tmp_path / "t.md").read_text() and "match rate (%)" in (tmp_path / "t.md").read_text()
-    report.write_match_rate_figure(summaries, "aflow-prototypes", tmp_path / "f.png", tmp_path / "f.pdf")
+    report.write_match_rate_figure(paths, "aflow-prototypes", tmp_path / "f.png", tmp_path / "f.pdf")
     assert (tmp_path / "f.png").stat().st_size > 10_000 and (tmp_path / "f.pdf").stat().st_size > 1_000
 
 
@@ -201,8 +201,8 @@ def scored(item_files, aflow_file, tmp_path_factory):
             name,
             out / f"{name}.parquet",
             out / f"{name}.json",
-            info_path=info,
-            audit_path=audit,
+            info=info,
+            audit=audit,
         )
     return prompts, [summaries["self"], summaries["none"]], len(test), out
 

@@ -22,7 +22,6 @@ NOT_USER_FILES = {
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
     "catalysis/chunks.py": "its own part files",
-    "crystal/cli.py": "JSON params the rule passes",
     "crystal/data.py": "the pinned AFLOW prototypes",
     "crystal/csp_table.py": "the packaged published-results YAML",
     "crystal/items.py": "the packaged prompt templates YAML",

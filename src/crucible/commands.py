@@ -17,5 +17,5 @@ GROUPS: dict[str, tuple[str, str]] = {
     "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
     "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
-    "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
+    "crystal": ("crucible.crystal.stages", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
 }

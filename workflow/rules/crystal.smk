@@ -3,12 +3,13 @@
 # crucible.crystal.workflow (pure functions of the config) and the `crucible crystal` CLI.
 # Language models' responses/{model}.jsonl come from the LLM inference stage (llm_generate); these
 # rules only score them.
+from crucible import stage
 from crucible.crystal import workflow as crystal_workflow
 
 
 rule build_crystal_items:
     input:
-        raw=lambda wc: crystal_workflow.dataset_inputs(config, wc.crystal_dataset),
+        inputs=lambda wc: crystal_workflow.dataset_inputs(config, wc.crystal_dataset),
         templates=str(REPO / "config" / "crystal_prompts.yaml"),
     output:
         prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
@@ -25,12 +26,12 @@ rule build_crystal_items:
         **crystal_workflow.build_params(config),
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal build-items --source {params.source} --dataset {wildcards.crystal_dataset:q}"
-        " --inputs {input.raw:q} --templates {input.templates:q} --template {params.template:q}"
-        " --test-fraction {params.test_fraction} --seed {params.seed} --max-sites {params.max_sites}"
-        " --split-by {params.split_by}"
-        " --max-test-items {params.max_test_items} --max-train-items {params.max_train_items}"
-        " --out-prompts {output.prompts:q} --out-train {output.train:q} 2> {log:q}"
+        stage.shell(
+            "crystal build-items",
+            dataset="{wildcards.crystal_dataset:q}",
+            out_prompts="{output.prompts:q}",
+            out_train="{output.train:q}",
+        )
 
 
 rule generate_crystals:
@@ -53,12 +54,15 @@ rule generate_crystals:
         mem_mb=lambda wc, attempt: 3000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
-        gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
+        params=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
         seed=crystal_workflow.generation_seed(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal generate --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
-        " --train {input.train:q} --seed {params.seed} --params {params.gen:q}"
-        " --out {output.responses:q} --out-info {output.info:q} 2> {log:q}"
+        stage.shell(
+            "crystal generate",
+            generator="{wildcards.crystal_generator:q}",
+            out="{output.responses:q}",
+            out_info="{output.info:q}",
+        )
 
 
 # Generators that relax candidates with an interatomic potential: a GPU job on a cluster (the
@@ -98,14 +102,17 @@ rule score_crystals:
         info=lambda wc, input: crystal_workflow.response_info(input.responses),
         timeout=crystal_workflow.score_timeout(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal score --prompts {input.prompts:q} --responses {input.responses:q}"
-        " --generator {wildcards.responder:q} --info {params.info:q} --timeout {params.timeout}"
-        " --audit {input.audit:q} --out {output.scores:q} --out-summary {output.summary:q} 2> {log:q}"
+        stage.shell(
+            "crystal score",
+            generator="{wildcards.responder:q}",
+            out="{output.scores:q}",
+            out_summary="{output.summary:q}",
+        )
 
 
 rule tabulate_crystals:
     input:
-        lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
+        inputs=lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
     output:
         csv=report(
             "results/tables/crystal_{crystal_dataset}.csv",
@@ -124,21 +131,20 @@ rule tabulate_crystals:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal table --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
-        " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
+        stage.shell("crystal table", dataset="{wildcards.crystal_dataset:q}")
 
 
 rule plot_crystals:
     input:
-        lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
+        inputs=lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
     output:
-        png=report(
+        out_png=report(
             "results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
             caption="../report/crystal_figure.rst",
             category="Crystal",
             labels={"dataset": "{crystal_dataset}", "kind": "figure"},
         ),
-        pdf="results/figures/crystal_{crystal_dataset}_match_by_nsites.pdf",
+        out_pdf="results/figures/crystal_{crystal_dataset}_match_by_nsites.pdf",
     log:
         "logs/crystal/{crystal_dataset}/figure.log",
     benchmark:
@@ -148,8 +154,7 @@ rule plot_crystals:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal figure --inputs {input:q} --dataset {wildcards.crystal_dataset:q}"
-        " --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
+        stage.shell("crystal figure", dataset="{wildcards.crystal_dataset:q}")
 
 
 # Leakage and duplicate audit of each set (all its splits, before any subsampling): duplicates
@@ -157,10 +162,10 @@ rule plot_crystals:
 # de-duplicated test ids it writes (chosen among the scored items) are scored beside the whole test set.
 rule audit_crystal_set:
     input:
-        raw=lambda wc: crystal_workflow.audit_inputs(config, wc.crystal_dataset),
+        inputs=lambda wc: crystal_workflow.audit_inputs(config, wc.crystal_dataset),
         templates=str(REPO / "config" / "crystal_prompts.yaml"),
     output:
-        per_item="results/crystal/{crystal_dataset}/audit.parquet",
+        out_items="results/crystal/{crystal_dataset}/audit.parquet",
         summary="results/crystal/{crystal_dataset}/audit.json",
         csv=report(
             "results/tables/crystal_{crystal_dataset}_audit.csv",
@@ -188,13 +193,7 @@ rule audit_crystal_set:
         source=lambda wc: crystal_workflow.dataset_source(config, wc.crystal_dataset),
         timeout=crystal_workflow.score_timeout(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal audit --source {params.source} --dataset {wildcards.crystal_dataset:q}"
-        " --inputs {input.raw:q} --templates {input.templates:q} --test-fraction {params.test_fraction}"
-        " --seed {params.seed} --max-sites {params.max_sites} --convention {params.convention}"
-        " --max-comparisons {params.max_comparisons} --timeout {params.timeout}"
-        " --max-test-items {params.max_test_items} --workers {params.workers} --split-by {params.split_by}"
-        " --out-items {output.per_item:q} --out-summary {output.summary:q} --csv {output.csv:q} --md {output.md:q}"
-        " 2> {log:q}"
+        stage.shell("crystal audit", dataset="{wildcards.crystal_dataset:q}", out_summary="{output.summary:q}")
 
 
 # Crystal structure prediction at k samples per item (crystal.csp): generators draw k candidates,
@@ -221,12 +220,16 @@ rule sample_crystals:
         mem_mb=lambda wc, attempt: 3000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        gen=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
+        params=lambda wc: crystal_workflow.generator_params(config, wc.crystal_generator),
         seed=crystal_workflow.generation_seed(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal sample --generator {wildcards.crystal_generator:q} --prompts {input.prompts:q}"
-        " --train {input.train:q} --k {wildcards.crystal_k} --seed {params.seed} --params {params.gen:q}"
-        " --out {output.samples:q} --out-info {output.info:q} 2> {log:q}"
+        stage.shell(
+            "crystal sample",
+            generator="{wildcards.crystal_generator:q}",
+            k="{wildcards.crystal_k}",
+            out="{output.samples:q}",
+            out_info="{output.info:q}",
+        )
 
 
 use rule sample_crystals as sample_crystals_gpu with:
@@ -255,8 +258,7 @@ rule build_crystal_sample_prompts:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal sample-prompts --prompts {input.prompts:q} --k {wildcards.crystal_k}"
-        " --out {output.prompts:q} 2> {log:q}"
+        stage.shell("crystal sample-prompts", k="{wildcards.crystal_k}", out="{output.prompts:q}")
 
 
 rule score_crystal_samples:
@@ -280,19 +282,21 @@ rule score_crystal_samples:
         runtime=lambda wc, attempt: 480 * attempt,
     params:
         k=crystal_workflow.csp_section(config)["k"],
-        fmt=lambda wc: crystal_workflow.samples_format(config, wc.responder),
+        format=lambda wc: crystal_workflow.samples_format(config, wc.responder),
         info=lambda wc, input: crystal_workflow.samples_info(input.samples),
         timeout=crystal_workflow.score_timeout(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal score-samples --prompts {input.prompts:q} --samples {input.samples:q}"
-        " --format {params.fmt} --responder {wildcards.responder:q} --k {params.k} --audit {input.audit:q}"
-        " --info {params.info:q} --timeout {params.timeout} --out {output.scores:q}"
-        " --out-summary {output.summary:q} 2> {log:q}"
+        stage.shell(
+            "crystal score-samples",
+            responder="{wildcards.responder:q}",
+            out="{output.scores:q}",
+            out_summary="{output.summary:q}",
+        )
 
 
 rule tabulate_crystal_csp:
     input:
-        summaries=crystal_workflow.csp_summaries(config),
+        inputs=crystal_workflow.csp_summaries(config),
         published=str(REPO / "config" / "published_crystal.yaml"),
     output:
         csv=report(
@@ -310,5 +314,4 @@ rule tabulate_crystal_csp:
     conda:
         "../../envs/crystal.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible crystal csp-table --inputs {input.summaries:q} --published {input.published:q}"
-        " --csv {output.csv:q} --md {output.md:q} --tex {output.tex:q} 2> {log:q}"
+        stage.shell("crystal csp-table")

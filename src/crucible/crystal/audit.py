@@ -37,9 +37,15 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from crucible.crystal.scoring import DEFAULT_CONVENTION, STRUCTURE, TIMEOUT_S, MatcherWorker, convention_params
+from crucible.crystal.scoring import (
+    DEFAULT_CONVENTION,
+    DEFAULT_MAX_COMPARISONS,
+    STRUCTURE,
+    TIMEOUT_S,
+    MatcherWorker,
+    convention_params,
+)
 
-DEFAULT_MAX_COMPARISONS = 2000
 SPLIT_ORDER = ("train", "val", "test")
 CROSS_PASSES = (("val", "train"), ("test", "train"), ("test", "val"))
 
@@ -359,18 +365,18 @@ def run_audit(
     source: str,
     dataset: str,
     inputs: list[str],
-    templates_path: str | os.PathLike,
+    templates: str | os.PathLike,
     out_items: str | os.PathLike,
     out_summary: str | os.PathLike,
-    out_csv: str | os.PathLike,
-    out_md: str | os.PathLike,
+    csv: str | os.PathLike,
+    md: str | os.PathLike,
     test_fraction: float = 0.5,
     seed: int = 0,
     max_sites: int | None = None,
     convention: str = DEFAULT_CONVENTION,
     max_comparisons: int = DEFAULT_MAX_COMPARISONS,
     timeout: float = TIMEOUT_S,
-    progress: bool = False,
+    progress: bool = True,
     sources: Any = None,
     max_test_items: int = 0,
     workers: int = 1,
@@ -405,8 +411,8 @@ def run_audit(
     summary["max_sites"] = int(limit)
     summary["left_out_over_max_sites"] = dict(sorted(left_out.items()))
     summary["max_test_items"] = int(max_test_items)
-    summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates_path))
+    summary["prompts"] = prompt_counts(dataset, splits.get("test", []), load_templates(templates))
     write_parquet(table, out_items, schema=ITEM_SCHEMA)
     write_json(summary, out_summary)
-    write_audit_table(dataset, summary, out_csv, out_md)
+    write_audit_table(dataset, summary, csv, md)
     return summary

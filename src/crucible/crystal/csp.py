@@ -34,8 +34,6 @@ from crucible.crystal import parsing
 from crucible.crystal.samples import Sample
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, MatcherWorker, convention_params
 
-DEFAULT_K = 20
-
 SAMPLE_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -244,34 +242,36 @@ def read_dedup_ids(audit_path: str | os.PathLike | None) -> list[str] | None:
 
 
 def score_samples_file(
-    prompts_path: str | os.PathLike,
-    samples_path: str | os.PathLike,
+    prompts: str | os.PathLike,
+    samples: str | os.PathLike,
     responder: str,
     k: int,
     out: str | os.PathLike,
     out_summary: str | os.PathLike,
-    fmt: str = "auto",
-    audit_path: str | os.PathLike | None = None,
-    info_path: str | os.PathLike | None = None,
+    format: str = "auto",
+    audit: str | os.PathLike | None = None,
+    info: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
-    progress: bool = False,
+    progress: bool = True,
 ) -> dict[str, Any]:
-    """Score a samples file against a prompt set: per-sample rows (parquet) and the CSP summary."""
+    """Score a samples file against a prompt set: per-sample rows (parquet) and the CSP summary;
+    ``format`` is the samples' (:func:`crucible.crystal.samples.read_samples`), ``info`` their
+    sidecar (skipped when absent), ``audit`` the set's audit summary."""
     from pathlib import Path
 
     from crucible.crystal.samples import read_samples
     from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
 
-    items = read_prompt_records(prompts_path)
-    samples = read_samples(samples_path, [it["id"] for it in items], fmt, str(prompts_path))
-    df = score_samples(samples, items, k, timeout=timeout, progress=progress)
-    info = read_json(info_path) if info_path and Path(info_path).exists() else {}
-    summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit_path), info)
-    if audit_path:  # the site limit and what it left out, for the CSP table's caption
+    items = read_prompt_records(prompts)
+    drawn = read_samples(samples, [it["id"] for it in items], format, str(prompts))
+    df = score_samples(drawn, items, k, timeout=timeout, progress=progress)
+    sidecar = read_json(info) if info and Path(info).exists() else {}
+    summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit), sidecar)
+    if audit:  # the site limit and what it left out, for the CSP table's caption
         from crucible.crystal.audit_table import site_limit
 
-        summary.update(site_limit(read_json(audit_path)))
+        summary.update(site_limit(read_json(audit)))
     write_parquet(df, out, schema=SAMPLE_SCHEMA)
     write_json(summary, out_summary)
     return summary

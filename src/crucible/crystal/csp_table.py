@@ -221,6 +221,17 @@ def write_csp_table(
     return df
 
 
+def write_csp_table_from_files(
+    inputs: Iterable[str | os.PathLike],
+    published: str | os.PathLike,
+    csv: str | os.PathLike,
+    md: str | os.PathLike,
+    tex: str | os.PathLike,
+) -> pd.DataFrame:
+    """:func:`write_csp_table` of the CSP summary JSONs ``inputs`` (:func:`read_csp_summaries`)."""
+    return write_csp_table(read_csp_summaries(inputs), published, csv, md, tex)
+
+
 def read_csp_summaries(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     """CSP summaries (``results/crystal/{dataset}/csp/{responder}.json``) with their dataset added
     from the path when the summary does not carry it."""

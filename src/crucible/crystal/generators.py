@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -498,3 +499,26 @@ def generate_samples(
     if potential is not None:  # as generate(): what relaxed the candidates
         info["potential"] = dict(potential.provenance)
     return lines, info
+
+
+def write_generator_answers(
+    generator: str,
+    prompts: str | os.PathLike,
+    out: str | os.PathLike,
+    out_info: str | os.PathLike,
+    train: str | os.PathLike | None = None,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """A generator's answers to a prompts.jsonl as a response file (the LLM response format) and
+    its sidecar (parameters, timings, the potential's provenance). Returns the sidecar."""
+    from crucible.crystal import items
+    from crucible.io import write_json
+    from crucible.llm.files import read_prompt_records
+
+    train_records = items.read_jsonl(train) if train else []
+    responses, info = generate(generator, read_prompt_records(prompts), train_records, seed, params or {}, progress)
+    items.write_jsonl(responses, out)
+    write_json(info, out_info)
+    return info

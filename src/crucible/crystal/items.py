@@ -227,8 +227,8 @@ def build_item_files(
     source: str,
     dataset: str,
     inputs: list[str],
-    templates_path: str | os.PathLike,
-    template_name: str,
+    templates: str | os.PathLike,
+    template: str,
     out_prompts: str | os.PathLike,
     out_train: str | os.PathLike,
     test_fraction: float = 0.5,
@@ -248,7 +248,8 @@ def build_item_files(
     train, test = data.load_dataset(source, inputs, test_fraction, seed, limit, dataset=dataset, split_by=split_by)
     test = data.subsample(test, max_test_items, seed)
     train = data.subsample(train, max_train_items, seed)
-    template = get_template(load_templates(templates_path), template_name)
-    prompts, train_records = build_items(dataset, train, test, template_name, template)
+    prompts, train_records = build_items(
+        dataset, train, test, template, get_template(load_templates(templates), template)
+    )
     write_jsonl(prompts, out_prompts)
     write_jsonl(train_records, out_train)

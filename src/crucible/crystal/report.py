@@ -485,20 +485,20 @@ def write_table_files(
 
 
 def score_response_file(
-    prompts_path: str | os.PathLike,
-    responses_path: str | os.PathLike,
+    prompts: str | os.PathLike,
+    responses: str | os.PathLike,
     generator: str,
     out: str | os.PathLike,
     out_summary: str | os.PathLike,
-    info_path: str | os.PathLike | None = None,
+    info: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
-    progress: bool = False,
-    audit_path: str | os.PathLike | None = None,
+    progress: bool = True,
+    audit: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Score one responder's response file against the items of a prompt set: the per-item
-    scores (parquet) and their summary (JSON, with the generation sidecar ``info_path`` when it
-    exists; the de-duplicated subset and the test split's size ``test_split_items`` when the audit
-    summary ``audit_path`` is given). Returns the summary."""
+    """Score one responder's response file ``responses`` against the items of a prompt set
+    ``prompts``: the per-item scores (parquet) and their summary (JSON, with the generation sidecar
+    ``info`` when it exists; the de-duplicated subset and the test split's size ``test_split_items``
+    when the audit summary ``audit`` is given). Returns the summary."""
     from pathlib import Path
 
     from crucible.crystal.csp import prompt_groups, read_dedup_ids
@@ -506,19 +506,19 @@ def score_response_file(
     from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
 
-    items = read_prompt_records(prompts_path)
-    responses = item_responses(responses_path, items, prompts_path)
-    by_convention = score_items_by_convention(responses, items, CONVENTION_NAMES, timeout=timeout, progress=progress)
-    cut_off = cut_off_items(responses_path)
+    items = read_prompt_records(prompts)
+    answers = item_responses(responses, items, prompts)
+    by_convention = score_items_by_convention(answers, items, CONVENTION_NAMES, timeout=timeout, progress=progress)
+    cut_off = cut_off_items(responses)
     by_convention = {name: mark_cut_off(scores, cut_off) for name, scores in by_convention.items()}
     df = scores_frame(by_convention[DEFAULT_CONVENTION], items, by_convention)
-    info = read_json(info_path) if info_path and Path(info_path).exists() else {}
-    summary = summarize(df, generator, info, read_dedup_ids(audit_path), prompt_groups(items))
-    if audit_path:
+    sidecar = read_json(info) if info and Path(info).exists() else {}
+    summary = summarize(df, generator, sidecar, read_dedup_ids(audit), prompt_groups(items))
+    if audit:
         # the size of the split the items were drawn from, for the table's caption
         from crucible.crystal.audit_table import site_limit
 
-        audit_summary = read_json(audit_path)
+        audit_summary = read_json(audit)
         summary["test_split_items"] = int(audit_summary["splits"]["test"]["items"])
         summary.update(site_limit(audit_summary))
     write_parquet(df, out, schema=SCORE_SCHEMA)
@@ -533,9 +533,15 @@ def read_summaries(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     return [read_json(p) for p in paths]
 
 
+def write_table_from_files(inputs: Iterable[str], dataset: str, csv: str, md: str, tex: str) -> pd.DataFrame:
+    """:func:`write_table_files` of the summary JSONs ``inputs`` (one row each, in their order)."""
+    return write_table_files(read_summaries(inputs), dataset, csv, md, tex)
+
+
 def write_match_rate_figure(
-    summaries: list[dict[str, Any]], dataset: str, png: str | os.PathLike, pdf: str | os.PathLike
+    inputs: Iterable[str | os.PathLike], dataset: str, out_png: str | os.PathLike, out_pdf: str | os.PathLike
 ) -> None:
+    """The match rate by number of sites of the summary JSONs ``inputs`` (a bar each), as PNG and PDF."""
     from crucible.report.figures import save_figure
 
-    save_figure(match_rate_by_nsites_figure(summaries, dataset), png, pdf)
+    save_figure(match_rate_by_nsites_figure(read_summaries(inputs), dataset), out_png, out_pdf)

@@ -34,6 +34,7 @@ from crucible.crystal.scoring import CIF, STRUCTURE, TEXT
 from crucible.errors import DataValidationError
 
 FORMATS = ("jsonl", "extxyz", "cif", "responses")
+DEFAULT_K = 20  # samples per item of crystal structure prediction
 SAMPLE_ID_SEPARATOR = "#"
 
 
@@ -279,24 +280,24 @@ def single_response_samples(responses: dict[str, str | None], item_ids: Iterable
     }
 
 
-def write_repeated_prompts(prompts_path: str | os.PathLike, k: int, out: str | os.PathLike) -> None:
+def write_repeated_prompts(prompts: str | os.PathLike, k: int, out: str | os.PathLike) -> None:
     """The prompt set of :func:`repeated_prompts` for a prompts.jsonl (a language model's k answers)."""
     from crucible.crystal.items import write_jsonl
     from crucible.llm.files import read_prompt_records
 
-    write_jsonl(repeated_prompts(read_prompt_records(prompts_path), k), out)
+    write_jsonl(repeated_prompts(read_prompt_records(prompts), k), out)
 
 
 def write_generator_samples(
     generator: str,
-    prompts_path: str | os.PathLike,
+    prompts: str | os.PathLike,
     k: int,
     out: str | os.PathLike,
     out_info: str | os.PathLike,
-    train_path: str | os.PathLike | None = None,
+    train: str | os.PathLike | None = None,
     seed: int = 0,
     params: dict[str, Any] | None = None,
-    progress: bool = False,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """k samples per item of a generator as a samples file (JSON lines with ``response``) and its
     sidecar (parameters, timings). Returns the sidecar."""
@@ -304,9 +305,15 @@ def write_generator_samples(
     from crucible.io import write_json
     from crucible.llm.files import read_prompt_records
 
-    prompts = read_prompt_records(prompts_path)
-    train = items.read_jsonl(train_path) if train_path else []
-    lines, info = generators.generate_samples(generator, prompts, k, train, seed, params or {}, progress=progress)
+    lines, info = generators.generate_samples(
+        generator,
+        read_prompt_records(prompts),
+        k,
+        items.read_jsonl(train) if train else [],
+        seed,
+        params or {},
+        progress=progress,
+    )
     items.write_jsonl(lines, out)
     write_json(info, out_info)
     return info

@@ -50,6 +50,8 @@ DEFAULT_CONVENTION = "cdvae"
 CONVENTION_NAMES = tuple(CONVENTIONS)
 MATCHER_PARAMS = CONVENTIONS[DEFAULT_CONVENTION]
 TIMEOUT_S = 10.0
+# The audit's matcher calls per formula group and pass (crucible.crystal.audit): past it, unchecked
+DEFAULT_MAX_COMPARISONS = 2000
 
 # What a sample is: answer text (parsed as OpenCompass does), CIF text, or a pymatgen Structure dict.
 TEXT, CIF, STRUCTURE = "text", "cif", "structure"
