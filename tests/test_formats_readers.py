@@ -16,7 +16,6 @@ NOT_USER_FILES = {
     "io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
     "config.py": "the packaged schemas; a config section as JSON text",
     "sources.py": "config/sources.yaml, the lock, pinned archives (SHA-256 checked before reading)",
-    "catalysis/cli.py": "JSON params the rule passes",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
     "catalysis/chunks.py": "its own part files",
