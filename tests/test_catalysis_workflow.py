@@ -19,9 +19,8 @@ def test_defaults_come_from_the_schema_and_agree_with_the_library():
     spec = wf.dataset_spec({"catalysis": {"datasets": {"d": {"path": "x.json"}}}}, "d")
     assert spec["format"] == "catbench-json" and spec["filtering"] == "catbench" and spec["coefficients"] == {}
     # no tolerance unless configured: the filtering rule set's own (1e-3 eV catbench, 1e-4 eV strict)
-    assert "tolerance" not in spec and wf.clean_options(spec) == "--filtering catbench"
-    strict = {"path": "x.json", "filtering": "strict", "tolerance": 0.01}
-    assert wf.clean_options(strict) == "--filtering strict --tolerance 0.01"
+    assert "tolerance" not in spec and wf.tolerance(spec) == ""
+    assert wf.tolerance({"path": "x.json", "filtering": "strict", "tolerance": 0.01}) == "0.01"
 
 
 def test_potentials_default_to_mlip_models_and_paths_follow_them():

@@ -111,8 +111,7 @@ def _at(schema: dict, path: str):
 
 
 def _registries():
-    from crucible.catalysis.clean import FORMATS
-    from crucible.catalysis.relative import TASKS as RELATIVE_TASKS
+    from crucible.catalysis import FORMATS, RELATIVE_TASKS
     from crucible.crystal.generators import GENERATORS
     from crucible.llm.spec import BACKENDS, PARAM_KEYS
     from crucible.matbench.clean import RAW_ORIGINS

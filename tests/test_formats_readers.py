@@ -18,7 +18,6 @@ NOT_USER_FILES = {
     "sources.py": "the lock, the pinned matminer catalogue",
     "sources_file.py": "config/sources.yaml",
     "archives.py": "pinned archives (SHA-256 checked before reading)",
-    "catalysis/cli.py": "JSON params the rule passes",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
     "catalysis/chunks.py": "its own part files",

@@ -181,7 +181,7 @@ def test_catalysis_and_crystal_take_a_custom_potential_by_name():
         "crystal": {"generators": ["mlip-search"], "generator_params": {"mlip-search": {"model": "mine"}}},
     }
     assert cat_wf.problems(cfg) == []
-    assert "--custom-potentials" in cat_wf.custom_potential_arg(cfg, "mine")
+    assert json.loads(cat_wf.custom_potentials(cfg, "mine")) == {"mine": SCALED}
     crystal_wf.check_mlip_search(cfg)
     assert json.loads(crystal_wf.generator_params(cfg, "mlip-search")) == {
         "model": "mine",

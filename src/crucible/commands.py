@@ -16,6 +16,6 @@ GROUPS: dict[str, tuple[str, str]] = {
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
     "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
-    "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
+    "catalysis": ("crucible.catalysis.stages", "adsorption, surface and formation energies (CatBench semantics)"),
     "crystal": ("crucible.crystal.stages", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
 }

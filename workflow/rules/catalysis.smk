@@ -3,6 +3,7 @@
 # analysis per potential -> tables, workbook, figures. All logic in crucible.catalysis; config
 # read only through crucible.catalysis.workflow.
 # Relaxation settings and thresholds are params, so changing one reruns exactly what it affects.
+from crucible import stage
 from crucible.catalysis import workflow as catalysis_workflow
 
 
@@ -24,10 +25,9 @@ rule fetch_catalysis_dataset:
         "../../envs/fetch.yaml"
     params:
         url=lambda wc: catalysis_workflow.download_url(config, wc.cat_dataset),
-        sha256=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset).get("sha256", ""),
+        sha256=lambda wc: catalysis_workflow.sha256(config, wc.cat_dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis fetch --dataset {wildcards.cat_dataset:q} --url {params.url:q} --sha256 {params.sha256:q}"
-        " --out {output:q} 2> {log:q}"
+        stage.shell("catalysis fetch", dataset="{wildcards.cat_dataset:q}", out="{output:q}")
 
 
 rule clean_catalysis:
@@ -51,18 +51,26 @@ rule clean_catalysis:
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(
             catalysis_workflow.dataset_spec(config, wc.cat_dataset)
         ),
-        filtering=lambda wc: catalysis_workflow.clean_options(catalysis_workflow.dataset_spec(config, wc.cat_dataset)),
+        filtering=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["filtering"],
+        tolerance=lambda wc: catalysis_workflow.tolerance(catalysis_workflow.dataset_spec(config, wc.cat_dataset)),
         energy_source=lambda wc: catalysis_workflow.dataset_spec(config, wc.cat_dataset)["energy_source"],
-        sha256=lambda wc: catalysis_workflow.sha256_arg(config, wc.cat_dataset),
+        sha256=lambda wc: catalysis_workflow.sha256(config, wc.cat_dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis clean --format {params.fmt:q} --input {input:q} --coefficients {params.coefficients:q} {params.sha256}"
-        " {params.filtering} --energy-source {params.energy_source:q} --out {output.table:q}"
-        " --out-db {output.db:q} --out-card {output.card:q} --out-catbench {output.catbench:q} 2> {log:q}"
+        stage.shell(
+            "catalysis clean",
+            format="{params.fmt:q}",
+            input="{input:q}",
+            url=None,
+            out="{output.table:q}",
+            out_db="{output.db:q}",
+            out_card="{output.card:q}",
+            out_catbench="{output.catbench:q}",
+        )
 
 
 rule relax_catalysis:
     input:
-        table=rules.clean_catalysis.output.table,
+        reactions=rules.clean_catalysis.output.table,
         db=rules.clean_catalysis.output.db,
         potential=lambda wc: catalysis_workflow.potential_sources(config, wc.cat_model),
     output:
@@ -83,13 +91,17 @@ rule relax_catalysis:
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        relax=lambda wc: catalysis_workflow.relax_params(config),
+        params=lambda wc: catalysis_workflow.relax_params(config),
         n_chunks=lambda wc: catalysis_workflow.n_chunks(config),
-        custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
+        custom_potentials=lambda wc: catalysis_workflow.custom_potentials(config, wc.cat_model),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relax --reactions {input.table:q} --db {input.db:q} --model {wildcards.cat_model:q}"
-        " {params.custom} --chunk {wildcards.chunk} --n-chunks {params.n_chunks} --params {params.relax:q}"
-        " --threads {threads} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "catalysis relax",
+            model="{wildcards.cat_model:q}",
+            device=None,
+            chunk="{wildcards.chunk}",
+            out="{output:q}",
+        )
 
 
 # Potentials whose spec says gpu: the same job with a GPU request (profiles/slurm: GPU partition).
@@ -106,7 +118,7 @@ use rule relax_catalysis as relax_catalysis_gpu with:
 
 rule score_catalysis:
     input:
-        chunks=lambda wc: catalysis_workflow.chunk_files(config, wc.cat_dataset, wc.cat_model),
+        inputs=lambda wc: catalysis_workflow.chunk_files(config, wc.cat_dataset, wc.cat_model),
         card="results/catalysis/{cat_dataset}/card.json",
     output:
         analysis="results/catalysis/{cat_dataset}/analysis/{cat_model}.json",
@@ -123,8 +135,13 @@ rule score_catalysis:
     params:
         thresholds=lambda wc: catalysis_workflow.thresholds(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis score --inputs {input.chunks:q} --card {input.card:q} --model {wildcards.cat_model:q} --thresholds {params.thresholds:q}"
-        " --out {output.analysis:q} --out-reactions {output.reactions:q} --out-anomaly {output.anomaly:q} 2> {log:q}"
+        stage.shell(
+            "catalysis score",
+            model="{wildcards.cat_model:q}",
+            out="{output.analysis:q}",
+            out_reactions="{output.reactions:q}",
+            out_anomaly="{output.anomaly:q}",
+        )
 
 
 rule tabulate_catalysis:
@@ -171,13 +188,17 @@ rule tabulate_catalysis:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis tables --inputs {input:q} --out-prefix results/tables/catalysis_{wildcards.cat_dataset:q}"
-        " --out-xlsx {output.xlsx:q} 2> {log:q}"
+        stage.shell(
+            "catalysis tables",
+            inputs="{input:q}",
+            out_prefix="results/tables/catalysis_{wildcards.cat_dataset:q}",
+            out_xlsx="{output.xlsx:q}",
+        )
 
 
 rule plot_catalysis:
     input:
-        analyses=lambda wc: catalysis_workflow.analysis_files(config, wc.cat_dataset),
+        inputs=lambda wc: catalysis_workflow.analysis_files(config, wc.cat_dataset),
         reactions=lambda wc: catalysis_workflow.analysis_files(config, wc.cat_dataset, "parquet"),
     output:
         parity=report(
@@ -212,10 +233,14 @@ rule plot_catalysis:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis figures --inputs {input.analyses:q} --reactions {input.reactions:q}"
-        " --dataset {wildcards.cat_dataset:q} --out-parity {output.parity:q} {output.parity_pdf:q}"
-        " --out-parity-shifted {output.parity_shifted:q} {output.parity_shifted_pdf:q}"
-        " --out-sensitivity {output.sensitivity:q} {output.sensitivity_pdf:q} --out-model-parity {output.models:q} 2> {log:q}"
+        stage.shell(
+            "catalysis figures",
+            dataset="{wildcards.cat_dataset:q}",
+            out_parity="{output.parity:q} {output.parity_pdf:q}",
+            out_parity_shifted="{output.parity_shifted:q} {output.parity_shifted_pdf:q}",
+            out_sensitivity="{output.sensitivity:q} {output.sensitivity_pdf:q}",
+            out_model_parity="{output.models:q}",
+        )
 
 
 rule compute_relative_energies:
@@ -240,10 +265,17 @@ rule compute_relative_energies:
         coefficients=lambda wc: catalysis_workflow.coefficients_arg(
             catalysis_workflow.dataset_spec(config, wc.rel_dataset, relative=True)
         ),
-        custom=lambda wc: catalysis_workflow.custom_potential_arg(config, wc.cat_model),
+        custom_potentials=lambda wc: catalysis_workflow.custom_potentials(config, wc.cat_model),
+    # no --threads: torch's own choice
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relative --task {params.task:q} --input {input.tree:q} --coefficients {params.coefficients:q}"
-        " --model {wildcards.cat_model:q} {params.custom} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "catalysis relative",
+            input="{input.tree:q}",
+            model="{wildcards.cat_model:q}",
+            device=None,
+            threads=None,
+            out="{output:q}",
+        )
 
 
 use rule compute_relative_energies as compute_relative_energies_gpu with:
@@ -278,5 +310,4 @@ rule tabulate_relative_energies:
     params:
         out_prefix=lambda wc: catalysis_workflow.relative_table_prefix(wc.rel_task, wc.rel_dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible catalysis relative-table --task {wildcards.rel_task:q} --inputs {input:q}"
-        " --out-prefix {params.out_prefix:q} 2> {log:q}"
+        stage.shell("catalysis relative-table", task="{wildcards.rel_task:q}", inputs="{input:q}")

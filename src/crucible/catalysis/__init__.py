@@ -9,5 +9,14 @@ behaviour), ``calculation`` (K-seed relaxations of one reaction), ``chunks`` (a 
 resumable per reaction), ``analysis`` (anomaly classes, rates, MAEs, ADwT/AMDwT, gas shift),
 ``relative`` (surface and bulk-formation energies), ``report`` (tables, Excel workbook),
 ``figures`` (parity and sensitivity plots), ``demo`` (small EMT-labelled datasets in every
-format), ``workflow`` (pure functions the Snakemake rules call).
+format), ``workflow`` (pure functions the Snakemake rules call), ``stages`` (the ``crucible catalysis``
+commands, declared).
+
+The words every command and reader shares are defined here, where the command declarations can
+read them without importing a reader.
 """
+
+FORMATS = ("catbench-json", "cathub-raw", "vasp-tree")
+FILTERINGS = ("catbench", "strict")
+RELATIVE_TASKS = ("surface", "bulk_formation")
+DEFAULT_ENERGY_SOURCE = "DFT, as given by the source"

@@ -29,9 +29,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from crucible import formats
+from crucible.catalysis import FILTERINGS
 from crucible.errors import DataValidationError
 
-FILTERINGS = ("catbench", "strict")
 # |Σ stoi·E − reactionEnergy| allowed (eV): CatBench's cathub_preprocessing, and crucible's own.
 TOLERANCE = {"catbench": 1e-3, "strict": 1e-4}
 # An adslab substrate atom that sits within this distance (Å) of a clean-slab atom of its element

@@ -15,6 +15,7 @@ statistic.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -24,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from crucible.errors import DataValidationError
+
+log = logging.getLogger(__name__)
 
 CLASSES = ("reproduction_failure", "unphysical_relaxation", "adsorbate_migration", "energy_anomaly", "normal")
 SEED_FLAGS = ("ads_eng_seed", "ads_seed", "slab_seed")
@@ -473,7 +476,7 @@ def analyse(
 
 def score_calculation_files(
     inputs: Sequence[str | os.PathLike],
-    thresholds: dict[str, Any],
+    thresholds: dict[str, Any] | None,
     model: str,
     out: str | os.PathLike,
     out_reactions: str | os.PathLike,
@@ -481,8 +484,9 @@ def score_calculation_files(
     card: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Analyse a potential's calculation chunks (``relax`` outputs): the analysis JSON, the
-    per-reaction parquet and, when asked, CatBench's anomaly-detection JSON. Returns the record.
-    The dataset's ``card`` (when given) supplies the input count and hash of the Coverage row."""
+    per-reaction parquet and, when asked, CatBench's anomaly-detection JSON; log its headline
+    numbers and return the record. The dataset's ``card`` (when given) supplies the input count
+    and hash of the Coverage row; ``thresholds`` not given are the defaults."""
     from crucible.io import read_json, write_json, write_parquet
     from crucible.potentials.provenance import provenance_text
 
@@ -507,10 +511,12 @@ def score_calculation_files(
         "device": ", ".join(sorted(devices)) or "unknown",
         "input_md5": (info.get("source") or {}).get("md5"),
     }
-    record, reactions = analyse(records, Thresholds(**thresholds), model, info.get("n_reactions"), provenance)
+    record, reactions = analyse(records, Thresholds(**(thresholds or {})), model, info.get("n_reactions"), provenance)
     record["potential"] = potential
     write_json(record, out)
     if out_anomaly:
         write_json({"thresholds": record["thresholds"], **record["anomaly_detection"]}, out_anomaly)
     write_parquet(reactions, out_reactions)
+    mlip = record["mlip"]
+    log.info("%s: %s", model, {k: mlip[k] for k in ("Num_total", "Normal_rate", "MAE_total", "MAE_normal")})
     return record

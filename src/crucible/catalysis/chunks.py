@@ -183,3 +183,38 @@ def run_chunk(
     parts.rmdir()
     log.info("%s: %d reactions (%d computed, %d resumed) -> %s", model, len(records), n_computed, n_resumed, out)
     return doc
+
+
+def relax_chunk(
+    reactions: str | os.PathLike,
+    db: str | os.PathLike,
+    model: str,
+    chunk: int,
+    n_chunks: int,
+    params: dict[str, Any] | None,
+    out: str | os.PathLike,
+    device: str | None = None,
+    threads: int | None = None,
+    custom_potentials: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Relax chunk ``chunk`` of ``n_chunks`` of the reaction table ``reactions`` (structures from
+    the ASE database ``db``) with the potential ``model`` and write it to ``out``
+    (:func:`run_chunk`: resumable); ``params``: the relaxation settings, those not given the
+    defaults."""
+    from crucible.catalysis import potential as potentials
+    from crucible.catalysis.clean import load_reactions
+    from crucible.io import read_parquet
+
+    table = read_parquet(reactions)
+    groups = list(table["relax_group"]) if "relax_group" in table else None
+    ids = chunk_ids(list(table["reaction_id"]), chunk, n_chunks, groups)
+    loaded = potentials.load(model, device, threads, custom_potentials)
+    return run_chunk(
+        load_reactions(reactions, db, ids),
+        loaded.calculator,
+        params or {},
+        out,
+        model,
+        device=loaded.device,
+        potential=dict(loaded.provenance),
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from collections import Counter
@@ -21,14 +22,14 @@ from typing import Any, Iterable
 import numpy as np
 
 from crucible import sources
+from crucible.catalysis import DEFAULT_ENERGY_SOURCE, FORMATS
 from crucible.catalysis.adsorption import TOLERANCE, Reaction, Reactions, Structure, check_filtering
 from crucible.catalysis.catbench_files import read_catbench_json, write_catbench_json
 from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.vasp_tree import read_vasp_tree
 from crucible.errors import DataValidationError
 
-FORMATS = ("catbench-json", "cathub-raw", "vasp-tree")
-DEFAULT_ENERGY_SOURCE = "DFT, as given by the source"
+log = logging.getLogger(__name__)
 PIN_WHERE = "the config (catalysis.datasets.<name>.sha256)"
 
 
@@ -256,9 +257,9 @@ def load_reactions(
 
 
 def clean_input(
-    fmt: str,
-    path: str | os.PathLike,
-    out_parquet: str | os.PathLike,
+    format: str,
+    input: str | os.PathLike,
+    out: str | os.PathLike,
     out_db: str | os.PathLike,
     out_card: str | os.PathLike,
     *,
@@ -270,19 +271,20 @@ def clean_input(
     energy_source: str = DEFAULT_ENERGY_SOURCE,
     out_catbench: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Read a dataset in any supported format with ``filtering``'s rules and :func:`clean` it,
-    recording where it came from (format, path, SHA-256 of the file or tree, the MD5 that CatBench
-    stamps as ``input_md5``, and the download URL when given) in the card. ``sha256``: the
-    dataset's pin, checked before anything is read."""
-    reactions = read_dataset(fmt, path, coefficients, filtering, tolerance, sha256=sha256)
-    source: dict[str, Any] = {"format": fmt, "path": str(path), "sha256": sources.dataset_sha256(path)}
-    if file_md5(path):
-        source["md5"] = file_md5(path)
+    """Read a dataset in any supported ``format`` with ``filtering``'s rules and :func:`clean` it
+    to ``out`` (the reaction table) and its companions, recording where it came from (format,
+    path, SHA-256 of the file or tree, the MD5 that CatBench stamps as ``input_md5``, and the
+    download URL when given) in the card; log what was kept and what dropped, and why. ``sha256``:
+    the dataset's pin, checked before anything is read."""
+    reactions = read_dataset(format, input, coefficients, filtering, tolerance, sha256=sha256)
+    source: dict[str, Any] = {"format": format, "path": str(input), "sha256": sources.dataset_sha256(input)}
+    if file_md5(input):
+        source["md5"] = file_md5(input)
     if url:
         source["url"] = url
-    return clean(
+    card = clean(
         reactions,
-        out_parquet,
+        out,
         out_db,
         out_card,
         source=source,
@@ -291,3 +293,14 @@ def clean_input(
         energy_source=energy_source,
         out_catbench=out_catbench,
     )
+    log.info(
+        "%d of %d reactions kept (%s); dropped by rule %s; worst |Σ stoi·E − stated| = %.3g eV",
+        card["n_reactions"],
+        card["n_input"],
+        card["reactions_per_adsorbate"],
+        card["dropped_by_rule"],
+        card["energy_check"]["worst_abs_difference_eV"],
+    )
+    for d in card["dropped"]:
+        log.info("dropped %s (Catalysis-Hub id %s): %s", d["reaction_id"], d.get("cathub_id"), d["reason"])
+    return card

@@ -319,12 +319,10 @@ def write_formation_tree(root: str | os.PathLike) -> Path:
     return root
 
 
-def main(argv=None) -> int:
-    """``python -m crucible.catalysis.demo OUT_DIR``: the demo set in all three formats, and the
-    Catalysis-Hub rows that exercise each filtering rule."""
-    import sys
-
-    out = Path((argv or sys.argv[1:])[0])
+def write_demo(out_dir: str | os.PathLike) -> Path:
+    """The demo set in all three formats under ``out_dir``, the Catalysis-Hub rows that exercise
+    each filtering rule, and a surface and a formation tree."""
+    out = Path(out_dir)
     reactions = build_reactions()
     write_catbench_json(reactions, out / "emt-demo_adsorption.json")
     write_cathub_raw(reactions, out / "emt-demo_cathub.json")
@@ -332,6 +330,14 @@ def main(argv=None) -> int:
     write_vasp_tree(reactions, out / "emt-demo_vasp")
     write_surface_tree(out / "emt-demo_surface")
     write_formation_tree(out / "emt-demo_formation")
+    return out
+
+
+def main(argv=None) -> int:
+    """``python -m crucible.catalysis.demo OUT_DIR``: :func:`write_demo`."""
+    import sys
+
+    write_demo((argv or sys.argv[1:])[0])
     return 0
 
 

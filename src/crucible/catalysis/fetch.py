@@ -26,10 +26,12 @@ def dataset_url(template: str, name: str) -> str:
         raise CrucibleError(f"url template {template!r}: only {{name}} may be used ({exc})") from None
 
 
-def fetch_dataset(dataset: str, url: str, sha256: str | None, dest: str | os.PathLike) -> Path:
+def fetch_dataset(dataset: str, url: str, sha256: str | None, out: str | os.PathLike) -> Path:
+    """Download ``url`` to ``out`` when its SHA-256 is ``sha256``; without a pin download it,
+    name its SHA-256 and write nothing."""
     from crucible import sources
 
-    dest = Path(dest)
+    dest = Path(out)
     filename = url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or f"{dataset}.json"
     if sha256:
         return sources.fetch(

@@ -113,31 +113,32 @@ def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
 
 
 def write_figure_files(
-    analysis_paths: Sequence[str | os.PathLike],
-    reaction_paths: Sequence[str | os.PathLike],
+    inputs: Sequence[str | os.PathLike],
+    reactions: Sequence[str | os.PathLike],
     dataset: str,
-    parity: Sequence[str | os.PathLike],
-    sensitivity: Sequence[str | os.PathLike],
-    parity_shifted: Sequence[str | os.PathLike] = (),
-    model_parity: Sequence[str | os.PathLike] = (),
+    out_parity: Sequence[str | os.PathLike],
+    out_sensitivity: Sequence[str | os.PathLike],
+    out_parity_shifted: Sequence[str | os.PathLike] | None = (),
+    out_model_parity: Sequence[str | os.PathLike] | None = (),
 ) -> None:
     """Parity (all potentials, and gas-shifted when asked), threshold sensitivity and one parity
-    plot per potential (``model_parity`` in analysis order), from the ``score`` outputs."""
+    plot per potential (``out_model_parity`` in analysis order), from the ``score`` outputs:
+    ``inputs`` its analysis JSONs, ``reactions`` its per-reaction parquets."""
     from crucible.io import read_json, read_parquet
     from crucible.report.figures import save_figure
 
-    analyses = [read_json(p) for p in analysis_paths]
-    reactions = {}
-    for p in reaction_paths:
+    analyses = [read_json(p) for p in inputs]
+    by_model = {}
+    for p in reactions:
         df = read_parquet(p)
-        reactions[str(df["model"].iloc[0]) if len(df) else p] = df
+        by_model[str(df["model"].iloc[0]) if len(df) else p] = df
     order = [a["model"] for a in analyses]
-    reactions = {m: reactions[m] for m in order if m in reactions}
-    save_figure(parity_figure(reactions, dataset), *parity)
-    if parity_shifted:
-        save_figure(parity_figure(reactions, dataset, shifted=True), *parity_shifted)
+    by_model = {m: by_model[m] for m in order if m in by_model}
+    save_figure(parity_figure(by_model, dataset), *out_parity)
+    if out_parity_shifted:
+        save_figure(parity_figure(by_model, dataset, shifted=True), *out_parity_shifted)
     save_figure(
-        sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, dataset), *sensitivity
+        sensitivity_figure({a["model"]: pd.DataFrame(a["sensitivity"]) for a in analyses}, dataset), *out_sensitivity
     )
-    for model, path in zip(order, model_parity or []):
-        save_figure(single_parity_figure(reactions[model], dataset, model), path)
+    for model, path in zip(order, out_model_parity or []):
+        save_figure(single_parity_figure(by_model[model], dataset, model), path)

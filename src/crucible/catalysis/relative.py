@@ -22,10 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from crucible.catalysis import RELATIVE_TASKS
 from crucible.catalysis.vasp_tree import read_vasp_dir, refuse_links
 from crucible.errors import DataValidationError
 
-TASKS = ("surface", "bulk_formation")
 EV_PER_A2_TO_J_PER_M2 = 16.021766208
 UNITS = {"surface": "J/m²", "bulk_formation": "eV/atom"}
 
@@ -81,8 +81,8 @@ def _formation_value(parts, energies) -> float:
 def run_relative(task: str, systems: Sequence[dict[str, Any]], calc, model: str) -> pd.DataFrame:
     from crucible.potentials.energies import single_energy
 
-    if task not in TASKS:
-        raise DataValidationError(f"relative task {task!r}: one of {TASKS}")
+    if task not in RELATIVE_TASKS:
+        raise DataValidationError(f"relative task {task!r}: one of {RELATIVE_TASKS}")
     value = _surface_value if task == "surface" else _formation_value
     rows = []
     for s in systems:
@@ -121,3 +121,27 @@ def relative_table(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def write_relative_energies(
+    task: str,
+    input: str | os.PathLike,
+    model: str,
+    out: str | os.PathLike,
+    coefficients: dict[str, dict[str, float]] | None = None,
+    device: str | None = None,
+    threads: int | None = None,
+    custom_potentials: dict[str, Any] | None = None,
+) -> pd.DataFrame:
+    """The ``task``'s energies of the VASP tree ``input`` with the potential ``model``, written to
+    ``out`` (parquet, the potential's provenance in its metadata); ``coefficients``: the compounds
+    of a bulk_formation tree."""
+    from crucible.catalysis import potential as potentials
+    from crucible.io import write_parquet
+    from crucible.potentials.provenance import provenance_metadata
+
+    systems = read_surface_tree(input) if task == "surface" else read_formation_tree(input, coefficients or {})
+    loaded = potentials.load(model, device, threads, custom_potentials)
+    frame = run_relative(task, systems, loaded.calculator, model)
+    write_parquet(frame, out, metadata=provenance_metadata(loaded))
+    return frame

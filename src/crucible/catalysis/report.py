@@ -414,37 +414,37 @@ def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "m
 
 
 def write_table_files(
-    analysis_paths: Sequence[str | os.PathLike], prefix: str, xlsx: str | os.PathLike | None = None
+    inputs: Sequence[str | os.PathLike], out_prefix: str, out_xlsx: str | os.PathLike | None = None
 ) -> list[str]:
     """:func:`write_tables` (and the workbook) of the potentials' analysis JSONs, in the time
     unit the analyses were made with."""
     from crucible.io import read_json
 
-    analyses = [read_json(p) for p in analysis_paths]
+    analyses = [read_json(p) for p in inputs]
     unit = analyses[0]["thresholds"].get("time_unit", "ms") if analyses else "ms"
-    written = write_tables(analyses, prefix, unit)
-    if xlsx:
-        write_workbook(analyses, xlsx, unit)
-        written.append(str(xlsx))
+    written = write_tables(analyses, out_prefix, unit)
+    if out_xlsx:
+        write_workbook(analyses, out_xlsx, unit)
+        written.append(str(out_xlsx))
     return written
 
 
-def write_relative_table(frame_paths: Sequence[str | os.PathLike], task: str, prefix: str) -> None:
-    """``{prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
+def write_relative_table(inputs: Sequence[str | os.PathLike], task: str, out_prefix: str) -> None:
+    """``{out_prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
     from crucible.catalysis.relative import UNITS, relative_table
     from crucible.io import read_parquet
     from crucible.potentials.provenance import provenance_text, read_provenance
     from crucible.report.tables import write_table
 
     unit = UNITS[task]
-    table = relative_table([read_parquet(p) for p in frame_paths])
+    table = relative_table([read_parquet(p) for p in inputs])
     # what ran, as stored with each potential's energies (one file per potential, in table order)
-    table["potential"] = [provenance_text(read_provenance(p)) for p in frame_paths]
+    table["potential"] = [provenance_text(read_provenance(p)) for p in inputs]
     write_table(
         table,
-        csv=f"{prefix}.csv",
-        md=f"{prefix}.md",
-        tex=f"{prefix}.tex",
+        csv=f"{out_prefix}.csv",
+        md=f"{out_prefix}.md",
+        tex=f"{out_prefix}.tex",
         digits=3,
         title=f"Relative energies: {task}",
         caption=f"Per potential, over the {int(table['n_systems'].max()) if len(table) else 0} systems of the "

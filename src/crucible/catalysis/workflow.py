@@ -33,7 +33,7 @@ from crucible import config as _config
 from crucible.catalysis.calculation import DEFAULTS
 from crucible.errors import ConfigError
 from crucible.families import Family
-from crucible.workflow import alternation, flag
+from crucible.workflow import alternation
 
 THRESHOLD_KEYS = (
     "disp_thrs",
@@ -170,9 +170,10 @@ def dataset_spec(config: dict, name: str, relative: bool = False) -> dict:
     return (relative_datasets(config) if relative else datasets(config))[name]
 
 
-def sha256_arg(config: dict, name: str) -> str:
-    """``--sha256 <pin>`` of a dataset that has one: the clean job checks the file it reads."""
-    return flag("--sha256", dataset_spec(config, name).get("sha256"))
+def sha256(config: dict, name: str) -> str:
+    """A dataset's pin ("" for none): the fetch job checks the download, the clean job the file
+    it reads."""
+    return dataset_spec(config, name).get("sha256") or ""
 
 
 def download_url(config: dict, name: str) -> str:
@@ -194,7 +195,7 @@ def relative_files(config: dict, name: str) -> list[str]:
     return [f"results/catalysis/relative/{name}/{m}.parquet" for m in models(config)]
 
 
-# The tasks of `catalysis.relative` entries (the schema's enum; crucible.catalysis.relative.TASKS).
+# The tasks of `catalysis.relative` entries (the schema's enum; crucible.catalysis.RELATIVE_TASKS).
 RELATIVE_TASKS = "surface|bulk_formation"
 
 
@@ -231,20 +232,16 @@ def final_outputs(config: dict) -> list[str]:
     return out
 
 
-def clean_options(spec: dict) -> str:
-    """The filtering flags of ``crucible catalysis clean`` for one dataset: CatBench's rules unless
-    ``filtering: strict``; a configured ``tolerance`` replaces the rule set's own."""
-    flags = f"--filtering {spec.get('filtering', 'catbench')}"
-    if spec.get("tolerance") is not None:
-        flags += f" --tolerance {float(spec['tolerance'])!r}"
-    return flags
+def tolerance(spec: dict) -> str:
+    """A dataset's configured energy tolerance (eV), "" for the filtering rule set's own."""
+    return "" if spec.get("tolerance") is None else repr(float(spec["tolerance"]))
 
 
-def custom_potential_arg(config: dict, model: str) -> str:
-    """``--custom-potentials`` for a job running ``model`` when it is a user's potential."""
-    from crucible.potentials.workflow import custom_potential_arg as arg
+def custom_potentials(config: dict, model: str) -> str:
+    """The user's potential ``model`` as JSON ``{model: entry}``; "" for a registered one."""
+    from crucible.potentials.workflow import custom_potential_json
 
-    return arg(config, model)
+    return custom_potential_json(config, model)
 
 
 def potential_sources(config: dict, model: str) -> list[str]:

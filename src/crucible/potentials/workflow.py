@@ -143,16 +143,19 @@ def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
     return [(source / rel).relative_to(here).as_posix() for rel, _ in files]
 
 
+def custom_potential_json(config: dict[str, Any], name: str) -> str:
+    """``{name: entry}`` as JSON for a job running the user's potential ``name`` (only its own
+    entry: a changed class or params reruns its jobs and no other); "" for a registered one. The
+    same entry gives the same JSON under either config key."""
+    custom = custom_potentials(config)
+    return json.dumps({name: custom[name]}, sort_keys=True) if name in custom else ""
+
+
 def custom_potential_arg(config: dict[str, Any], name: str) -> str:
-    """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
-    (only its own entry: a changed class or params reruns its jobs and no other); "" for a
-    registered one. The same entry gives the same flag under either config key."""
+    """:func:`custom_potential_json` as the flag ``--custom-potentials '<json>'`` (or nothing)."""
     from crucible.workflow import flag
 
-    custom = custom_potentials(config)
-    if name not in custom:
-        return ""
-    return flag("--custom-potentials", json.dumps({name: custom[name]}, sort_keys=True))
+    return flag("--custom-potentials", custom_potential_json(config, name))
 
 
 def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str, Meaning]:
