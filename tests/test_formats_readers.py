@@ -33,9 +33,7 @@ NOT_USER_FILES = {
     "matbench/cli_user.py": "JSON params the rule passes",
     "matbench/clean.py": "the pinned composition mirror",
     "matbench/resultsfile.py": "a results file, bounded by formats.read_bytes; the text it just wrote",
-    "mlip/cli.py": "JSON params the rule passes",
     "models/comp_transformer/estimator.py": "its own saved model",
-    "reactions/cli.py": "JSON params the rule passes",
     "reactions/report.py": "its own tables and question files",
     "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",
     "report/front_page.py": "Snakemake's benchmark files",
@@ -44,6 +42,7 @@ NOT_USER_FILES = {
     "fingerprint.py": "its own digest cache",
     "llm/generate.py": "a model's reply text, checked against its prompt's schema",
     "identity.py": "crucible's source files, its own identity records, name book and digest cache, CRUCIBLE_JOB",
+    "stage.py": "JSON params the rule passes",
 }
 
 

@@ -1,7 +1,7 @@
 """crucible: every pipeline stage runnable without Snakemake.
 
 ``crucible <group> <command> [options]``. Each group's commands are declared in its own module
-(``STAGES``, see crucible.stage; the sources and names groups build their parser with
+(``STAGES``, see crucible.stage; a group not yet declared builds its parser with
 ``configure_parser(parser)``); only the group that is asked for is imported, and of it only the
 function of the command that runs, so that a quick command does not pay for importing torch or
 pymatgen.
@@ -20,13 +20,13 @@ from crucible.errors import CrucibleError
 from crucible.identity import JobRecord, log_imported_modules
 
 GROUPS: dict[str, tuple[str, str]] = {
-    "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
-    "names": ("crucible.identity_cli", "what each configured name means in this results folder; forget one"),
+    "sources": ("crucible.sources_stages", "fetch raw artifacts and verify their SHA-256"),
+    "names": ("crucible.identity_stages", "what each configured name means in this results folder; forget one"),
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
-    "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
-    "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
+    "features": ("crucible.features.stages", "composition and structure features, one file per task table"),
+    "mlip": ("crucible.mlip.stages", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
-    "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
+    "llm": ("crucible.llm.stages", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.cli", "adsorption, surface and formation energies (CatBench semantics)"),
     "crystal": ("crucible.crystal.cli", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
 }

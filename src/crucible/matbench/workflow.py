@@ -193,6 +193,16 @@ def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
     return " ".join(a for a in args if a)
 
 
+def matminer_url_prefix(config: dict[str, Any]) -> str:
+    """The matminer downloads' mirror (``--url-prefix``), "" for upstream."""
+    return _section(config)["matminer"].get("url_prefix") or ""
+
+
+def matminer_sha256(config: dict[str, Any], task: str) -> str:
+    """The pin of a mirror's copy of ``task``'s matminer download (``--sha256``), "" for none."""
+    return _section(config)["matminer"].get("sha256", {}).get(task) or ""
+
+
 def data_file(task: str) -> str:
     return f"results/matbench/data/{task}.parquet"
 

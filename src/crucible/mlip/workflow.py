@@ -92,18 +92,20 @@ def eos_format() -> int:
     return EOS_FORMAT
 
 
-def custom_potential_arg(config: dict[str, Any], name: str) -> str:
-    """``--custom-potentials '{name: entry}'`` for a job running the user's potential ``name``
-    (only its own entry: a changed class or params reruns its jobs and no other); "" for a
-    registered one."""
+def custom_potential(config: dict[str, Any], name: str) -> str:
+    """The JSON ``{name: entry}`` a job running the user's potential ``name`` is handed (only its
+    own entry: a changed class or params reruns its jobs and no other); "" for a registered one."""
     import json
 
+    custom = custom_potentials(config)
+    return json.dumps({name: custom[name]}, sort_keys=True) if name in custom else ""
+
+
+def custom_potential_arg(config: dict[str, Any], name: str) -> str:
+    """``--custom-potentials '{name: entry}'`` (:func:`custom_potential`), "" for a registered one."""
     from crucible.workflow import flag
 
-    custom = custom_potentials(config)
-    if name not in custom:
-        return ""
-    return flag("--custom-potentials", json.dumps({name: custom[name]}, sort_keys=True))
+    return flag("--custom-potentials", custom_potential(config, name))
 
 
 def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str, Meaning]:
