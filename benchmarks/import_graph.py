@@ -67,6 +67,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "crucible.sources_file",
         "crucible.sources",
         "crucible.sources_workflow",
+        "crucible.artifacts",
         "crucible.models",
         "crucible.potentials",
         "crucible.features",
@@ -84,8 +85,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # What runs over all families: the command line, the identity's own command, the run summary.
     "top": (
         "crucible.cli",
-        "crucible.identity_cli",
-        "crucible.sources_cli",
+        "crucible.identity_stages",
+        "crucible.sources_stages",
         "crucible.run_summary",
         "crucible.__main__",
     ),

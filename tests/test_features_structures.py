@@ -117,7 +117,8 @@ def test_cache_holds_each_distinct_structure_once_and_is_deterministic(tmp_path)
     b = _table(tmp_path / "b.parquet", li_o[20:] + li_o[:5])
     out1 = tmp_path / "1" / scm_cache_filename()
     out2 = tmp_path / "2" / scm_cache_filename()
-    assert build_scm_cache([a, b], out1) == 47
+    build_scm_cache([a, b], out1)
+    assert pq.read_metadata(out1).num_rows == 47
     build_scm_cache([b, a], out2)
     assert out1.read_bytes() == out2.read_bytes()
     hashes = [structure_hash(s.to_json()) for s in li_o]
@@ -139,7 +140,8 @@ def test_cache_refuses_other_versions_and_names_missing_structures(tmp_path):
     # the DAG's per-task files: the directory carries the version
     with pytest.raises(StaleCacheError, match="does not carry this featurizer's version"):
         build_scm_cache([table], tmp_path / "scm-0-old" / "matbench_jdft2d.parquet")
-    assert build_scm_cache([table], tmp_path / scm_cache_dirname() / "matbench_jdft2d.parquet") == 3
+    build_scm_cache([table], tmp_path / scm_cache_dirname() / "matbench_jdft2d.parquet")
+    assert pq.read_metadata(tmp_path / scm_cache_dirname() / "matbench_jdft2d.parquet").num_rows == 3
     out = tmp_path / scm_cache_filename()
     build_scm_cache([table], out)
     with pytest.raises(DataValidationError, match="1 structures are not in the cache"):

@@ -34,7 +34,6 @@ NOT_USER_FILES = {
     "matbench/cli_user.py": "JSON params the rule passes",
     "matbench/clean.py": "the pinned composition mirror",
     "matbench/resultsfile.py": "a results file, bounded by formats.read_bytes; the text it just wrote",
-    "mlip/cli.py": "JSON params the rule passes",
     "models/comp_transformer/estimator.py": "its own saved model",
     "reactions/report.py": "its own tables and question files",
     "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",

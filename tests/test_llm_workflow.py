@@ -57,7 +57,6 @@ def test_response_targets_for_a_benchmark():
 
 def test_rule_params_and_the_family_target():
     cfg = config()
-    assert workflow.replay_flag([]) == "" and workflow.replay_flag(["a b.jsonl"]) == "--replay-file 'a b.jsonl'"
     assert workflow.cache_dir({}) == "results/llm/cache"
     assert workflow.wildcard_constraints(cfg, ["transformers"])["llm_model"] == "tiny"
     # `snakemake llm`: every response file a benchmark asks for, nothing when none asks

@@ -198,11 +198,9 @@ def test_raw_files_and_provenance_by_source():
         source="matminer", matminer={"url_prefix": "http://127.0.0.1:9/x", "sha256": {"matbench_steels": "cd" * 32}}
     )
     assert raw_files.raw_task_file(mirror, "matbench_steels") == "resources/downloads/matbench_steels.json.gz"
-    assert (
-        raw_files.matminer_fetch_args(mirror, "matbench_steels")
-        == f"--url-prefix http://127.0.0.1:9/x --sha256 {'cd' * 32}"
-    )
-    assert raw_files.matminer_fetch_args(mirror, "matbench_glass") == "--url-prefix http://127.0.0.1:9/x"
+    assert raw_files.matminer_url_prefix(mirror) == "http://127.0.0.1:9/x"
+    assert raw_files.matminer_sha256(mirror, "matbench_steels") == "cd" * 32
+    assert raw_files.matminer_sha256(mirror, "matbench_glass") == ""
     assert raw_files.raw_provenance(mirror, sources, "matbench_steels").endswith("=" + "cd" * 32)
 
 
@@ -216,7 +214,7 @@ def test_pins_travel_to_the_jobs_that_read_the_files():
     )
     assert raw_files.raw_pin(mirror, sources, "matbench_steels") == "cd" * 32
     spaced = _config(source="matminer", matminer={"url_prefix": "/my mirror/x"})
-    assert raw_files.matminer_fetch_args(spaced, "matbench_steels") == "--url-prefix '/my mirror/x'"
+    assert raw_files.matminer_url_prefix(spaced) == "/my mirror/x"
 
 
 def test_predictions_are_listed_in_task_then_fold_order():

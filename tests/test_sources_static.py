@@ -15,7 +15,7 @@ import yaml
 
 from helpers import REPO, SOURCES_FILE
 
-SOURCES_MODULES = {"sources.py", "sources_file.py", "sources_cli.py", "sources_workflow.py"}
+SOURCES_MODULES = {"sources.py", "sources_file.py", "sources_workflow.py"}
 TEXT_SUFFIXES = {".py", ".smk", ".yaml", ".yml", ".rst", ".md", ".txt", ".cfg", ".toml", ".json", ".jsonl"}
 # a string literal that is, or holds, a path component "extracted" (prose such as "after it was
 # extracted" is no path)

@@ -41,8 +41,8 @@ def test_extract_rule_takes_archives_and_their_members():
 
 def test_mirror_comes_from_the_config_key_the_artifact_names():
     cfg = {"crystal": {"cdvae_url_prefix": "http://127.0.0.1:9/my mirror"}}
-    assert swf.mirror_args(cfg, DOC, "set-train") == "--url-prefix 'http://127.0.0.1:9/my mirror'"
-    assert swf.mirror_args({}, DOC, "set-train") == "" and swf.mirror_args(cfg, DOC, "pkg-1.0") == ""
+    assert swf.mirror_url_prefix(cfg, DOC, "set-train") == "http://127.0.0.1:9/my mirror"
+    assert swf.mirror_url_prefix({}, DOC, "set-train") == "" and swf.mirror_url_prefix(cfg, DOC, "pkg-1.0") == ""
 
 
 def test_every_role_of_the_real_file_is_made_by_a_rule():

@@ -1,7 +1,7 @@
 """crucible: every pipeline stage runnable without Snakemake.
 
 ``crucible <group> <command> [options]``. Each group's commands are declared in its own module
-(``STAGES``, see crucible.stage; the sources and names groups build their parser with
+(``STAGES``, see crucible.stage; a group not yet declared builds its parser with
 ``configure_parser(parser)``); only the group that is asked for is imported, and of it only the
 function of the command that runs, so that a quick command does not pay for importing torch or
 pymatgen.

@@ -9,13 +9,13 @@ module as a dispatcher, not as an import of every group.
 from __future__ import annotations
 
 GROUPS: dict[str, tuple[str, str]] = {
-    "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
-    "names": ("crucible.identity_cli", "what each configured name means in this results folder; forget one"),
+    "sources": ("crucible.sources_stages", "fetch raw artifacts and verify their SHA-256"),
+    "names": ("crucible.identity_stages", "what each configured name means in this results folder; forget one"),
     "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
-    "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
-    "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
+    "features": ("crucible.features.stages", "composition and structure features, one file per task table"),
+    "mlip": ("crucible.mlip.stages", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
-    "llm": ("crucible.llm.cli", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
+    "llm": ("crucible.llm.stages", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.stages", "adsorption, surface and formation energies (CatBench semantics)"),
     "crystal": ("crucible.crystal.stages", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
 }

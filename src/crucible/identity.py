@@ -312,3 +312,29 @@ class JobRecord:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_json({"identity": identity, **body, "output": output}, path)
         return identity
+
+
+# The ``crucible names`` commands: what a person asks of a results folder's record of names.
+def show_names(book: str | os.PathLike = NAME_BOOK_FILE) -> None:
+    """Every recorded name, its meaning's digest and spec, one per line."""
+    names = read_name_book(book)
+    if not names:
+        print(f"{book}: no names recorded yet")
+    for key, entry in sorted(names.items()):
+        print(f"{key}\t{short(entry['digest'])}\t{canonical_json(entry['spec'])}")
+
+
+def forget(keys: Iterable[str], book: str | os.PathLike = NAME_BOOK_FILE) -> None:
+    """:func:`forget_names`, saying what the next run does about each."""
+    for key in forget_names(keys, book):
+        print(f"forgot {key}: the next run records its meaning anew and reruns the jobs made of it")
+
+
+def show_record(output: str | os.PathLike) -> int:
+    """The identity record of one output as JSON; exit status 1 when it has none."""
+    record = read_record(output)
+    if record is None:
+        print(f"{output}: no identity record (not made by a workflow job of this version)")
+        return 1
+    print(json.dumps(record, indent=2, sort_keys=True))
+    return 0

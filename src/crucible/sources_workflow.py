@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from crucible.errors import ConfigError
-from crucible.workflow import alternation, flag
+from crucible.workflow import alternation
 
 
 def _artifacts(sources: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -56,10 +56,10 @@ def member_pattern(sources: dict[str, Any]) -> str:
     return alternation({m for spec in _artifacts(sources).values() for m in spec.get("members") or {}})
 
 
-def mirror_args(config: dict[str, Any], sources: dict[str, Any], artifact: str) -> str:
-    """``--url-prefix <mirror>`` when the config key the artifact's ``mirror_config`` names is set."""
+def mirror_url_prefix(config: dict[str, Any], sources: dict[str, Any], artifact: str) -> str:
+    """The mirror (``--url-prefix``) when the config key the artifact's ``mirror_config`` names is set, else ""."""
     key = _artifacts(sources)[artifact].get("mirror_config")
     value: Any = config
     for part in (key or "").split(".") if key else []:
         value = value.get(part) if isinstance(value, dict) else None
-    return flag("--url-prefix", value) if key else ""
+    return str(value) if key and value else ""

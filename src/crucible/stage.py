@@ -51,11 +51,13 @@ class Arg:
     role: str = PARAM
     type: Callable[[str], Any] | None = None
     default: Any = REQUIRED
-    many: bool = False  # one or more values after the flag
+    many: bool | int = False  # one or more values after the flag; an int: exactly that many
     repeat: bool = False  # the flag repeated, each with one value
     choices: Sequence[Any] | None = None
     flag: bool = False  # a switch: present or not
     per: str | None = None  # as many values as the argument named here
+    positional: bool = False  # given without a flag (a command a person types, never a rule)
+    metavar: str | tuple[str, ...] | None = None  # the value's name in --help
 
     @property
     def option(self) -> str:
@@ -105,6 +107,8 @@ class Stage:
     omp_threads: bool = False
     # a longer text under the usage line of --help
     description: str | None = None
+    # False: its jobs have no identity (a download, whose pin is its identity): no CRUCIBLE_JOB
+    identified: bool = True
 
     def __post_init__(self):
         names = [a.name for a in self.args]
@@ -128,11 +132,19 @@ class Stage:
 
 def _add_argument(parser: argparse.ArgumentParser | Any, arg: Arg, required: bool) -> None:
     kw: dict[str, Any] = {"help": arg.help, "dest": arg.name}
+    if arg.metavar is not None:
+        kw["metavar"] = arg.metavar
+    if arg.positional:
+        del kw["dest"]  # argparse names a positional by its dest
+        parser.add_argument(arg.name, nargs="+" if arg.many else None, **kw)
+        return
     if arg.flag:
         parser.add_argument(arg.option, action="store_true", **kw)
         return
     if arg.repeat:
         kw["action"] = "append"
+    elif arg.many is not True and arg.many:
+        kw["nargs"] = arg.many
     elif arg.many:
         kw["nargs"] = "+" if arg.required else "*"
     if arg.type is not None:
@@ -260,7 +272,7 @@ def shell(command: str, **sources: str | None) -> str:
     unknown = sorted(set(sources) - {a.name for a in stage.args})
     if unknown:
         raise ConfigError(f"crucible {command} has no argument {', '.join(unknown)}")
-    words = [JOB_PREFIX.strip()]
+    words = [JOB_PREFIX.strip()] if stage.identified else []
     if stage.omp_threads:
         words.append("OMP_NUM_THREADS={threads}")
     words += ["crucible", group, verb]
@@ -270,7 +282,7 @@ def shell(command: str, **sources: str | None) -> str:
             if arg.required:
                 raise ConfigError(f"crucible {command}: {arg.option} is required")
             continue
-        if arg.repeat or arg.flag:
+        if arg.repeat or arg.flag or arg.positional:
             words.append(value)
         elif arg.required or arg.many:
             words.append(f"{arg.option} {value}")

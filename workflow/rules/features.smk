@@ -3,6 +3,7 @@
 # and the predictions made from them -- never change when other tasks join or leave the run.
 # The directory carries the featurizer version (matminer, element tables, our code), so a change
 # there makes new files rather than reusing stale numbers.
+from crucible import stage
 
 
 rule build_magpie_features:
@@ -23,7 +24,7 @@ rule build_magpie_features:
         mem_mb=4000,
         runtime=20,
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible features build --data {input:q} --out {output:q} 2> {log:q}"
+        stage.shell("features build", data="{input:q}", out="{output:q}")
 
 
 # Structure features (issue 16): every distinct structure of the table featurized once, keyed by
@@ -46,7 +47,7 @@ rule build_structure_features:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible features build-structures --data {input:q} --out {output:q} 2> {log:q}"
+        stage.shell("features build-structures", data="{input:q}", out="{output:q}")
 
 
 # Pretrained-potential embeddings: a GPU job on a cluster (runs on the CPU when there is none).
@@ -69,5 +70,10 @@ rule build_mlip_embeddings:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible features build-embeddings --model chgnet-0.3.0 --data {input:q} --threads {threads} "
-        "--out {output:q} 2> {log:q}"
+        stage.shell(
+            "features build-embeddings",
+            data="{input:q}",
+            model="chgnet-0.3.0",
+            device=None,
+            out="{output:q}",
+        )

@@ -4,6 +4,7 @@
 # a second's copy out of a local archive that is not worth a cluster job.
 import os
 
+from crucible import stage
 from crucible import sources_workflow as sources_wf
 
 
@@ -30,11 +31,18 @@ rule fetch_artifact:
         artifact=lambda wc: sources_wf.artifact_saved_as(SOURCES, wc.filename),
         # a version bump (new url and pin) changes it: the artifact is fetched again
         pin=lambda wc: sources_wf.download_pin(SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
-        mirror=lambda wc: sources_wf.mirror_args(config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
+        url_prefix=lambda wc: sources_wf.mirror_url_prefix(
+            config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)
+        ),
         sources=SOURCES_FILE,
     shell:
-        "crucible sources fetch --artifact {params.artifact:q} --sources {params.sources:q} {params.mirror} "
-        "--lock resources/sources.lock.json --out {output:q} 2> {log:q}"
+        stage.shell(
+            "sources fetch",
+            matminer_task=None,
+            sha256=None,
+            lock="resources/sources.lock.json",
+            out="{output:q}",
+        )
 
 
 # One job per member, not per archive: a member deleted after an edit (what the read-time check
@@ -58,5 +66,9 @@ rule extract_member:
         sources=SOURCES_FILE,
         out_dir=lambda wc, output: os.path.dirname(output[0]),
     shell:
-        "crucible sources extract --artifact {wildcards.artifact:q} --sources {params.sources:q} "
-        "--archive {input:q} --members {wildcards.member:q} --out-dir {params.out_dir:q} 2> {log:q}"
+        stage.shell(
+            "sources extract",
+            artifact="{wildcards.artifact:q}",
+            archive="{input:q}",
+            members="{wildcards.member:q}",
+        )

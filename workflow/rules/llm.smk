@@ -8,13 +8,14 @@
 # transformers models run in generate_llm_responses_gpu (gpu=1: the SLURM profile sends it to the
 # GPU partition); openai and replay models need no GPU and run in generate_llm_responses.
 # Own wildcard names (llm_*) so that no family's global constraints apply.
+from crucible import stage
 from crucible.llm import workflow as llm_workflow
 
 
 rule generate_llm_responses:
     input:
         prompts="results/{llm_benchmark}/{llm_dataset}/prompts.jsonl",
-        replay=lambda wc: llm_workflow.replay_input(config, wc.llm_model, wc.llm_benchmark, wc.llm_dataset),
+        replay_file=lambda wc: llm_workflow.replay_input(config, wc.llm_model, wc.llm_benchmark, wc.llm_dataset),
     output:
         responses="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.jsonl",
         record="results/{llm_benchmark}/{llm_dataset}/responses/{llm_model}.json",
@@ -31,15 +32,18 @@ rule generate_llm_responses:
         mem_mb=lambda wc, attempt: 2000 * attempt,
         runtime=lambda wc, attempt: 240 * attempt,
     params:
-        spec_sha256=lambda wc: llm_workflow.model_sha256(config, wc.llm_model),
+        model_sha256=lambda wc: llm_workflow.model_sha256(config, wc.llm_model),
         config_files=llm_workflow.config_file_flags(workflow.configfiles, workflow.overwrite_configfiles),
         cache_dir=llm_workflow.cache_dir(config),
-        replay=lambda wc, input: llm_workflow.replay_flag(input.replay),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible llm generate --prompts {input.prompts:q} --model {wildcards.llm_model:q} {params.config_files}"
-        " --model-sha256 {params.spec_sha256}"
-        " --cache-dir {params.cache_dir:q} {params.replay} --threads {threads} --out {output.responses:q} --out-record {output.record:q}"
-        " 2> {log:q}"
+        stage.shell(
+            "llm generate",
+            model="{wildcards.llm_model:q}",
+            config_file="{params.config_files}",
+            model_spec=None,
+            out="{output.responses:q}",
+            out_record="{output.record:q}",
+        )
 
 
 use rule generate_llm_responses as generate_llm_responses_gpu with:

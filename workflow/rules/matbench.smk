@@ -2,6 +2,7 @@
 # models) -> score -> results file.
 # Thin rules: paths, target lists and params come from crucible.matbench.workflow (raw files and
 # their pins: crucible.matbench.raw_files).
+from crucible import stage
 from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
 
@@ -24,9 +25,17 @@ rule fetch_matminer_dataset:
     conda:
         "../../envs/fetch.yaml"
     params:
-        mirror=lambda wc: matbench_raw.matminer_fetch_args(config, wc.task),
+        url_prefix=lambda wc: matbench_raw.matminer_url_prefix(config),
+        sha256=lambda wc: matbench_raw.matminer_sha256(config, wc.task),
     shell:
-        "crucible sources fetch --matminer-task {wildcards.task} {params.mirror} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "sources fetch",
+            artifact=None,
+            matminer_task="{wildcards.task:q}",
+            sources=None,
+            lock=None,
+            out="{output:q}",
+        )
 
 
 rule clean_matbench_task:

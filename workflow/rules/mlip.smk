@@ -9,6 +9,7 @@
 # SLURM profile) for the potentials whose spec says device "gpu"; cpu potentials (emt) run in the
 # plain rule and ask for no GPU (crucible.potentials.workflow.potentials_on). The command itself
 # uses CUDA when torch sees one, else the CPU.
+from crucible import stage
 from crucible.mlip import workflow as mlip_wf
 from crucible.potentials import workflow as potentials_wf
 
@@ -34,12 +35,17 @@ rule run_eos:
         elements=lambda wc: mlip_wf.eos_params(config)["elements"],
         points=lambda wc: mlip_wf.eos_params(config)["points"],
         volume_range=lambda wc: mlip_wf.eos_params(config)["volume_range"],
-        custom=lambda wc: potentials_wf.custom_potential_arg(config, wc.model),
+        custom_potentials=lambda wc: potentials_wf.custom_potential_json(config, wc.model),
         # a results file of an older meaning reruns (the table refuses it)
         eos_format=mlip_wf.eos_format(),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos --model {wildcards.model:q} {params.custom} --elements {params.elements:q} --points {params.points}"
-        " --volume-range {params.volume_range} --threads {threads} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "mlip eos",
+            model="{wildcards.model:q}",
+            device=None,
+            volume_range="{params.volume_range}",
+            out="{output:q}",
+        )
 
 
 use rule run_eos as run_eos_gpu with:
@@ -56,9 +62,9 @@ rule tabulate_eos:
     input:
         lambda wc: mlip_wf.eos_files(config),
     output:
-        csv=report("results/tables/mlip_eos.csv", caption="../report/mlip_eos.rst", category="MLIP"),
-        md="results/tables/mlip_eos.md",
-        tex="results/tables/mlip_eos.tex",
+        out_csv=report("results/tables/mlip_eos.csv", caption="../report/mlip_eos.rst", category="MLIP"),
+        out_md="results/tables/mlip_eos.md",
+        out_tex="results/tables/mlip_eos.tex",
     log:
         "logs/mlip/eos_table.log",
     benchmark:
@@ -66,20 +72,19 @@ rule tabulate_eos:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
-        " --out-tex {output.tex:q} 2> {log:q}"
+        stage.shell("mlip eos-table", inputs="{input:q}")
 
 
 rule plot_eos:
     input:
         lambda wc: mlip_wf.eos_files(config),
     output:
-        png=report("results/figures/mlip_eos_delta.png", caption="../report/mlip_eos_delta.rst", category="MLIP"),
-        pdf="results/figures/mlip_eos_delta.pdf",
-        parity_png=report(
+        out_png=report("results/figures/mlip_eos_delta.png", caption="../report/mlip_eos_delta.rst", category="MLIP"),
+        out_pdf="results/figures/mlip_eos_delta.pdf",
+        out_parity_png=report(
             "results/figures/mlip_eos_b0_parity.png", caption="../report/mlip_b0_parity.rst", category="MLIP"
         ),
-        parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
+        out_parity_pdf="results/figures/mlip_eos_b0_parity.pdf",
     log:
         "logs/mlip/eos_figures.log",
     benchmark:
@@ -87,8 +92,7 @@ rule plot_eos:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip eos-figures --inputs {input:q} --out-png {output.png:q} --out-pdf {output.pdf:q}"
-        " --out-parity-png {output.parity_png:q} --out-parity-pdf {output.parity_pdf:q} 2> {log:q}"
+        stage.shell("mlip eos-figures", inputs="{input:q}")
 
 
 rule predict_s2ef:
@@ -113,10 +117,15 @@ rule predict_s2ef:
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         source=lambda wc: mlip_wf.s2ef_datasets(config)[wc.dataset],
-        custom=lambda wc: potentials_wf.custom_potential_arg(config, wc.model),
+        custom_potentials=lambda wc: potentials_wf.custom_potential_json(config, wc.model),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip s2ef-predict --dataset {params.source:q} --model {wildcards.model:q} {params.custom} --threads {threads}"
-        " --out {output:q} 2> {log:q}"
+        stage.shell(
+            "mlip s2ef-predict",
+            model="{wildcards.model:q}",
+            device=None,
+            dataset="{params.source:q}",
+            out="{output:q}",
+        )
 
 
 use rule predict_s2ef as predict_s2ef_gpu with:
@@ -134,14 +143,14 @@ rule score_s2ef:
     input:
         lambda wc: mlip_wf.s2ef_files(config, wc.dataset),
     output:
-        csv=report(
+        out_csv=report(
             "results/tables/mlip_s2ef_{dataset}.csv",
             caption="../report/mlip_s2ef.rst",
             category="MLIP",
             labels={"dataset": "{dataset}"},
         ),
-        md="results/tables/mlip_s2ef_{dataset}.md",
-        tex="results/tables/mlip_s2ef_{dataset}.tex",
+        out_md="results/tables/mlip_s2ef_{dataset}.md",
+        out_tex="results/tables/mlip_s2ef_{dataset}.tex",
     log:
         "logs/mlip/s2ef_table_{dataset}.log",
     benchmark:
@@ -151,5 +160,4 @@ rule score_s2ef:
     conda:
         "../../envs/mlip.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible mlip s2ef-table --inputs {input:q} --out-csv {output.csv:q} --out-md {output.md:q}"
-        " --out-tex {output.tex:q} 2> {log:q}"
+        stage.shell("mlip s2ef-table", inputs="{input:q}")

@@ -88,16 +88,16 @@ def _check_version_in_name(out_path: Path) -> None:
             )
 
 
-def build_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike) -> int:
-    """Featurize the distinct formulas of ``data_paths`` and write them to ``out_path``; returns its row count."""
+def build_cache(data: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
+    """Featurize the distinct formulas of ``data`` and write them to ``out``."""
     import pandas as pd
 
-    out_path = Path(out_path)
-    _check_version_in_name(out_path)
+    out = Path(out)
+    _check_version_in_name(out)
     t0 = time.perf_counter()
-    first = read_formulas(data_paths)
+    first = read_formulas(data)
     formulas = sorted(first)
-    log.info("featurizing %d distinct formulas from %d files", len(formulas), len(data_paths))
+    log.info("featurizing %d distinct formulas from %d files", len(formulas), len(data))
     try:
         with heartbeat(log, f"featurizing {len(formulas)} formulas"):
             features = magpie_features(formulas)
@@ -105,9 +105,8 @@ def build_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.Path
         path, row = first[exc.formula]
         raise DataValidationError(f"{path}: row {row}: field 'formula' {exc.formula!r}: {exc.reason}") from None
     table = pd.concat([pd.DataFrame({"formula": formulas}), features], axis=1)
-    write_parquet(table, out_path, schema=cache_schema())
-    log.info("wrote %s (%d rows) in %.2f s", out_path, len(table), time.perf_counter() - t0)
-    return len(table)
+    write_parquet(table, out, schema=cache_schema())
+    log.info("wrote %s (%d rows) in %.2f s", out, len(table), time.perf_counter() - t0)
 
 
 def cache_version(path: str | os.PathLike) -> str | None:

@@ -506,3 +506,8 @@ def magpie_features(formulas: Sequence[object] | pd.Series) -> pd.DataFrame:
         raise FormulaError(row, value, reason, more=exc.more) from None
     feats = _featurize_parsed(parsed)
     return pd.DataFrame(feats[codes], columns=list(COLUMNS))
+
+
+def print_version() -> None:
+    """``crucible features version``: the featurizer version (part of the cache file name)."""
+    print(MAGPIE_VERSION)

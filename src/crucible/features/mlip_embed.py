@@ -113,13 +113,18 @@ def chgnet_embeddings(
 
 
 def build_embedding_cache(
-    data_paths: Sequence[str | os.PathLike],
-    out_path: str | os.PathLike,
+    data: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
     model: str = "chgnet-0.3.0",
     device: str | None = None,
-) -> int:
+    threads: int = 0,
+) -> None:
+    """The embedding of every distinct structure of the tables ``data``, written to ``out``;
+    torch is set up first (``threads``: its CPU threads, 0 its default)."""
     from crucible.features.structure_cache import build_feature_cache
+    from crucible.torch_setup import configure_torch
 
+    configure_torch(threads)
     _check_model(model)
 
     def featurize(structure_jsons: list[str]) -> dict[str, pa.Array]:
@@ -127,7 +132,7 @@ def build_embedding_cache(
         width = values.shape[1]
         return {EMBED_COLUMN: pa.array([row.tolist() for row in values], pa.list_(pa.float64(), width))}
 
-    return build_feature_cache(data_paths, out_path, embed_cache_prefix(), embed_version(model), featurize)
+    build_feature_cache(data, out, embed_cache_prefix(), embed_version(model), featurize)
 
 
 def load_embeddings(path: str | os.PathLike, hashes: Sequence[str], model: str = "chgnet-0.3.0") -> np.ndarray:

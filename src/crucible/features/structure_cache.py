@@ -169,8 +169,8 @@ def _scm_columns(structure_jsons: list[str]) -> dict[str, pa.Array]:
     }
 
 
-def build_scm_cache(data_paths: Sequence[str | os.PathLike], out_path: str | os.PathLike) -> int:
-    return build_feature_cache(data_paths, out_path, "scm", SCM_VERSION, _scm_columns)
+def build_scm_cache(data: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
+    build_feature_cache(data, out, "scm", SCM_VERSION, _scm_columns)
 
 
 def load_structure_cache(path: str | os.PathLike, hashes: Sequence[str], column: str, expected_version: str) -> list:

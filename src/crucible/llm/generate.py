@@ -479,3 +479,38 @@ def run_stage(
             f"answers, raise llm.models.{model_name}.max_failed_fraction (now {spec['max_failed_fraction']})"
         )
     return info
+
+
+def generate_responses(
+    prompts: str | os.PathLike,
+    model: str,
+    out: str | os.PathLike,
+    out_record: str | os.PathLike,
+    config_file: list[str] | None = None,
+    model_spec: str | None = None,
+    model_sha256: str | None = None,
+    cache_dir: str | os.PathLike = "results/llm/cache",
+    no_cache: bool = False,
+    replay_file: str | os.PathLike | None = None,
+    threads: int | None = None,
+) -> None:
+    """``crucible llm generate``: :func:`run_stage` with the model's entry read by name from the
+    config files (``model_sha256``: refused unless it is the entry the rule planned with) or given
+    as ``model_spec`` JSON."""
+    from crucible.llm.spec import model_entry
+
+    entry = model_entry(model, model_spec, config_file, sha256=model_sha256)
+    if entry.get("backend") == "transformers":
+        from crucible.torch_setup import configure_torch
+
+        # threads: a local checkpoint on CPU otherwise takes every core of a shared node
+        configure_torch(threads)
+    run_stage(
+        prompts,
+        model,
+        entry,
+        out=out,
+        record=out_record,
+        cache_dir=None if no_cache else cache_dir,
+        replay_file=replay_file,
+    )

@@ -21,7 +21,7 @@ from crucible.errors import ConfigError
 from crucible.families import Family
 from crucible.llm.replay import replay_path
 from crucible.llm.spec import model_spec, spec_sha256
-from crucible.workflow import alternation, flag
+from crucible.workflow import alternation
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -101,12 +101,6 @@ def replay_input(config: dict[str, Any], name: str, benchmark: str, dataset: str
     if spec["backend"] != "replay":
         return []
     return [replay_path(spec["path"], benchmark, dataset)]
-
-
-def replay_flag(replay: str | list[str]) -> str:
-    """``--replay-file <path>`` for a replay model's job (its input), nothing for other backends."""
-    files = [replay] if isinstance(replay, str) else list(replay)
-    return flag("--replay-file", files[0] if files else "")
 
 
 def cache_dir(config: dict[str, Any]) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 from crucible import sources as pins
 from crucible.config import section
 from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
-from crucible.workflow import flag
 
 
 def _section(config: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +54,11 @@ def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
     return pins.find_pin(mirror_role(task), sources).sha256
 
 
-def matminer_fetch_args(config: dict[str, Any], task: str) -> str:
-    """The matminer download's --url-prefix (a mirror) and --sha256 (its pin), where configured."""
-    mirror = _section(config)["matminer"]
-    args = [flag("--url-prefix", mirror.get("url_prefix")), flag("--sha256", mirror.get("sha256", {}).get(task))]
-    return " ".join(a for a in args if a)
+def matminer_url_prefix(config: dict[str, Any]) -> str:
+    """The matminer downloads' mirror (``--url-prefix``), "" for upstream."""
+    return _section(config)["matminer"].get("url_prefix") or ""
+
+
+def matminer_sha256(config: dict[str, Any], task: str) -> str:
+    """The pin of a mirror's copy of ``task``'s matminer download (``--sha256``), "" for none."""
+    return _section(config)["matminer"].get("sha256", {}).get(task) or ""

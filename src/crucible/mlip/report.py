@@ -371,3 +371,38 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
         df.attrs["potential"] = read_provenance(path)
         out[names[0]] = df
     return out
+
+
+def write_eos_table_files(inputs: Sequence[str | Path], out_csv=None, out_md=None, out_tex=None) -> None:
+    """``crucible mlip eos-table``: the EOS summary of the per-model EOS files."""
+    from crucible.mlip.eos import eos_summary_table
+
+    write_eos_table(eos_summary_table(load_eos_frames(inputs)), csv=out_csv, md=out_md, tex=out_tex)
+
+
+def write_eos_figures(
+    inputs: Sequence[str | Path], out_png=None, out_pdf=None, out_parity_png=None, out_parity_pdf=None
+) -> None:
+    """``crucible mlip eos-figures``: the Δ periodic table and the B0 parity figure, each where asked."""
+    frames = load_eos_frames(inputs)
+    if out_png or out_pdf:
+        delta_periodic_table(frames, png=out_png, pdf=out_pdf)
+    if out_parity_png or out_parity_pdf:
+        b0_parity(frames, png=out_parity_png, pdf=out_parity_pdf)
+
+
+def write_s2ef_table(inputs: Sequence[str | Path], out_csv=None, out_md=None, out_tex=None) -> None:
+    """``crucible mlip s2ef-table``: the s2ef metrics of per-model prediction files."""
+    from crucible.mlip.s2ef_scoring import s2ef_table_from_files
+
+    table = s2ef_table_from_files(inputs)
+    write_table(
+        table,
+        csv=out_csv,
+        md=out_md,
+        tex=out_tex,
+        digits=4,
+        headers=S2EF_TABLE_HEADERS,
+        title=s2ef_title(table),
+        caption=s2ef_caption(table),
+    )

@@ -1,0 +1,53 @@
+"""One artifact of ``config/sources.yaml`` by its name: fetched (a mirror in place of its upstream
+folder), its members extracted, or the file of a role provided; what ``crucible sources`` runs."""
+
+from __future__ import annotations
+
+import os
+
+from crucible import sources as _sources
+
+
+def fetch_artifact(
+    out: str | os.PathLike,
+    artifact: str | None = None,
+    matminer_task: str | None = None,
+    sources: str | os.PathLike = "config/sources.yaml",
+    url_prefix: str | None = None,
+    sha256: str | None = None,
+    lock: str | os.PathLike | None = None,
+) -> None:
+    """Download ``artifact`` (or the upstream matminer dataset of ``matminer_task``, pinned by
+    ``sha256`` when it comes from a mirror) to ``out`` and check its SHA-256."""
+    if matminer_task:
+        spec = _sources.matminer_artifact(matminer_task, url_prefix, sha256)
+        name = matminer_task
+    else:
+        spec = dict(_sources.get_artifact(_sources.load_sources(sources), artifact))
+        name = artifact
+        if url_prefix and spec["kind"] == "http":
+            # a mirror keeps the upstream layout below the prefix (mirror_path), else the file name
+            spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
+    _sources.fetch(name, spec, out, lock=lock, sources_file=sources)
+
+
+def extract_members(
+    artifact: str,
+    archive: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    sources: str | os.PathLike = "config/sources.yaml",
+    members: list[str] | None = None,
+) -> None:
+    """Take the pinned ``members`` (default: every one) of ``artifact`` out of ``archive``."""
+    spec = _sources.get_artifact(_sources.load_sources(sources), artifact)
+    _sources.extract(artifact, spec, archive, out_dir, members or None)
+
+
+def provide_role(
+    role: str,
+    sources: str | os.PathLike | None = None,
+    resources: str | os.PathLike = "resources",
+    url_prefix: str | None = None,
+) -> None:
+    """:func:`crucible.sources.provide`, printing the path of the checked file."""
+    print(_sources.provide(role, resources, sources=sources, url_prefix=url_prefix))

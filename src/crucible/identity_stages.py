@@ -1,0 +1,38 @@
+"""``crucible names ...``: what each name means in this results folder (crucible.identity).
+
+crucible names show                      every recorded name, its meaning's digest and spec
+crucible names forget KEY [KEY ...]      let the next run give KEY a new meaning (its jobs rerun)
+crucible names record --output FILE     the identity record of one output
+"""
+
+from __future__ import annotations
+
+from crucible.identity import NAME_BOOK_FILE  # crucible.cli imports crucible.identity anyway
+from crucible.stage import Opt, Stage
+
+_BOOK = Opt("book", f"the record of names (default {NAME_BOOK_FILE})", default=str(NAME_BOOK_FILE))
+
+STAGES = (
+    Stage("show", "every recorded name with its meaning", "crucible.identity:show_names", (_BOOK,)),
+    Stage(
+        "forget",
+        "drop recorded names, so that the next run may give them a new meaning",
+        "crucible.identity:forget",
+        (
+            Opt(
+                "keys",
+                "e.g. matbench/model/gbm-magpie (see `crucible names show`)",
+                many=True,
+                positional=True,
+                metavar="KEY",
+            ),
+            _BOOK,
+        ),
+    ),
+    Stage(
+        "record",
+        "the identity record of one output file",
+        "crucible.identity:show_record",
+        (Opt("output", "an output file of the workflow"),),
+    ),
+)

@@ -1,0 +1,41 @@
+"""``crucible llm ...``: language-model inference on a prompt set.
+
+    crucible llm generate --prompts results/crystal/mp-20/prompts.jsonl --model qwen-vllm \\
+        --config-file config/config.yaml --cache-dir results/llm/cache \\
+        --out results/crystal/mp-20/responses/qwen-vllm.jsonl --out-record results/crystal/mp-20/responses/qwen-vllm.json
+
+The model reaches the job by name, read from the config files (merged in order, as Snakemake
+does); ``--model-sha256`` (the rule passes it) makes sure that it is the entry Snakemake saw.
+``--model-spec '{"backend": ...}'`` gives an entry inline, for scripts outside the workflow.
+"""
+
+from __future__ import annotations
+
+from crucible.stage import Arg, In, Opt, Out, Stage
+
+STAGES = (
+    Stage(
+        "generate",
+        "answer every prompt of a prompt set with one language model",
+        "crucible.llm.generate:generate_responses",
+        (
+            In("prompts", "prompts.jsonl ({id, messages, meta} per line)"),
+            Opt("model", "the model's name under llm.models"),
+            Arg(
+                "config_file",
+                "a crucible config.yaml to read llm.models.<model> from; repeated: merged in order, later ones winning",
+                repeat=True,
+                default=None,
+            ),
+            Opt("model_spec", "the model's config entry as JSON (outside the workflow)", default=None),
+            Opt("model_sha256", "refuse to run unless the entry read has this hash (set by the rule)", default=None),
+            Opt("cache_dir", "response cache (default: %(default)s)", default="results/llm/cache"),
+            Opt("no_cache", "neither read nor write the response cache", flag=True, default=False),
+            In("replay_file", "replay backend: the {id, response} JSONL (default: the entry's path)", default=None),
+            Opt("threads", "CPU threads for a local checkpoint (transformers backend)", type=int, default=None),
+            Out("out", "responses/{model}.jsonl"),
+            Out("out_record", "the sidecar JSON record"),
+        ),
+        one_of=(("config_file", "model_spec"),),
+    ),
+)
