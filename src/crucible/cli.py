@@ -22,7 +22,7 @@ from crucible.identity import JobRecord, log_imported_modules
 GROUPS: dict[str, tuple[str, str]] = {
     "sources": ("crucible.sources_cli", "fetch raw artifacts and verify their SHA-256"),
     "names": ("crucible.identity_cli", "what each configured name means in this results folder; forget one"),
-    "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
+    "matbench": ("crucible.matbench.stages", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.cli", "composition and structure features, one file per task table"),
     "mlip": ("crucible.mlip.cli", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),
