@@ -1,8 +1,8 @@
 # Matbench v0.1: clean -> folds -> predict (one job per model, task, fold; one per task for cheap
 # models) -> score -> results file.
 # Thin rules: paths, target lists and params come from crucible.matbench.workflow.
-from crucible import stage
 from crucible.matbench import workflow as matbench_wf
+from crucible import stage
 
 
 rule clean_matbench_task:
@@ -23,7 +23,7 @@ rule clean_matbench_task:
         runtime=10,
     params:
         source=config["matbench"]["source"],
-        artifact=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
+        provenance=lambda wc: matbench_wf.raw_provenance(config, SOURCES, wc.task),
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
     shell:
         stage.shell(
@@ -31,6 +31,7 @@ rule clean_matbench_task:
             task="{wildcards.task}",
             source="{params.source}",
             raw_sha256="{params.raw_sha256}",
+            artifact="{params.provenance:q}",
             out_data="{output.data:q}",
             out_card="{output.card:q}",
         )
@@ -53,16 +54,16 @@ rule make_matbench_folds:
         mem_mb=2000,
         runtime=10,
     params:
-        inner_fraction=config["matbench"]["inner_validation"]["fraction"],
-        inner_seed=config["matbench"]["inner_validation"]["seed"],
+        fraction=config["matbench"]["inner_validation"]["fraction"],
+        seed=config["matbench"]["inner_validation"]["seed"],
         raw_sha256=lambda wc: matbench_wf.raw_pin(config, SOURCES, wc.task),
     shell:
         stage.shell(
             "matbench folds",
             task="{wildcards.task}",
             raw_sha256="{params.raw_sha256}",
-            inner_fraction="{params.inner_fraction}",
-            inner_seed="{params.inner_seed}",
+            inner_fraction="{params.fraction}",
+            inner_seed="{params.seed}",
             out="{output:q}",
         )
 

@@ -71,13 +71,13 @@ rule make_user_folds:
     conda:
         "../../envs/matbench.yaml"
     params:
-        inner_fraction=config["matbench"]["inner_validation"]["fraction"],
-        inner_seed=config["matbench"]["inner_validation"]["seed"],
+        fraction=config["matbench"]["inner_validation"]["fraction"],
+        seed=config["matbench"]["inner_validation"]["seed"],
     shell:
         stage.shell(
             "matbench user-folds",
-            inner_fraction="{params.inner_fraction}",
-            inner_seed="{params.inner_seed}",
+            inner_fraction="{params.fraction}",
+            inner_seed="{params.seed}",
             out="{output:q}",
         )
 
