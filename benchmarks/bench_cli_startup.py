@@ -39,29 +39,42 @@ ROOT = Path(__file__).resolve().parents[1]
 _LIST = textwrap.dedent(
     """
     import argparse, ast, importlib, inspect, json, textwrap
-    from crucible.cli import GROUPS
+    try:
+        from crucible.commands import GROUPS
+    except ImportError:  # a revision before the commands were declared (crucible.stage)
+        from crucible.cli import GROUPS
+
+    def body_imports(func):
+        stmts = []
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+        mod = inspect.getmodule(func).__name__
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                stmts += [f"import {a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(mod.split(".")[: -node.level] + ([base] if base else []))
+                stmts += [f"from {base} import {a.name}" for a in node.names]
+        return stmts
+
     out = []
     for group, (module, _) in GROUPS.items():
+        declared = importlib.import_module(module)
+        if hasattr(declared, "STAGES"):  # the function's own module, then its body's imports
+            for st in declared.STAGES:
+                mod, name = st.run.split(":")
+                func = getattr(importlib.import_module(mod), name)
+                out.append({"group": group, "command": st.verb, "imports": [f"from {mod} import {name}", *body_imports(func)]})
+            continue
         parser = argparse.ArgumentParser()
-        importlib.import_module(module).configure_parser(parser)
+        declared.configure_parser(parser)
         for action in parser._actions:
             if not isinstance(action, argparse._SubParsersAction):
                 continue
             for name, sub in sorted(action.choices.items()):
                 func = sub.get_default("func")
-                stmts = []
-                if func is not None:
-                    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-                    mod = inspect.getmodule(func).__name__
-                    for node in ast.walk(tree):
-                        if isinstance(node, ast.Import):
-                            stmts += [f"import {a.name}" for a in node.names]
-                        elif isinstance(node, ast.ImportFrom):
-                            base = node.module or ""
-                            if node.level:
-                                base = ".".join(mod.split(".")[: -node.level] + ([base] if base else []))
-                            stmts += [f"from {base} import {a.name}" for a in node.names]
-                out.append({"group": group, "command": name, "imports": stmts})
+                out.append({"group": group, "command": name, "imports": body_imports(func) if func else []})
     print(json.dumps(out))
     """
 )

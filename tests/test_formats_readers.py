@@ -30,8 +30,6 @@ NOT_USER_FILES = {
     "llm/cache.py": "its own cache entries",
     "llm/openai_backend.py": "a server's HTTP response body",
     "llm/spec.py": "the model spec the rule passes",
-    "matbench/cli_predict.py": "JSON params the rule passes",
-    "matbench/cli_user.py": "JSON params the rule passes",
     "matbench/clean.py": "the pinned composition mirror",
     "matbench/resultsfile.py": "a results file, bounded by formats.read_bytes; the text it just wrote",
     "models/comp_transformer/estimator.py": "its own saved model",

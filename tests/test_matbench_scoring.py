@@ -29,7 +29,6 @@ from sklearn.metrics import roc_auc_score
 from crucible.errors import DataValidationError, HashMismatchError, PredictionFileError
 from crucible.io import write_parquet
 from crucible.matbench import resultsfile as rf
-from crucible.matbench.cli import configure_parser
 from crucible.matbench.prediction_files import read_predictions, write_predictions
 from crucible.matbench.scoring import score_fold, score_task
 from crucible.matbench.tasks import mirror_role
@@ -641,10 +640,11 @@ def _stage_outputs(root: Path, task: str, frame: pd.DataFrame, ids_per_fold) -> 
 
 
 def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="crucible matbench")
-    configure_parser(parser)
-    args = parser.parse_args(argv)
-    return args.func(args)
+    from crucible import stage
+    from crucible.cli import group_parser
+
+    args = group_parser("matbench", argparse.ArgumentParser(prog="crucible matbench")).parse_args(argv)
+    return stage.run(args.stage, args)
 
 
 def test_cli_score_and_results_file(tmp_path, frames, splits, monkeypatch):

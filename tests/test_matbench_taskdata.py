@@ -77,7 +77,7 @@ def test_folds_that_do_not_match_the_data_are_refused(stage_files, tmp_path):
 def test_score_files_reproduce_the_published_dummy(stage_files, tmp_path):
     out = tmp_path / "scores.json"
     record = score_task_files(
-        TASK, stage_files["data"], stage_files["folds"], stage_files["predictions"], out, card_path=stage_files["card"]
+        TASK, stage_files["data"], stage_files["folds"], stage_files["predictions"], out, card=stage_files["card"]
     )
     assert json.loads(out.read_text()) == json.loads(json.dumps(record))
     maes = [f["scores"]["mae"] for f in record["folds"]]
@@ -160,7 +160,8 @@ def test_results_file_holds_the_predictions_and_loads(stage_files, tmp_path):
         [stage_files["folds"]],
         out,
         out_info=info,
-        info={"authors": "someone", "notes": None},
+        authors="someone",
+        notes=None,
     )
     assert text == COMPOSITION_ONLY
     td = TaskData(TASK, stage_files["data"], stage_files["folds"])

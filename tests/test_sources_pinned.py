@@ -229,10 +229,10 @@ def test_user_predict_takes_predicts_arguments_and_checks_the_element_table(tmp_
     edited pinned element table before fitting anything."""
     import argparse
 
-    from crucible.matbench.cli import configure_parser
+    from crucible import stage
+    from crucible.cli import group_parser
 
-    parser = argparse.ArgumentParser()
-    configure_parser(parser)
+    parser = group_parser("matbench", argparse.ArgumentParser())
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in sub.choices.items()}
     assert flags["user-predict"] == flags["predict"] - {"--task"}
@@ -245,7 +245,7 @@ def test_user_predict_takes_predicts_arguments_and_checks_the_element_table(tmp_
         + ["--folds", "f.parquet", "--element-table", str(edited), "--out", "p.parquet"]
     )
     with pytest.raises(HashMismatchError, match=rf"{edited}: SHA-256 .* differs from the pin"):
-        args.func(args)
+        stage.run(args.stage, args)
 
 
 def test_a_pinned_catalysis_dataset_is_checked_where_it_is_read(tmp_path):

@@ -1,16 +1,14 @@
 """crucible: every pipeline stage runnable without Snakemake.
 
-``crucible <group> <command> [options]``. Each group's commands are declared in its own module
-(``STAGES``, see crucible.stage; a group not yet declared builds its parser with
-``configure_parser(parser)``); only the group that is asked for is imported, and of it only the
-function of the command that runs, so that a quick command does not pay for importing torch or
-pymatgen.
+``crucible <group> <command> [options]``. Each group's commands are declared once in its own
+module (``STAGES``, see crucible.stage; the groups are crucible.commands.GROUPS); only the group
+that is asked for is imported, and of it only the function of the command that runs, so that a
+quick command does not pay for importing torch or pymatgen.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import shlex
 import sys
@@ -37,11 +35,7 @@ def group_parser(group: str, parser: argparse.ArgumentParser | None = None) -> a
     from crucible import stage
 
     parser = parser or argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
-    module = importlib.import_module(GROUPS[group][0])
-    if hasattr(module, "STAGES"):
-        stage.configure_parser(parser, module.STAGES)
-    else:
-        module.configure_parser(parser)
+    stage.configure_parser(parser, stage.stages_of(group))
     return parser
 
 
@@ -66,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("crucible").info("command: %s", shlex.join(["crucible", *argv]))
     parser = group_parser(group)
     args = parser.parse_args(rest)
-    if not hasattr(args, "func") and not hasattr(args, "stage"):
+    if not hasattr(args, "stage"):
         parser.print_help()
         return 2
     try:
@@ -74,12 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         # name are refused before it runs; its outputs' records are written once it succeeded.
         job = JobRecord.from_environ()
         names = job.input_names() if job is not None else {}
-        if hasattr(args, "stage"):
-            from crucible import stage
+        from crucible import stage
 
-            result = stage.run(args.stage, args)
-        else:
-            result = args.func(args)
+        result = stage.run(args.stage, args)
         if job is not None and not result:
             job.write_records(["crucible", group, *rest], names)
         log_imported_modules(group, getattr(args, "command", None))

@@ -169,23 +169,8 @@ def _module(module: str) -> _Module | None:
     is_package = path.name == "__init__.py"
     defs = {n.name: n for n in tree.body if isinstance(n, _DEFS)}
 
-    # argparse's set_defaults(func=handler) names every command's handler while building the
-    # parser; only the one asked for runs (it is the root of that command's closure)
-    dispatched = {
-        id(kw.value)
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "set_defaults"
-        for kw in n.keywords
-        if kw.arg == "func"
-    }
-
     def names_in(nodes: Iterable[ast.AST]) -> frozenset[str]:
-        return frozenset(
-            n.id
-            for node in nodes
-            for n in ast.walk(node)
-            if isinstance(n, ast.Name) and n.id in defs and id(n) not in dispatched
-        )
+        return frozenset(n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defs)
 
     top_nodes = [n for n in tree.body if not isinstance(n, _DEFS)]
     # a definition's decorators and default values run at import too
@@ -300,43 +285,29 @@ def _data_files(folder: Path) -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def command_handler(group: str, verb: str) -> tuple[str, str]:
-    """``(module, function)`` that ``crucible group verb`` runs, read from the group's declared
-    stages (crucible.stage) or its parser."""
-    import argparse
+    """``(module, function)`` that ``crucible group verb`` runs, read from its declaration
+    (crucible.stage)."""
     import importlib
 
     from crucible.commands import GROUPS
 
     if group not in GROUPS:
         raise ValueError(f"no crucible command group {group!r}")
-    module = importlib.import_module(GROUPS[group][0])
-    if hasattr(module, "STAGES"):
-        for declared in module.STAGES:
-            if declared.verb == verb:
-                return declared.target
-        raise ValueError(f"no command 'crucible {group} {verb}'")
-    parser = argparse.ArgumentParser()
-    module.configure_parser(parser)
-    for action in parser._actions:  # argparse keeps its subcommands here and nowhere public
-        if isinstance(action, argparse._SubParsersAction) and verb in action.choices:
-            func = action.choices[verb].get_default("func")
-            return func.__module__, func.__name__
+    for declared in importlib.import_module(GROUPS[group][0]).STAGES:
+        if declared.verb == verb:
+            return declared.target
     raise ValueError(f"no command 'crucible {group} {verb}'")
 
 
 @lru_cache(maxsize=None)
 def code_identity(group: str, verb: str) -> dict[str, Any]:
     """What ``crucible group verb`` runs: module digests, package data, distribution versions."""
-    import importlib
-
     from crucible.commands import GROUPS
 
     module, function = command_handler(group, verb)
-    # every command builds its group's parser before its handler runs: from the group module's
-    # declarations (its top level) or its configure_parser
-    group_module = importlib.import_module(GROUPS[group][0])
-    builds = frozenset() if hasattr(group_module, "STAGES") else frozenset({"configure_parser"})
-    roots = [(GROUPS[group][0], builds), (module, frozenset({function}))]
+    # every command builds its group's parser from the group module's declarations (its top
+    # level) before its function runs
+    roots = [(GROUPS[group][0], frozenset()), (module, frozenset({function}))]
     modules, others = import_closure([*roots, ("crucible.cli", frozenset({"main"}))])
     return {
         "command": f"{group} {verb}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 GROUPS: dict[str, tuple[str, str]] = {
     "sources": ("crucible.sources_stages", "fetch raw artifacts and verify their SHA-256"),
     "names": ("crucible.identity_stages", "what each configured name means in this results folder; forget one"),
-    "matbench": ("crucible.matbench.cli", "Matbench v0.1: clean, folds, predict, score, results file"),
+    "matbench": ("crucible.matbench.stages", "Matbench v0.1: clean, folds, predict, score, results file"),
     "features": ("crucible.features.stages", "composition and structure features, one file per task table"),
     "mlip": ("crucible.mlip.stages", "interatomic potentials: EOS benchmark, s2ef metrics"),
     "reactions": ("crucible.reactions.stages", "reaction-condition selection: clean, questions, baselines, score"),

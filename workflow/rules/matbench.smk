@@ -5,6 +5,7 @@
 from crucible import stage
 from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
+from crucible import stage
 
 
 localrules:
@@ -59,9 +60,15 @@ rule clean_matbench_task:
         provenance=lambda wc: matbench_raw.raw_provenance(config, SOURCES, wc.task),
         raw_sha256=lambda wc: matbench_raw.raw_pin(config, SOURCES, wc.task),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench clean --task {wildcards.task} --source {params.source} --raw {input.raw:q} "
-        "--raw-sha256 {params.raw_sha256} --metadata {input.metadata:q} "
-        "--artifact {params.provenance:q} --out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
+        stage.shell(
+            "matbench clean",
+            task="{wildcards.task}",
+            source="{params.source}",
+            raw_sha256="{params.raw_sha256}",
+            artifact="{params.provenance:q}",
+            out_data="{output.data:q}",
+            out_card="{output.card:q}",
+        )
 
 
 rule make_matbench_folds:
@@ -85,9 +92,14 @@ rule make_matbench_folds:
         seed=config["matbench"]["inner_validation"]["seed"],
         raw_sha256=lambda wc: matbench_raw.raw_pin(config, SOURCES, wc.task),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench folds --task {wildcards.task} --data {input.data:q} --card {input.card:q} "
-        "--raw-sha256 {params.raw_sha256} --validation {input.validation:q} --inner-fraction {params.fraction} "
-        "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "matbench folds",
+            task="{wildcards.task}",
+            raw_sha256="{params.raw_sha256}",
+            inner_fraction="{params.fraction}",
+            inner_seed="{params.seed}",
+            out="{output:q}",
+        )
 
 
 rule tabulate_matbench_tasks:
@@ -114,15 +126,20 @@ rule tabulate_matbench_tasks:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench tasks-table --cards {input.cards:q} --data {input.data:q} "
-        "--out-csv {output.csv:q} --out-md {output.md:q} "
-        "--out-overlap-csv {output.overlap_csv:q} --out-overlap-md {output.overlap_md:q} 2> {log:q}"
+        stage.shell(
+            "matbench tasks-table",
+            out_csv="{output.csv:q}",
+            out_md="{output.md:q}",
+            out_overlap_csv="{output.overlap_csv:q}",
+            out_overlap_md="{output.overlap_md:q}",
+        )
 
 
 # CPU models. One thread per fold job: folds run in parallel instead. OpenMP gradient boosting
 # with 2 threads on a busy 2-core machine ran 35x slower than with 1. On a cluster raise it with
-# --set-threads predict_matbench=8. Every other predict rule (per task, GPU, user datasets) is
-# this one with other inputs and outputs (`use rule`), so they all run the same command.
+# --set-threads predict_matbench=8. Every other predict rule of the official tasks (per task, GPU)
+# is this one with other inputs and outputs (`use rule`), so they all run the same command; a user
+# dataset's (matbench_user.smk) runs `user-predict`, the same arguments but the task.
 rule predict_matbench:
     input:
         data=rules.clean_matbench_task.output.data,
@@ -146,20 +163,23 @@ rule predict_matbench:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
     params:
-        command="predict",
-        task=lambda wc: shared_wf.flag("--task", wc.task),
-        folds=lambda wc: wc.fold,
-        features=lambda wildcards, input: shared_wf.flag("--features", input.features),
-        structure_features=lambda wildcards, input: shared_wf.flag("--structure-features", input.structure_features),
-        model_params=lambda wc: matbench_wf.model_params(config, wc.model),
-        custom=lambda wc: matbench_wf.custom_model_arg(config, wc.model),
-        # the GPU rule's extra arguments (element table, weights directory)
-        extra="",
+        fold=lambda wc: wc.fold,
+        params=lambda wc: matbench_wf.model_params(config, wc.model),
+        custom_models=lambda wc: matbench_wf.custom_model_arg(config, wc.model),
+        # the GPU rule's (its input and output of these names): "" leaves them out
+        element_table="",
+        out_model_dir="",
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench {params.command} --model {wildcards.model:q} {params.task} --fold {params.folds} "
-        "--data {input.data:q} --card {input.card:q} --folds {input.folds:q} {params.features} "
-        "{params.structure_features} --params {params.model_params:q} --custom-models {params.custom:q} "
-        "{params.extra} --threads {threads} --out {output.predictions:q} 2> {log:q}"
+        stage.shell(
+            "matbench predict",
+            model="{wildcards.model:q}",
+            task="{wildcards.task}",
+            fold="{params.fold}",
+            element_table="{params.element_table:q}",
+            out_model_dir="{params.out_model_dir:q}",
+            seed=None,
+            out="{output.predictions:q}",
+        )
 
 
 # Fits that cost about as much as a job's start-up (dummy everywhere, gbm-magpie on tasks up to
@@ -176,7 +196,7 @@ use rule predict_matbench as predict_matbench_task with:
     wildcard_constraints:
         model=matbench_wf.cpu_model_pattern(config, "task"),
     params:
-        folds=matbench_wf.fold_numbers(),
+        fold=matbench_wf.fold_numbers(),
 
 
 # Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
@@ -198,12 +218,8 @@ use rule predict_matbench as predict_matbench_gpu with:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
     params:
-        extra=lambda wildcards, input, output: " ".join(
-            [
-                shared_wf.flag("--element-table", input.element_table),
-                shared_wf.flag("--out-model-dir", output.weights),
-            ]
-        ),
+        element_table=lambda wildcards, input: input.element_table,
+        out_model_dir=lambda wildcards, output: output.weights,
 
 
 # Predictions made outside crucible: validated like our own, then scored the same way.
@@ -224,8 +240,7 @@ rule import_matbench_predictions:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench import-predictions --task {wildcards.task} --fold {wildcards.fold} "
-        "--card {input.card:q} --folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
+        stage.shell("matbench import-predictions", task="{wildcards.task}", fold="{wildcards.fold}", out="{output:q}")
 
 
 rule score_matbench:
@@ -245,8 +260,15 @@ rule score_matbench:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench score --task {wildcards.task} --card {input.card:q} --model {wildcards.model:q} "
-        "--predictions {input.predictions:q} --folds {input.folds:q} --data {input.data:q} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "matbench score",
+            task="{wildcards.task}",
+            task_type=None,
+            mad=None,
+            model="{wildcards.model:q}",
+            input_kind=None,
+            out="{output:q}",
+        )
 
 
 # Every input named explicitly, so that Snakemake sees what the results file is made from. One
@@ -270,6 +292,16 @@ rule write_matbench_results:
     params:
         tasks=matbench_wf.tasks(config),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench results-file --model {wildcards.model:q} --tasks {params.tasks} "
-        "--data {input.data:q} --folds {input.folds:q} --predictions {input.predictions:q} "
-        "--out-results {output.results:q} --out-info {output.info:q} 2> {log:q}"
+        stage.shell(
+            "matbench results-file",
+            model="{wildcards.model:q}",
+            tasks="{params.tasks}",
+            input=None,
+            algorithm=None,
+            algorithm_long=None,
+            authors=None,
+            bibtex_refs=None,
+            notes=None,
+            out_results="{output.results:q}",
+            out_info="{output.info:q}",
+        )

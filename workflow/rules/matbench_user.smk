@@ -3,6 +3,8 @@
 # Kept apart from the 13 official tasks: no official n/MAD or split file can check them, and they
 # never enter the Matbench results file or leaderboard.
 
+from crucible import stage
+
 
 localrules:
     fetch_user_dataset,
@@ -23,7 +25,7 @@ rule fetch_user_dataset:
     params:
         spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-fetch --dataset {wildcards.dataset:q} --spec {params.spec:q} --out {output:q} 2> {log:q}"
+        stage.shell("matbench user-fetch", dataset="{wildcards.dataset:q}", out="{output:q}")
 
 
 rule clean_user_dataset:
@@ -45,8 +47,13 @@ rule clean_user_dataset:
     params:
         spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-clean --dataset {wildcards.dataset:q} --spec {params.spec:q} --raw {input:q} "
-        "--out-data {output.data:q} --out-card {output.card:q} 2> {log:q}"
+        stage.shell(
+            "matbench user-clean",
+            dataset="{wildcards.dataset:q}",
+            raw="{input:q}",
+            out_data="{output.data:q}",
+            out_card="{output.card:q}",
+        )
 
 
 rule make_user_folds:
@@ -67,13 +74,17 @@ rule make_user_folds:
         fraction=config["matbench"]["inner_validation"]["fraction"],
         seed=config["matbench"]["inner_validation"]["seed"],
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-folds --data {input.data:q} --card {input.card:q} --inner-fraction {params.fraction} "
-        "--inner-seed {params.seed} --out {output:q} 2> {log:q}"
+        stage.shell(
+            "matbench user-folds",
+            inner_fraction="{params.fraction}",
+            inner_seed="{params.seed}",
+            out="{output:q}",
+        )
 
 
-# The official tasks' predict rule on a user dataset: the same job (one per model and fold), with
-# the dataset's own data, folds and feature files.
-use rule predict_matbench as predict_user_dataset with:
+# The official tasks' predict job on a user dataset (one per model and fold), with the dataset's
+# own data, folds and feature files; `user-predict` takes the task from the card.
+rule predict_user_dataset:
     input:
         data=rules.clean_user_dataset.output.data,
         card=rules.clean_user_dataset.output.card,
@@ -90,9 +101,28 @@ use rule predict_matbench as predict_user_dataset with:
     wildcard_constraints:
         dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
         model=shared_wf.alternation(matbench_wf.cpu_models(config)),
+    conda:
+        "../../envs/matbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
     params:
-        command="user-predict",
-        task="",
+        fold=lambda wc: wc.fold,
+        params=lambda wc: matbench_wf.model_params(config, wc.model),
+        custom_models=lambda wc: matbench_wf.custom_model_arg(config, wc.model),
+        # the GPU rule's input of this name: "" leaves it out
+        element_table="",
+    shell:
+        stage.shell(
+            "matbench user-predict",
+            model="{wildcards.model:q}",
+            fold="{params.fold}",
+            element_table="{params.element_table:q}",
+            out_model_dir=None,
+            seed=None,
+            out="{output.predictions:q}",
+        )
 
 
 # GPU models on a user dataset: the same job, sent to a GPU partition by profiles/slurm.
@@ -111,7 +141,7 @@ use rule predict_user_dataset as predict_user_dataset_gpu with:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
     params:
-        extra=lambda wildcards, input: shared_wf.flag("--element-table", input.element_table),
+        element_table=lambda wildcards, input: input.element_table,
 
 
 rule score_user_dataset:
@@ -133,8 +163,7 @@ rule score_user_dataset:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-score --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
-        "--folds {input.folds:q} --predictions {input.predictions:q} --out {output:q} 2> {log:q}"
+        stage.shell("matbench user-score", model="{wildcards.model:q}", out="{output:q}")
 
 
 rule tabulate_user_dataset:
@@ -157,5 +186,10 @@ rule tabulate_user_dataset:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench user-table --scores {input:q} --out-csv {output.csv:q} --out-md {output.md:q} "
-        "--out-tex {output.tex:q} 2> {log:q}"
+        stage.shell(
+            "matbench user-table",
+            scores="{input:q}",
+            out_csv="{output.csv:q}",
+            out_md="{output.md:q}",
+            out_tex="{output.tex:q}",
+        )

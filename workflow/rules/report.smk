@@ -1,6 +1,8 @@
 # The paper's Matbench tables and figures. (`snakemake matbench` and `snakemake matbench_data`: the
 # aggregate targets the Snakefile makes from crucible.matbench.workflow.FAMILY.)
 
+from crucible import stage
+
 
 rule build_matbench_leaderboard:
     input:
@@ -33,9 +35,15 @@ rule build_matbench_leaderboard:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench leaderboard --scores {input.scores:q} --published {input.published:q} --cards {input.cards:q} "
-        "--out-csv {output.csv:q} --out-md {output.md:q} --out-tex {output.tex:q} --out-folds-csv {output.folds:q} "
-        "--out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
+        stage.shell(
+            "matbench leaderboard",
+            out_csv="{output.csv:q}",
+            out_md="{output.md:q}",
+            out_tex="{output.tex:q}",
+            out_folds_csv="{output.folds:q}",
+            out_png="{output.png:q}",
+            out_pdf="{output.pdf:q}",
+        )
 
 
 rule plot_matbench_model:
@@ -61,5 +69,4 @@ rule plot_matbench_model:
     conda:
         "../../envs/matbench.yaml"
     shell:
-        "CRUCIBLE_JOB={params.crucible_job:q} crucible matbench figures --model {wildcards.model:q} --card {input.card:q} --data {input.data:q} "
-        "--predictions {input.predictions:q} --out-png {output.png:q} --out-pdf {output.pdf:q} 2> {log:q}"
+        stage.shell("matbench figures", model="{wildcards.model:q}", out_png="{output.png:q}", out_pdf="{output.pdf:q}")

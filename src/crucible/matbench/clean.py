@@ -191,3 +191,26 @@ def write_clean(
 ) -> None:
     write_parquet(df, out_data, schema=data_schema(card["task_type"]))
     write_json(card, out_card)
+
+
+def write_clean_task(
+    task: str,
+    source: str,
+    raw: str | os.PathLike,
+    metadata: str | os.PathLike,
+    out_data: str | os.PathLike,
+    out_card: str | os.PathLike,
+    raw_sha256: str | None = None,
+    artifact: list[str] | None = None,
+) -> None:
+    """The clean stage: ``raw`` (from ``source``) -> the typed task table and its card, with the
+    metadata file's and the artifact's provenance. A matminer download is checked against
+    ``raw_sha256`` here (the mirror's table by its role, in :func:`clean_task`)."""
+    from crucible.matbench.tasks import load_metadata
+    from crucible.sources import verify_pinned
+
+    if raw_sha256 and source == "matminer":
+        verify_pinned(raw, raw_sha256, "raw task file", "matminer's catalogue (or matbench.matminer.sha256)")
+    df, card = clean_task(task, source, raw, load_metadata(metadata))
+    card["provenance"] = provenance(metadata, artifact)
+    write_clean(df, card, out_data, out_card)

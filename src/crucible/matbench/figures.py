@@ -57,13 +57,13 @@ def _checked(preds, path: str | os.PathLike, ids):
 
 def write_model_figure(
     model: str,
-    card_path: str | os.PathLike,
-    data_path: str | os.PathLike,
-    prediction_paths: Sequence[str | os.PathLike],
-    png: str | os.PathLike,
-    pdf: str | os.PathLike,
+    card: str | os.PathLike,
+    data: str | os.PathLike,
+    predictions: Sequence[str | os.PathLike],
+    out_png: str | os.PathLike,
+    out_pdf: str | os.PathLike,
 ) -> None:
     from crucible.io import read_json
     from crucible.report.figures import save_figure
 
-    save_figure(model_figure(model, read_json(card_path), data_path, prediction_paths), png, pdf)
+    save_figure(model_figure(model, read_json(card), data, predictions), out_png, out_pdf)

@@ -137,3 +137,33 @@ def load_validation(path: str | os.PathLike | None = None, sources: Any = None) 
     from crucible.sources import pinned
 
     return read_json(pinned(VALIDATION_ROLE, path, sources=sources))
+
+
+def write_task_folds(
+    task: str,
+    data: str | os.PathLike,
+    card: str | os.PathLike,
+    validation: str | os.PathLike,
+    out: str | os.PathLike,
+    raw_sha256: str | None = None,
+    inner_fraction: float = 0.25,
+    inner_seed: int = 7,
+) -> None:
+    """The folds stage: the official folds of ``task`` (checked against a regeneration) and the
+    inner validation rows; the card must record ``raw_sha256`` when it is given."""
+    from crucible.io import read_parquet
+    from crucible.sources import check_card_pin
+
+    task_card = read_json(card)
+    if raw_sha256:
+        check_card_pin(task_card, card, raw_sha256)
+    table = build_folds(
+        read_parquet(data),
+        task,
+        task_card["task_type"],
+        load_validation(validation),
+        inner_fraction,
+        inner_seed,
+        validation_source=validation,
+    )
+    write_folds(table, out)

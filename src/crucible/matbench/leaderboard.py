@@ -214,15 +214,15 @@ def folds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def write_leaderboard_files(
-    score_paths: list[str | os.PathLike],
-    published_path: str | os.PathLike,
+    scores: list[str | os.PathLike],
+    published: str | os.PathLike,
     out_csv: str,
     out_md: str,
     out_tex: str,
     out_folds_csv: str,
     out_png: str,
     out_pdf: str,
-    card_paths: list[str | os.PathLike] = (),
+    cards: list[str | os.PathLike] = (),
 ) -> pd.DataFrame:
     """The leaderboard (CSV with every number; Markdown/LaTeX for reading), the per-fold table
     and the scaled-error figure, from the models' scores records; the task cards give the units
@@ -231,20 +231,20 @@ def write_leaderboard_files(
     from crucible.report.figures import save_figure, scaled_error_figure
     from crucible.report.tables import write_table
 
-    records = [read_json(p) for p in score_paths]
-    published = load_published(published_path)
-    cards = [read_json(p) for p in card_paths]
-    table = leaderboard(records, published, {c["task"]: c.get("unit") or "" for c in cards})
+    records = [read_json(p) for p in scores]
+    published_table = load_published(published)
+    task_cards = [read_json(p) for p in cards]
+    table = leaderboard(records, published_table, {c["task"]: c.get("unit") or "" for c in task_cards})
     write_table(table, csv=out_csv)
     write_table(
-        leaderboard_display(table, published),
+        leaderboard_display(table, published_table),
         md=out_md,
         tex=out_tex,
         title=LEADERBOARD_TITLE,
         caption=leaderboard_caption(table),
-        notes=leaderboard_notes(published),
+        notes=leaderboard_notes(published_table),
     )
     write_table(folds_table(records), csv=out_folds_csv)
-    hollow = composition_only_entries(table, task_input_types(records, cards))
+    hollow = composition_only_entries(table, task_input_types(records, task_cards))
     save_figure(scaled_error_figure(table, PUBLISHED_COLUMNS, hollow), out_png, out_pdf)
     return table

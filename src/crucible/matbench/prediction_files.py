@@ -36,7 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crucible.errors import PredictionFileError
+from crucible.errors import ConfigError, PredictionFileError
 from crucible.io import write_parquet
 from crucible.matbench.scoring import CLF_THRESHOLD, REGRESSION, check_task_type
 
@@ -221,17 +221,21 @@ def write_predictions(df: pd.DataFrame, path: str | os.PathLike, task_type: str)
 
 
 def import_predictions(
-    predictions_path: str | os.PathLike,
-    card_path: str | os.PathLike,
-    folds_path: str | os.PathLike,
+    task: str,
     fold: int,
+    card: str | os.PathLike,
+    folds: str | os.PathLike,
+    predictions: str | os.PathLike,
     out: str | os.PathLike,
 ) -> None:
-    """Take in a user-supplied prediction file for one fold: validated against the fold's test
-    ids (from the folds file) and the task type (from the card), written in our schema."""
+    """Take in a user-supplied prediction file for one fold of ``task``: validated against the
+    fold's test ids (from the folds file) and the task type (from the card), written in our schema."""
     from crucible.io import read_json, read_parquet
 
-    task_type = read_json(card_path)["task_type"]
-    folds = read_parquet(folds_path, columns=["mbid", "fold"])
-    expected = folds.loc[folds["fold"] == fold, "mbid"].tolist()
-    write_predictions(read_predictions(predictions_path, task_type, expected, fold), out, task_type)
+    task_card = read_json(card)
+    if task_card.get("task", task) != task:
+        raise ConfigError(f"import-predictions: {card} is the card of {task_card['task']}, not of --task {task}")
+    task_type = task_card["task_type"]
+    table = read_parquet(folds, columns=["mbid", "fold"])
+    expected = table.loc[table["fold"] == fold, "mbid"].tolist()
+    write_predictions(read_predictions(predictions, task_type, expected, fold), out, task_type)

@@ -235,37 +235,37 @@ def results_file_tasks(
 
 def score_task_files(
     task: str,
-    data_path: str | os.PathLike,
-    folds_path: str | os.PathLike,
-    prediction_paths: Sequence[str | os.PathLike],
+    data: str | os.PathLike,
+    folds: str | os.PathLike,
+    predictions: Sequence[str | os.PathLike],
     out: str | os.PathLike,
     *,
-    card_path: str | os.PathLike | None = None,
+    card: str | os.PathLike | None = None,
     task_type: str | None = None,
     mad: float | None = None,
     model: str | None = None,
-    inputs_given: str | None = None,
+    input_kind: str | None = None,
 ) -> dict[str, Any]:
     """:func:`score_prediction_files` written to ``out``; task type and MAD from the task card,
     unless given (an explicit value wins over the card's)."""
     from crucible.io import read_json
     from crucible.matbench.scoring import write_scores
 
-    if card_path:
-        card_type, card_mad = card_values(read_json(card_path), task, card_path)
+    if card:
+        card_type, card_mad = card_values(read_json(card), task, card)
         task_type = task_type or card_type
         mad = card_mad if mad is None else mad
     elif task_type is None or mad is None:
         raise DataValidationError("score needs --card, or both --task-type and --mad")
     record = score_prediction_files(
         task,
-        data_path,
-        folds_path,
-        prediction_paths,
+        data,
+        folds,
+        predictions,
         task_type=task_type,
         mad=mad,
         model=model,
-        inputs_given=inputs_given,
+        inputs_given=input_kind,
     )
     write_scores(record, out)
     return record
@@ -291,19 +291,24 @@ def split_per_task(flag: str, paths: Sequence[str], tasks: Sequence[str], per_ta
 def write_results_files(
     model: str,
     tasks: Sequence[str],
-    prediction_paths: Sequence[str],
-    data_paths: Sequence[str],
-    fold_paths: Sequence[str],
+    predictions: Sequence[str],
+    data: Sequence[str],
+    folds: Sequence[str],
     out_results: str | os.PathLike,
     *,
     store_probabilities: bool = False,
-    input_text: str | None = None,
+    input: str | None = None,
     out_info: str | os.PathLike | None = None,
-    info: Mapping[str, Any] | None = None,
+    algorithm: str | None = None,
+    algorithm_long: str | None = None,
+    authors: str = "crucible",
+    bibtex_refs: str | None = None,
+    notes: str | None = None,
 ) -> str:
     """matbench's ``results.json.gz`` of one model over several tasks (and, when ``out_info``
-    is given, the leaderboard's ``info.json`` with the fields of ``info``: algorithm,
-    algorithm_long, authors, bibtex_refs, notes, defaults filled in). Returns the input text."""
+    is given, the leaderboard's ``info.json``: algorithm, algorithm_long, authors, bibtex_refs,
+    notes, defaults filled in). ``input``: the user_metadata text (default: measured from the
+    data). Returns the input text."""
     from crucible.matbench.resultsfile import (
         DEFAULT_BIBTEX,
         requirements,
@@ -313,24 +318,22 @@ def write_results_files(
     )
 
     tasks = list(tasks)
-    predictions = split_per_task("--predictions", prediction_paths, tasks, N_FOLDS)
-    data = {t: ps[0] for t, ps in split_per_task("--data", data_paths, tasks).items()}
-    folds = {t: ps[0] for t, ps in split_per_task("--folds", fold_paths, tasks).items()}
-    fold_dicts, measured_input = results_file_tasks(predictions, data, folds, store_probabilities)
-    input_text = input_text or measured_input
+    prediction_of = split_per_task("--predictions", predictions, tasks, N_FOLDS)
+    data_of = {t: ps[0] for t, ps in split_per_task("--data", data, tasks).items()}
+    folds_of = {t: ps[0] for t, ps in split_per_task("--folds", folds, tasks).items()}
+    fold_dicts, measured_input = results_file_tasks(prediction_of, data_of, folds_of, store_probabilities)
+    input_text = input or measured_input
     write_results_file(out_results, model, fold_dicts, user_metadata(model, input_text, store_probabilities))
     if out_info:
         from crucible import __version__
 
-        info = dict(info or {})
         write_info_json(
             out_info,
-            algorithm=info.get("algorithm") or model,
-            algorithm_long=info.get("algorithm_long")
-            or f"{model}, run by crucible {__version__}; inputs: {input_text}.",
-            authors=info.get("authors", "crucible"),
-            bibtex_refs=info.get("bibtex_refs") or DEFAULT_BIBTEX,
-            notes=info.get("notes"),
+            algorithm=algorithm or model,
+            algorithm_long=algorithm_long or f"{model}, run by crucible {__version__}; inputs: {input_text}.",
+            authors=authors,
+            bibtex_refs=bibtex_refs or DEFAULT_BIBTEX,
+            notes=notes,
             requirements=requirements(),
         )
     return input_text

@@ -81,6 +81,16 @@ def check_task(task: str) -> str:
     return task
 
 
+def task_argument(text: str) -> str:
+    """argparse type of a ``--task``: a Matbench task's name."""
+    import argparse
+
+    try:
+        return check_task(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def task_type_of(task: str) -> str:
     return CLASSIFICATION if task in CLASSIFICATION_TASKS else REGRESSION
 

@@ -138,8 +138,8 @@ def build_tables(cards: dict[str, dict[str, Any]], datas: dict[str, pd.DataFrame
 
 
 def write_task_tables(
-    card_paths: list[str],
-    data_paths: list[str],
+    cards: list[str],
+    data: list[str],
     out_csv: str,
     out_md: str,
     out_overlap_csv: str,
@@ -153,11 +153,11 @@ def write_task_tables(
     from crucible.io import read_json, read_parquet
     from crucible.report.tables import write_table
 
-    cards = {Path(p).stem: read_json(p) for p in card_paths}
-    datas = {Path(p).stem: read_parquet(p, columns=["mbid", "formula", "structure", "target"]) for p in data_paths}
-    if set(cards) != set(datas):
+    card_of = {Path(p).stem: read_json(p) for p in cards}
+    data_of = {Path(p).stem: read_parquet(p, columns=["mbid", "formula", "structure", "target"]) for p in data}
+    if set(card_of) != set(data_of):
         raise ConfigError("tasks-table: --cards and --data name different tasks")
-    tasks_df, overlap_df = build_tables(cards, datas)
+    tasks_df, overlap_df = build_tables(card_of, data_of)
     write_table(
         tasks_df,
         csv=out_csv,

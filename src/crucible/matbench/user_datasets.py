@@ -180,3 +180,71 @@ def user_table(records: list[dict[str, Any]]) -> pd.DataFrame:
         row["scaled_error"] = rec["scaled_error"]["mean"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# The stages of a user dataset (crucible matbench user-*): files in, files out.
+
+
+def fetch_user_dataset(dataset: str, spec: dict[str, Any], out: str) -> None:
+    """Download the dataset's file to ``out``, checked against the entry's pinned SHA-256."""
+    from crucible.sources import fetch
+
+    fetch(dataset, fetch_spec(dataset, spec), out)
+
+
+def write_clean_user_dataset(dataset: str, spec: dict[str, Any], raw: str, out_data: str, out_card: str) -> None:
+    from crucible.matbench.clean import write_clean
+
+    df, card = clean_user_dataset(dataset, spec, raw)
+    write_clean(df, card, out_data, out_card)
+
+
+def write_user_folds(data: str, card: str, out: str, inner_fraction: float = 0.25, inner_seed: int = 7) -> None:
+    from crucible.io import read_json, read_parquet
+    from crucible.matbench.folds import write_folds
+
+    task_type = read_json(card)["task_type"]
+    write_folds(build_user_folds(read_parquet(data), task_type, inner_fraction, inner_seed), out)
+
+
+def write_user_scores(model: str, card: str, data: str, folds: str, predictions: list[str], out: str) -> None:
+    """Score the five folds' prediction files (their sidecars say whether structures were used)."""
+    from crucible.io import read_json, read_parquet
+    from crucible.matbench.scoring import write_scores
+    from crucible.matbench.tasks import N_FOLDS
+
+    if len(predictions) != N_FOLDS:
+        raise ConfigError(f"user-score: --predictions takes {N_FOLDS} files (fold_0 .. fold_4), got {len(predictions)}")
+    preds = [read_parquet(p) for p in predictions]
+    sidecars = [
+        read_json(Path(p).with_suffix(".json")) if Path(p).with_suffix(".json").is_file() else {} for p in predictions
+    ]
+    record = score_user_dataset(read_json(card), read_parquet(data), read_parquet(folds), preds, model, sidecars)
+    write_scores(record, out)
+
+
+USER_TABLE_HEADERS = {
+    "structures_used": "structures used",
+    "scaled_error": "scaled error",
+    **{f"fold_{k}": f"fold {k}" for k in range(5)},
+}
+
+
+def write_user_table(scores: list[str], out_csv: str, out_md: str, out_tex: str) -> None:
+    """One user dataset's scores, every model: CSV, Markdown and LaTeX."""
+    from crucible.io import read_json
+    from crucible.report.tables import write_table
+
+    table = user_table([read_json(p) for p in scores])
+    name = table["dataset"].iloc[0] if len(table) else "user dataset"
+    write_table(
+        table,
+        csv=out_csv,
+        md=out_md,
+        tex=out_tex,
+        digits=4,
+        title=f"{name}: 5-fold scores (Matbench protocol, user dataset)",
+        caption=f"Per model, its leaderboard metric on each of the 5 test folds of {name} (seeded 5-fold "
+        "split of the user's table), their mean ± std (ddof 0) and the scaled error (MAE/MAD or (1 − AUC)/0.5).",
+        headers=USER_TABLE_HEADERS,
+    )
