@@ -70,7 +70,7 @@ def test_every_family_says_what_it_built_as_lists_of_names():
         built = fp.built_by(family, config)
         assert built and all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in built.values())
     mlip = {f.name: f for f in fp.families_run(config)}["mlip"].built
-    assert mlip == {"potentials": ["emt"], "EOS elements": ["Cu"], "S2EF datasets": ["vasp"]}
+    assert mlip == {"potentials": ["emt", "chgnet-0.3.0"], "EOS elements": ["Cu"], "S2EF datasets": ["vasp"]}
 
 
 def test_sources_are_the_files_the_jobs_read_with_their_pins(tmp_path):

@@ -43,8 +43,9 @@ start)
     host=$(hostname -s)
     cpus=$(nproc)
     # Declare more CPUs and memory than a CI runner has, so that the real rules' requests
-    # (4 CPUs per GPU, 8 GB for a GPU job) fit; nothing is pinned or reserved.
-    [ "$cpus" -ge 8 ] || cpus=8
+    # (4 CPUs per GPU, 8 GB for a GPU job, and a group job of up to the profile's `cores: 16`) fit;
+    # nothing is pinned or reserved.
+    [ "$cpus" -ge 16 ] || cpus=16
     mem=${CRUCIBLE_SLURM_MEM_MB:-32000}
     if [ ! -f "$dir/munge.key" ]; then
         dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
