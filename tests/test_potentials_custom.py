@@ -99,8 +99,8 @@ def test_config_schema_names_and_args():
     check_config(good)
     assert "emt" in potentials_wf.potential_names(good) and "mine" in potentials_wf.potential_names(good)
     # only the job's own entry goes on its command line: another potential's change reruns nothing
-    assert potentials_wf.custom_potential_arg(good, "emt") == ""
-    assert json.loads(potentials_wf.custom_potential_arg(good, "mine").split(" ", 1)[1].strip("'")) == {"mine": SCALED}
+    assert potentials_wf.custom_potential_json(good, "emt") == ""
+    assert json.loads(potentials_wf.custom_potential_json(good, "mine")) == {"mine": SCALED}
     with pytest.raises(ConfigError, match=r"potentials\.mine: unexpected key 'parms'"):
         check_config({"potentials": {"mine": {"class": "a.b:c", "parms": {}}}})
     with pytest.raises(ConfigError, match=r"potentials\.mine: 'class' is a required property"):
@@ -124,7 +124,7 @@ def test_the_deprecated_key_still_works_says_so_once_and_may_not_define_a_name_t
     messages = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
     assert len(messages) == 1 and "mlip.custom_potentials" in messages[0] and "potentials:" in messages[0]
     # the same entry under either key: the same job command, so moving it reruns nothing
-    assert potentials_wf.custom_potential_arg(old, "mine") == potentials_wf.custom_potential_arg(new, "mine")
+    assert potentials_wf.custom_potential_json(old, "mine") == potentials_wf.custom_potential_json(new, "mine")
     # an entry's errors name the key it is under
     with pytest.raises(ConfigError, match=r"potentials\.mine\.class: cannot import module"):
         check_config({"mlip": {"models": ["mine"], "custom_potentials": {"mine": {"class": "no_such_module:make"}}}})

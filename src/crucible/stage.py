@@ -17,7 +17,6 @@ import argparse
 import importlib
 import inspect
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -152,7 +151,7 @@ def _add_argument(parser: argparse.ArgumentParser | Any, arg: Arg, required: boo
     elif not arg.required:
         kw["type"] = _or_empty(str, arg.default)
     if arg.choices is not None:
-        kw["choices"] = _with_empty(arg.choices) if not arg.required else arg.choices
+        kw["choices"] = _WithEmpty(arg.choices) if not arg.required else arg.choices
     if required:
         kw["required"] = True
     elif arg.default is not REQUIRED:
@@ -179,12 +178,10 @@ def _or_empty(convert: Callable[[str], Any], default: Any) -> Callable[[str], An
 
 
 class _WithEmpty(list):
+    """Choices that also admit '' (an optional argument's default)."""
+
     def __contains__(self, value: Any) -> bool:
         return isinstance(value, _Default) or super().__contains__(value)
-
-
-def _with_empty(choices: Sequence[Any]) -> Sequence[Any]:
-    return _WithEmpty(choices)
 
 
 def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage]) -> None:
@@ -248,17 +245,13 @@ def signature_mismatch(stage: Stage) -> list[str]:
     return problems
 
 
-_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
 def stages_of(group: str) -> tuple[Stage, ...]:
-    """The declared stages of a command group (``crucible.commands.GROUPS``); empty for a group with
-    a parser of its own."""
+    """The declared stages of a command group (``crucible.commands.GROUPS``)."""
     from crucible.commands import GROUPS
 
     if group not in GROUPS:
         raise ConfigError(f"no crucible command group {group!r}")
-    return tuple(getattr(importlib.import_module(GROUPS[group][0]), "STAGES", ()))
+    return tuple(importlib.import_module(GROUPS[group][0]).STAGES)
 
 
 def shell(command: str, **sources: str | None) -> str:

@@ -1,4 +1,4 @@
-"""Workflow helpers every benchmark family shares: wildcard constraints and shell flags. Pure
+"""Workflow helpers every benchmark family shares: wildcard constraints, job messages and every rule's job identity. Pure
 functions; ``workflow/rules/common.smk`` calls them. Where raw artifacts are saved and extracted
 is ``crucible.sources_workflow``'s; each family's own target lists live in
 ``crucible/<family>/workflow.py``.
@@ -7,24 +7,16 @@ is ``crucible.sources_workflow``'s; each family's own target lists live in
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any, Iterable, Mapping
 
 from crucible.stage import JOB_PREFIX
 
-__all__ = ["JOB_PREFIX", "alternation", "attach_identity", "flag", "job_message", "rule_command"]
+__all__ = ["JOB_PREFIX", "alternation", "attach_identity", "job_message", "rule_command"]
 
 
 def alternation(names: Iterable[str]) -> str:
     """A regex matching exactly these names (a wildcard constraint); never-matching when empty."""
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!x)x"
-
-
-def flag(name: str, value: Any) -> str:
-    """``name 'value'`` shell-quoted for a rule's ``params:``; empty when there is no value."""
-    if not value:
-        return ""
-    return f"{name} {shlex.quote(str(value))}"
 
 
 def job_message(rule: str, wildcard_names: Iterable[str]) -> str:
@@ -36,16 +28,11 @@ def job_message(rule: str, wildcard_names: Iterable[str]) -> str:
 _COMMAND = re.compile(r"\s*(?:[A-Z_]+=\S+\s+)*crucible\s+(\S+)\s+(\S+)")
 
 
-def rule_command(shellcmd: str | None, params: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(group, verb)`` of a rule's ``crucible group verb ...`` shell line (a verb given as
-    ``{params.command}`` read from its params); None for a rule that runs no crucible command."""
+def rule_command(shellcmd: str | None) -> tuple[str, str] | None:
+    """``(group, verb)`` of a rule's ``crucible group verb ...`` shell line (crucible.stage.shell);
+    None for a rule that runs no crucible command."""
     match = _COMMAND.match(shellcmd or "")
-    if match is None:
-        return None
-    group, verb = match.groups()
-    if verb.startswith("{params.") and verb.endswith("}"):
-        verb = str(params[verb[len("{params.") : -1]])
-    return group, verb
+    return None if match is None else (match.group(1), match.group(2))
 
 
 def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str]) -> None:
@@ -60,7 +47,7 @@ def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str])
     from crucible.errors import ConfigError
     from crucible.identity import job_env, job_identity
 
-    command = rule_command(smk_rule.shellcmd, dict(smk_rule.params.items()))
+    command = rule_command(smk_rule.shellcmd)
     if command is None or command[0] == "sources":
         return
     if not smk_rule.shellcmd.startswith(JOB_PREFIX):

@@ -151,13 +151,6 @@ def custom_potential_json(config: dict[str, Any], name: str) -> str:
     return json.dumps({name: custom[name]}, sort_keys=True) if name in custom else ""
 
 
-def custom_potential_arg(config: dict[str, Any], name: str) -> str:
-    """:func:`custom_potential_json` as the flag ``--custom-potentials '<json>'`` (or nothing)."""
-    from crucible.workflow import flag
-
-    return flag("--custom-potentials", custom_potential_json(config, name))
-
-
 def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str, Meaning]:
     """``potential/<name>``: a registered potential, or a user's entry, one meaning for every
     family that runs it (whichever key the entry is under)."""
