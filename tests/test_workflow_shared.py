@@ -13,4 +13,3 @@ def test_alternation_matches_exactly_the_names():
     assert pattern.match("gbm-magpie") and pattern.match("a.b")
     assert not pattern.match("axb") and not pattern.match("gbm")
     assert not re.match(f"^(?:{wf.alternation([])})$", "")
-

@@ -18,7 +18,16 @@ def fetch_artifact(
     lock: str | os.PathLike | None = None,
 ) -> None:
     """Download ``artifact`` (or the upstream matminer dataset of ``matminer_task``, pinned by
-    ``sha256`` when it comes from a mirror) to ``out`` and check its SHA-256."""
+    ``sha256`` when it comes from a mirror) to ``out`` and check its SHA-256.
+
+    Args:
+        out: destination file
+        artifact: artifact name in the sources file
+        matminer_task: upstream matminer dataset of this Matbench task
+        url_prefix: mirror replacing the upstream URL's folder
+        sha256: pinned hash of a mirror's own copy
+        lock: lock file recording the SHA-256 of artifacts pinned by git blob id
+    """
     if matminer_task:
         spec = _sources.matminer_artifact(matminer_task, url_prefix, sha256)
         name = matminer_task
@@ -38,7 +47,14 @@ def extract_members(
     sources: str | os.PathLike = "config/sources.yaml",
     members: list[str] | None = None,
 ) -> None:
-    """Take the pinned ``members`` (default: every one) of ``artifact`` out of ``archive``."""
+    """Take the pinned ``members`` (default: every one) of ``artifact`` out of ``archive``.
+
+    Args:
+        artifact: artifact name in the sources file
+        archive: the downloaded archive (its SHA-256 is checked first)
+        out_dir: folder the members are written into
+        members: default: every pinned member
+    """
     spec = _sources.get_artifact(_sources.load_sources(sources), artifact)
     _sources.extract(artifact, spec, archive, out_dir, members or None)
 
@@ -49,5 +65,12 @@ def provide_role(
     resources: str | os.PathLike = "resources",
     url_prefix: str | None = None,
 ) -> None:
-    """:func:`crucible.sources.provide`, printing the path of the checked file."""
+    """:func:`crucible.sources.provide`, printing the path of the checked file.
+
+    Args:
+        role: e.g. reactions/cernak (see config/sources.yaml)
+        sources: the pinned sources file (default: config/sources.yaml)
+        resources: the folder the workflow fills
+        url_prefix: mirror replacing the upstream URL's folder (http artifacts)
+    """
     print(_sources.provide(role, resources, sources=sources, url_prefix=url_prefix))

@@ -325,13 +325,21 @@ def show_names(book: str | os.PathLike = NAME_BOOK_FILE) -> None:
 
 
 def forget(keys: Iterable[str], book: str | os.PathLike = NAME_BOOK_FILE) -> None:
-    """:func:`forget_names`, saying what the next run does about each."""
+    """:func:`forget_names`, saying what the next run does about each.
+
+    Args:
+        keys: e.g. matbench/model/gbm-magpie (see `crucible names show`)
+    """
     for key in forget_names(keys, book):
         print(f"forgot {key}: the next run records its meaning anew and reruns the jobs made of it")
 
 
 def show_record(output: str | os.PathLike) -> int:
-    """The identity record of one output as JSON; exit status 1 when it has none."""
+    """The identity record of one output as JSON; exit status 1 when it has none.
+
+    Args:
+        output: an output file of the workflow
+    """
     record = read_record(output)
     if record is None:
         print(f"{output}: no identity record (not made by a workflow job of this version)")

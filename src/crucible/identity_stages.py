@@ -18,21 +18,7 @@ STAGES = (
         "forget",
         "drop recorded names, so that the next run may give them a new meaning",
         "crucible.identity:forget",
-        (
-            Opt(
-                "keys",
-                "e.g. matbench/model/gbm-magpie (see `crucible names show`)",
-                many=True,
-                positional=True,
-                metavar="KEY",
-            ),
-            _BOOK,
-        ),
+        (Opt("keys", many=True, positional=True, metavar="KEY"), _BOOK),
     ),
-    Stage(
-        "record",
-        "the identity record of one output file",
-        "crucible.identity:show_record",
-        (Opt("output", "an output file of the workflow"),),
-    ),
+    Stage("record", "the identity record of one output file", "crucible.identity:show_record", (Opt("output"),)),
 )

@@ -17,6 +17,7 @@ import argparse
 import importlib
 import inspect
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -42,11 +43,13 @@ class Arg:
 
     ``role`` says where a rule's value comes from: its input or output of that name, or its param
     of that name (an argument named ``threads`` takes the rule's threads). An optional argument
-    given the empty string (``--opt=``) takes its default, so that a rule can pass "none".
+    given the empty string (``--opt=``) takes its default, so that a rule can pass "none". Its help
+    is the function's docstring's (its ``Args:`` section) unless declared here, where several
+    commands share the argument.
     """
 
     name: str
-    help: str
+    help: str | None = None
     role: str = PARAM
     type: Callable[[str], Any] | None = None
     default: Any = REQUIRED
@@ -77,17 +80,17 @@ class Arg:
         return f"{{params.{self.name}:q}}"
 
 
-def In(name: str, help: str, **kw: Any) -> Arg:
+def In(name: str, help: str | None = None, **kw: Any) -> Arg:
     """A file the command reads (the rule's input of this name)."""
     return Arg(name, help, role=INPUT, **kw)
 
 
-def Out(name: str, help: str, **kw: Any) -> Arg:
+def Out(name: str, help: str | None = None, **kw: Any) -> Arg:
     """A file the command writes (the rule's output of this name)."""
     return Arg(name, help, role=OUTPUT, **kw)
 
 
-def Opt(name: str, help: str, **kw: Any) -> Arg:
+def Opt(name: str, help: str | None = None, **kw: Any) -> Arg:
     """A setting (the rule's param of this name)."""
     return Arg(name, help, role=PARAM, **kw)
 
@@ -184,9 +187,47 @@ class _WithEmpty(list):
         return isinstance(value, _Default) or super().__contains__(value)
 
 
+def parameter_help(func: Callable[..., Any]) -> dict[str, str]:
+    """The texts of a function's parameters in its docstring's ``Args:`` section (Google style:
+    ``name: text``, continued on deeper-indented lines)."""
+    helps: dict[str, str] = {}
+    section = False
+    name = None
+    for line in (inspect.getdoc(func) or "").splitlines():
+        if line.strip() == "Args:":
+            section = True
+            continue
+        if not section or not line.strip():
+            continue
+        if not line.startswith("    "):
+            break  # the section ended
+        entry = re.match(r"    (\w+): (.*)", line)
+        if entry:
+            name = entry.group(1)
+            helps[name] = entry.group(2).strip()
+        elif name is not None:
+            helps[name] += " " + line.strip()
+    return helps
+
+
+class _StageParser(argparse.ArgumentParser):
+    """A command's parser: the help of an argument its declaration leaves out is read from the
+    function's docstring when help is printed, so that parsing imports nothing but the command."""
+
+    def format_help(self) -> str:
+        stage = self._defaults.get("stage")
+        if stage is not None:
+            helps = parameter_help(function(stage))
+            for action in self._actions:
+                if action.help is None and action.dest in helps:
+                    # argparse %-formats help: only %(default)s / %(default)r stay placeholders
+                    action.help = re.sub(r"%(?!\(default\)[sr])", "%%", helps[action.dest])
+        return super().format_help()
+
+
 def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage]) -> None:
     """Add one subcommand per stage to ``parser`` (a group's ``crucible <group>`` parser)."""
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_StageParser)
     for stage in stages:
         p = sub.add_parser(stage.verb, help=stage.help, description=stage.description or stage.help)
         grouped = {n: g for g in stage.one_of for n in g}

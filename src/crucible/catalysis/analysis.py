@@ -486,7 +486,23 @@ def score_calculation_files(
     """Analyse a potential's calculation chunks (``relax`` outputs): the analysis JSON, the
     per-reaction parquet and, when asked, CatBench's anomaly-detection JSON; log its headline
     numbers and return the record. The dataset's ``card`` (when given) supplies the input count
-    and hash of the Coverage row; ``thresholds`` not given are the defaults."""
+    and hash of the Coverage row; ``thresholds`` not given are the defaults.
+
+    Args:
+        inputs: every chunk JSON relax wrote for this potential and dataset
+        thresholds: JSON of analysis thresholds, each optional: disp_thrs (0.5 Å), energy_thrs (2.0 eV),
+            reproduction_thrs (0.2 eV, range over seeds), bond_length_change_threshold (0.2, a fraction),
+            energy_cutoff (eV: reactions whose DFT E_ads is above it are left out; default none), n_crit_relax
+            (999 steps: a relaxation that used them all did not converge), gas_shift_min_n (5 reactions of an
+            adsorbate for its gas shift), time_unit (ms; s, ms or us)
+        model: the potential's name, as given to relax (labels the outputs)
+        out: the analysis to write (JSON: rates, MAEs, ADwT/AMDwT, threshold sweeps):
+            results/catalysis/{dataset}/analysis/{model}.json
+        out_reactions: the per-reaction table to write (parquet: DFT and potential energies, anomaly class):
+            results/catalysis/{dataset}/analysis/{model}.parquet
+        out_anomaly: CatBench's {mlip}_anomaly_detection.json: thresholds + reaction ids per class
+        card: the dataset's card.json: input count and hash for the Coverage row
+    """
     from crucible.io import read_json, write_json, write_parquet
     from crucible.potentials.provenance import provenance_text
 

@@ -200,7 +200,20 @@ def relax_chunk(
     """Relax chunk ``chunk`` of ``n_chunks`` of the reaction table ``reactions`` (structures from
     the ASE database ``db``) with the potential ``model`` and write it to ``out``
     (:func:`run_chunk`: resumable); ``params``: the relaxation settings, those not given the
-    defaults."""
+    defaults.
+
+    Args:
+        reactions: the reaction table clean wrote (reactions.parquet)
+        db: the ASE database clean wrote beside it (structures.db)
+        chunk: which chunk to relax, 0 .. N-1 of --n-chunks (default 0)
+        n_chunks: slices of the sorted reaction ids, a relaxation group never split (default 1: all in one)
+        params: JSON of relaxation settings, each optional: seeds (3), fmax (0.05 eV/Å), max_steps (999),
+            gas_max_steps (500), mode (basic; oc20: the adslab only), chemical_bond_cutoff (6.0 Å: atom pairs
+            whose bond change is measured), structure_cache (true: relax each distinct slab/adslab once per
+            seed)
+        out: the chunk's JSON to write: results/catalysis/{dataset}/calc/{model}/chunk_{chunk}.json (finished
+            reactions are kept in {out}.parts/ until then, so a killed run resumes)
+    """
     from crucible.catalysis import potential as potentials
     from crucible.catalysis.clean import load_reactions
     from crucible.io import read_parquet

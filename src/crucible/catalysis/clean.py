@@ -275,7 +275,27 @@ def clean_input(
     to ``out`` (the reaction table) and its companions, recording where it came from (format,
     path, SHA-256 of the file or tree, the MD5 that CatBench stamps as ``input_md5``, and the
     download URL when given) in the card; log what was kept and what dropped, and why. ``sha256``:
-    the dataset's pin, checked before anything is read."""
+    the dataset's pin, checked before anything is read.
+
+    Args:
+        format: catbench-json: CatBench's {name}_adsorption.json(.gz); cathub-raw: Catalysis-Hub's raw
+            reactions JSON; vasp-tree: a folder of VASP CONTCAR + OSZICAR runs (needs --coefficients)
+        input: the file or folder (only read)
+        out: the reaction table to write (parquet, one row per reaction, structures by ASE-db row id):
+            results/catalysis/{dataset}/reactions.parquet
+        out_db: the ASE SQLite database of every structure: results/catalysis/{dataset}/structures.db
+        out_card: the dataset card to write (JSON: source and hashes, counts, dropped reactions and why,
+            energy check)
+        coefficients: JSON: adsorbate -> {slab, adslab, ...gas} stoichiometry, e.g. '{"H": {"slab": -1,
+            "adslab": 1, "H2gas": -0.5}}' (vasp-tree only; required there)
+        url: where the input was downloaded from (recorded in the card)
+        filtering: catbench (default): drop what CatBench 1.1.6 drops and list it in the card; strict: refuse
+            the dataset instead
+        tolerance: eV, Σ stoi·E vs stated reaction energy (default 1e-3 catbench, 1e-4 strict)
+        sha256: the dataset's pin: refuse the input if it differs
+        energy_source: what the reference energies are, recorded in the card (default: %(default)r)
+        out_catbench: also write the cleaned reactions as a CatBench dataset file ({name}_adsorption.json)
+    """
     reactions = read_dataset(format, input, coefficients, filtering, tolerance, sha256=sha256)
     source: dict[str, Any] = {"format": format, "path": str(input), "sha256": sources.dataset_sha256(input)}
     if file_md5(input):

@@ -321,7 +321,12 @@ def write_formation_tree(root: str | os.PathLike) -> Path:
 
 def write_demo(out_dir: str | os.PathLike) -> Path:
     """The demo set in all three formats under ``out_dir``, the Catalysis-Hub rows that exercise
-    each filtering rule, and a surface and a formation tree."""
+    each filtering rule, and a surface and a formation tree.
+
+    Args:
+        out_dir: folder to write into (created): the demo set as CatBench JSON, Catalysis-Hub raw and a VASP
+            tree, plus surface and formation trees
+    """
     out = Path(out_dir)
     reactions = build_reactions()
     write_catbench_json(reactions, out / "emt-demo_adsorption.json")

@@ -28,7 +28,15 @@ def dataset_url(template: str, name: str) -> str:
 
 def fetch_dataset(dataset: str, url: str, sha256: str | None, out: str | os.PathLike) -> Path:
     """Download ``url`` to ``out`` when its SHA-256 is ``sha256``; without a pin download it,
-    name its SHA-256 and write nothing."""
+    name its SHA-256 and write nothing.
+
+    Args:
+        dataset: the dataset's name in the config (catalysis.datasets), e.g. MamunHighT2019
+        url: where to download the file from
+        sha256: 64 hex digits the download must match; without it the file is downloaded, its SHA-256 printed
+            and nothing written (pin it in the config to use it)
+        out: the file to write: resources/catalysis/{dataset}/{filename}
+    """
     from crucible import sources
 
     dest = Path(out)

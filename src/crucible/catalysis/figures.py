@@ -123,7 +123,18 @@ def write_figure_files(
 ) -> None:
     """Parity (all potentials, and gas-shifted when asked), threshold sensitivity and one parity
     plot per potential (``out_model_parity`` in analysis order), from the ``score`` outputs:
-    ``inputs`` its analysis JSONs, ``reactions`` its per-reaction parquets."""
+    ``inputs`` its analysis JSONs, ``reactions`` its per-reaction parquets.
+
+    Args:
+        inputs: the analysis JSONs score wrote, one per potential, in plot order: .../analysis/{model}.json
+        reactions: the per-reaction parquets score wrote, one per potential: .../analysis/{model}.parquet
+        dataset: the dataset's name, printed in the figure titles
+        out_parity: the parity plot of every potential, one file per format by suffix (e.g. a.png a.pdf)
+        out_sensitivity: anomaly shares against the displacement and bond-length thresholds, one file per
+            format
+        out_parity_shifted: parity on gas-shift-corrected energies, one file per format (default: not drawn)
+        out_model_parity: one parity plot per potential, in the order of --inputs (default: none)
+    """
     from crucible.io import read_json, read_parquet
     from crucible.report.figures import save_figure
 

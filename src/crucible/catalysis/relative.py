@@ -135,7 +135,17 @@ def write_relative_energies(
 ) -> pd.DataFrame:
     """The ``task``'s energies of the VASP tree ``input`` with the potential ``model``, written to
     ``out`` (parquet, the potential's provenance in its metadata); ``coefficients``: the compounds
-    of a bulk_formation tree."""
+    of a bulk_formation tree.
+
+    Args:
+        task: surface: γ in J/m² from {material}/bulk + {material}/slab; bulk_formation: eV/atom from
+            bulk_compounds/{compound} + elements/{element}
+        input: the folder of VASP runs (CONTCAR + OSZICAR) in the task's layout (only read)
+        out: the energies to write (parquet, one row per system, potential's provenance in its metadata):
+            results/catalysis/relative/{dataset}/{model}.parquet
+        coefficients: JSON: compound -> {bulk: 1, element: -x}, e.g. '{"Cu3Pt": {"bulk": 1, "Cu": -3, "Pt":
+            -1}}' (bulk_formation only; its compounds are the ones computed)
+    """
     from crucible.catalysis import potential as potentials
     from crucible.io import write_parquet
     from crucible.potentials.provenance import provenance_metadata

@@ -417,7 +417,14 @@ def write_table_files(
     inputs: Sequence[str | os.PathLike], out_prefix: str, out_xlsx: str | os.PathLike | None = None
 ) -> list[str]:
     """:func:`write_tables` (and the workbook) of the potentials' analysis JSONs, in the time
-    unit the analyses were made with."""
+    unit the analyses were made with.
+
+    Args:
+        inputs: the analysis JSONs score wrote, one per potential, in table order: .../analysis/{model}.json
+        out_prefix: path without suffix: writes {prefix}.{csv,md,tex}, {prefix}_anomaly.*,
+            {prefix}_adsorbates.*, {prefix}_shifted.*
+        out_xlsx: also write CatBench's Excel workbook (.xlsx) here
+    """
     from crucible.io import read_json
 
     analyses = [read_json(p) for p in inputs]
@@ -430,7 +437,13 @@ def write_table_files(
 
 
 def write_relative_table(inputs: Sequence[str | os.PathLike], task: str, out_prefix: str) -> None:
-    """``{out_prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task."""
+    """``{out_prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task.
+
+    Args:
+        inputs: the parquets relative wrote, one per potential, in table order
+        task: which energies the inputs hold: sets the unit (J/m² surface, eV/atom bulk_formation)
+        out_prefix: path without suffix: writes {prefix}.csv, .md and .tex
+    """
     from crucible.catalysis.relative import UNITS, relative_table
     from crucible.io import read_parquet
     from crucible.potentials.provenance import provenance_text, read_provenance

@@ -386,7 +386,21 @@ def run_audit(
     A built-in set's files are checked against their pins (``sources``: another sources file or
     document than config/sources.yaml). ``max_sites`` None: the set's own limit
     (:func:`crucible.crystal.data.max_sites_for`); ``max_test_items`` and ``seed`` pick the test
-    items scored exactly as build-items does, and the de-duplicated test set is chosen among them."""
+    items scored exactly as build-items does, and the de-duplicated test set is chosen among them.
+
+    Args:
+        inputs: as build-items; cdvae: train, val and test CSV, so that the validation split is audited too
+        out_items: per-structure flags to write (parquet: cluster, duplicate in train/val, formula in train,
+            kept in the de-duplicated test set): results/crystal/{dataset}/audit.parquet
+        out_summary: the summary to write (JSON: counts per split, distinct prompts per template, the
+            de-duplicated test ids score and score-samples read): results/crystal/{dataset}/audit.json
+        convention: the matcher that decides what a duplicate is: cdvae (ltol 0.3, stol 0.5, angle_tol 10;
+            default) or pymatgen-default (0.2, 0.3, 5)
+        max_comparisons: matcher calls per formula group and pass; past it the rest are unchecked and counted,
+            so a capped count is a lower bound (default %(default)s)
+        workers: matcher processes run side by side, one formula group each (the counts do not depend on it;
+            default %(default)s)
+    """
     from crucible.crystal import data
     from crucible.crystal.audit_table import write_audit_table
     from crucible.crystal.items import load_templates

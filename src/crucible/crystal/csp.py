@@ -256,7 +256,19 @@ def score_samples_file(
 ) -> dict[str, Any]:
     """Score a samples file against a prompt set: per-sample rows (parquet) and the CSP summary;
     ``format`` is the samples' (:func:`crucible.crystal.samples.read_samples`), ``info`` their
-    sidecar (skipped when absent), ``audit`` the set's audit summary."""
+    sidecar (skipped when absent), ``audit`` the set's audit summary.
+
+    Args:
+        samples: several samples per item: JSON lines, extended XYZ, a directory or .tar(.gz) of
+            {id}__{sample}.cif files, or the LLM stage's answers to sample-prompts' prompt set
+        responder: the responder's name (generator, language model, samples file), shown in tables
+        out: per-sample scores to write (parquet: rank, sample, convention, RMS or failure reason):
+            results/crystal/{dataset}/csp/{responder}.parquet
+        out_summary: the CSP summary to write (JSON: match rate in % and RMSE at 1 and k, per convention,
+            whole and de-duplicated test set): .../csp/{responder}.json
+        format: the samples' format; auto (default) tells it from the name: .jsonl, .xyz/.extxyz, a directory
+            or .tar(.gz) of CIFs; responses (the LLM stage's, ids {id}#{sample}) must be named
+    """
     from pathlib import Path
 
     from crucible.crystal.samples import read_samples

@@ -228,7 +228,14 @@ def write_csp_table_from_files(
     md: str | os.PathLike,
     tex: str | os.PathLike,
 ) -> pd.DataFrame:
-    """:func:`write_csp_table` of the CSP summary JSONs ``inputs`` (:func:`read_csp_summaries`)."""
+    """:func:`write_csp_table` of the CSP summary JSONs ``inputs`` (:func:`read_csp_summaries`).
+
+    Args:
+        inputs: the CSP summaries score-samples wrote, any datasets, in row order:
+            results/crystal/{dataset}/csp/{responder}.json (the dataset from the path if a summary lacks it)
+        published: YAML of the published rows (method, samples, match rate in % and RMSE per dataset, with
+            their source), shown above ours (default: %(default)s)
+    """
     return write_csp_table(read_csp_summaries(inputs), published, csv, md, tex)
 
 

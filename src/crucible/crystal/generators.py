@@ -512,7 +512,14 @@ def write_generator_answers(
     progress: bool = True,
 ) -> dict[str, Any]:
     """A generator's answers to a prompts.jsonl as a response file (the LLM response format) and
-    its sidecar (parameters, timings, the potential's provenance). Returns the sidecar."""
+    its sidecar (parameters, timings, the potential's provenance). Returns the sidecar.
+
+    Args:
+        out: the answers to write (JSON lines {id, response, error}, one per item):
+            results/crystal/{dataset}/responses/{generator}.jsonl
+        out_info: the sidecar to write (JSON: generator, seed, parameters, error count, timings in s, the
+            potential's provenance): .../responses/{generator}.json
+    """
     from crucible.crystal import items
     from crucible.io import write_json
     from crucible.llm.files import read_prompt_records

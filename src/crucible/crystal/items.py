@@ -240,7 +240,18 @@ def build_item_files(
 ) -> None:
     """``prompts.jsonl`` (the seeded test items) and ``train.jsonl`` of one crystal set; ``max_sites``
     None: the set's own limit (:func:`crucible.crystal.data.max_sites_for`); crystals over it are
-    logged and counted (the audit's summary and table carry the count)."""
+    logged and counted (the audit's summary and table carry the count).
+
+    Args:
+        inputs: aflow: the prototypes .json.gz; cdvae: train CSV then test CSV; user: CSV/JSONL (cif column,
+            optional id and split) or ASE db (optional key split), several files read as one set
+        template: the prompt template's name in --templates, recorded in every item (default: %(default)s)
+        out_prompts: the test items to write (JSON lines: the LLM prompt contract plus OpenCompass's fields
+            and the reference structure): results/crystal/{dataset}/prompts.jsonl
+        out_train: the training split to write (JSON lines: id, meta, ground_truth):
+            results/crystal/{dataset}/train.jsonl
+        max_train_items: a seeded subset of this many training crystals (default 0: all)
+    """
     from crucible.crystal import data
 
     # the dataset's name picks the pinned files a built-in set is checked against

@@ -498,7 +498,17 @@ def score_response_file(
     """Score one responder's response file ``responses`` against the items of a prompt set
     ``prompts``: the per-item scores (parquet) and their summary (JSON, with the generation sidecar
     ``info`` when it exists; the de-duplicated subset and the test split's size ``test_split_items``
-    when the audit summary ``audit`` is given). Returns the summary."""
+    when the audit summary ``audit`` is given). Returns the summary.
+
+    Args:
+        responses: the answers, JSON lines {id, response, error} (generate's or the LLM stage's):
+            results/crystal/{dataset}/responses/{responder}.jsonl
+        generator: the responder's name (generator or language model), shown in tables
+        out: per-item scores to write (parquet: RMS or failure reason, both conventions):
+            results/crystal/{dataset}/scores/{responder}.parquet
+        out_summary: the summary to write (JSON: match rate in %, mean RMS, failures by reason, rates by size,
+            crystal system and seen formula): .../scores/{responder}.json
+    """
     from pathlib import Path
 
     from crucible.crystal.csp import prompt_groups, read_dedup_ids
@@ -541,7 +551,12 @@ def write_table_from_files(inputs: Iterable[str], dataset: str, csv: str, md: st
 def write_match_rate_figure(
     inputs: Iterable[str | os.PathLike], dataset: str, out_png: str | os.PathLike, out_pdf: str | os.PathLike
 ) -> None:
-    """The match rate by number of sites of the summary JSONs ``inputs`` (a bar each), as PNG and PDF."""
+    """The match rate by number of sites of the summary JSONs ``inputs`` (a bar each), as PNG and PDF.
+
+    Args:
+        out_png: the figure to write as PNG: results/figures/crystal_{dataset}_match_by_nsites.png
+        out_pdf: the same figure as PDF: results/figures/crystal_{dataset}_match_by_nsites.pdf
+    """
     from crucible.report.figures import save_figure
 
     save_figure(match_rate_by_nsites_figure(read_summaries(inputs), dataset), out_png, out_pdf)

@@ -281,7 +281,12 @@ def single_response_samples(responses: dict[str, str | None], item_ids: Iterable
 
 
 def write_repeated_prompts(prompts: str | os.PathLike, k: int, out: str | os.PathLike) -> None:
-    """The prompt set of :func:`repeated_prompts` for a prompts.jsonl (a language model's k answers)."""
+    """The prompt set of :func:`repeated_prompts` for a prompts.jsonl (a language model's k answers).
+
+    Args:
+        out: the repeated prompt set to write (JSON lines, the LLM prompt contract):
+            results/crystal/{dataset}/k{k}/prompts.jsonl
+    """
     from crucible.crystal.items import write_jsonl
     from crucible.llm.files import read_prompt_records
 
@@ -300,7 +305,14 @@ def write_generator_samples(
     progress: bool = True,
 ) -> dict[str, Any]:
     """k samples per item of a generator as a samples file (JSON lines with ``response``) and its
-    sidecar (parameters, timings). Returns the sidecar."""
+    sidecar (parameters, timings). Returns the sidecar.
+
+    Args:
+        out: the samples file to write (JSON lines {id, sample, response, error}):
+            results/crystal/{dataset}/samples/k{k}/{generator}.jsonl
+        out_info: the sidecar to write (JSON: generator, seed, parameters, k, counts, timings in s):
+            .../samples/k{k}/{generator}.json
+    """
     from crucible.crystal import generators, items
     from crucible.io import write_json
     from crucible.llm.files import read_prompt_records

@@ -35,12 +35,7 @@ _SPLIT = (
         type=float,
         default=0.5,
     ),
-    Opt(
-        "seed",
-        "seed of the train/test split (build-items: also of the item subsets; default 0)",
-        type=int,
-        default=0,
-    ),
+    Opt("seed", "seed of the train/test split (build-items: also of the item subsets; default 0)", type=int, default=0),
     Opt(
         "split_by",
         "where the rows carry no split: random (default), or formula (a polymorph-grouped split: every crystal of "
@@ -145,79 +140,25 @@ STAGES = (
         "crucible.crystal.items:build_item_files",
         (
             *_SET,
-            In(
-                "inputs",
-                "aflow: the prototypes .json.gz; cdvae: train CSV then test CSV; user: CSV/JSONL (cif column, "
-                "optional id and split) or ASE db (optional key split), several files read as one set",
-                many=True,
-            ),
-            Opt(
-                "template",
-                "the prompt template's name in --templates, recorded in every item (default: %(default)s)",
-                default="composition-v1",
-            ),
+            In("inputs", many=True),
+            Opt("template", default="composition-v1"),
             *_SPLIT,
-            Opt(
-                "max_train_items",
-                "a seeded subset of this many training crystals (default 0: all)",
-                type=int,
-                default=0,
-            ),
-            Out(
-                "out_prompts",
-                "the test items to write (JSON lines: the LLM prompt contract plus OpenCompass's fields and the "
-                "reference structure): results/crystal/{dataset}/prompts.jsonl",
-            ),
-            Out(
-                "out_train",
-                "the training split to write (JSON lines: id, meta, ground_truth): "
-                "results/crystal/{dataset}/train.jsonl",
-            ),
+            Opt("max_train_items", type=int, default=0),
+            Out("out_prompts"),
+            Out("out_train"),
         ),
     ),
     Stage(
         "generate",
         "answers of a generator, in the LLM response format",
         "crucible.crystal.generators:write_generator_answers",
-        (
-            *_GENERATOR,
-            Out(
-                "out",
-                "the answers to write (JSON lines {id, response, error}, one per item): "
-                "results/crystal/{dataset}/responses/{generator}.jsonl",
-            ),
-            Out(
-                "out_info",
-                "the sidecar to write (JSON: generator, seed, parameters, error count, timings in s, the "
-                "potential's provenance): .../responses/{generator}.json",
-            ),
-        ),
+        (*_GENERATOR, Out("out"), Out("out_info")),
     ),
     Stage(
         "score",
         "OpenCompass MP-20 scoring of one response file",
         "crucible.crystal.report:score_response_file",
-        (
-            _PROMPTS,
-            In(
-                "responses",
-                "the answers, JSON lines {id, response, error} (generate's or the LLM stage's): "
-                "results/crystal/{dataset}/responses/{responder}.jsonl",
-            ),
-            Opt("generator", "the responder's name (generator or language model), shown in tables"),
-            *_SCORING,
-            _TIMEOUT,
-            Out(
-                "out",
-                "per-item scores to write (parquet: RMS or failure reason, both conventions): "
-                "results/crystal/{dataset}/scores/{responder}.parquet",
-            ),
-            Out(
-                "out_summary",
-                "the summary to write (JSON: match rate in %%, mean RMS, failures by reason, rates by size, "
-                "crystal system and seen formula): .../scores/{responder}.json",
-            ),
-        ),
+        (_PROMPTS, In("responses"), Opt("generator"), *_SCORING, _TIMEOUT, Out("out"), Out("out_summary")),
     ),
     Stage(
         "sample",
@@ -226,31 +167,15 @@ STAGES = (
         (
             *_GENERATOR,
             _k("samples per item, sample 0 being generate's answer; fewer where the generator has fewer candidates"),
-            Out(
-                "out",
-                "the samples file to write (JSON lines {id, sample, response, error}): "
-                "results/crystal/{dataset}/samples/k{k}/{generator}.jsonl",
-            ),
-            Out(
-                "out_info",
-                "the sidecar to write (JSON: generator, seed, parameters, k, counts, timings in s): "
-                ".../samples/k{k}/{generator}.json",
-            ),
+            Out("out"),
+            Out("out_info"),
         ),
     ),
     Stage(
         "sample-prompts",
         "the prompt set asking a language model for k answers per item",
         "crucible.crystal.samples:write_repeated_prompts",
-        (
-            _PROMPTS,
-            _k("copies of each item's prompt, ids {id}#0 .. {id}#k-1"),
-            Out(
-                "out",
-                "the repeated prompt set to write (JSON lines, the LLM prompt contract): "
-                "results/crystal/{dataset}/k{k}/prompts.jsonl",
-            ),
-        ),
+        (_PROMPTS, _k("copies of each item's prompt, ids {id}#0 .. {id}#k-1"), Out("out")),
     ),
     Stage(
         "score-samples",
@@ -258,32 +183,14 @@ STAGES = (
         "crucible.crystal.csp:score_samples_file",
         (
             _PROMPTS,
-            In(
-                "samples",
-                "several samples per item: JSON lines, extended XYZ, a directory or .tar(.gz) of "
-                "{id}__{sample}.cif files, or the LLM stage's answers to sample-prompts' prompt set",
-            ),
-            Opt(
-                "format",
-                "the samples' format; auto (default) tells it from the name: .jsonl, .xyz/.extxyz, a directory or "
-                ".tar(.gz) of CIFs; responses (the LLM stage's, ids {id}#{sample}) must be named",
-                choices=("auto", *FORMATS),
-                default="auto",
-            ),
-            Opt("responder", "the responder's name (generator, language model, samples file), shown in tables"),
+            In("samples"),
+            Opt("format", choices=("auto", *FORMATS), default="auto"),
+            Opt("responder"),
             _k("an item's first k samples (lowest sample numbers) count; missing ones are no_response"),
             *_SCORING,
             _TIMEOUT,
-            Out(
-                "out",
-                "per-sample scores to write (parquet: rank, sample, convention, RMS or failure reason): "
-                "results/crystal/{dataset}/csp/{responder}.parquet",
-            ),
-            Out(
-                "out_summary",
-                "the CSP summary to write (JSON: match rate in %% and RMSE at 1 and k, per convention, whole and "
-                "de-duplicated test set): .../csp/{responder}.json",
-            ),
+            Out("out"),
+            Out("out_summary"),
         ),
     ),
     Stage(
@@ -292,44 +199,14 @@ STAGES = (
         "crucible.crystal.audit:run_audit",
         (
             *_SET,
-            In(
-                "inputs",
-                "as build-items; cdvae: train, val and test CSV, so that the validation split is audited too",
-                many=True,
-            ),
+            In("inputs", many=True),
             *_SPLIT,
-            Opt(
-                "convention",
-                "the matcher that decides what a duplicate is: cdvae (ltol 0.3, stol 0.5, angle_tol 10; default) "
-                "or pymatgen-default (0.2, 0.3, 5)",
-                choices=CONVENTION_NAMES,
-                default=DEFAULT_CONVENTION,
-            ),
-            Opt(
-                "max_comparisons",
-                "matcher calls per formula group and pass; past it the rest are unchecked and counted, so a "
-                "capped count is a lower bound (default %(default)s)",
-                type=int,
-                default=DEFAULT_MAX_COMPARISONS,
-            ),
-            Opt(
-                "workers",
-                "matcher processes run side by side, one formula group each (the counts do not depend on it; "
-                "default %(default)s)",
-                type=int,
-                default=1,
-            ),
+            Opt("convention", choices=CONVENTION_NAMES, default=DEFAULT_CONVENTION),
+            Opt("max_comparisons", type=int, default=DEFAULT_MAX_COMPARISONS),
+            Opt("workers", type=int, default=1),
             _TIMEOUT,
-            Out(
-                "out_items",
-                "per-structure flags to write (parquet: cluster, duplicate in train/val, formula in train, kept "
-                "in the de-duplicated test set): results/crystal/{dataset}/audit.parquet",
-            ),
-            Out(
-                "out_summary",
-                "the summary to write (JSON: counts per split, distinct prompts per template, the de-duplicated "
-                "test ids score and score-samples read): results/crystal/{dataset}/audit.json",
-            ),
+            Out("out_items"),
+            Out("out_summary"),
             *_tables("crystal_{dataset}_audit", "csv md"),
         ),
     ),
@@ -338,18 +215,8 @@ STAGES = (
         "the CSP table: ours beside the published rows",
         "crucible.crystal.csp_table:write_csp_table_from_files",
         (
-            In(
-                "inputs",
-                "the CSP summaries score-samples wrote, any datasets, in row order: "
-                "results/crystal/{dataset}/csp/{responder}.json (the dataset from the path if a summary lacks it)",
-                many=True,
-            ),
-            In(
-                "published",
-                "YAML of the published rows (method, samples, match rate in %% and RMSE per dataset, with their "
-                "source), shown above ours (default: %(default)s)",
-                default="config/published_crystal.yaml",
-            ),
+            In("inputs", many=True),
+            In("published", default="config/published_crystal.yaml"),
             *_tables("crystal_csp", md="with its caption and sources"),
         ),
     ),
@@ -363,10 +230,6 @@ STAGES = (
         "figure",
         "match rate by number of sites, per generator",
         "crucible.crystal.report:write_match_rate_figure",
-        (
-            *_SUMMARIES,
-            Out("out_png", "the figure to write as PNG: results/figures/crystal_{dataset}_match_by_nsites.png"),
-            Out("out_pdf", "the same figure as PDF: results/figures/crystal_{dataset}_match_by_nsites.pdf"),
-        ),
+        (*_SUMMARIES, Out("out_png"), Out("out_pdf")),
     ),
 )

@@ -89,7 +89,11 @@ def _check_version_in_name(out_path: Path) -> None:
 
 
 def build_cache(data: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
-    """Featurize the distinct formulas of ``data`` and write them to ``out``."""
+    """Featurize the distinct formulas of ``data`` and write them to ``out``.
+
+    Args:
+        out: results/features/magpie-<version>/{task}.parquet
+    """
     import pandas as pd
 
     out = Path(out)

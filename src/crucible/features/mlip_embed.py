@@ -120,7 +120,14 @@ def build_embedding_cache(
     threads: int = 0,
 ) -> None:
     """The embedding of every distinct structure of the tables ``data``, written to ``out``;
-    torch is set up first (``threads``: its CPU threads, 0 its default)."""
+    torch is set up first (``threads``: its CPU threads, 0 its default).
+
+    Args:
+        out: results/features/mlip-embed-<version>/{task}.parquet
+        model: the potential (chgnet-0.3.0)
+        device: cuda or cpu (default: cuda when torch sees a GPU)
+        threads: torch CPU threads (0: torch's default)
+    """
     from crucible.features.structure_cache import build_feature_cache
     from crucible.torch_setup import configure_torch
 

@@ -11,7 +11,7 @@ STAGES = (
         "build",
         "Magpie features of every distinct formula of the task tables, once",
         "crucible.features.cache:build_cache",
-        (_DATA, Out("out", "results/features/magpie-<version>/{task}.parquet")),
+        (_DATA, Out("out")),
     ),
     Stage(
         "version",
@@ -24,7 +24,7 @@ STAGES = (
         "build-structures",
         "Sine Coulomb matrix eigenvalues of every distinct structure, once",
         "crucible.features.structure_cache:build_scm_cache",
-        (_DATA, Out("out", "results/features/scm-<version>/{task}.parquet")),
+        (_DATA, Out("out")),
     ),
     Stage(
         "build-embeddings",
@@ -32,10 +32,10 @@ STAGES = (
         "crucible.features.mlip_embed:build_embedding_cache",
         (
             _DATA,
-            Opt("model", "the potential (chgnet-0.3.0)", default="chgnet-0.3.0"),
-            Opt("device", "cuda or cpu (default: cuda when torch sees a GPU)", default=None),
-            Opt("threads", "torch CPU threads (0: torch's default)", type=int, default=0),
-            Out("out", "results/features/mlip-embed-<version>/{task}.parquet"),
+            Opt("model", default="chgnet-0.3.0"),
+            Opt("device", default=None),
+            Opt("threads", type=int, default=0),
+            Out("out"),
         ),
     ),
 )

@@ -170,6 +170,11 @@ def _scm_columns(structure_jsons: list[str]) -> dict[str, pa.Array]:
 
 
 def build_scm_cache(data: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
+    """Sine Coulomb matrix eigenvalues of every distinct structure of the task tables, computed once.
+
+    Args:
+        out: results/features/scm-<version>/{task}.parquet
+    """
     build_feature_cache(data, out, "scm", SCM_VERSION, _scm_columns)
 
 

@@ -496,7 +496,20 @@ def generate_responses(
 ) -> None:
     """``crucible llm generate``: :func:`run_stage` with the model's entry read by name from the
     config files (``model_sha256``: refused unless it is the entry the rule planned with) or given
-    as ``model_spec`` JSON."""
+    as ``model_spec`` JSON.
+
+    Args:
+        prompts: prompts.jsonl ({id, messages, meta} per line)
+        model: the model's name under llm.models
+        out: responses/{model}.jsonl
+        out_record: the sidecar JSON record
+        model_spec: the model's config entry as JSON (outside the workflow)
+        model_sha256: refuse to run unless the entry read has this hash (set by the rule)
+        cache_dir: response cache (default: %(default)s)
+        no_cache: neither read nor write the response cache
+        replay_file: replay backend: the {id, response} JSONL (default: the entry's path)
+        threads: CPU threads for a local checkpoint (transformers backend)
+    """
     from crucible.llm.spec import model_entry
 
     entry = model_entry(model, model_spec, config_file, sha256=model_sha256)

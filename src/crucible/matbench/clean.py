@@ -205,7 +205,18 @@ def write_clean_task(
 ) -> None:
     """The clean stage: ``raw`` (from ``source``) -> the typed task table and its card, with the
     metadata file's and the artifact's provenance. A matminer download is checked against
-    ``raw_sha256`` here (the mirror's table by its role, in :func:`clean_task`)."""
+    ``raw_sha256`` here (the mirror's table by its role, in :func:`clean_task`).
+
+    Args:
+        source: where --raw comes from: the composition mirror (formulas) or matminer's upstream file
+            (structures)
+        raw: crabnet CSV (mirror) or matminer .json.gz
+        metadata: the official dataset metadata (checked against its pin)
+        out_data: the clean task table to write: results/matbench/data/{task}.parquet
+        out_card: the task card to write: results/matbench/data/{task}.json
+        raw_sha256: pinned SHA-256 of --raw: refuse the file if it differs
+        artifact: provenance as name=sha256 pairs
+    """
     from crucible.matbench.tasks import load_metadata
     from crucible.sources import verify_pinned
 

@@ -63,6 +63,14 @@ def write_model_figure(
     out_png: str | os.PathLike,
     out_pdf: str | os.PathLike,
 ) -> None:
+    """The parity plot (regression) or ROC curve (classification) of one model on one task.
+
+    Args:
+        model: the model's name (figure title)
+        predictions: fold_0 .. fold_4 prediction files of the model on the task
+        out_png: the parity plot (regression) or ROC curve (classification), PNG
+        out_pdf: the same figure, PDF
+    """
     from crucible.io import read_json
     from crucible.report.figures import save_figure
 

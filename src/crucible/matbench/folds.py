@@ -150,7 +150,12 @@ def write_task_folds(
     inner_seed: int = 7,
 ) -> None:
     """The folds stage: the official folds of ``task`` (checked against a regeneration) and the
-    inner validation rows; the card must record ``raw_sha256`` when it is given."""
+    inner validation rows; the card must record ``raw_sha256`` when it is given.
+
+    Args:
+        validation: the official validation splits (checked against their pin)
+        out: the folds table to write: results/matbench/folds/{task}.parquet
+    """
     from crucible.io import read_parquet
     from crucible.sources import check_card_pin
 

@@ -226,7 +226,20 @@ def write_leaderboard_files(
 ) -> pd.DataFrame:
     """The leaderboard (CSV with every number; Markdown/LaTeX for reading), the per-fold table
     and the scaled-error figure, from the models' scores records; the task cards give the units
-    and which tasks are structure tasks (the figure marks composition-only entries on them)."""
+    and which tasks are structure tasks (the figure marks composition-only entries on them).
+
+    Args:
+        scores: scores JSONs results/matbench/scores/{model}/{task}.json
+        published: config/published_matbench.yaml
+        out_csv: the leaderboard, CSV
+        out_md: the leaderboard, Markdown
+        out_tex: the leaderboard, LaTeX
+        out_folds_csv: every fold's score of every model and task, CSV
+        out_png: the scaled-error figure, PNG
+        out_pdf: the scaled-error figure, PDF
+        cards: task cards results/matbench/data/{task}.json: the MAE units, and which tasks are structure
+            tasks (the figure draws composition-only entries on them hollow)
+    """
     from crucible.io import read_json
     from crucible.report.figures import save_figure, scaled_error_figure
     from crucible.report.tables import write_table

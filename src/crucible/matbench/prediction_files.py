@@ -229,7 +229,13 @@ def import_predictions(
     out: str | os.PathLike,
 ) -> None:
     """Take in a user-supplied prediction file for one fold of ``task``: validated against the
-    fold's test ids (from the folds file) and the task type (from the card), written in our schema."""
+    fold's test ids (from the folds file) and the task type (from the card), written in our schema.
+
+    Args:
+        fold: the test fold the file predicts (0-4)
+        predictions: the predictions made elsewhere: parquet with mbid, prediction[, probability]
+        out: the checked copy to write: results/matbench/predictions/{model}/{task}/fold_{k}.parquet
+    """
     from crucible.io import read_json, read_parquet
 
     task_card = read_json(card)

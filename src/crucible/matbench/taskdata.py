@@ -247,7 +247,20 @@ def score_task_files(
     input_kind: str | None = None,
 ) -> dict[str, Any]:
     """:func:`score_prediction_files` written to ``out``; task type and MAD from the task card,
-    unless given (an explicit value wins over the card's)."""
+    unless given (an explicit value wins over the card's).
+
+    Args:
+        data: results/matbench/data/{task}.parquet
+        folds: results/matbench/folds/{task}.parquet
+        predictions: fold_0.parquet .. fold_4.parquet, in fold order
+        out: results/matbench/scores/{model}/{task}.json
+        card: task card (results/matbench/data/{task}.json): gives task type and MAD
+        task_type: instead of --card
+        mad: instead of --card: official MAD (regression) or fraction of True (classification)
+        model: the model's name, as recorded in the scores
+        input_kind: what the model was given; default: 'structure' if the data has structures, else
+            composition-only
+    """
     from crucible.io import read_json
     from crucible.matbench.scoring import write_scores
 
@@ -308,7 +321,25 @@ def write_results_files(
     """matbench's ``results.json.gz`` of one model over several tasks (and, when ``out_info``
     is given, the leaderboard's ``info.json``: algorithm, algorithm_long, authors, bibtex_refs,
     notes, defaults filled in). ``input``: the user_metadata text (default: measured from the
-    data). Returns the input text."""
+    data). Returns the input text.
+
+    Args:
+        model: the model's name, as recorded in the results file
+        tasks: the Matbench tasks of the file, in Matbench order
+        predictions: fold_0 .. fold_4 prediction files of each task, in --tasks order
+        data: one clean data file per task, in --tasks order
+        folds: one folds file per task, in --tasks order
+        out_results: results/matbench/{model}/results.json.gz
+        store_probabilities: store P(True) instead of bool labels for classifiers (matbench scores either as
+            labels)
+        input: user_metadata 'input' text; default from the data
+        out_info: also write the leaderboard's info.json here
+        algorithm: info.json algorithm (default: the model name)
+        algorithm_long: info.json: a longer description of the algorithm
+        authors: info.json: authors (default: crucible)
+        bibtex_refs: info.json: BibTeX references of the algorithm
+        notes: info.json: free-text notes
+    """
     from crucible.matbench.resultsfile import (
         DEFAULT_BIBTEX,
         requirements,

@@ -146,7 +146,16 @@ def write_task_tables(
     out_overlap_md: str,
 ) -> None:
     """The task table and the task-overlap table from the clean stage's cards and data files
-    (each named after its task, ``<task>.json`` / ``<task>.parquet``)."""
+    (each named after its task, ``<task>.json`` / ``<task>.parquet``).
+
+    Args:
+        cards: task cards results/matbench/data/{task}.json, one per task
+        data: clean task tables results/matbench/data/{task}.parquet, in --cards order
+        out_csv: the task table, CSV
+        out_md: the task table, Markdown
+        out_overlap_csv: the task-overlap table (duplicates, shared inputs, class balance), CSV
+        out_overlap_md: the task-overlap table, Markdown
+    """
     from pathlib import Path
 
     from crucible.errors import ConfigError

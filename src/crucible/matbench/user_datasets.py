@@ -186,13 +186,24 @@ def user_table(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def fetch_user_dataset(dataset: str, spec: dict[str, Any], out: str) -> None:
-    """Download the dataset's file to ``out``, checked against the entry's pinned SHA-256."""
+    """Download the dataset's file to ``out``, checked against the entry's pinned SHA-256.
+
+    Args:
+        out: the downloaded file to write: resources/downloads/user/{dataset}.json.gz
+    """
     from crucible.sources import fetch
 
     fetch(dataset, fetch_spec(dataset, spec), out)
 
 
 def write_clean_user_dataset(dataset: str, spec: dict[str, Any], raw: str, out_data: str, out_card: str) -> None:
+    """A user dataset's .json.gz as a typed task table with ids, and its card.
+
+    Args:
+        raw: the downloaded .json.gz (checked against the entry's sha256)
+        out_data: the clean table to write: results/matbench/user/{dataset}/data.parquet
+        out_card: the card to write: results/matbench/user/{dataset}/card.json
+    """
     from crucible.matbench.clean import write_clean
 
     df, card = clean_user_dataset(dataset, spec, raw)
@@ -200,6 +211,11 @@ def write_clean_user_dataset(dataset: str, spec: dict[str, Any], raw: str, out_d
 
 
 def write_user_folds(data: str, card: str, out: str, inner_fraction: float = 0.25, inner_seed: int = 7) -> None:
+    """Matbench's 5-fold recipe (seed 18012019) on a user dataset.
+
+    Args:
+        out: the folds table to write: results/matbench/user/{dataset}/folds.parquet
+    """
     from crucible.io import read_json, read_parquet
     from crucible.matbench.folds import write_folds
 
@@ -208,7 +224,14 @@ def write_user_folds(data: str, card: str, out: str, inner_fraction: float = 0.2
 
 
 def write_user_scores(model: str, card: str, data: str, folds: str, predictions: list[str], out: str) -> None:
-    """Score the five folds' prediction files (their sidecars say whether structures were used)."""
+    """Score the five folds' prediction files (their sidecars say whether structures were used).
+
+    Args:
+        model: the model's name, as recorded in the scores
+        folds: the folds table: results/matbench/user/{dataset}/folds.parquet
+        predictions: fold_0 .. fold_4 predictions
+        out: the scores JSON to write: results/matbench/user/{dataset}/scores/{model}.json
+    """
     from crucible.io import read_json, read_parquet
     from crucible.matbench.scoring import write_scores
     from crucible.matbench.tasks import N_FOLDS
@@ -231,7 +254,14 @@ USER_TABLE_HEADERS = {
 
 
 def write_user_table(scores: list[str], out_csv: str, out_md: str, out_tex: str) -> None:
-    """One user dataset's scores, every model: CSV, Markdown and LaTeX."""
+    """One user dataset's scores, every model: CSV, Markdown and LaTeX.
+
+    Args:
+        scores: scores JSONs of the dataset, one per model
+        out_csv: the table, CSV
+        out_md: the table, Markdown
+        out_tex: the table, LaTeX
+    """
     from crucible.io import read_json
     from crucible.report.tables import write_table
 

@@ -383,7 +383,15 @@ def write_eos_table_files(inputs: Sequence[str | Path], out_csv=None, out_md=Non
 def write_eos_figures(
     inputs: Sequence[str | Path], out_png=None, out_pdf=None, out_parity_png=None, out_parity_pdf=None
 ) -> None:
-    """``crucible mlip eos-figures``: the Δ periodic table and the B0 parity figure, each where asked."""
+    """``crucible mlip eos-figures``: the Δ periodic table and the B0 parity figure, each where asked.
+
+    Args:
+        inputs: EOS fits results/mlip/eos/{model}.parquet, one per potential
+        out_png: the Δ periodic-table figure, PNG
+        out_pdf: the Δ periodic-table figure, PDF
+        out_parity_png: the B0 parity figure (against experiment), PNG
+        out_parity_pdf: the B0 parity figure, PDF
+    """
     frames = load_eos_frames(inputs)
     if out_png or out_pdf:
         delta_periodic_table(frames, png=out_png, pdf=out_pdf)

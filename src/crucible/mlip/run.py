@@ -33,7 +33,14 @@ def write_eos(
     volume_range: tuple[float, float] = (0.94, 1.06),
 ) -> None:
     """``crucible mlip eos``: the EOS fits of one potential (``custom_potentials``: a user's entry
-    named ``model``) over ``elements``, written to ``out``."""
+    named ``model``) over ``elements``, written to ``out``.
+
+    Args:
+        out: the EOS fits to write: results/mlip/eos/{model}.parquet
+        elements: 'all' or comma-separated symbols, e.g. Cu,Ag
+        points: volumes sampled per element (default 7)
+        volume_range: the sampled volumes as fractions of V0, low and high (default 0.94 1.06)
+    """
     from crucible.io import write_parquet
     from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA, parse_elements, run_eos
     from crucible.potentials.provenance import provenance_metadata
@@ -73,7 +80,12 @@ def write_s2ef_predictions(
     custom_potentials: dict[str, Any] | None = None,
 ) -> None:
     """``crucible mlip s2ef-predict``: one potential's energies and forces on the frames of
-    ``dataset`` (a file or ``ase-vasp-testdata``), written to ``out``."""
+    ``dataset`` (a file or ``ase-vasp-testdata``), written to ``out``.
+
+    Args:
+        dataset: extended XYZ / ASE db / any ASE-readable file, or 'ase-vasp-testdata'
+        out: the predictions to write: results/mlip/s2ef/{dataset}/{model}.parquet
+    """
     from crucible.io import write_parquet
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
     from crucible.potentials.provenance import provenance_metadata

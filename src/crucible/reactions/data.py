@@ -435,7 +435,15 @@ def clean(
     custom: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Clean the raw table of a dataset (built in, or a user's given by ``custom``, the config's
-    ``reactions.user_datasets``) into its parquet table and card."""
+    ``reactions.user_datasets``) into its parquet table and card.
+
+    Args:
+        dataset: the dataset's name, e.g. buchwald-hartwig (or a key of reactions.user_datasets)
+        input: the raw CSV (a built-in dataset's is checked against its pin)
+        out: the clean table to write: results/reactions/data/{dataset}.parquet
+        out_card: the card to write: results/reactions/data/{dataset}.json
+        custom: JSON of config reactions.user_datasets, for a user table
+    """
     return write_clean(dataset_spec(dataset, custom), input, out, out_card)
 
 

@@ -15,7 +15,12 @@ def write_baseline_predictions(
     params: dict[str, Any] | None = None,
 ) -> None:
     """Fit baseline ``model`` on the clean table and its card, then write one prediction file per
-    question file (same order)."""
+    question file (same order).
+
+    Args:
+        model: registered baseline: random, popularity, nearest-substrate, yield-model, oracle
+        params: JSON of model parameters
+    """
     from crucible.io import read_json, read_parquet, write_json
     from crucible.reactions import baselines, scoring
 

@@ -285,7 +285,12 @@ def write_response_predictions(
     responses: list[str | os.PathLike],
     out: list[str | os.PathLike],
 ) -> None:
-    """A language model's response files turned into prediction files, one per question file."""
+    """A language model's response files turned into prediction files, one per question file.
+
+    Args:
+        model: the language model's name (config llm.models)
+        responses: one per questions file, same order
+    """
     from crucible.io import write_json
     from crucible.reactions.scoring import load_questions, prediction_record
 

@@ -432,7 +432,17 @@ def write_question_files(
     system_prompt: str | None = None,
 ) -> None:
     """Build every question type of a clean table and write, per requested type, its question
-    file (RxnOptBench's schema) and its ``prompts.jsonl``; then the build summary."""
+    file (RxnOptBench's schema) and its ``prompts.jsonl``; then the build summary.
+
+    Args:
+        params: JSON: n_options, seed, n_references, reference_quantile, cross_references
+        types: question types to build, e.g. single_varying all_varying
+        out_questions: question files to write, one per --types entry: .../{question_type}/questions.json
+        out_prompts: prompt files to write, one per --types entry: .../{question_type}/prompts.jsonl
+        out_summary: the build record to write (counts per type, parameters):
+            results/reactions/{dataset}/build.json
+        system_prompt: system prompt of every prompt (default: none)
+    """
     from crucible.errors import ConfigError
     from crucible.io import read_json, read_parquet, write_json, write_text
     from crucible.reactions import prompts

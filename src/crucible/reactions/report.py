@@ -352,7 +352,15 @@ def write_report_files(
     bootstrap: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """:func:`write_report` with each table's path as its own argument (the CLI's)."""
+    """:func:`write_report` with each table's path as its own argument (the CLI's).
+
+    Args:
+        dataset: the dataset's name (titles and captions)
+        scores: scores JSONs results/reactions/{dataset}/scores/{model}.json, one per model
+        out_figure: png and/or pdf paths
+        bootstrap: bootstrap resamples of the 95 % intervals (default 1000)
+        seed: seed of the bootstrap (default 0)
+    """
     tables = {
         "csv": out_csv,
         "md": out_md,
@@ -373,7 +381,16 @@ def write_package_files(
     table: str | os.PathLike,
 ) -> None:
     """:func:`write_package` from the files the workflow has: the card, the build summary and
-    the results table (CSV)."""
+    the results table (CSV).
+
+    Args:
+        dataset: the dataset's name
+        out_dir: the package directory to write
+        questions: question files to copy into the package
+        card: the dataset's card: results/reactions/data/{dataset}.json
+        summary: the build record: results/reactions/{dataset}/build.json
+        table: the dataset's results table (CSV) for the package's report.md
+    """
     from crucible.io import read_json
 
     write_package(

@@ -407,7 +407,14 @@ def write_scores(
     dataset: str = "",
     model: str = "",
 ) -> None:
-    """:func:`score_prediction_files` written to ``out`` (JSON)."""
+    """:func:`score_prediction_files` written to ``out`` (JSON).
+
+    Args:
+        predictions: prediction files, one per questions file, same order
+        out: the scores JSON to write
+        dataset: dataset name recorded in the scores (default: none)
+        model: model name recorded in the scores (default: none)
+    """
     from crucible.io import write_json
 
     write_json(score_prediction_files(questions, predictions, dataset, model), out)
