@@ -422,3 +422,23 @@ def test_two_jobs_sharing_a_cache_pay_once_per_item(tmp_path, chat_server, venv_
     assert sum(r["n_new"] for r in records) == n
     assert sum(r["n_from_other_jobs"] for r in records) > 0, "one job waited for the other's answers"
     assert list((tmp_path / "cache").rglob("*.claim")) == []
+
+
+def test_each_answer_is_kept_before_the_next_request_is_sent(chat_server):
+    """A slow keeper (a loaded machine, a slow disk) never lets requests run ahead of what is
+    kept: with one worker, answer k is handed over before request k+1 goes out, so a killed
+    job loses only the request in flight."""
+    from crucible.llm.files import Prompt
+    from crucible.llm.openai_backend import OpenAIBackend
+
+    backend = OpenAIBackend("m1", "tiny-chat", chat_server.base_url, "CRUCIBLE_TEST_KEY", concurrency=1)
+    prompts = [Prompt(f"q{k}", ({"role": "user", "content": f"item {k}"},)) for k in range(5)]
+    sent_when_kept = []
+
+    def keep(i, completion):
+        sent_when_kept.append((i, chat_server.count()))
+        time.sleep(0.1)
+
+    out = backend.generate(prompts, {"max_tokens": 4}, on_done=keep)
+    assert [c.response for c in out] == [f"echo: item {k}" for k in range(5)]
+    assert sent_when_kept == [(k, k + 1) for k in range(5)]

@@ -88,5 +88,6 @@ class Backend(Protocol):
         on_done: Callable[[int, Completion], None] | None = None,
         budget: FailureBudget | None = None,
     ) -> list[Completion]:
-        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes;
+        """One Completion per prompt, in order; ``on_done(i, completion)`` as each one finishes
+        (from a worker thread where the backend has them, before that worker asks for another);
         nothing more is asked once ``budget.stopped`` (those items: ``budget.not_sent``)."""

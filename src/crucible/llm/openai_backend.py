@@ -259,22 +259,24 @@ class OpenAIBackend:
         budget: FailureBudget | None = None,
     ) -> list[Completion]:
         """Every prompt, ``concurrency`` at a time; once ``budget`` stops, the queued ones are not sent."""
-        budget = budget if budget is not None else FailureBudget(None)
+        budget = budget if budget is not None else FailureBudget(None, len(prompts))
 
-        def run(p: Prompt) -> Completion:
+        def run(i: int, p: Prompt) -> Completion:
             c = self.complete(p, params, budget)
-            budget.record(c)  # in the worker, so that the next queued request already sees it
+            # Both in the worker, before it takes the next prompt: the next request already sees
+            # the budget, and an answer is kept (cached) before another is asked for, so a killed
+            # job loses only the requests in flight, however far behind the main thread is.
+            budget.record(c)
+            if on_done is not None:
+                on_done(i, c)
             return c
 
         results: list[Completion | None] = [None] * len(prompts)
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm")
         try:
-            futures = {pool.submit(run, p): i for i, p in enumerate(prompts)}
+            futures = {pool.submit(run, i, p): i for i, p in enumerate(prompts)}
             for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                if on_done is not None:
-                    on_done(i, results[i])
+                results[futures[fut]] = fut.result()
         except BaseException:
             budget.stop("the job was interrupted")
             raise
