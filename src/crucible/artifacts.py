@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from crucible import sources as _sources
+from crucible.io import InFile
 
 
 def fetch_artifact(
@@ -27,6 +28,7 @@ def fetch_artifact(
         url_prefix: mirror replacing the upstream URL's folder
         sha256: pinned hash of a mirror's own copy
         lock: lock file recording the SHA-256 of artifacts pinned by git blob id
+        sources: the pinned sources file (default: config/sources.yaml)
     """
     if matminer_task:
         spec = _sources.matminer_artifact(matminer_task, url_prefix, sha256)
@@ -42,7 +44,7 @@ def fetch_artifact(
 
 def extract_members(
     artifact: str,
-    archive: str | os.PathLike,
+    archive: InFile,
     out_dir: str | os.PathLike,
     sources: str | os.PathLike = "config/sources.yaml",
     members: list[str] | None = None,
@@ -54,6 +56,7 @@ def extract_members(
         archive: the downloaded archive (its SHA-256 is checked first)
         out_dir: folder the members are written into
         members: default: every pinned member
+        sources: as in :func:`crucible.artifacts.fetch_artifact`
     """
     spec = _sources.get_artifact(_sources.load_sources(sources), artifact)
     _sources.extract(artifact, spec, archive, out_dir, members or None)

@@ -287,13 +287,12 @@ def _data_files(folder: Path) -> dict[str, str]:
 def command_handler(group: str, verb: str) -> tuple[str, str]:
     """``(module, function)`` that ``crucible group verb`` runs, read from its declaration
     (crucible.stage)."""
-    import importlib
-
     from crucible.commands import GROUPS
+    from crucible.stage import stages_of
 
     if group not in GROUPS:
         raise ValueError(f"no crucible command group {group!r}")
-    for declared in importlib.import_module(GROUPS[group][0]).STAGES:
+    for declared in stages_of(group):
         if declared.verb == verb:
             return declared.target
     raise ValueError(f"no command 'crucible {group} {verb}'")

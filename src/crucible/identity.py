@@ -316,7 +316,11 @@ class JobRecord:
 
 # The ``crucible names`` commands: what a person asks of a results folder's record of names.
 def show_names(book: str | os.PathLike = NAME_BOOK_FILE) -> None:
-    """Every recorded name, its meaning's digest and spec, one per line."""
+    """Every recorded name, its meaning's digest and spec, one per line.
+
+    Args:
+        book: the record of names (default results/.identity/names.json)
+    """
     names = read_name_book(book)
     if not names:
         print(f"{book}: no names recorded yet")
@@ -329,6 +333,7 @@ def forget(keys: Iterable[str], book: str | os.PathLike = NAME_BOOK_FILE) -> Non
 
     Args:
         keys: e.g. matbench/model/gbm-magpie (see `crucible names show`)
+        book: as in :func:`crucible.identity.show_names`
     """
     for key in forget_names(keys, book):
         print(f"forgot {key}: the next run records its meaning anew and reruns the jobs made of it")

@@ -10,15 +10,16 @@ from __future__ import annotations
 from crucible.identity import NAME_BOOK_FILE  # crucible.cli imports crucible.identity anyway
 from crucible.stage import Opt, Stage
 
-_BOOK = Opt("book", f"the record of names (default {NAME_BOOK_FILE})", default=str(NAME_BOOK_FILE))
+_BOOK = Opt("book", default=str(NAME_BOOK_FILE))
 
 STAGES = (
-    Stage("show", "every recorded name with its meaning", "crucible.identity:show_names", (_BOOK,)),
+    Stage("show", "every recorded name with its meaning", ".identity:show_names", _BOOK),
     Stage(
         "forget",
         "drop recorded names, so that the next run may give them a new meaning",
-        "crucible.identity:forget",
-        (Opt("keys", many=True, positional=True, metavar="KEY"), _BOOK),
+        ".identity:forget",
+        Opt("keys", many=True, positional=True, metavar="KEY"),
+        _BOOK,
     ),
-    Stage("record", "the identity record of one output file", "crucible.identity:show_record", (Opt("output"),)),
+    Stage("record", "the identity record of one output file", ".identity:show_record"),
 )

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+# A file a function reads. A stage's parameter annotated so (or list[InFile], InFile | None) is
+# its command's input file, the rule's input of that name (crucible.stage).
+InFile = str | os.PathLike
+
 
 def _current_umask() -> int:
     mask = os.umask(0)

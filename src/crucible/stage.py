@@ -1,7 +1,7 @@
 """Each command of the ``crucible`` CLI declared once.
 
-A :class:`Stage` names the library function a command runs and declares its arguments (:class:`Arg`);
-from that one declaration follow the argparse parser and its help (:func:`configure_parser`), the
+A :class:`Stage` names the library function a command runs; its arguments (:class:`Arg`) are
+that function's parameters, read from its signature and docstring. From that one declaration follow the argparse parser and its help (:func:`configure_parser`), the
 call of the function (:func:`run`), and the shell line of the Snakemake rule that runs it
 (:func:`shell`). Nothing is spelled twice: a rule names its inputs, outputs and params after the
 command's arguments, and passes only what comes from elsewhere (a wildcard, a literal).
@@ -14,11 +14,13 @@ asked for is imported alone.
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import importlib
-import inspect
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from crucible.errors import ConfigError
@@ -44,8 +46,8 @@ class Arg:
     ``role`` says where a rule's value comes from: its input or output of that name, or its param
     of that name (an argument named ``threads`` takes the rule's threads). An optional argument
     given the empty string (``--opt=``) takes its default, so that a rule can pass "none". Its help
-    is the function's docstring's (its ``Args:`` section) unless declared here, where several
-    commands share the argument.
+    is the function's docstring's (its ``Args:`` section) unless declared here (a text computed
+    from the registries).
     """
 
     name: str
@@ -95,14 +97,23 @@ def Opt(name: str, help: str | None = None, **kw: Any) -> Arg:
     return Arg(name, help, role=PARAM, **kw)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Stage:
-    """A command ``crucible <group> <verb>``: it calls ``run`` (``"module:function"``) with its args."""
+    """A command ``crucible <group> <verb>``: it calls ``run`` (``"module:function"``).
+
+    Its arguments are the function's parameters, read from its source (no import): a parameter
+    named ``out`` or ``out_<what>`` is a file it writes, one annotated ``InFile`` (crucible.io) a
+    file it reads, any other a setting; type, number of values and default follow from the annotation and the
+    default, help from the docstring. ``args`` (after ``run``) declare only what a signature cannot say (choices,
+    a value count ``per`` another argument, a help several commands share); ``skip`` names
+    parameters the command does not offer.
+    """
 
     verb: str
     help: str
-    run: str
-    args: tuple[Arg, ...]
+    run: str  # "module:function"; ".module:function" within the group's package
+    args: tuple[Arg, ...] = ()
+    skip: tuple[str, ...] = ()
     # groups of arguments of which exactly one is given
     one_of: tuple[tuple[str, ...], ...] = ()
     # OMP_NUM_THREADS={threads} before the command: a library that spawns BLAS threads at import
@@ -112,24 +123,103 @@ class Stage:
     # False: its jobs have no identity (a download, whose pin is its identity): no CRUCIBLE_JOB
     identified: bool = True
 
-    def __post_init__(self):
-        names = [a.name for a in self.args]
-        if len(set(names)) != len(names):
-            raise ValueError(f"{self.verb}: an argument is declared twice: {names}")
-        unknown = {a.per for a in self.args if a.per} | {n for g in self.one_of for n in g}
-        if unknown - set(names):
-            raise ValueError(f"{self.verb}: refers to undeclared arguments {sorted(unknown - set(names))}")
+    def __init__(self, verb: str, help: str, run: str, *args: Arg, **settings: Any):
+        values = {"verb": verb, "help": help, "run": run, "args": tuple(settings.pop("args", args))}
+        values |= {f.name: settings.pop(f.name, f.default) for f in fields(self)[4:]}
+        if settings:
+            raise TypeError(f"Stage {verb}: no setting {', '.join(sorted(settings))}")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)  # frozen
 
     @property
     def target(self) -> tuple[str, str]:
         module, _, function = self.run.partition(":")
         return module, function
 
+    @functools.cached_property
+    def arguments(self) -> tuple[Arg, ...]:
+        """Every argument: the signature's, in its order, each replaced by its declaration if any."""
+        return _resolve(self)
+
     def arg(self, name: str) -> Arg:
-        for a in self.args:
+        for a in self.arguments:
             if a.name == name:
                 return a
         raise KeyError(name)
+
+
+def _resolve(stage: Stage) -> tuple[Arg, ...]:
+    declared = {a.name: a for a in stage.args}
+    if len(declared) != len(stage.args):
+        raise ValueError(f"{stage.verb}: an argument is declared twice: {[a.name for a in stage.args]}")
+    params = [p for p in _parameters(stage.run) if p[0] not in stage.skip]
+    unknown = set(declared) - {p[0] for p in params}
+    if unknown:
+        raise ValueError(f"{stage.verb}: declares arguments its function lacks: {sorted(unknown)}")
+    found = tuple(
+        declared.get(name) or _derived(stage, name, annotation, default) for name, annotation, default in params
+    )
+    names = {a.name for a in found}
+    refers = {a.per for a in found if a.per} | {n for g in stage.one_of for n in g}
+    if refers - names:
+        raise ValueError(f"{stage.verb}: refers to undeclared arguments {sorted(refers - names)}")
+    return found
+
+
+_NOT_LITERAL = object()  # a default the source does not spell as a literal
+
+
+@functools.lru_cache(maxsize=None)
+def _function_node(run: str) -> ast.FunctionDef:
+    module, _, name = run.partition(":")
+    path = Path(__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if node is None:
+        raise ValueError(f"{run}: no function {name} defined in {path}")
+    return node
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters(run: str) -> tuple[tuple[str, str, Any], ...]:
+    """(name, annotation text, default) of each parameter of ``run``'s function, read from the
+    module's source: the rules' shell lines are built when Snakemake reads the workflow, which
+    must not import torch or pymatgen to do so."""
+    a = _function_node(run).args
+    positional = a.posonlyargs + a.args
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    pairs = list(zip(positional + a.kwonlyargs, defaults + list(a.kw_defaults)))
+    return tuple((p.arg, ast.unparse(p.annotation) if p.annotation else "", _literal(d)) for p, d in pairs)
+
+
+def _literal(node: ast.expr | None) -> Any:
+    if node is None:
+        return REQUIRED
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return _NOT_LITERAL
+
+
+_SCALARS: dict[str, Callable[[str], Any] | None] = {"int": int, "float": float}
+
+
+def _derived(stage: Stage, name: str, annotation: str, default: Any) -> Arg:
+    if default is _NOT_LITERAL:
+        raise ValueError(f"{stage.run}: declare {name}: its default is not a literal")
+    role = OUTPUT if name == "out" or name.startswith("out_") else INPUT if "InFile" in annotation else PARAM
+    kind = re.sub(r"\s*\|\s*None$", "", annotation)
+    if kind == "bool":
+        return Arg(name, role=role, flag=True, default=default)
+    many: bool | int = False
+    sequence = re.fullmatch(r"(?:list|Sequence|Iterable|tuple)\[(.*)\]", kind)
+    if sequence:
+        items = [t.strip() for t in sequence.group(1).split(",")]
+        many = len(items) if kind.startswith("tuple") and "..." not in items else True
+        kind = items[0]
+    if kind.startswith(("dict", "Mapping")):
+        return Arg(name, role=role, type=json_value, default=default, many=many)
+    return Arg(name, role=role, type=_SCALARS.get(kind), default=default, many=many)
 
 
 def _add_argument(parser: argparse.ArgumentParser | Any, arg: Arg, required: bool) -> None:
@@ -187,13 +277,15 @@ class _WithEmpty(list):
         return isinstance(value, _Default) or super().__contains__(value)
 
 
-def parameter_help(func: Callable[..., Any]) -> dict[str, str]:
-    """The texts of a function's parameters in its docstring's ``Args:`` section (Google style:
-    ``name: text``, continued on deeper-indented lines)."""
+def parameter_help(run: str) -> dict[str, str]:
+    """The texts of the parameters of ``run``'s function (``"module:function"``) in its docstring's
+    ``Args:`` section (Google style: ``name: text``, continued on deeper-indented lines), read from
+    source; ``name: as in :func:`module.function``` is that function's text (a parameter several
+    functions share is described once)."""
     helps: dict[str, str] = {}
     section = False
     name = None
-    for line in (inspect.getdoc(func) or "").splitlines():
+    for line in (ast.get_docstring(_function_node(run)) or "").splitlines():
         if line.strip() == "Args:":
             section = True
             continue
@@ -207,17 +299,21 @@ def parameter_help(func: Callable[..., Any]) -> dict[str, str]:
             helps[name] = entry.group(2).strip()
         elif name is not None:
             helps[name] += " " + line.strip()
+    for name, text in helps.items():
+        shared = re.fullmatch(r"as in :func:`([\w.]+)\.(\w+)`", text)
+        if shared:
+            helps[name] = parameter_help(f"{shared.group(1)}:{shared.group(2)}")[name]
     return helps
 
 
 class _StageParser(argparse.ArgumentParser):
     """A command's parser: the help of an argument its declaration leaves out is read from the
-    function's docstring when help is printed, so that parsing imports nothing but the command."""
+    function's docstring (in its source) when help is printed, so that help imports nothing."""
 
     def format_help(self) -> str:
         stage = self._defaults.get("stage")
         if stage is not None:
-            helps = parameter_help(function(stage))
+            helps = parameter_help(stage.run)
             for action in self._actions:
                 if action.help is None and action.dest in helps:
                     # argparse %-formats help: only %(default)s / %(default)r stay placeholders
@@ -232,7 +328,7 @@ def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage]) -
         p = sub.add_parser(stage.verb, help=stage.help, description=stage.description or stage.help)
         grouped = {n: g for g in stage.one_of for n in g}
         groups: dict[tuple[str, ...], Any] = {}
-        for arg in stage.args:
+        for arg in stage.arguments:
             if arg.name in grouped:
                 g = grouped[arg.name]
                 if g not in groups:
@@ -247,14 +343,14 @@ def arguments(stage: Stage, namespace: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``stage``'s function from parsed options; lists given ``per``
     another argument must have as many values as that one."""
     kwargs = {}
-    for arg in stage.args:
+    for arg in stage.arguments:
         value = getattr(namespace, arg.name)
         if isinstance(value, list):
             value = [v for v in value if not isinstance(v, _Default)]
         elif isinstance(value, _Default):
             value = value.value
         kwargs[arg.name] = value
-    for arg in stage.args:
+    for arg in stage.arguments:
         if arg.per and kwargs[arg.name] is not None and kwargs[arg.per] is not None:
             if len(kwargs[arg.name]) != len(kwargs[arg.per]):
                 raise ConfigError(f"{arg.option} and {stage.arg(arg.per).option} need the same number of paths")
@@ -273,26 +369,18 @@ def run(stage: Stage, namespace: argparse.Namespace) -> int:
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
-def signature_mismatch(stage: Stage) -> list[str]:
-    """How ``stage``'s declaration and its function's signature differ (nothing: they agree)."""
-    params = inspect.signature(function(stage)).parameters
-    declared = [a.name for a in stage.args]
-    problems = [f"{n}: declared, not a parameter" for n in declared if n not in params]
-    problems += [
-        f"{n}: a parameter, not declared"
-        for n, p in params.items()
-        if n not in declared and p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
-    ]
-    return problems
-
-
+@functools.lru_cache(maxsize=None)
 def stages_of(group: str) -> tuple[Stage, ...]:
-    """The declared stages of a command group (``crucible.commands.GROUPS``)."""
+    """The declared stages of a command group (``crucible.commands.GROUPS``), each ``run`` whole."""
     from crucible.commands import GROUPS
 
     if group not in GROUPS:
         raise ConfigError(f"no crucible command group {group!r}")
-    return tuple(importlib.import_module(GROUPS[group][0]).STAGES)
+    module = GROUPS[group][0]
+    package = module.rpartition(".")[0]
+    return tuple(
+        replace(s, run=package + s.run) if s.run.startswith(".") else s for s in importlib.import_module(module).STAGES
+    )
 
 
 def shell(command: str, **sources: str | None) -> str:
@@ -303,14 +391,14 @@ def shell(command: str, **sources: str | None) -> str:
     stage = next((s for s in stages_of(group) if s.verb == verb), None)
     if stage is None:
         raise ConfigError(f"no command 'crucible {command}'")
-    unknown = sorted(set(sources) - {a.name for a in stage.args})
+    unknown = sorted(set(sources) - {a.name for a in stage.arguments})
     if unknown:
         raise ConfigError(f"crucible {command} has no argument {', '.join(unknown)}")
     words = [JOB_PREFIX.strip()] if stage.identified else []
     if stage.omp_threads:
         words.append("OMP_NUM_THREADS={threads}")
     words += ["crucible", group, verb]
-    for arg in stage.args:
+    for arg in stage.arguments:
         value = sources.get(arg.name, "" if arg.flag else arg.placeholder())
         if value is None or value == "":
             if arg.required:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from crucible.errors import DataValidationError
+from crucible.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -475,13 +476,13 @@ def analyse(
 
 
 def score_calculation_files(
-    inputs: Sequence[str | os.PathLike],
+    inputs: Sequence[InFile],
     thresholds: dict[str, Any] | None,
     model: str,
     out: str | os.PathLike,
     out_reactions: str | os.PathLike,
     out_anomaly: str | os.PathLike | None = None,
-    card: str | os.PathLike | None = None,
+    card: InFile | None = None,
 ) -> dict[str, Any]:
     """Analyse a potential's calculation chunks (``relax`` outputs): the analysis JSON, the
     per-reaction parquet and, when asked, CatBench's anomaly-detection JSON; log its headline

@@ -22,6 +22,7 @@ import numpy as np
 
 from crucible.catalysis.adsorption import Reaction
 from crucible.catalysis.calculation import DEFAULTS, MODES, RelaxationCache, run_reaction
+from crucible.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +187,8 @@ def run_chunk(
 
 
 def relax_chunk(
-    reactions: str | os.PathLike,
-    db: str | os.PathLike,
+    reactions: InFile,
+    db: InFile,
     model: str,
     chunk: int,
     n_chunks: int,
@@ -213,6 +214,10 @@ def relax_chunk(
             seed)
         out: the chunk's JSON to write: results/catalysis/{dataset}/calc/{model}/chunk_{chunk}.json (finished
             reactions are kept in {out}.parts/ until then, so a killed run resumes)
+        model: as in :func:`crucible.mlip.run.write_eos`
+        device: cpu or cuda (default: cuda when available; built-in ASE potentials: cpu)
+        threads: torch CPU threads (default: torch's own choice)
+        custom_potentials: JSON of config's potentials: section (a user's potential named by --model)
     """
     from crucible.catalysis import potential as potentials
     from crucible.catalysis.clean import load_reactions

@@ -28,6 +28,7 @@ from crucible.catalysis.catbench_files import read_catbench_json, write_catbench
 from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.vasp_tree import read_vasp_tree
 from crucible.errors import DataValidationError
+from crucible.io import InFile
 
 log = logging.getLogger(__name__)
 PIN_WHERE = "the config (catalysis.datasets.<name>.sha256)"
@@ -258,7 +259,7 @@ def load_reactions(
 
 def clean_input(
     format: str,
-    input: str | os.PathLike,
+    input: InFile,
     out: str | os.PathLike,
     out_db: str | os.PathLike,
     out_card: str | os.PathLike,

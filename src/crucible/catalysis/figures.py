@@ -10,6 +10,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from crucible.io import InFile
+
 
 def _parity_axes(ax, df: pd.DataFrame, title: str, by_adsorbate: bool) -> None:
     ok = df[df["class"] != "calculation_error"]
@@ -113,8 +115,8 @@ def sensitivity_figure(sweeps: dict[str, pd.DataFrame], dataset: str):
 
 
 def write_figure_files(
-    inputs: Sequence[str | os.PathLike],
-    reactions: Sequence[str | os.PathLike],
+    inputs: Sequence[InFile],
+    reactions: Sequence[InFile],
     dataset: str,
     out_parity: Sequence[str | os.PathLike],
     out_sensitivity: Sequence[str | os.PathLike],

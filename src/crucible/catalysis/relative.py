@@ -25,6 +25,7 @@ import pandas as pd
 from crucible.catalysis import RELATIVE_TASKS
 from crucible.catalysis.vasp_tree import read_vasp_dir, refuse_links
 from crucible.errors import DataValidationError
+from crucible.io import InFile
 
 EV_PER_A2_TO_J_PER_M2 = 16.021766208
 UNITS = {"surface": "J/m²", "bulk_formation": "eV/atom"}
@@ -125,7 +126,7 @@ def relative_table(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 def write_relative_energies(
     task: str,
-    input: str | os.PathLike,
+    input: InFile,
     model: str,
     out: str | os.PathLike,
     coefficients: dict[str, dict[str, float]] | None = None,
@@ -145,6 +146,10 @@ def write_relative_energies(
             results/catalysis/relative/{dataset}/{model}.parquet
         coefficients: JSON: compound -> {bulk: 1, element: -x}, e.g. '{"Cu3Pt": {"bulk": 1, "Cu": -3, "Pt":
             -1}}' (bulk_formation only; its compounds are the ones computed)
+        model: as in :func:`crucible.mlip.run.write_eos`
+        device: as in :func:`crucible.catalysis.chunks.relax_chunk`
+        threads: as in :func:`crucible.catalysis.chunks.relax_chunk`
+        custom_potentials: as in :func:`crucible.catalysis.chunks.relax_chunk`
     """
     from crucible.catalysis import potential as potentials
     from crucible.io import write_parquet

@@ -25,6 +25,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from crucible.io import InFile
+
 # (column, top header, second header) — CatBench's MLIP_Data sheet (``_create_mlip_data_sheet`` in
 # catbench/adsorption/analysis/analysis.py; the layout of 1.1.3, unchanged in 1.1.6).
 MLIP_DATA = [
@@ -414,7 +416,7 @@ def write_tables(analyses: Sequence[dict[str, Any]], prefix: str, unit: str = "m
 
 
 def write_table_files(
-    inputs: Sequence[str | os.PathLike], out_prefix: str, out_xlsx: str | os.PathLike | None = None
+    inputs: Sequence[InFile], out_prefix: str, out_xlsx: str | os.PathLike | None = None
 ) -> list[str]:
     """:func:`write_tables` (and the workbook) of the potentials' analysis JSONs, in the time
     unit the analyses were made with.
@@ -436,7 +438,7 @@ def write_table_files(
     return written
 
 
-def write_relative_table(inputs: Sequence[str | os.PathLike], task: str, out_prefix: str) -> None:
+def write_relative_table(inputs: Sequence[InFile], task: str, out_prefix: str) -> None:
     """``{out_prefix}.{csv,md,tex}``: MAE / RMSE / max error per potential of a relative-energy task.
 
     Args:

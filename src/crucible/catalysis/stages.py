@@ -14,117 +14,56 @@ crucible catalysis demo --out-dir DIR
 from __future__ import annotations
 
 from crucible.catalysis import DEFAULT_ENERGY_SOURCE, FILTERINGS, FORMATS, RELATIVE_TASKS
-from crucible.stage import In, Opt, Out, Stage, json_value
-
-# the potential a job runs: relax and relative
-_POTENTIAL = (
-    Opt("model", "registered potential (emt, chgnet-0.3.0, sevennet-0, ...) or a custom one"),
-    Opt("device", "cpu or cuda (default: cuda when available; built-in ASE potentials: cpu)", default=None),
-    Opt("threads", "torch CPU threads (default: torch's own choice)", type=int, default=None),
-    Opt(
-        "custom_potentials",
-        "JSON of config's potentials: section (a user's potential named by --model)",
-        type=json_value,
-        default=None,
-    ),
-)
+from crucible.stage import Opt, Stage, json_value
 
 STAGES = (
     Stage(
         "fetch",
         "download a CatBench JSON (refused unless its SHA-256 is pinned)",
-        "crucible.catalysis.fetch:fetch_dataset",
-        (Opt("dataset"), Opt("url"), Opt("sha256", default=None), Out("out")),
+        ".fetch:fetch_dataset",
+        Opt("sha256", default=None),
     ),
     Stage(
         "clean",
         "any supported source -> reactions.parquet + ASE db + card",
-        "crucible.catalysis.clean:clean_input",
-        (
-            Opt("format", choices=FORMATS),
-            In("input"),
-            Opt("coefficients", type=json_value, default=None),
-            Opt("filtering", choices=FILTERINGS, default="catbench"),
-            Opt("tolerance", type=float, default=None),
-            Out("out_catbench", default=None),
-            Opt("energy_source", default=DEFAULT_ENERGY_SOURCE),
-            Opt("url", default=None),
-            Opt("sha256", default=None),
-            Out("out"),
-            Out("out_db"),
-            Out("out_card"),
-        ),
+        ".clean:clean_input",
+        Opt("format", choices=FORMATS),
+        Opt("filtering", choices=FILTERINGS, default="catbench"),
+        Opt("energy_source", default=DEFAULT_ENERGY_SOURCE),
     ),
     Stage(
         "relax",
         "K-seed relaxations of one chunk with one potential (resumable)",
-        "crucible.catalysis.chunks:relax_chunk",
-        (
-            In("reactions"),
-            In("db"),
-            *_POTENTIAL,
-            Opt("chunk", type=int, default=0),
-            Opt("n_chunks", type=int, default=1),
-            Opt("params", type=json_value, default=None),
-            Out("out"),
-        ),
+        ".chunks:relax_chunk",
+        Opt("chunk", type=int, default=0),
+        Opt("n_chunks", type=int, default=1),
+        Opt("params", type=json_value, default=None),
     ),
     Stage(
         "score",
         "anomaly classes, rates, MAEs, ADwT/AMDwT, gas shift for one potential",
-        "crucible.catalysis.analysis:score_calculation_files",
-        (
-            In("inputs", many=True),
-            Opt("model"),
-            Opt("thresholds", type=json_value, default=None),
-            In("card", default=None),
-            Out("out"),
-            Out("out_reactions"),
-            Out("out_anomaly", default=None),
-        ),
+        ".analysis:score_calculation_files",
+        Opt("thresholds", type=json_value, default=None),
     ),
     Stage(
         "tables",
         "MLIP_Data / anomaly / per-adsorbate tables and the Excel workbook",
-        "crucible.catalysis.report:write_table_files",
-        (In("inputs", many=True), Opt("out_prefix"), Out("out_xlsx", default=None)),
+        ".report:write_table_files",
+        Opt("out_prefix"),
     ),
-    Stage(
-        "figures",
-        "parity and threshold-sensitivity plots",
-        "crucible.catalysis.figures:write_figure_files",
-        (
-            In("inputs", many=True),
-            In("reactions", many=True),
-            Opt("dataset"),
-            Out("out_parity", many=True),
-            Out("out_parity_shifted", many=True, default=None),
-            Out("out_sensitivity", many=True),
-            Out("out_model_parity", many=True, default=None),
-        ),
-    ),
+    Stage("figures", "parity and threshold-sensitivity plots", ".figures:write_figure_files"),
     Stage(
         "relative",
         "surface or bulk-formation energies with one potential",
-        "crucible.catalysis.relative:write_relative_energies",
-        (
-            Opt("task", choices=RELATIVE_TASKS),
-            In("input"),
-            Opt("coefficients", type=json_value, default=None),
-            *_POTENTIAL,
-            Out("out"),
-        ),
+        ".relative:write_relative_energies",
+        Opt("task", choices=RELATIVE_TASKS),
     ),
     Stage(
         "relative-table",
         "MAE / RMSE / max error per potential",
-        "crucible.catalysis.report:write_relative_table",
-        (Opt("task", choices=RELATIVE_TASKS), In("inputs", many=True), Opt("out_prefix")),
+        ".report:write_relative_table",
+        Opt("task", choices=RELATIVE_TASKS),
+        Opt("out_prefix"),
     ),
-    Stage(
-        "demo",
-        "write the EMT-labelled demo dataset in all three formats",
-        "crucible.catalysis.demo:write_demo",
-        (Out("out_dir"),),
-    ),
+    Stage("demo", "write the EMT-labelled demo dataset in all three formats", ".demo:write_demo"),
 )

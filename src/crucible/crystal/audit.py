@@ -45,6 +45,7 @@ from crucible.crystal.scoring import (
     MatcherWorker,
     convention_params,
 )
+from crucible.io import InFile
 
 SPLIT_ORDER = ("train", "val", "test")
 CROSS_PASSES = (("val", "train"), ("test", "train"), ("test", "val"))
@@ -364,7 +365,7 @@ def prompt_counts(dataset: str, test: list, templates: dict[str, dict[str, Any]]
 def run_audit(
     source: str,
     dataset: str,
-    inputs: list[str],
+    inputs: list[InFile],
     templates: str | os.PathLike,
     out_items: str | os.PathLike,
     out_summary: str | os.PathLike,
@@ -400,6 +401,17 @@ def run_audit(
             so a capped count is a lower bound (default %(default)s)
         workers: matcher processes run side by side, one formula group each (the counts do not depend on it;
             default %(default)s)
+        source: as in :func:`crucible.crystal.items.build_item_files`
+        dataset: as in :func:`crucible.crystal.items.build_item_files`
+        templates: as in :func:`crucible.crystal.items.build_item_files`
+        test_fraction: as in :func:`crucible.crystal.items.build_item_files`
+        seed: as in :func:`crucible.crystal.items.build_item_files`
+        split_by: as in :func:`crucible.crystal.items.build_item_files`
+        max_sites: as in :func:`crucible.crystal.items.build_item_files`
+        max_test_items: as in :func:`crucible.crystal.items.build_item_files`
+        timeout: as in :func:`crucible.crystal.report.score_response_file`
+        csv: the table to write (CSV): results/tables/crystal_{dataset}_audit.csv
+        md: the table as Markdown, with its caption: results/tables/crystal_{dataset}_audit.md
     """
     from crucible.crystal import data
     from crucible.crystal.audit_table import write_audit_table

@@ -33,6 +33,7 @@ import pyarrow as pa
 from crucible.crystal import parsing
 from crucible.crystal.samples import Sample
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, MatcherWorker, convention_params
+from crucible.io import InFile
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -242,14 +243,14 @@ def read_dedup_ids(audit_path: str | os.PathLike | None) -> list[str] | None:
 
 
 def score_samples_file(
-    prompts: str | os.PathLike,
-    samples: str | os.PathLike,
+    prompts: InFile,
+    samples: InFile,
     responder: str,
     k: int,
     out: str | os.PathLike,
     out_summary: str | os.PathLike,
     format: str = "auto",
-    audit: str | os.PathLike | None = None,
+    audit: InFile | None = None,
     info: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
     progress: bool = True,
@@ -268,6 +269,11 @@ def score_samples_file(
             whole and de-duplicated test set): .../csp/{responder}.json
         format: the samples' format; auto (default) tells it from the name: .jsonl, .xyz/.extxyz, a directory
             or .tar(.gz) of CIFs; responses (the LLM stage's, ids {id}#{sample}) must be named
+        prompts: as in :func:`crucible.crystal.generators.write_generator_answers`
+        k: an item's first k samples (lowest sample numbers) count; missing ones are no_response (default %(default)s)
+        info: as in :func:`crucible.crystal.report.score_response_file`
+        audit: as in :func:`crucible.crystal.report.score_response_file`
+        timeout: as in :func:`crucible.crystal.report.score_response_file`
     """
     from pathlib import Path
 

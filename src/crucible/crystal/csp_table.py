@@ -17,6 +17,7 @@ import yaml
 
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION
 from crucible.errors import ConfigError
+from crucible.io import InFile
 
 BUILTIN_ORDER = ("perov-5", "carbon-24", "mp-20")
 # per (dataset, convention): the papers' match rate and RMSE, then ours only: matched with the
@@ -222,7 +223,7 @@ def write_csp_table(
 
 
 def write_csp_table_from_files(
-    inputs: Iterable[str | os.PathLike],
+    inputs: Iterable[InFile],
     published: str | os.PathLike,
     csv: str | os.PathLike,
     md: str | os.PathLike,
@@ -235,6 +236,9 @@ def write_csp_table_from_files(
             results/crystal/{dataset}/csp/{responder}.json (the dataset from the path if a summary lacks it)
         published: YAML of the published rows (method, samples, match rate in % and RMSE per dataset, with
             their source), shown above ours (default: %(default)s)
+        csv: the table to write (CSV): results/tables/crystal_csp.csv
+        md: the table as Markdown, with its caption and sources: results/tables/crystal_csp.md
+        tex: the table as LaTeX: results/tables/crystal_csp.tex
     """
     return write_csp_table(read_csp_summaries(inputs), published, csv, md, tex)
 

@@ -46,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from crucible.errors import ConfigError
+from crucible.io import InFile
 from crucible.registry import Registry, Spec
 
 log = logging.getLogger(__name__)
@@ -503,10 +504,10 @@ def generate_samples(
 
 def write_generator_answers(
     generator: str,
-    prompts: str | os.PathLike,
+    prompts: InFile,
     out: str | os.PathLike,
     out_info: str | os.PathLike,
-    train: str | os.PathLike | None = None,
+    train: InFile | None = None,
     seed: int = 0,
     params: dict[str, Any] | None = None,
     progress: bool = True,
@@ -519,6 +520,16 @@ def write_generator_answers(
             results/crystal/{dataset}/responses/{generator}.jsonl
         out_info: the sidecar to write (JSON: generator, seed, parameters, error count, timings in s, the
             potential's provenance): .../responses/{generator}.json
+        generator: template: the nearest-composition training crystal, species substituted; random-symmetric: a seeded
+            pyxtal crystal of the composition; mlip-search: random-symmetric candidates relaxed with a potential, lowest
+            energy first
+        prompts: the test items build-items wrote: results/crystal/{dataset}/prompts.jsonl
+        train: the training set build-items wrote (train.jsonl); the template generator needs it, the others ignore it
+        seed: base seed; each item's seed is derived from it and the item's id, so an answer does not depend on the
+            other items (default 0)
+        params: JSON object of generator parameters (config crystal.generator_params.{generator}); mlip-search: model
+            (chgnet-0.3.0), n_candidates (8), fmax (0.1 eV/Å), steps (100), device, custom_potentials; the others take
+            none (default: {})
     """
     from crucible.crystal import items
     from crucible.io import write_json

@@ -27,7 +27,7 @@ from typing import Any, Iterable
 import yaml
 
 from crucible.errors import ConfigError, DataValidationError
-from crucible.io import atomic_path
+from crucible.io import InFile, atomic_path
 
 SYMPREC = 0.1
 
@@ -226,7 +226,7 @@ def build_items(dataset: str, train: list, test: list, template_name: str, templ
 def build_item_files(
     source: str,
     dataset: str,
-    inputs: list[str],
+    inputs: list[InFile],
     templates: str | os.PathLike,
     template: str,
     out_prompts: str | os.PathLike,
@@ -251,6 +251,20 @@ def build_item_files(
         out_train: the training split to write (JSON lines: id, meta, ground_truth):
             results/crystal/{dataset}/train.jsonl
         max_train_items: a seeded subset of this many training crystals (default 0: all)
+        source: aflow: the AFLOW prototypes of the pinned pymatgen wheel; cdvae: a built-in CDVAE set (mp-20, perov-5,
+            carbon-24), checked against its pins; user: your own CSV/JSONL with a cif column or ASE db
+        dataset: the dataset's name, written into every item (aflow-prototypes, mp-20, ... or a user dataset's name);
+            for cdvae it picks the pinned files the inputs are checked against
+        templates: YAML of the versioned prompt templates (default: %(default)s)
+        test_fraction: share of the crystals drawn into the test split, 0 < f <= 1, where the rows carry no split of
+            their own (default 0.5; the cdvae sets keep their own splits)
+        seed: seed of the train/test split (build-items: also of the item subsets; default 0)
+        split_by: where the rows carry no split: random (default), or formula (a polymorph-grouped split: every crystal
+            of one reduced formula on the same side)
+        max_sites: leave out crystals with more sites in the given cell, before the split, counted and logged (default:
+            the set's own limit, carbon-24 24, mp-20 and perov-5 20, others 20; 0: keep all)
+        max_test_items: a seeded subset of this many test items (default 0: all); the audit scores the same subset and
+            chooses the de-duplicated test set among them
     """
     from crucible.crystal import data
 

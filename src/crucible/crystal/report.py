@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from crucible.crystal import parsing
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, ItemScore, MatchRateMetric
+from crucible.io import InFile
 
 OTHER_CONVENTIONS = tuple(c for c in CONVENTION_NAMES if c != DEFAULT_CONVENTION)
 
@@ -485,15 +486,15 @@ def write_table_files(
 
 
 def score_response_file(
-    prompts: str | os.PathLike,
-    responses: str | os.PathLike,
+    prompts: InFile,
+    responses: InFile,
     generator: str,
     out: str | os.PathLike,
     out_summary: str | os.PathLike,
     info: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
     progress: bool = True,
-    audit: str | os.PathLike | None = None,
+    audit: InFile | None = None,
 ) -> dict[str, Any]:
     """Score one responder's response file ``responses`` against the items of a prompt set
     ``prompts``: the per-item scores (parquet) and their summary (JSON, with the generation sidecar
@@ -508,6 +509,14 @@ def score_response_file(
             results/crystal/{dataset}/scores/{responder}.parquet
         out_summary: the summary to write (JSON: match rate in %, mean RMS, failures by reason, rates by size,
             crystal system and seen formula): .../scores/{responder}.json
+        prompts: as in :func:`crucible.crystal.generators.write_generator_answers`
+        info: the answers' sidecar JSON (parameters, timings), copied into the summary; a path that does not exist is
+            skipped (default: none)
+        audit: the audit's summary (results/crystal/{dataset}/audit.json): also score its de-duplicated test set
+            (default: the whole test set only)
+        timeout: seconds per matcher call (an answer or sample under one convention; the audit: a pair of crystals);
+            past it the answer is unmatched, reason timeout, and the timeouts are counted (default %(default)s, as
+            OpenCompass)
     """
     from pathlib import Path
 
@@ -543,19 +552,30 @@ def read_summaries(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     return [read_json(p) for p in paths]
 
 
-def write_table_from_files(inputs: Iterable[str], dataset: str, csv: str, md: str, tex: str) -> pd.DataFrame:
-    """:func:`write_table_files` of the summary JSONs ``inputs`` (one row each, in their order)."""
+def write_table_from_files(inputs: Iterable[InFile], dataset: str, csv: str, md: str, tex: str) -> pd.DataFrame:
+    """:func:`write_table_files` of the summary JSONs ``inputs`` (one row each, in their order).
+
+    Args:
+        inputs: the summaries score wrote, one per responder, in row (bar) order:
+            results/crystal/{dataset}/scores/{responder}.json
+        dataset: the dataset's name, printed in the caption (title)
+        csv: the table to write (CSV): results/tables/crystal_{dataset}.csv
+        md: the table as Markdown, with its caption: results/tables/crystal_{dataset}.md
+        tex: the table as LaTeX: results/tables/crystal_{dataset}.tex
+    """
     return write_table_files(read_summaries(inputs), dataset, csv, md, tex)
 
 
 def write_match_rate_figure(
-    inputs: Iterable[str | os.PathLike], dataset: str, out_png: str | os.PathLike, out_pdf: str | os.PathLike
+    inputs: Iterable[InFile], dataset: str, out_png: str | os.PathLike, out_pdf: str | os.PathLike
 ) -> None:
     """The match rate by number of sites of the summary JSONs ``inputs`` (a bar each), as PNG and PDF.
 
     Args:
         out_png: the figure to write as PNG: results/figures/crystal_{dataset}_match_by_nsites.png
         out_pdf: the same figure as PDF: results/figures/crystal_{dataset}_match_by_nsites.pdf
+        inputs: as in :func:`crucible.crystal.report.write_table_from_files`
+        dataset: as in :func:`crucible.crystal.report.write_table_from_files`
     """
     from crucible.report.figures import save_figure
 

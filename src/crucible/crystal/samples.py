@@ -32,6 +32,7 @@ from typing import Any, Iterable, Iterator
 from crucible import formats
 from crucible.crystal.scoring import CIF, STRUCTURE, TEXT
 from crucible.errors import DataValidationError
+from crucible.io import InFile
 
 FORMATS = ("jsonl", "extxyz", "cif", "responses")
 DEFAULT_K = 20  # samples per item of crystal structure prediction
@@ -280,12 +281,14 @@ def single_response_samples(responses: dict[str, str | None], item_ids: Iterable
     }
 
 
-def write_repeated_prompts(prompts: str | os.PathLike, k: int, out: str | os.PathLike) -> None:
+def write_repeated_prompts(prompts: InFile, k: int, out: str | os.PathLike) -> None:
     """The prompt set of :func:`repeated_prompts` for a prompts.jsonl (a language model's k answers).
 
     Args:
         out: the repeated prompt set to write (JSON lines, the LLM prompt contract):
             results/crystal/{dataset}/k{k}/prompts.jsonl
+        prompts: as in :func:`crucible.crystal.generators.write_generator_answers`
+        k: copies of each item's prompt, ids {id}#0 .. {id}#k-1 (default %(default)s)
     """
     from crucible.crystal.items import write_jsonl
     from crucible.llm.files import read_prompt_records
@@ -295,11 +298,11 @@ def write_repeated_prompts(prompts: str | os.PathLike, k: int, out: str | os.Pat
 
 def write_generator_samples(
     generator: str,
-    prompts: str | os.PathLike,
+    prompts: InFile,
     k: int,
     out: str | os.PathLike,
     out_info: str | os.PathLike,
-    train: str | os.PathLike | None = None,
+    train: InFile | None = None,
     seed: int = 0,
     params: dict[str, Any] | None = None,
     progress: bool = True,
@@ -312,6 +315,13 @@ def write_generator_samples(
             results/crystal/{dataset}/samples/k{k}/{generator}.jsonl
         out_info: the sidecar to write (JSON: generator, seed, parameters, k, counts, timings in s):
             .../samples/k{k}/{generator}.json
+        generator: as in :func:`crucible.crystal.generators.write_generator_answers`
+        prompts: as in :func:`crucible.crystal.generators.write_generator_answers`
+        train: as in :func:`crucible.crystal.generators.write_generator_answers`
+        seed: as in :func:`crucible.crystal.generators.write_generator_answers`
+        params: as in :func:`crucible.crystal.generators.write_generator_answers`
+        k: samples per item, sample 0 being generate's answer; fewer where the generator has fewer candidates (default
+            %(default)s)
     """
     from crucible.crystal import generators, items
     from crucible.io import write_json

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from crucible.errors import DataValidationError
 from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie_features
-from crucible.io import write_parquet
+from crucible.io import InFile, write_parquet
 from crucible.progress import heartbeat
 
 if TYPE_CHECKING:  # pandas is imported where it is used: the Snakemake process imports this module
@@ -88,11 +88,12 @@ def _check_version_in_name(out_path: Path) -> None:
             )
 
 
-def build_cache(data: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
+def build_cache(data: Sequence[InFile], out: str | os.PathLike) -> None:
     """Featurize the distinct formulas of ``data`` and write them to ``out``.
 
     Args:
         out: results/features/magpie-<version>/{task}.parquet
+        data: results/matbench/data/{task}.parquet files (the DAG: one task's)
     """
     import pandas as pd
 

@@ -23,6 +23,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from crucible.io import InFile
+
 log = logging.getLogger(__name__)
 
 EMBED_MODELS = ("chgnet-0.3.0",)
@@ -113,7 +115,7 @@ def chgnet_embeddings(
 
 
 def build_embedding_cache(
-    data: Sequence[str | os.PathLike],
+    data: Sequence[InFile],
     out: str | os.PathLike,
     model: str = "chgnet-0.3.0",
     device: str | None = None,
@@ -127,6 +129,7 @@ def build_embedding_cache(
         model: the potential (chgnet-0.3.0)
         device: cuda or cpu (default: cuda when torch sees a GPU)
         threads: torch CPU threads (0: torch's default)
+        data: as in :func:`crucible.features.cache.build_cache`
     """
     from crucible.features.structure_cache import build_feature_cache
     from crucible.torch_setup import configure_torch

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from crucible.errors import DataValidationError
 from crucible.features.cache import StaleCacheError
 from crucible.features.structures import StructureError, parse_structure, structure_hash
+from crucible.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +170,12 @@ def _scm_columns(structure_jsons: list[str]) -> dict[str, pa.Array]:
     }
 
 
-def build_scm_cache(data: Sequence[str | os.PathLike], out: str | os.PathLike) -> None:
+def build_scm_cache(data: Sequence[InFile], out: str | os.PathLike) -> None:
     """Sine Coulomb matrix eigenvalues of every distinct structure of the task tables, computed once.
 
     Args:
         out: results/features/scm-<version>/{task}.parquet
+        data: as in :func:`crucible.features.cache.build_cache`
     """
     build_feature_cache(data, out, "scm", SCM_VERSION, _scm_columns)
 

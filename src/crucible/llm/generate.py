@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from crucible import __version__
 from crucible.errors import CrucibleError
-from crucible.io import write_json
+from crucible.io import InFile, write_json
 from crucible.llm.backend import Backend, FailureBudget, StructuredOutputError, too_many_failed
 from crucible.llm.cache import CacheWriteError, Claims, ResponseCache, request_key
 from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, schema_sha256, write_responses
@@ -482,7 +482,7 @@ def run_stage(
 
 
 def generate_responses(
-    prompts: str | os.PathLike,
+    prompts: InFile,
     model: str,
     out: str | os.PathLike,
     out_record: str | os.PathLike,
@@ -491,7 +491,7 @@ def generate_responses(
     model_sha256: str | None = None,
     cache_dir: str | os.PathLike = "results/llm/cache",
     no_cache: bool = False,
-    replay_file: str | os.PathLike | None = None,
+    replay_file: InFile | None = None,
     threads: int | None = None,
 ) -> None:
     """``crucible llm generate``: :func:`run_stage` with the model's entry read by name from the
@@ -509,6 +509,8 @@ def generate_responses(
         no_cache: neither read nor write the response cache
         replay_file: replay backend: the {id, response} JSONL (default: the entry's path)
         threads: CPU threads for a local checkpoint (transformers backend)
+        config_file: a crucible config.yaml to read llm.models.<model> from; repeated: merged in order, later ones
+            winning
     """
     from crucible.llm.spec import model_entry
 

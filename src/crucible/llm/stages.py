@@ -11,31 +11,14 @@ does); ``--model-sha256`` (the rule passes it) makes sure that it is the entry S
 
 from __future__ import annotations
 
-from crucible.stage import Arg, In, Opt, Out, Stage
+from crucible.stage import Arg, Stage
 
 STAGES = (
     Stage(
         "generate",
         "answer every prompt of a prompt set with one language model",
-        "crucible.llm.generate:generate_responses",
-        (
-            In("prompts"),
-            Opt("model"),
-            Arg(
-                "config_file",
-                "a crucible config.yaml to read llm.models.<model> from; repeated: merged in order, later ones winning",
-                repeat=True,
-                default=None,
-            ),
-            Opt("model_spec", default=None),
-            Opt("model_sha256", default=None),
-            Opt("cache_dir", default="results/llm/cache"),
-            Opt("no_cache", flag=True, default=False),
-            In("replay_file", default=None),
-            Opt("threads", type=int, default=None),
-            Out("out"),
-            Out("out_record"),
-        ),
+        ".generate:generate_responses",
+        Arg("config_file", repeat=True, default=None),
         one_of=(("config_file", "model_spec"),),
     ),
 )

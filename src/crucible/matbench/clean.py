@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from crucible import __version__
 from crucible.errors import ConfigError, DataValidationError
-from crucible.io import write_json, write_parquet
+from crucible.io import InFile, write_json, write_parquet
 from crucible.matbench.tasks import make_mbids, mirror_role, task_metadata
 from crucible.sources import pinned, sha256_file
 
@@ -196,8 +196,8 @@ def write_clean(
 def write_clean_task(
     task: str,
     source: str,
-    raw: str | os.PathLike,
-    metadata: str | os.PathLike,
+    raw: InFile,
+    metadata: InFile,
     out_data: str | os.PathLike,
     out_card: str | os.PathLike,
     raw_sha256: str | None = None,
@@ -216,6 +216,7 @@ def write_clean_task(
         out_card: the task card to write: results/matbench/data/{task}.json
         raw_sha256: pinned SHA-256 of --raw: refuse the file if it differs
         artifact: provenance as name=sha256 pairs
+        task: Matbench task, e.g. matbench_steels
     """
     from crucible.matbench.tasks import load_metadata
     from crucible.sources import verify_pinned

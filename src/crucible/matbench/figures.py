@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from crucible.errors import PredictionFileError
-from crucible.io import read_parquet
+from crucible.io import InFile, read_parquet
 
 
 def model_figure(
@@ -57,9 +57,9 @@ def _checked(preds, path: str | os.PathLike, ids):
 
 def write_model_figure(
     model: str,
-    card: str | os.PathLike,
-    data: str | os.PathLike,
-    predictions: Sequence[str | os.PathLike],
+    card: InFile,
+    data: InFile,
+    predictions: Sequence[InFile],
     out_png: str | os.PathLike,
     out_pdf: str | os.PathLike,
 ) -> None:
@@ -70,6 +70,8 @@ def write_model_figure(
         predictions: fold_0 .. fold_4 prediction files of the model on the task
         out_png: the parity plot (regression) or ROC curve (classification), PNG
         out_pdf: the same figure, PDF
+        card: as in :func:`crucible.matbench.folds.write_task_folds`
+        data: as in :func:`crucible.matbench.folds.write_task_folds`
     """
     from crucible.io import read_json
     from crucible.report.figures import save_figure

@@ -18,7 +18,7 @@ import pyarrow as pa
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
 from crucible.errors import DataValidationError
-from crucible.io import read_json, write_parquet
+from crucible.io import InFile, read_json, write_parquet
 from crucible.matbench.tasks import N_FOLDS, SPLIT_SEED, check_task
 
 FOLD_SCHEMA = pa.schema(
@@ -141,9 +141,9 @@ def load_validation(path: str | os.PathLike | None = None, sources: Any = None) 
 
 def write_task_folds(
     task: str,
-    data: str | os.PathLike,
-    card: str | os.PathLike,
-    validation: str | os.PathLike,
+    data: InFile,
+    card: InFile,
+    validation: InFile,
     out: str | os.PathLike,
     raw_sha256: str | None = None,
     inner_fraction: float = 0.25,
@@ -155,6 +155,12 @@ def write_task_folds(
     Args:
         validation: the official validation splits (checked against their pin)
         out: the folds table to write: results/matbench/folds/{task}.parquet
+        task: as in :func:`crucible.matbench.clean.write_clean_task`
+        data: the clean task table: results/matbench/data/{task}.parquet
+        card: the task card: results/matbench/data/{task}.json
+        raw_sha256: pinned SHA-256 of the raw file: the card must record exactly this
+        inner_fraction: fraction of each training fold held out as inner validation (default 0.25)
+        inner_seed: seed of the inner validation split (default 7)
     """
     from crucible.io import read_parquet
     from crucible.sources import check_card_pin

@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from crucible.errors import ConfigError
+from crucible.io import InFile
 from crucible.matbench.scoring import scaled_error_of
 from crucible.matbench.tasks import TASKS
 
@@ -214,15 +215,15 @@ def folds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def write_leaderboard_files(
-    scores: list[str | os.PathLike],
-    published: str | os.PathLike,
+    scores: list[InFile],
+    published: InFile,
     out_csv: str,
     out_md: str,
     out_tex: str,
     out_folds_csv: str,
     out_png: str,
     out_pdf: str,
-    cards: list[str | os.PathLike] = (),
+    cards: list[InFile] = (),
 ) -> pd.DataFrame:
     """The leaderboard (CSV with every number; Markdown/LaTeX for reading), the per-fold table
     and the scaled-error figure, from the models' scores records; the task cards give the units

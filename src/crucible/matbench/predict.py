@@ -11,27 +11,45 @@ import os
 from typing import Any
 
 from crucible.errors import ConfigError
+from crucible.io import InFile
 
 
 def predict_folds(
     model: str,
     fold: list[int],
-    data: str,
-    card: str,
-    folds: str,
+    data: InFile,
+    card: InFile,
+    folds: InFile,
     out: list[str],
     task: str | None = None,
-    features: str | None = None,
-    structure_features: str | None = None,
+    features: InFile | None = None,
+    structure_features: InFile | None = None,
     params: dict[str, Any] | None = None,
     custom_models: dict[str, Any] | None = None,
-    element_table: str | None = None,
+    element_table: InFile | None = None,
     seed: int = 0,
     threads: int = 0,
     out_model_dir: str | None = None,
 ) -> None:
     """Fit and predict each of ``fold`` into its ``out`` file, in turn, in this process (per-task
-    jobs of cheap models fit all five); ``task`` None: the card's task."""
+    jobs of cheap models fit all five); ``task`` None: the card's task.
+
+    Args:
+        fold: one fold, or several fitted in turn in this process (one --out each)
+        data: the clean task table: results/matbench/data/{task}.parquet (or a user dataset's data.parquet)
+        card: as in :func:`crucible.matbench.folds.write_task_folds`
+        folds: the folds table: results/matbench/folds/{task}.parquet
+        features: the task's Magpie feature file (models whose input_kind is magpie)
+        structure_features: the task's per-structure feature file (structure models)
+        params: JSON hyperparameter overrides
+        custom_models: JSON of config's matbench.custom_models
+        element_table: element embedding CSV for composition networks; checked against its pin when the model's
+            element_table (default mat2vec) names a pinned table
+        out_model_dir: where a model with save() writes its trained state
+        seed: random_state for models that take one and do not set it in --params (recorded)
+        threads: CPU threads of the fit (OMP/MKL/OpenBLAS variables; 0: leave them as they are)
+        out: predictions parquet per --fold (a sidecar .json is written beside each)
+    """
     if len(fold) != len(out) or len(set(fold)) != len(fold):
         raise ConfigError(
             f"predict: --fold and --out need one distinct fold per output file "

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crucible.errors import ConfigError, PredictionFileError
-from crucible.io import write_parquet
+from crucible.io import InFile, write_parquet
 from crucible.matbench.scoring import CLF_THRESHOLD, REGRESSION, check_task_type
 
 log = logging.getLogger(__name__)
@@ -223,9 +223,9 @@ def write_predictions(df: pd.DataFrame, path: str | os.PathLike, task_type: str)
 def import_predictions(
     task: str,
     fold: int,
-    card: str | os.PathLike,
-    folds: str | os.PathLike,
-    predictions: str | os.PathLike,
+    card: InFile,
+    folds: InFile,
+    predictions: InFile,
     out: str | os.PathLike,
 ) -> None:
     """Take in a user-supplied prediction file for one fold of ``task``: validated against the
@@ -235,6 +235,9 @@ def import_predictions(
         fold: the test fold the file predicts (0-4)
         predictions: the predictions made elsewhere: parquet with mbid, prediction[, probability]
         out: the checked copy to write: results/matbench/predictions/{model}/{task}/fold_{k}.parquet
+        task: as in :func:`crucible.matbench.clean.write_clean_task`
+        card: as in :func:`crucible.matbench.folds.write_task_folds`
+        folds: as in :func:`crucible.matbench.predict.predict_folds`
     """
     from crucible.io import read_json, read_parquet
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from crucible.errors import DataValidationError, PredictionFileError
+from crucible.io import InFile
 from crucible.matbench.tasks import (
     CLASSIFICATION,
     COMPOSITION_ONLY,
@@ -235,12 +236,12 @@ def results_file_tasks(
 
 def score_task_files(
     task: str,
-    data: str | os.PathLike,
-    folds: str | os.PathLike,
-    predictions: Sequence[str | os.PathLike],
+    data: InFile,
+    folds: InFile,
+    predictions: Sequence[InFile],
     out: str | os.PathLike,
     *,
-    card: str | os.PathLike | None = None,
+    card: InFile | None = None,
     task_type: str | None = None,
     mad: float | None = None,
     model: str | None = None,
@@ -260,6 +261,7 @@ def score_task_files(
         model: the model's name, as recorded in the scores
         input_kind: what the model was given; default: 'structure' if the data has structures, else
             composition-only
+        task: as in :func:`crucible.matbench.clean.write_clean_task`
     """
     from crucible.io import read_json
     from crucible.matbench.scoring import write_scores
@@ -304,9 +306,9 @@ def split_per_task(flag: str, paths: Sequence[str], tasks: Sequence[str], per_ta
 def write_results_files(
     model: str,
     tasks: Sequence[str],
-    predictions: Sequence[str],
-    data: Sequence[str],
-    folds: Sequence[str],
+    predictions: Sequence[InFile],
+    data: Sequence[InFile],
+    folds: Sequence[InFile],
     out_results: str | os.PathLike,
     *,
     store_probabilities: bool = False,

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crucible.io import InFile
+
 NOTES = {
     "matbench_perovskites": "target in eV per unit cell (not per atom); 98% of rows share a reduced formula",
     "matbench_mp_gap": "same structures as matbench_mp_is_metal",
@@ -138,8 +140,8 @@ def build_tables(cards: dict[str, dict[str, Any]], datas: dict[str, pd.DataFrame
 
 
 def write_task_tables(
-    cards: list[str],
-    data: list[str],
+    cards: list[InFile],
+    data: list[InFile],
     out_csv: str,
     out_md: str,
     out_overlap_csv: str,

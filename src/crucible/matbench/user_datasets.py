@@ -31,6 +31,7 @@ import pandas as pd
 
 from crucible import __version__
 from crucible.errors import ConfigError, DataValidationError
+from crucible.io import InFile
 from crucible.matbench.tasks import TASKS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -190,19 +191,23 @@ def fetch_user_dataset(dataset: str, spec: dict[str, Any], out: str) -> None:
 
     Args:
         out: the downloaded file to write: resources/downloads/user/{dataset}.json.gz
+        dataset: the user dataset's name (a key of matbench.user_datasets)
+        spec: JSON of its matbench.user_datasets entry
     """
     from crucible.sources import fetch
 
     fetch(dataset, fetch_spec(dataset, spec), out)
 
 
-def write_clean_user_dataset(dataset: str, spec: dict[str, Any], raw: str, out_data: str, out_card: str) -> None:
+def write_clean_user_dataset(dataset: str, spec: dict[str, Any], raw: InFile, out_data: str, out_card: str) -> None:
     """A user dataset's .json.gz as a typed task table with ids, and its card.
 
     Args:
         raw: the downloaded .json.gz (checked against the entry's sha256)
         out_data: the clean table to write: results/matbench/user/{dataset}/data.parquet
         out_card: the card to write: results/matbench/user/{dataset}/card.json
+        dataset: as in :func:`crucible.matbench.user_datasets.fetch_user_dataset`
+        spec: as in :func:`crucible.matbench.user_datasets.fetch_user_dataset`
     """
     from crucible.matbench.clean import write_clean
 
@@ -210,11 +215,15 @@ def write_clean_user_dataset(dataset: str, spec: dict[str, Any], raw: str, out_d
     write_clean(df, card, out_data, out_card)
 
 
-def write_user_folds(data: str, card: str, out: str, inner_fraction: float = 0.25, inner_seed: int = 7) -> None:
+def write_user_folds(data: InFile, card: InFile, out: str, inner_fraction: float = 0.25, inner_seed: int = 7) -> None:
     """Matbench's 5-fold recipe (seed 18012019) on a user dataset.
 
     Args:
         out: the folds table to write: results/matbench/user/{dataset}/folds.parquet
+        data: the clean table: results/matbench/user/{dataset}/data.parquet
+        card: the card: results/matbench/user/{dataset}/card.json
+        inner_fraction: as in :func:`crucible.matbench.folds.write_task_folds`
+        inner_seed: as in :func:`crucible.matbench.folds.write_task_folds`
     """
     from crucible.io import read_json, read_parquet
     from crucible.matbench.folds import write_folds
@@ -223,7 +232,9 @@ def write_user_folds(data: str, card: str, out: str, inner_fraction: float = 0.2
     write_folds(build_user_folds(read_parquet(data), task_type, inner_fraction, inner_seed), out)
 
 
-def write_user_scores(model: str, card: str, data: str, folds: str, predictions: list[str], out: str) -> None:
+def write_user_scores(
+    model: str, card: InFile, data: InFile, folds: InFile, predictions: list[InFile], out: str
+) -> None:
     """Score the five folds' prediction files (their sidecars say whether structures were used).
 
     Args:
@@ -231,6 +242,8 @@ def write_user_scores(model: str, card: str, data: str, folds: str, predictions:
         folds: the folds table: results/matbench/user/{dataset}/folds.parquet
         predictions: fold_0 .. fold_4 predictions
         out: the scores JSON to write: results/matbench/user/{dataset}/scores/{model}.json
+        card: as in :func:`crucible.matbench.user_datasets.write_user_folds`
+        data: as in :func:`crucible.matbench.user_datasets.write_user_folds`
     """
     from crucible.io import read_json, read_parquet
     from crucible.matbench.scoring import write_scores
@@ -253,7 +266,7 @@ USER_TABLE_HEADERS = {
 }
 
 
-def write_user_table(scores: list[str], out_csv: str, out_md: str, out_tex: str) -> None:
+def write_user_table(scores: list[InFile], out_csv: str, out_md: str, out_tex: str) -> None:
     """One user dataset's scores, every model: CSV, Markdown and LaTeX.
 
     Args:

@@ -14,6 +14,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from crucible.io import InFile
+
 EOS_TABLE_HEADERS = {
     "model": "model",
     "n_elements": "elements",
@@ -373,15 +375,22 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
     return out
 
 
-def write_eos_table_files(inputs: Sequence[str | Path], out_csv=None, out_md=None, out_tex=None) -> None:
-    """``crucible mlip eos-table``: the EOS summary of the per-model EOS files."""
+def write_eos_table_files(inputs: Sequence[InFile], out_csv=None, out_md=None, out_tex=None) -> None:
+    """``crucible mlip eos-table``: the EOS summary of the per-model EOS files.
+
+    Args:
+        inputs: per-model files: results/mlip/eos/{model}.parquet or results/mlip/s2ef/{dataset}/{model}.parquet
+        out_csv: the table, CSV
+        out_md: the table, Markdown
+        out_tex: the table, LaTeX
+    """
     from crucible.mlip.eos import eos_summary_table
 
     write_eos_table(eos_summary_table(load_eos_frames(inputs)), csv=out_csv, md=out_md, tex=out_tex)
 
 
 def write_eos_figures(
-    inputs: Sequence[str | Path], out_png=None, out_pdf=None, out_parity_png=None, out_parity_pdf=None
+    inputs: Sequence[InFile], out_png=None, out_pdf=None, out_parity_png=None, out_parity_pdf=None
 ) -> None:
     """``crucible mlip eos-figures``: the Δ periodic table and the B0 parity figure, each where asked.
 
@@ -399,8 +408,15 @@ def write_eos_figures(
         b0_parity(frames, png=out_parity_png, pdf=out_parity_pdf)
 
 
-def write_s2ef_table(inputs: Sequence[str | Path], out_csv=None, out_md=None, out_tex=None) -> None:
-    """``crucible mlip s2ef-table``: the s2ef metrics of per-model prediction files."""
+def write_s2ef_table(inputs: Sequence[InFile], out_csv=None, out_md=None, out_tex=None) -> None:
+    """``crucible mlip s2ef-table``: the s2ef metrics of per-model prediction files.
+
+    Args:
+        inputs: as in :func:`crucible.mlip.report.write_eos_table_files`
+        out_csv: as in :func:`crucible.mlip.report.write_eos_table_files`
+        out_md: as in :func:`crucible.mlip.report.write_eos_table_files`
+        out_tex: as in :func:`crucible.mlip.report.write_eos_table_files`
+    """
     from crucible.mlip.s2ef_scoring import s2ef_table_from_files
 
     table = s2ef_table_from_files(inputs)

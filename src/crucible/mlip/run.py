@@ -40,6 +40,10 @@ def write_eos(
         elements: 'all' or comma-separated symbols, e.g. Cu,Ag
         points: volumes sampled per element (default 7)
         volume_range: the sampled volumes as fractions of V0, low and high (default 0.94 1.06)
+        model: registered potential (emt, chgnet-0.3.0, sevennet-0, ...) or a custom one
+        device: cpu or cuda (default: cuda when available)
+        threads: torch CPU threads
+        custom_potentials: JSON of config's mlip.custom_potentials (a user's potential named by --model)
     """
     from crucible.io import write_parquet
     from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA, parse_elements, run_eos
@@ -85,6 +89,10 @@ def write_s2ef_predictions(
     Args:
         dataset: extended XYZ / ASE db / any ASE-readable file, or 'ase-vasp-testdata'
         out: the predictions to write: results/mlip/s2ef/{dataset}/{model}.parquet
+        model: as in :func:`crucible.mlip.run.write_eos`
+        device: as in :func:`crucible.mlip.run.write_eos`
+        threads: as in :func:`crucible.mlip.run.write_eos`
+        custom_potentials: as in :func:`crucible.mlip.run.write_eos`
     """
     from crucible.io import write_parquet
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames

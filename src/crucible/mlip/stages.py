@@ -10,72 +10,26 @@ crucible mlip s2ef-table --inputs results/mlip/s2ef/*/*.parquet --out-csv t.csv 
 
 from __future__ import annotations
 
-from crucible.stage import In, Opt, Out, Stage, json_value
-
-_POTENTIAL = (
-    Opt("model", "registered potential (emt, chgnet-0.3.0, sevennet-0, ...) or a custom one"),
-    Opt("device", "cpu or cuda (default: cuda when available)", default=None),
-    Opt("threads", "torch CPU threads", type=int, default=None),
-    Opt(
-        "custom_potentials",
-        "JSON of config's mlip.custom_potentials (a user's potential named by --model)",
-        type=json_value,
-        default=None,
-    ),
-)
-_TABLE = (
-    In(
-        "inputs",
-        "per-model files: results/mlip/eos/{model}.parquet or results/mlip/s2ef/{dataset}/{model}.parquet",
-        many=True,
-    ),
-    Out("out_csv", "the table, CSV", default=None),
-    Out("out_md", "the table, Markdown", default=None),
-    Out("out_tex", "the table, LaTeX", default=None),
-)
+from crucible.stage import Opt, Stage
 
 STAGES = (
-    Stage(
-        "models",
-        "list registered potentials and whether their weights are here",
-        "crucible.mlip.run:list_potentials",
-        (),
-    ),
+    Stage("models", "list registered potentials and whether their weights are here", ".run:list_potentials"),
     Stage(
         "eos",
         "EOS of the Delta-set elements with one potential",
-        "crucible.mlip.run:write_eos",
-        (
-            *_POTENTIAL,
-            Opt("elements", default="all"),
-            Opt("points", type=int, default=7),
-            Opt("volume_range", type=float, many=2, default=[0.94, 1.06], metavar=("LOW", "HIGH")),
-            Out("out"),
-        ),
+        ".run:write_eos",
+        Opt("volume_range", type=float, many=2, default=[0.94, 1.06], metavar=("LOW", "HIGH")),
     ),
-    Stage("eos-table", "per-model EOS summary table", "crucible.mlip.report:write_eos_table_files", _TABLE),
-    Stage(
-        "eos-figures",
-        "Δ periodic table and B0 parity figures",
-        "crucible.mlip.report:write_eos_figures",
-        (
-            In("inputs", many=True),
-            Out("out_png", default=None),
-            Out("out_pdf", default=None),
-            Out("out_parity_png", default=None),
-            Out("out_parity_pdf", default=None),
-        ),
-    ),
+    Stage("eos-table", "per-model EOS summary table", ".report:write_eos_table_files"),
+    Stage("eos-figures", "Δ periodic table and B0 parity figures", ".report:write_eos_figures"),
     Stage(
         "s2ef-predict",
         "a potential's energies and forces on a dataset's frames",
         "crucible.mlip.run:write_s2ef_predictions",
-        (*_POTENTIAL, Opt("dataset"), Out("out")),
     ),
     Stage(
         "s2ef-table",
         "s2ef metric table from prediction files .../{dataset}/{model}.parquet",
         "crucible.mlip.report:write_s2ef_table",
-        _TABLE,
     ),
 )

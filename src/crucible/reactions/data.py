@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from crucible import __version__, formats
 from crucible.errors import ConfigError, DataValidationError
-from crucible.io import write_json, write_parquet
+from crucible.io import InFile, write_json, write_parquet
 from crucible.sources import find_pin, pinned, sha256_file, sources_doc
 
 log = logging.getLogger(__name__)
@@ -429,7 +429,7 @@ def make_card(
 
 def clean(
     dataset: str,
-    input: str | os.PathLike,
+    input: InFile,
     out: str | os.PathLike,
     out_card: str | os.PathLike,
     custom: dict[str, Any] | None = None,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from crucible.io import InFile
+
 
 def write_baseline_predictions(
     model: str,
-    data: str | os.PathLike,
-    card: str | os.PathLike,
-    questions: list[str | os.PathLike],
+    data: InFile,
+    card: InFile,
+    questions: list[InFile],
     out: list[str | os.PathLike],
     params: dict[str, Any] | None = None,
 ) -> None:
@@ -20,6 +22,10 @@ def write_baseline_predictions(
     Args:
         model: registered baseline: random, popularity, nearest-substrate, yield-model, oracle
         params: JSON of model parameters
+        data: as in :func:`crucible.reactions.questions.write_question_files`
+        card: as in :func:`crucible.reactions.questions.write_question_files`
+        questions: question files (RxnOptBench schema)
+        out: prediction files to write, one per questions file, same order
     """
     from crucible.io import read_json, read_parquet, write_json
     from crucible.reactions import baselines, scoring

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from crucible.errors import DataValidationError
+from crucible.io import InFile
 from crucible.llm.json_text import embedded_json
 
 SYSTEM_PROMPT = (
@@ -281,7 +282,7 @@ def read_predictions_from_responses(responses_path: str | os.PathLike, questions
 
 def write_response_predictions(
     model: str,
-    questions: list[str | os.PathLike],
+    questions: list[InFile],
     responses: list[str | os.PathLike],
     out: list[str | os.PathLike],
 ) -> None:
@@ -290,6 +291,8 @@ def write_response_predictions(
     Args:
         model: the language model's name (config llm.models)
         responses: one per questions file, same order
+        questions: as in :func:`crucible.reactions.predict.write_baseline_predictions`
+        out: as in :func:`crucible.reactions.predict.write_baseline_predictions`
     """
     from crucible.io import write_json
     from crucible.reactions.scoring import load_questions, prediction_record

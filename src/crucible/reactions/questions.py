@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crucible.io import InFile
 from crucible.reactions.data import NONE_VALUE, condition_keys_of
 from crucible.reactions.scoring import FB_TYPES, MC_TYPES, QUESTION_TYPES, RELATIVE_ONE, effective_score
 
@@ -422,8 +423,8 @@ def build_all(
 
 
 def write_question_files(
-    data: str,
-    card: str,
+    data: InFile,
+    card: InFile,
     params: dict[str, Any] | None,
     types: list[str],
     out_questions: list[str],
@@ -442,6 +443,8 @@ def write_question_files(
         out_summary: the build record to write (counts per type, parameters):
             results/reactions/{dataset}/build.json
         system_prompt: system prompt of every prompt (default: none)
+        data: the clean table: results/reactions/data/{dataset}.parquet
+        card: its card: results/reactions/data/{dataset}.json
     """
     from crucible.errors import ConfigError
     from crucible.io import read_json, read_parquet, write_json, write_text

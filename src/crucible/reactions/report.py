@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crucible.io import write_json, write_text
+from crucible.io import InFile, write_json, write_text
 from crucible.reactions.prompts import FB_INSTRUCTION, MC_INSTRUCTION, SYSTEM_PROMPT, user_prompt
 from crucible.reactions.scoring import FB_TYPES, PAIRS, QUESTION_TYPES, bootstrap_interval
 from crucible.report.tables import to_markdown, write_table
@@ -341,7 +341,7 @@ def example_predictions(question_files: list[str | os.PathLike], n: int = 3) -> 
 
 def write_report_files(
     dataset: str,
-    scores: list[str | os.PathLike],
+    scores: list[InFile],
     out_csv: str | os.PathLike,
     out_md: str | os.PathLike,
     out_tex: str | os.PathLike,
@@ -360,6 +360,12 @@ def write_report_files(
         out_figure: png and/or pdf paths
         bootstrap: bootstrap resamples of the 95 % intervals (default 1000)
         seed: seed of the bootstrap (default 0)
+        out_csv: as in :func:`crucible.mlip.report.write_eos_table_files`
+        out_md: the table, MD
+        out_tex: the table, TEX
+        out_paired_csv: the paired with/without-reference table, CSV
+        out_paired_md: the paired with/without-reference table, MD
+        out_paired_tex: the paired with/without-reference table, TEX
     """
     tables = {
         "csv": out_csv,
@@ -375,10 +381,10 @@ def write_report_files(
 def write_package_files(
     dataset: str,
     out_dir: str | os.PathLike,
-    questions: list[str],
-    card: str | os.PathLike,
-    summary: str | os.PathLike,
-    table: str | os.PathLike,
+    questions: list[InFile],
+    card: InFile,
+    summary: InFile,
+    table: InFile,
 ) -> None:
     """:func:`write_package` from the files the workflow has: the card, the build summary and
     the results table (CSV).

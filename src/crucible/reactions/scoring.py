@@ -36,6 +36,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from crucible.errors import DataValidationError, PredictionFileError
+from crucible.io import InFile
 
 MC_TYPES = (
     "single_varying",
@@ -401,7 +402,7 @@ def expected_random_means(questions: list[dict[str, Any]]) -> dict[str, float | 
 
 
 def write_scores(
-    questions: list[str | os.PathLike],
+    questions: list[InFile],
     predictions: list[str | os.PathLike],
     out: str | os.PathLike,
     dataset: str = "",
@@ -414,6 +415,7 @@ def write_scores(
         out: the scores JSON to write
         dataset: dataset name recorded in the scores (default: none)
         model: model name recorded in the scores (default: none)
+        questions: as in :func:`crucible.reactions.predict.write_baseline_predictions`
     """
     from crucible.io import write_json
 
