@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import pytest
 
+from crucible.crystal import figures as crystal_figures
 from crucible.crystal import items, parsing, report
 from crucible.crystal.generators import answer_from_structure
 from crucible.crystal.scoring import reference_structure
@@ -160,7 +161,7 @@ def test_generator_table_and_figure_from_summaries(item_files, tmp_path):
     assert (df["matched"] + df[[f"fail_{r}" for r in parsing.REASONS]].sum(axis=1) == df["total"]).all()
     assert pd.read_csv(tmp_path / "t.csv")["generator"].tolist() == ["self", "none"]
     assert "| self |" in (tmp_path / "t.md").read_text() and "match rate (%)" in (tmp_path / "t.md").read_text()
-    report.write_match_rate_figure(paths, "aflow-prototypes", tmp_path / "f.png", tmp_path / "f.pdf")
+    crystal_figures.write_match_rate_figure(paths, "aflow-prototypes", tmp_path / "f.png", tmp_path / "f.pdf")
     assert (tmp_path / "f.png").stat().st_size > 10_000 and (tmp_path / "f.pdf").stat().st_size > 1_000
 
 
@@ -253,7 +254,7 @@ def test_two_runs_of_the_table_give_identical_bytes_though_their_timings_differ(
     [(81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)],
 )
 def test_wilson_interval_on_textbook_values(matched, total, low, high):
-    lo, hi = report.wilson_interval(matched, total)
+    lo, hi = crystal_figures.wilson_interval(matched, total)
     assert (round(lo, 4), round(hi, 4)) == (low, high)
 
 
@@ -276,7 +277,7 @@ def test_the_figure_tells_a_bin_matched_by_none_from_one_not_evaluated(scored, t
     assert 0 < len(small) < len(per_item)
     runs = [*summaries, report.summarize(small.drop(columns="bin"), "small")]
     frames = {"self": per_item, "none": per_item.assign(matched=False), "small": small}
-    fig = report.match_rate_by_nsites_figure(runs, "aflow-prototypes")
+    fig = crystal_figures.match_rate_by_nsites_figure(runs, "aflow-prototypes")
     ax = fig.axes[0]
     patches = {p.get_gid(): p for p in ax.patches if p.get_gid()}
     texts = {t.get_gid(): t for t in ax.texts if t.get_gid()}

@@ -60,3 +60,10 @@ def test_the_check_sees_circles_and_imports_against_the_layering(tmp_path):
     assert ["crucible.matbench.a", "crucible.matbench.b"] in result["module_circles"]
     pairs = {(i["from"], i["to"]) for i in result["against_layering"]}
     assert pairs == {("crucible.errors", "crucible.config"), ("crucible.matbench.b", "crucible.reactions.c")}
+
+
+def test_no_module_over_550_lines():
+    """A module that grows past 550 lines is doing two jobs (issue 30); split it by what it does."""
+    root = REPO / "src" / "crucible"
+    sizes = {str(p.relative_to(root)): len(p.read_text(encoding="utf-8").splitlines()) for p in root.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > 550} == {}

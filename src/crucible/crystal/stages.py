@@ -86,5 +86,5 @@ STAGES = (
         *_tables(),
     ),
     Stage("table", "generator x match rate, RMS, failures", ".report:write_table_from_files", *_tables()),
-    Stage("figure", "match rate by number of sites, per generator", ".report:write_match_rate_figure"),
+    Stage("figure", "match rate by number of sites, per generator", ".figures:write_match_rate_figure"),
 )
