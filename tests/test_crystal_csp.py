@@ -317,6 +317,38 @@ def test_language_model_samples_come_from_the_repeated_prompt_set(perov, tmp_pat
         )
 
 
+def test_a_sample_cut_off_at_the_token_limit_is_counted_apart(perov, tmp_path):
+    """A reply that stopped at max_tokens (finish_reason "length") and so does not parse is
+    cut_off, not malformed, in the per-sample scores, the summary and the CSP table's preamble;
+    a finished malformed reply stays malformed, a cut-off reply that parsed is scored as it is."""
+    from crucible.crystal.csp_table import preamble
+
+    test, _ = perov
+    sub = test[:2]
+    right = generators.answer_from_structure(reference_structure(sub[0]["ground_truth"]), sub[0]["meta"]["elements"])
+    lines = [
+        {"id": f"{sub[0]['id']}#0", "response": right, "finish_reason": "length", "completion_tokens": 64},
+        {
+            "id": f"{sub[1]['id']}#0",
+            "response": '{"lattice": [[3.9, 0',
+            "finish_reason": "length",
+            "completion_tokens": 64,
+        },
+        {"id": f"{sub[0]['id']}#1", "response": '{"lattice": [[3.9, 0', "finish_reason": "stop"},
+        {"id": f"{sub[1]['id']}#1", "response": "no idea", "finish_reason": "length", "completion_tokens": 64},
+    ]
+    smp = samples.read_samples(_write_jsonl(tmp_path / "llm.jsonl", lines), [it["id"] for it in sub], fmt="responses")
+    df = csp.score_samples(smp, sub, 2, conventions=["cdvae"]).set_index(["id", "rank"])
+    assert df.loc[(sub[0]["id"], 0), "matched"]  # cut off, but the answer was whole
+    assert df.loc[(sub[1]["id"], 0), "reason"] == df.loc[(sub[1]["id"], 1), "reason"] == parsing.CUT_OFF
+    assert df.loc[(sub[1]["id"], 0), "detail"].startswith("cut off at max_tokens=64; ")
+    assert df.loc[(sub[0]["id"], 1), "reason"] in parsing.FORMAT_FAILURES
+    summary = csp.summarize_csp(df.reset_index(), sub, 2, "llm")
+    assert summary["unmatched_samples"] == {parsing.CUT_OFF: 2, df.loc[(sub[0]["id"], 1), "reason"]: 1}
+    text = preamble([summary], {"sources": {}})
+    assert "cut off at the token limit count as unmatched" in text and "llm on" in text and ": 2 of 4." in text
+
+
 def test_per_prompt_and_deduplicated_rates(perov):
     """Items sharing one prompt weigh one together; the de-duplicated subset is scored apart."""
     test, _ = perov

@@ -85,6 +85,8 @@ def score_samples(
                         rms, reason, detail = worker.score_sample(
                             sample.kind, sample.payload, item["ground_truth"], name
                         )
+                        if sample.cut_off and reason in parsing.FORMAT_FAILURES:  # as a single answer is
+                            reason, detail = parsing.CUT_OFF, f"{sample.cut_off}; {reason}: {detail}"
                     groups = (None, None)
                     if rms is not None:  # one analysis per sample, whichever convention matched first
                         key = (rank, "sg")
@@ -198,6 +200,11 @@ def per_prompt_rates(per_item: pd.DataFrame, groups: dict[str, int], columns: It
     return out
 
 
+def _reason_order(reason: str) -> tuple[int, str]:
+    known = parsing.REASONS
+    return (known.index(reason) if reason in known else len(known), reason)
+
+
 def summarize_csp(
     sample_scores: pd.DataFrame,
     items: list[dict[str, Any]],
@@ -220,6 +227,8 @@ def summarize_csp(
         }
         conventions[name] = block
     counts = per_item.drop_duplicates("id")["n_samples"] if len(per_item) else pd.Series(dtype=int)
+    scored = sample_scores[(sample_scores["rank"] < k) & (sample_scores["convention"] == DEFAULT_CONVENTION)]
+    failures = scored.loc[~scored["matched"], "reason"].value_counts()
     return {
         "responder": responder,
         "dataset": next((it.get("meta", {}).get("dataset") for it in items), None),
@@ -228,6 +237,9 @@ def summarize_csp(
         "n_items": len(items),
         "samples_per_item": round(float(counts.mean()), 4) if len(counts) else 0.0,
         "items_with_fewer_than_k": int((counts < k).sum()),
+        # unmatched samples of the default convention by reason (a reply cut off at the token
+        # limit apart from malformed ones), in the order of crucible.crystal.parsing.REASONS
+        "unmatched_samples": {r: int(failures[r]) for r in sorted(failures.index, key=_reason_order)},
         "conventions": conventions,
         "generation": generation or {},
     }

@@ -184,6 +184,21 @@ def _short_samples(summaries: list[dict[str, Any]]) -> str:
     )
 
 
+def _cut_off_samples(summaries: list[dict[str, Any]]) -> str:
+    """Responders some of whose replies stopped at the token limit: those samples are unmatched."""
+    cut = [
+        f"{s['responder']} on {s['dataset']}: {n} of {s['n_items'] * s['k']}"
+        for s in summaries
+        if (n := s.get("unmatched_samples", {}).get("cut_off"))
+    ]
+    return (
+        f" Samples cut off at the token limit count as unmatched (reason cut_off, apart from malformed ones): "
+        f"{'; '.join(cut)}."
+        if cut
+        else ""
+    )
+
+
 def preamble(summaries: list[dict[str, Any]], published: dict[str, Any]) -> str:
     cites = "; ".join(f"{key}: {src.get('citation', '').strip()}" for key, src in published["sources"].items())
     return (
@@ -192,7 +207,7 @@ def preamble(summaries: list[dict[str, Any]], published: dict[str, Any]) -> str:
         "pymatgen-default: ltol 0.2, stol 0.3, angle_tol 5). RMSE: normalised RMS distance of the "
         "best-matching sample, mean over matched items. Published rows are on the full CDVAE test sets "
         "and apply the papers' validity check; ours do not (the caption says how many items). "
-        f"Published: {cites}.{_short_samples(summaries)}"
+        f"Published: {cites}.{_short_samples(summaries)}{_cut_off_samples(summaries)}"
     )
 
 

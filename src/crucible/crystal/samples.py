@@ -42,13 +42,15 @@ SAMPLE_ID_SEPARATOR = "#"
 @dataclass(frozen=True)
 class Sample:
     """One sample of one item: ``payload`` is answer text, CIF text or a pymatgen Structure dict
-    (``kind`` says which); ``None`` with ``error`` when the model produced nothing."""
+    (``kind`` says which); ``None`` with ``error`` when the model produced nothing. ``cut_off``
+    says why a language model's reply is unfinished ("cut off at max_tokens=N"), else None."""
 
     id: str
     number: int
     kind: str
     payload: Any
     error: str | None = None
+    cut_off: str | None = None
 
 
 def sample_prompt_id(item_id: str, number: int) -> str:
@@ -125,6 +127,8 @@ def _from_jsonl(path: Path) -> Iterator[tuple[str, Sample]]:
 
 
 def _from_responses(path: Path) -> Iterator[tuple[str, Sample]]:
+    from crucible.llm.files import cut_off_reason
+
     for where, obj in _jsonl_records(path):
         full = _string_id(obj.get("id"), where)
         ident, sep, tail = full.rpartition(SAMPLE_ID_SEPARATOR)
@@ -134,7 +138,8 @@ def _from_responses(path: Path) -> Iterator[tuple[str, Sample]]:
                 f"{where}: id {full!r} is not of the repeated prompt set (expected '<item id>#<sample number>'): {why}"
             )
         text, error = _optional_text(obj, "response", where), _optional_text(obj, "error", where)
-        yield where, Sample(ident, number, TEXT, text, None if text is not None else (error or "no response"))
+        error = None if text is not None else (error or "no response")
+        yield where, Sample(ident, number, TEXT, text, error, cut_off_reason(obj))
 
 
 def _from_extxyz(path: Path) -> Iterator[tuple[str, Sample]]:
