@@ -50,7 +50,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     # The framework every family is declared against: the family registry, the config checked
     # against its sections (and the names in it), the job identity and the code a command runs,
-    # the commands' declarations, artifact paths and flags.
+    # the commands' declarations, artifact paths and flags, the fix to Snakemake's scheduler.
     "framework": (
         "crucible.families",
         "crucible.config",
@@ -60,6 +60,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "crucible.commands",
         "crucible.stage",
         "crucible.workflow",
+        "crucible.snakemake_scheduler",
     ),
     # Services any family may use: pinned sources, estimators, features, potentials, language
     # models, tables and figures.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from crucible import families
+from crucible import families, snakemake_scheduler
 from crucible import workflow as shared_wf
 from crucible.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.errors import ConfigError
@@ -16,6 +16,9 @@ from crucible.identity import NameBook, names_of_jobs
 from crucible.sources import load_sources
 
 FAMILIES = families.families()
+# Snakemake's scheduler otherwise wakes once a second more for every job that has finished
+# (crucible.snakemake_scheduler): its own CPU grew with the square of the number of jobs.
+snakemake_scheduler.install()
 
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
