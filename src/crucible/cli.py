@@ -30,12 +30,15 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def group_parser(group: str, parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    """The parser of ``crucible <group>``, with a subcommand per command."""
+def group_parser(
+    group: str, parser: argparse.ArgumentParser | None = None, only: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of ``crucible <group>``, with a subcommand per command (with its arguments: every
+    command's, or given ``only``, that command's alone)."""
     from crucible import stage
 
     parser = parser or argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
-    stage.configure_parser(parser, stage.stages_of(group))
+    stage.configure_parser(parser, stage.stages_of(group), only=only)
     return parser
 
 
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     # The full command first, so that a job's log says what ran (the console shows one line per job).
     logging.getLogger("crucible").info("command: %s", shlex.join(["crucible", *argv]))
-    parser = group_parser(group)
+    parser = group_parser(group, only=rest[0] if rest else None)
     args = parser.parse_args(rest)
     if not hasattr(args, "stage"):
         parser.print_help()

@@ -321,11 +321,16 @@ class _StageParser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage]) -> None:
-    """Add one subcommand per stage to ``parser`` (a group's ``crucible <group>`` parser)."""
+def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage], only: str | None = None) -> None:
+    """Add one subcommand per stage to ``parser`` (a group's ``crucible <group>`` parser). Given
+    ``only`` (the verb a job runs), the other subcommands get no arguments: each stage's arguments
+    are read from its function's source, and a job should not pay for its group's every command."""
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_StageParser)
     for stage in stages:
         p = sub.add_parser(stage.verb, help=stage.help, description=stage.description or stage.help)
+        p.set_defaults(stage=stage)
+        if only is not None and stage.verb != only:
+            continue
         grouped = {n: g for g in stage.one_of for n in g}
         groups: dict[tuple[str, ...], Any] = {}
         for arg in stage.arguments:
@@ -336,7 +341,6 @@ def configure_parser(parser: argparse.ArgumentParser, stages: Iterable[Stage]) -
                 _add_argument(groups[g], arg, required=False)
             else:
                 _add_argument(p, arg, required=arg.required)
-        p.set_defaults(stage=stage)
 
 
 def arguments(stage: Stage, namespace: argparse.Namespace) -> dict[str, Any]:
