@@ -1,6 +1,7 @@
 """Matbench v0.1 scoring, computed exactly as matbench 0.6 computes it.
 
-Per-fold metrics (same functions, same order, same inputs as ``matbench.data_ops.score_array``):
+Per-fold metrics (same functions, same order, same inputs as ``matbench.data_ops.score_array``;
+scikit-learn's functions as crucible.matbench.metrics computes them, equal bit for bit):
 
 * regression: ``mae``, ``rmse`` (sqrt of sklearn's MSE), ``mape`` (matbench's masked version:
   rows with ``|y_true| <= 1e-5`` are dropped; a fraction, not a percent; NaN when every row is
@@ -53,7 +54,9 @@ import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from sklearn.metrics import (
+
+from crucible.errors import DataValidationError
+from crucible.matbench.metrics import (
     accuracy_score,
     balanced_accuracy_score,
     f1_score,
@@ -62,8 +65,6 @@ from sklearn.metrics import (
     mean_squared_error,
     roc_auc_score,
 )
-
-from crucible.errors import DataValidationError
 from crucible.matbench.tasks import (
     BENCHMARK_NAME,
     CLASSIFICATION,
