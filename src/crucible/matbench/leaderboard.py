@@ -88,7 +88,7 @@ def leaderboard(
 
 def _metric_label(metric: str, unit: str) -> str:
     """``MAE (MPa)``, ``ROC AUC``: what a row's numbers are, in its own unit."""
-    from crucible.report.tables import printed_unit
+    from crucible.report.units import printed_unit
 
     name = {"mae": "MAE", "rocauc": "ROC AUC"}.get(metric, metric)
     if unit and not printed_unit(unit):  # a card that says the target has no unit (dielectric's n)

@@ -17,7 +17,7 @@ from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 from crucible.errors import CrucibleError  # noqa: E402
 from crucible.io import atomic_path  # noqa: E402
-from crucible.report.tables import printed_unit  # noqa: E402
+from crucible.report.units import printed_unit  # noqa: E402
 
 _METADATA = {
     ".png": {"Software": None},

@@ -19,8 +19,6 @@ import pandas as pd
 from crucible.io import write_text
 
 PERCENT_DIGITS = 1
-DIMENSIONLESS = frozenset({"", "unitless", "dimensionless", "-", "–", "1"})
-
 # a header a reader would have to decode: a word that is words joined by underscores
 _IDENTIFIER = re.compile(r"(?<![\w-])[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+(?![\w-])")
 
@@ -52,13 +50,6 @@ def _headers(df: pd.DataFrame, headers: Mapping[str, str] | None, percent: Colle
         head = str((headers or {}).get(c, c))
         out.append(head if c not in percent or "%" in head else f"{head} (%)")
     return out
-
-
-def printed_unit(unit: str | None) -> str:
-    """The unit as a table or figure prints it: empty for a dimensionless quantity (no "MAE
-    (unitless)", no "MAE 0.3 unitless")."""
-    text = (unit or "").strip()
-    return "" if text.lower() in DIMENSIONLESS else text
 
 
 def code_names(text: str) -> list[str]:
