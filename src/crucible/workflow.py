@@ -11,7 +11,12 @@ from typing import Any, Iterable, Mapping
 
 from crucible.stage import JOB_PREFIX
 
-__all__ = ["JOB_PREFIX", "alternation", "attach_identity", "job_message", "rule_command"]
+__all__ = ["JOB_PREFIX", "PRIORITY", "alternation", "attach_identity", "job_message", "rule_command"]
+
+# A rule's ``priority:``. Among ready jobs Snakemake's greedy scheduler starts the one of highest
+# priority, then of largest inputs: cheap jobs that unlock others come first, so that the long
+# fits keep every core busy to the end and a run does not close on a chain of small jobs.
+PRIORITY = {"prepare": 3, "quick_fit": 2, "summarize": 1, "fit": 0}
 
 
 def alternation(names: Iterable[str]) -> str:

@@ -50,6 +50,7 @@ rule clean_matbench_task:
         "logs/matbench/clean/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/clean/{task}.tsv"
+    priority: shared_wf.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     resources:
@@ -82,6 +83,7 @@ rule make_matbench_folds:
         "logs/matbench/folds/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/folds/{task}.tsv"
+    priority: shared_wf.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     resources:
@@ -123,6 +125,7 @@ rule tabulate_matbench_tasks:
         f"logs/matbench/{matbench_wf.run_name(config)}/tasks_table.log",
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/tasks_table.tsv"
+    priority: shared_wf.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -156,6 +159,7 @@ rule predict_matbench:
         "benchmarks/runs/matbench/predict/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
         model=matbench_wf.cpu_model_pattern(config, "fold"),
+    priority: lambda wc: matbench_wf.predict_priority(config, wc.model)
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -237,6 +241,7 @@ rule import_matbench_predictions:
         "benchmarks/runs/matbench/import/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models_of_kind(config, "files")),
+    priority: shared_wf.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -257,6 +262,7 @@ rule score_matbench:
         "benchmarks/runs/matbench/score/{model}/{task}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models(config)),
+    priority: shared_wf.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -287,6 +293,7 @@ rule write_matbench_results:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/results_file/{{model}}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models(config)),
+    priority: shared_wf.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     params:

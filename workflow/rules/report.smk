@@ -32,6 +32,7 @@ rule build_matbench_leaderboard:
         f"logs/matbench/{matbench_wf.run_name(config)}/leaderboard.log",
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/leaderboard.tsv"
+    priority: shared_wf.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -66,6 +67,7 @@ rule plot_matbench_model:
         "benchmarks/runs/matbench/figures/{model}/{task}.tsv"
     wildcard_constraints:
         model=shared_wf.alternation(matbench_wf.models(config)),
+    priority: shared_wf.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:

@@ -20,7 +20,7 @@ from crucible.errors import ConfigError
 from crucible.families import Family
 from crucible.identity import Meaning, registered, settings
 from crucible.matbench.tasks import N_FOLDS, TASKS
-from crucible.workflow import alternation
+from crucible.workflow import PRIORITY, alternation
 
 FOLDS = tuple(range(N_FOLDS))
 # cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU
@@ -88,6 +88,13 @@ def job_granularity(config: dict[str, Any], model: str, task: str) -> str:
     if model_kind(config, model) != "cpu":
         return "fold"
     return _spec(config, model).granularity(N_SAMPLES[task])
+
+
+def predict_priority(config: dict[str, Any], model: str) -> int:
+    """A model cheap on every task (one job per task everywhere: dummy) fits before the others, so
+    that its scores, figures and results file do not wait for the run's tail."""
+    cheap = model_kind(config, model) == "cpu" and _spec(config, model).task_jobs_up_to == float("inf")
+    return PRIORITY["quick_fit" if cheap else "fit"]
 
 
 def cpu_model_pattern(config: dict[str, Any], granularity: str) -> str:
