@@ -219,6 +219,17 @@ def space_groups(
 SPACE_GROUPS = "space_groups"  # a worker job: space_groups(...) instead of score_sample(...)
 
 
+def primitive_sites(structure) -> int:
+    """Sites of the cell the matcher reduces to (its own niggli + primitive reduction); -1 where
+    the reduction fails (then the matcher fails on that structure too: no match)."""
+    from pymatgen.analysis.structure_matcher import StructureMatcher
+
+    try:
+        return len(StructureMatcher._get_reduced_structure(structure, True, True))
+    except Exception:  # noqa: BLE001 - an unreducible cell matches nothing
+        return -1
+
+
 def _worker(conn) -> None:
     while True:
         try:
@@ -227,7 +238,9 @@ def _worker(conn) -> None:
             return
         if job is None:
             return
-        if job[0] == SPACE_GROUPS:
+        if callable(job[0]):  # MatcherWorker.call: any module-level function (pickled by name)
+            conn.send(job[0](*job[1:]))
+        elif job[0] == SPACE_GROUPS:
             conn.send(space_groups(*job[1:]))
         else:
             conn.send(score_sample(*job))
@@ -271,38 +284,42 @@ class MatcherWorker:
         """An answer text, as OpenCompass scores it (under ``convention``)."""
         return self.score_sample(TEXT, response, ground_truth, convention)
 
-    def score_sample(
-        self, kind: str, payload: Any, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
-    ) -> tuple[float | None, str | None, str]:
-        if kind != TEXT and payload is None:  # (a missing text goes through the parser, as before)
-            return None, parsing.NO_RESPONSE, ""
+    def _ask(self, job: tuple) -> tuple[bool, Any, str, str]:
+        """(answered, result, failure reason, detail) of one job, within the time limit; past it
+        (or when the worker dies) the worker is replaced and the job counts as failed."""
         self._live_worker()
         try:
-            self._conn.send((kind, payload, ground_truth, convention))
+            self._conn.send(job)
             if self._conn.poll(self.timeout):
-                return self._conn.recv()
+                return True, self._conn.recv(), "", ""
             detail = f"no result within {self.timeout:g} s; worker replaced"
             reason = parsing.TIMEOUT
         except (EOFError, OSError, BrokenPipeError) as exc:
             detail, reason = f"worker died: {type(exc).__name__}", parsing.BAD_STRUCTURE
         self._kill()
         self.restarts += 1
-        return None, reason, detail
+        return False, None, reason, detail
+
+    def score_sample(
+        self, kind: str, payload: Any, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
+    ) -> tuple[float | None, str | None, str]:
+        if kind != TEXT and payload is None:  # (a missing text goes through the parser, as before)
+            return None, parsing.NO_RESPONSE, ""
+        answered, result, reason, detail = self._ask((kind, payload, ground_truth, convention))
+        return result if answered else (None, reason, detail)
 
     def space_groups(self, kind: str, payload: Any, ground_truth: dict[str, Any]) -> tuple[int | None, int | None]:
         """:func:`space_groups` in the worker, with the same time limit (past it: none)."""
         if payload is None:
             return None, None
-        self._live_worker()
-        try:
-            self._conn.send((SPACE_GROUPS, kind, payload, ground_truth))
-            if self._conn.poll(self.timeout):
-                return self._conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            pass
-        self._kill()
-        self.restarts += 1
-        return None, None
+        answered, result, _, _ = self._ask((SPACE_GROUPS, kind, payload, ground_truth))
+        return result if answered else (None, None)
+
+    def call(self, function, *args, failed: Any = None) -> tuple[Any, str | None]:
+        """(``function(*args)`` run in the worker, None), or (``failed``, the reason: timeout or a
+        dead worker). ``function`` is a module-level function (sent by name)."""
+        answered, result, reason, _ = self._ask((function, *args))
+        return (result, None) if answered else (failed, reason)
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():
@@ -318,6 +335,48 @@ class MatcherWorker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def run_on_workers(
+    jobs: list,
+    task,
+    workers: int = 1,
+    timeout: float = TIMEOUT_S,
+    progress: bool = False,
+    desc: str = "match",
+    make=None,
+) -> tuple[list, list]:
+    """``task(context, job)`` for every job, results in ``jobs`` order, on ``workers`` matcher
+    processes side by side: each thread drives its own :class:`MatcherWorker` (so every call keeps
+    its own time limit), ``make(worker)`` the thread's context (default: the worker). Returns
+    (results, contexts); the results do not depend on ``workers``."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm import tqdm
+
+    local = threading.local()
+    made: list[tuple[MatcherWorker, Any]] = []
+    lock = threading.Lock()
+
+    def run(job):
+        if not hasattr(local, "context"):
+            worker = MatcherWorker(timeout)
+            local.context = make(worker) if make else worker
+            with lock:
+                made.append((worker, local.context))
+        return task(local.context, job)
+
+    try:
+        if workers <= 1:  # no thread: the worker process is forked from a single-threaded parent
+            results = [run(job) for job in tqdm(jobs, desc=desc, disable=not progress)]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc=desc, disable=not progress))
+    finally:
+        for worker, _ in made:
+            worker.close()
+    return results, [context for _, context in made]
 
 
 def item_responses(
