@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from crucible.crystal.pool import map_calls, run_on_workers
 from crucible.crystal.scoring import (
     DEFAULT_CONVENTION,
     DEFAULT_MAX_COMPARISONS,
@@ -47,7 +48,6 @@ from crucible.crystal.scoring import (
     MatcherWorker,
     convention_params,
     primitive_sites,
-    run_on_workers,
 )
 from crucible.io import InFile
 
@@ -201,20 +201,16 @@ def _run_groups(
     return results, sum(m.calls for m in matchers), sum(m.timeouts for m in matchers)
 
 
-def _reduce(worker: MatcherWorker, structure) -> tuple[int, bool]:
-    """(primitive sites, timed out) of one structure, in the worker with its time limit; -1 where
-    the reduction fails or times out (the matcher, which reduces the same way, would too)."""
-    sites, failed = worker.call(primitive_sites, structure, failed=-1)
-    return sites, failed is not None
-
-
 def primitive_counts(
     structures: list, workers: int = 1, timeout: float = TIMEOUT_S, progress: bool = False
 ) -> tuple[list[int], int]:
     """(primitive sites of each structure, in order; reductions that timed out), on ``workers``
-    matcher processes side by side (the counts do not depend on how many)."""
-    results, _ = run_on_workers(structures, _reduce, workers, timeout, progress, desc="primitive cells")
-    return [n for n, _ in results], sum(t for _, t in results)
+    matcher processes side by side (the counts do not depend on how many); -1 where the reduction
+    fails or times out (the matcher, which reduces the same way, would too)."""
+    results = map_calls(
+        primitive_sites, [(st,) for st in structures], workers, timeout, progress, "primitive cells", -1
+    )
+    return [n for n, _ in results], sum(reason is not None for _, reason in results)
 
 
 def audit_splits(

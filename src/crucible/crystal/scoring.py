@@ -153,6 +153,20 @@ def sample_structure(kind: str, payload: Any):
     return structure
 
 
+def sample_as_structure(kind: str, payload: Any, ground_truth: dict[str, Any]):
+    """The Structure the matcher gets for a sample of the item ``ground_truth``: an answer text
+    parsed and given that reference's species (its site count must be the reference's), a
+    structure sample as it is. Raises ValueError where there is none."""
+    if kind != TEXT:
+        return sample_structure(kind, payload)
+    parsed = parsing.parse_crystal_response(payload)
+    if isinstance(parsed, parsing.ParseFailure):
+        raise ValueError(f"{parsed.reason}: {parsed.detail}")
+    if len(parsed.coordinates) != len(ground_truth["sites"]):
+        raise ValueError(f"{parsing.WRONG_SITE_COUNT}: {len(parsed.coordinates)} sites")
+    return predicted_structure(parsed, ground_truth)
+
+
 def score_structure(
     kind: str, payload: Any, ground_truth: dict[str, Any], params: dict[str, float] | None = None
 ) -> tuple[float | None, str | None, str]:
@@ -228,6 +242,19 @@ def primitive_sites(structure) -> int:
         return len(StructureMatcher._get_reduced_structure(structure, True, True))
     except Exception:  # noqa: BLE001 - an unreducible cell matches nothing
         return -1
+
+
+def _call_each(function, arg_list: list[tuple], limit: float) -> list[tuple[Any, bool]]:
+    """In the worker: ``function(*args)`` for each of ``arg_list``, each with whether it took
+    longer than ``limit`` seconds (then it counts as timed out, as if called alone)."""
+    import time
+
+    out = []
+    for args in arg_list:
+        start = time.monotonic()
+        result = function(*args)
+        out.append((result, time.monotonic() - start > limit))
+    return out
 
 
 def _worker(conn) -> None:
@@ -321,6 +348,20 @@ class MatcherWorker:
         answered, result, reason, _ = self._ask((function, *args))
         return (result, None) if answered else (failed, reason)
 
+    def call_each(self, function, arg_list: list[tuple], failed: Any = None) -> list[tuple[Any, str | None]]:
+        """:meth:`call` for each of ``arg_list``, in one round trip: each call past the time limit
+        counts as timed out, as alone; where the whole batch runs past its summed limit (a call
+        that hangs) every call is made again alone, so the results are those of single calls."""
+        limit = self.timeout
+        self.timeout = limit * len(arg_list)
+        try:
+            answered, result, _, _ = self._ask((_call_each, function, arg_list, limit))
+        finally:
+            self.timeout = limit
+        if not answered:
+            return [self.call(function, *args, failed=failed) for args in arg_list]
+        return [(failed, parsing.TIMEOUT) if late else (value, None) for value, late in result]
+
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():
             try:
@@ -335,48 +376,6 @@ class MatcherWorker:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def run_on_workers(
-    jobs: list,
-    task,
-    workers: int = 1,
-    timeout: float = TIMEOUT_S,
-    progress: bool = False,
-    desc: str = "match",
-    make=None,
-) -> tuple[list, list]:
-    """``task(context, job)`` for every job, results in ``jobs`` order, on ``workers`` matcher
-    processes side by side: each thread drives its own :class:`MatcherWorker` (so every call keeps
-    its own time limit), ``make(worker)`` the thread's context (default: the worker). Returns
-    (results, contexts); the results do not depend on ``workers``."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tqdm import tqdm
-
-    local = threading.local()
-    made: list[tuple[MatcherWorker, Any]] = []
-    lock = threading.Lock()
-
-    def run(job):
-        if not hasattr(local, "context"):
-            worker = MatcherWorker(timeout)
-            local.context = make(worker) if make else worker
-            with lock:
-                made.append((worker, local.context))
-        return task(local.context, job)
-
-    try:
-        if workers <= 1:  # no thread: the worker process is forked from a single-threaded parent
-            results = [run(job) for job in tqdm(jobs, desc=desc, disable=not progress)]
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc=desc, disable=not progress))
-    finally:
-        for worker, _ in made:
-            worker.close()
-    return results, [context for _, context in made]
 
 
 def item_responses(
