@@ -160,7 +160,9 @@ def test_csp_table_rows_follow_from_the_per_sample_scores(run):
 
     workdir, _ = run
     table = pd.read_csv(workdir / "results/tables/crystal_csp.csv")
-    ours = table[table["source"] == "this run"].set_index(["method", "samples", "test_set"])
+    # the samples as drawn (the relaxed rows: test_relax_then_match_...)
+    ours = table[(table["source"] == "this run") & table["relaxed_with"].isna()]
+    ours = ours.set_index(["method", "samples", "test_set"])
     prompts = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
     # the chance floor comes with the configured responders; the same-space-group column never
     # exceeds the match rate it refines
@@ -322,7 +324,8 @@ def test_score_samples_cli_refuses_a_bad_samples_file(run, tmp_path):
     out = tmp_path / "model.parquet"
     proc = subprocess.run(
         ["crucible", "crystal", "score-samples", "--prompts", str(prompts), "--samples", str(bad), "--responder", "m"]
-        + ["--k", "2", "--out", str(out), "--out-summary", str(tmp_path / "model.json")],
+        + ["--k", "2", "--out", str(out), "--out-summary", str(tmp_path / "model.json")]
+        + ["--out-pairs", str(tmp_path / "pairs.parquet")],
         env=env,
         capture_output=True,
         text=True,

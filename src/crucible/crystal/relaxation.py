@@ -1,9 +1,9 @@
 """Relax-then-match: a responder's samples relaxed with an interatomic potential and scored again,
 beside the samples as drawn (never instead of them).
 
-Matching before and after a relaxation gives different numbers for the same model (FlowMM's MP-20
-match rate moves from 61.39 % to 74.3 %), so a number is only comparable with one made the same
-way; crucible reports both, on adjacent rows of the CSP table.
+Matching before and after a relaxation gives different numbers for the same model (issue 34
+quotes FlowMM moving from 61.39 % to 74.3 %), so a number is only comparable with one made the
+same way; crucible reports both, on adjacent rows of the CSP table.
 
 Each of an item's first k samples is built as the matcher gets it
 (:func:`crucible.crystal.scoring.sample_as_structure`: an answer text with its item's species; in
