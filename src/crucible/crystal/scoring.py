@@ -32,6 +32,7 @@ import logging
 import math
 import multiprocessing as mp
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -273,6 +274,9 @@ def _worker(conn) -> None:
             conn.send(score_sample(*job))
 
 
+_FORK_LOCK = threading.Lock()
+
+
 class MatcherWorker:
     """One persistent scoring process; replaced after a timeout or a crash."""
 
@@ -284,10 +288,13 @@ class MatcherWorker:
 
     def _start(self) -> None:
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker, args=(child,), daemon=True)
-        self._proc.start()
-        child.close()
+        # one fork at a time: a worker forked while another's start is under way (the pool's
+        # threads) keeps that one's pipe ends open, and its close() then waited 5 s on its exit
+        with _FORK_LOCK:
+            parent, child = ctx.Pipe()
+            self._proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+            self._proc.start()
+            child.close()
         self._conn = parent
 
     def _live_worker(self) -> None:
