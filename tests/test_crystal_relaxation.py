@@ -92,7 +92,7 @@ def test_the_relaxed_file_is_scored_beside_the_samples_as_drawn(tmp_path, case, 
     (tmp_path / "r.json").write_text(json.dumps({"relaxation": {"potential": "emt", "samples": 4, "failed": 1}}))
     out = {n: tmp_path / n for n in ("b.parquet", "b.json", "bp.parquet", "a.parquet", "a.json", "ap.parquet")}
     before = csp.score_samples_file(
-        prompts, before_file, "m", 2, out["b.parquet"], out["b.json"], out["bp.parquet"], progress=False
+        prompts, before_file, "m", 2, out["b.parquet"], out["b.json"], out_pairs=out["bp.parquet"], progress=False
     )
     after = csp.score_samples_file(
         prompts,
@@ -101,7 +101,7 @@ def test_the_relaxed_file_is_scored_beside_the_samples_as_drawn(tmp_path, case, 
         2,
         out["a.parquet"],
         out["a.json"],
-        out["ap.parquet"],
+        out_pairs=out["ap.parquet"],
         info=tmp_path / "r.json",
         unrelaxed=out["b.json"],
         progress=False,

@@ -279,11 +279,11 @@ def score_samples_file(
     k: int,
     out: str | os.PathLike,
     out_summary: str | os.PathLike,
-    out_pairs: str | os.PathLike,
     format: str = "auto",
     audit: InFile | None = None,
     info: str | os.PathLike | None = None,
     unrelaxed: InFile | None = None,
+    out_pairs: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
     workers: int = 1,
     progress: bool = True,
@@ -302,7 +302,8 @@ def score_samples_file(
         out_summary: the CSP summary to write (JSON: match rate in %, RMSE and cRMSE at 1 and k, METRe, per
             convention, whole and de-duplicated test set): .../csp/{responder}.json
         out_pairs: every match of a sample with another item's reference, what METRe adds (parquet: reference,
-            id, rank, sample, convention, RMS): results/crystal/{dataset}/csp_pairs/{responder}.parquet
+            id, rank, sample, convention, RMS): results/crystal/{dataset}/csp_pairs/{responder}.parquet (default:
+            not written; METRe is in the summary either way)
         format: the samples' format; auto (default) tells it from the name: .jsonl, .xyz/.extxyz, a directory
             or .tar(.gz) of CIFs; responses (the LLM stage's, ids {id}#{sample}) must be named
         prompts: as in :func:`crucible.crystal.generators.write_generator_answers`
@@ -341,6 +342,7 @@ def score_samples_file(
 
         summary.update(site_limit(read_json(audit)))
     write_parquet(df, out, schema=SAMPLE_SCHEMA)
-    write_parquet(pairs, out_pairs, schema=PAIR_SCHEMA)
+    if out_pairs:
+        write_parquet(pairs, out_pairs, schema=PAIR_SCHEMA)
     write_json(summary, out_summary)
     return summary
