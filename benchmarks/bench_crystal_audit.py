@@ -1,6 +1,7 @@
 """The leakage audit's test-in-train check against the naive all-pairs loop, on real crystals.
 
     .venv/bin/python benchmarks/bench_crystal_audit.py [--csv PEROV_5_TEST_CSV] [--naive-items 40] [--workers 2]
+        [--out result.json]
 
 Data: the perov-5 test CSV of the CDVAE sets (3,785 crystals; default
 ``../shared/data/cdvae/perov_5_test.csv``), split as the benchmark splits a set without its own
@@ -24,14 +25,26 @@ groups of n_test x n_train, unknown without the data, so the line gives it under
 assumption that MP-20's groups are as small per crystal as perov-5's (they are larger for common
 formulas; the audit's cap bounds them).
 
-Measured on a shared 2-core machine (load average about 15: wall times are noise, CPU times less
-so), ``--naive-items 12 --workers 2``, 1,893 train and 1,892 test crystals:
+Printed first: the primitive reductions alone (every crystal that shares its formula), in this
+process one after another (how the audit made them before issue 34) and on the matcher processes
+(how it makes them now, :func:`crucible.crystal.audit.primitive_counts`), which must agree.
 
-    audit: 466 matcher calls, 16.6 CPU s (159.6 s wall), 13 test crystals in train
-    naive: 22,716 calls, 84.9 CPU s on 12 test crystals -> about 3,581,556 calls, 3.7 CPU h for all
-    ratio naive/audit: 7,686x calls, 808x CPU time; verdicts identical on the 12 sampled and 12 in-train
-    MP-20 on 64 cores, 3.7 ms per call: naive about 3.9 h; the audit's matcher work seconds under the
-    perov-5 group-size assumption (0.12 calls per crystal), plus one primitive reduction per crystal
+Measured at commit 7118465 on a shared 2-core machine (load average 2-3), ``--naive-items 12
+--workers 2``, 1,893 train and 1,892 test crystals:
+
+    primitive reductions: 752 crystals; in this process 1.0 s wall (1.0 CPU s), on 2 matcher
+        processes 1.3 s wall (1.3 CPU s); identical
+    audit: 466 matcher calls, 13.9 CPU s (13.4 s wall), 13 test crystals in train
+    naive: 22,716 calls, 58.1 CPU s on 12 test crystals -> about 3,581,556 calls, 2.5 CPU h for all
+    ratio naive/audit: 7,686x calls, 661x CPU time; verdicts identical on the 12 sampled and 12 in-train
+    MP-20 on 64 cores, 2.6 ms per call: naive about 2.7 h; the audit's matcher work seconds under the
+    perov-5 group-size assumption (0.12 calls per crystal), plus at most 1 s of primitive reductions
+    (1.3 CPU ms each, 36k crystals at most, spread over the processes; 47 CPU s serially in the parent)
+
+Main before issue 34's pool for the reductions (b2de25a), the same command just after: 466 calls,
+10.5 CPU s (11.3 s wall), 13 in train. Repeated audits of both scatter by about 30 % here (main
+9.5-13.4 CPU s, this 10.7-14.0), so on two loaded cores the pool neither wins nor loses measurably:
+the reductions are 1 s of the audit's 11-14 s. The pool pays on many cores and bigger sets.
 """
 
 from __future__ import annotations
@@ -91,6 +104,26 @@ def main(argv=None) -> int:
     test = sorted(((i, s) for i, s, _ in rows if i in test_ids), key=lambda r: r[0])
     print(f"{args.csv}: {len(rows)} crystals read in {load_s:.1f} s; {len(train)} train, {len(test)} test")
 
+    # the primitive reductions alone: in this process one after another (how the audit did them
+    # before), then on the matcher processes (how it does them now); the counts must be equal
+    from collections import Counter
+
+    from crucible.crystal.scoring import primitive_sites
+
+    per_formula = Counter(s.composition.reduced_formula for _, s in train + test)
+    shared = [s for _, s in train + test if per_formula[s.composition.reduced_formula] > 1]
+    t0, c0 = time.perf_counter(), cpu_s()
+    serial = [primitive_sites(s) for s in shared]
+    serial_wall, serial_s = time.perf_counter() - t0, cpu_s() - c0
+    t0, c0 = time.perf_counter(), cpu_s()
+    pooled, _ = audit.primitive_counts(shared, workers=args.workers)
+    pool_wall, pool_s = time.perf_counter() - t0, cpu_s() - c0
+    print(
+        f"primitive reductions: {len(shared)} crystals share a formula; in this process {serial_wall:.1f} s wall "
+        f"({serial_s:.1f} CPU s), on {args.workers} matcher processes {pool_wall:.1f} s wall ({pool_s:.1f} CPU s); "
+        f"identical: {serial == pooled}"
+    )
+
     t0, c0 = time.perf_counter(), cpu_s()
     table, counts = audit.audit_splits({"train": train, "test": test}, max_comparisons=10**9, workers=args.workers)
     audit_wall, audit_s = time.perf_counter() - t0, cpu_s() - c0
@@ -102,7 +135,7 @@ def main(argv=None) -> int:
     # loop must find each, and its early stops are left out of the scaling
     found = [(i, s) for i, s in test if ours[i] and i not in verdicts][: args.naive_items]
     found_verdicts, _, _ = naive_first_match(found, train, StructureMatcher(**CONVENTIONS["cdvae"]))
-    agree = all(v == bool(ours[i]) for i, v in {**verdicts, **found_verdicts}.items())
+    agree = all(v == bool(ours[i]) for i, v in {**verdicts, **found_verdicts}.items()) and serial == pooled
     scale = len(test) / len(sample)
     full_calls, full_s = naive_calls * scale, naive_s * scale
 
@@ -116,6 +149,15 @@ def main(argv=None) -> int:
             "workers": args.workers,
             "test_in_train": counts["test_duplicate_in_train"],
             "groups_compared": counts["groups_compared"],
+            "primitive_reductions": counts["primitive_reductions"],
+        },
+        "primitive_reductions": {
+            "crystals": len(shared),
+            "serial_wall_s": round(serial_wall, 2),
+            "serial_cpu_s": round(serial_s, 2),
+            "pool_wall_s": round(pool_wall, 2),
+            "pool_cpu_s": round(pool_s, 2),
+            "identical": serial == pooled,
         },
         "naive": {
             "items_run": len(sample),
@@ -146,12 +188,20 @@ def main(argv=None) -> int:
     mp_naive = 9_000 * 27_000 * per_call / 64
     per_item_calls = counts["matcher_calls"] / (len(train) + len(test))
     mp_audit = per_item_calls * 36_000 * per_call / 64
+    per_reduction = serial_s / max(len(shared), 1)
+    mp_reduce = 36_000 * per_reduction / 64  # at most every crystal shares its formula
     print(
         f"MP-20 on 64 cores, {per_call * 1e3:.1f} ms per call as measured here: naive about {mp_naive / 3600:,.1f} h; "
         f"the audit's matcher work about {mp_audit:,.0f} s if its groups are as small per crystal as perov-5's "
-        f"({per_item_calls:.2f} calls per crystal; an assumption, not a measurement), plus each crystal's "
-        "primitive reduction once"
+        f"({per_item_calls:.2f} calls per crystal; an assumption, not a measurement), plus at most "
+        f"{mp_reduce:,.0f} s of primitive reductions ({per_reduction * 1e3:.1f} CPU ms each, at most one per crystal, "
+        "now spread over the processes)"
     )
+    result["mp20_64_cores_estimate_s"] = {
+        "naive": round(mp_naive),
+        "audit_matcher": round(mp_audit),
+        "audit_reductions_at_most": round(mp_reduce),
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0 if agree else 1

@@ -245,11 +245,20 @@ def test_the_deduplicated_set_is_chosen_among_the_scored_items(planted):
 
 
 def test_process_pool_gives_the_same_audit(planted):
+    """Matcher calls and primitive reductions on two processes: the same table and counts, and
+    each reduction the pool made equal to the one made in this process."""
+    from crucible.crystal.scoring import primitive_sites
+
     splits = planted[0]
     one_table, one = audit.audit_splits(splits)
     two_table, two = audit.audit_splits(splits, workers=2)
     pd.testing.assert_frame_equal(one_table, two_table)
     assert one == two
+    structures = {(s, i): st for s, members in splits.items() for i, st in members}
+    reduced = two_table[two_table["primitive_sites"] != 0]
+    assert len(reduced) == two["primitive_reductions"] > 0 and two["primitive_reduction_timeouts"] == 0
+    for row in reduced.itertuples():
+        assert row.primitive_sites == primitive_sites(structures[(row.split, row.id)])
 
 
 def test_crystals_over_the_site_limit_are_counted_not_dropped_silently(tmp_path, caplog):

@@ -91,11 +91,12 @@ def test_table_layout_ours_beside_published_both_conventions(tmp_path):
     assert pub[col("mp-20", "cdvae", "match_rate")].notna().all()
     # every score column names its convention, in every format
     csv = pd.read_csv(paths["csv"])
-    scored = [c for c in csv.columns if c not in ("method", "samples", "test_set", "source") and ":items" not in c]
+    scored = [c for c in csv.columns if c not in csp_table.LEAD and ":items" not in c]
     assert scored and all(any(f":{c}:" in s for c in CONVENTION_NAMES) for s in scored)
     md_header = paths["md"].read_text().split("\n| method")[1].split("\n")[0]
-    # 3 datasets x 3 metrics (match rate, RMSE, match rate with the same space group)
-    assert md_header.count("[cdvae]") == md_header.count("[pymatgen-default]") == 3 * 3
+    # 3 datasets x 6 metrics (match rate, RMSE; ours only: match rate with the same space group,
+    # cRMSE, METRe, METRe's cRMSE)
+    assert md_header.count("[cdvae]") == md_header.count("[pymatgen-default]") == 3 * 6
     assert "perov-5 match rate, same space group (%) [cdvae]" in md_header
     # the space-group column is ours only: beside the published match rate, empty on its rows
     assert ours.loc[("template", 20, "all"), col("perov-5", "cdvae", "sg_match_rate")] == 20.0
@@ -167,3 +168,42 @@ def test_caption_counts_the_crystals_the_site_limit_left_out():
     text = csp_table.caption([s])
     assert "crystals left out by the site limit: carbon-24: 147 with more than 20 sites (27 test, 120 train)" in text
     assert "left out" not in csp_table.caption([_summary("perov-5", "chance", 20, {"cdvae": (1.0, 0.3, 10.0, 0.3)})])
+
+
+def test_metre_and_crmse_beside_the_match_rate_and_relaxed_rows_below(tmp_path):
+    """cRMSE and METRe (arXiv 2509.12178) fill their own columns from the summary, never the
+    papers' (published rows leave them empty); a summary of the samples relaxed with a potential
+    is a row of its own right below the row before relaxation."""
+    rates = {"cdvae": (10.0, 0.1, 40.0, 0.05)}
+    before = _summary("perov-5", "template", 20, rates)
+    for block in before["conventions"]["cdvae"].values():
+        block.update({"crmse@1": 0.46, "crmse@k": 0.32, "metre@1": 30.0, "metre@k": 60.0})
+        block.update({"metre_crmse@1": 0.38, "metre_crmse@k": 0.22})
+    after = _summary("perov-5", "template", 20, {"cdvae": (20.0, 0.08, 50.0, 0.04)})
+    after["relaxed_with"] = "emt"
+    after["generation"] = {"relaxation": {"potential": "emt", "samples": 200, "failed": 7}}
+    paths = {e: tmp_path / f"csp.{e}" for e in ("csv", "md", "tex")}
+    df = csp_table.write_csp_table([before, after], PUBLISHED, paths["csv"], paths["md"], paths["tex"])
+    n_pub = len(csp_table.load_published(PUBLISHED)["rows"])
+    ours = df.iloc[n_pub:]
+    col = csp_table.score_column
+    assert list(zip(ours["samples"], ours["test_set"], ours["relaxed_with"].fillna(""))) == [
+        (1, "all", ""),
+        (1, "all", "emt"),
+        (20, "all", ""),
+        (20, "all", "emt"),
+        (1, "deduplicated", ""),
+        (1, "deduplicated", "emt"),
+        (20, "deduplicated", ""),
+        (20, "deduplicated", "emt"),
+    ]
+    first = ours.iloc[2]  # 20 samples, whole test set, before relaxation
+    assert first[col("perov-5", "cdvae", "match_rate")] == 40.0 and first[col("perov-5", "cdvae", "metre")] == 60.0
+    assert first[col("perov-5", "cdvae", "crmse")] == 0.32 and first[col("perov-5", "cdvae", "metre_crmse")] == 0.22
+    relaxed = ours.iloc[3]
+    assert relaxed[col("perov-5", "cdvae", "match_rate")] == 50.0
+    assert math.isnan(relaxed[col("perov-5", "cdvae", "metre")])  # not in that summary: empty, never 0
+    assert df.iloc[:n_pub][col("mp-20", "cdvae", "metre")].isna().all()
+    md = paths["md"].read_text()
+    assert "perov-5 METRe (%) [cdvae]" in md and "| emt |" in md
+    assert "failed relaxations: template on perov-5 with emt: 7 of 200" in md

@@ -81,7 +81,7 @@ def test_csp_targets_samples_and_audit_inputs():
     """CSP is opt-in (no responders by default); a generator's samples come from its sample rule, a
     language model's from the LLM stage on the repeated prompt set, a samples file as configured;
     the audit of a CDVAE set reads train, val and test through their roles."""
-    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}, "chance": True}
+    assert wf.csp_section({}) == {"k": 20, "responders": [], "samples_files": {}, "chance": True, "workers": 1}
     plain = {"crystal": {"datasets": ["perov-5"]}}
     assert not [p for p in wf.final_outputs(plain) if "/csp/" in p or "crystal_csp" in p]
     assert "results/tables/crystal_perov-5_audit.md" in wf.final_outputs(plain)
@@ -129,8 +129,48 @@ def test_csp_targets_samples_and_audit_inputs():
             {"samples_files": {"m": {"mp-20": "x"}}},
             r"crystal.csp.samples_files.m: dataset\(s\) mp-20 not in crystal.datasets",
         ),
+        (
+            {"responders": ["template"], "relax": {"potentials": ["emt", "nope"]}},
+            r"crystal.csp.relax.potentials: unknown potential\(s\) nope",
+        ),
+        ({"relax": {"potentials": ["emt"]}}, "crystal.csp.relax.potentials: no CSP samples to relax"),
     ],
 )
 def test_csp_config_mistakes_are_refused(csp, message):
     with pytest.raises(ConfigError, match=message):
         wf.check({"crystal": {"datasets": ["perov-5"], "generators": ["template"], "csp": csp}})
+
+
+def test_relax_then_match_targets_rules_and_identity():
+    """Relax-then-match is off by default; with potentials, every CSP summary gets a relaxed twin
+    (in the CSP table's inputs after the drawn ones), the cpu and gpu rules split the potentials by
+    their spec, and the relaxation's settings and the potential are names of the relax jobs."""
+    assert wf.relax_section({})["potentials"] == [] and not wf.relaxed_summaries({})
+    cfg = {
+        "crystal": {
+            "datasets": ["aflow-prototypes"],
+            "generators": ["template"],
+            "csp": {"k": 2, "responders": ["template"], "relax": {"potentials": ["emt", "chgnet-0.3.0"], "steps": 7}},
+        }
+    }
+    wf.check(cfg)
+    drawn = [f"results/crystal/aflow-prototypes/csp/{r}.json" for r in ("chance", "template")]
+    relaxed = [
+        f"results/crystal/aflow-prototypes/csp_relaxed/{p}/{r}.json"
+        for r in ("chance", "template")
+        for p in ("emt", "chgnet-0.3.0")
+    ]
+    assert wf.csp_summaries(cfg) == drawn + relaxed
+    assert set(relaxed) <= set(wf.final_outputs(cfg))
+    assert wf.relax_potentials(cfg, "cpu") == ["emt"] and wf.relax_potentials(cfg, "gpu") == ["chgnet-0.3.0"]
+    assert wf.relax_params(cfg) == {"optimizer": "FIRE", "fmax": 0.1, "steps": 7, "cell_filter": "frechet"}
+    names = wf.names(cfg)
+    assert names["crystal/relax/emt"].spec == {
+        "cell_filter": "frechet",
+        "fmax": 0.1,
+        "k": 2,
+        "optimizer": "FIRE",
+        "steps": 7,
+    }
+    assert names["crystal/relax/emt"].rules == ("relax_crystal_samples", "relax_crystal_samples_gpu")
+    assert "potential/chgnet-0.3.0" in names

@@ -70,6 +70,7 @@ TORCH = [
     ("catalysis", "relative"),
     ("crystal", "generate"),
     ("crystal", "sample"),
+    ("crystal", "relax-samples"),
     ("features", "build-embeddings"),
     ("llm", "generate"),
     ("matbench", "predict"),
@@ -231,6 +232,30 @@ def test_crystal_mlip_search_samples(spied, tmp_path):
     )
     _potential_was_configured_first(spied)
     assert (tmp_path / "s.jsonl").read_text().strip()
+
+
+def test_crystal_relax_samples(spied, tmp_path):
+    """Relax-then-match relaxes through the same potential layer: a strained fcc Cu sample."""
+    from ase.build import bulk
+    from pymatgen.io.ase import AseAtomsAdaptor
+
+    from crucible.crystal.items import ground_truth
+
+    cu = AseAtomsAdaptor.get_structure(bulk("Cu", "fcc", a=3.61))
+    prompts = _cu_prompts(tmp_path)
+    item = json.loads(prompts.read_text())
+    prompts.write_text(json.dumps({**item, "ground_truth": ground_truth(cu)}) + "\n")
+    strained = cu.copy()
+    strained.scale_lattice(cu.volume * 1.1)
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"id": "cu-1", "sample": 0, "cif": strained.to(fmt="cif")}) + "\n")
+    _run(
+        ["crystal", "relax-samples", "--prompts", str(prompts), "--samples", str(samples), "--potential", "probe"]
+        + ["--k", "1", "--steps", "5", "--threads", "1", "--out", str(tmp_path / "r.jsonl")]
+        + ["--out-info", str(tmp_path / "r.json")]
+    )
+    _potential_was_configured_first(spied)
+    assert json.loads((tmp_path / "r.jsonl").read_text())["cif"]
 
 
 @pytest.mark.slow

@@ -160,7 +160,9 @@ def test_csp_table_rows_follow_from_the_per_sample_scores(run):
 
     workdir, _ = run
     table = pd.read_csv(workdir / "results/tables/crystal_csp.csv")
-    ours = table[table["source"] == "this run"].set_index(["method", "samples", "test_set"])
+    # the samples as drawn (the relaxed rows: test_relax_then_match_...)
+    ours = table[(table["source"] == "this run") & table["relaxed_with"].isna()]
+    ours = ours.set_index(["method", "samples", "test_set"])
     prompts = [json.loads(line) for line in (workdir / "results/crystal/aflow-prototypes/prompts.jsonl").open()]
     # the chance floor comes with the configured responders; the same-space-group column never
     # exceeds the match rate it refines
@@ -208,6 +210,87 @@ def test_csp_table_rows_follow_from_the_per_sample_scores(run):
     assert len(published) == 12 and published["mp-20:cdvae:match_rate"].notna().all()
 
 
+def test_metre_and_crmse_follow_from_the_per_sample_scores_and_the_cross_matches(run):
+    """METRe@k of each responder: the references matched by one of their own first k samples or by
+    a sample of another item (csp_pairs/); never below the match rate. cRMSE: the mean best RMS
+    with the convention's stol where nothing matched. The table shows the summary's numbers."""
+    from crucible.crystal.scoring import CONVENTIONS
+
+    workdir, _ = run
+    base = workdir / "results/crystal/aflow-prototypes"
+    table = pd.read_csv(workdir / "results/tables/crystal_csp.csv")
+    ours = table[(table["source"] == "this run") & table["relaxed_with"].isna()]
+    ours = ours.set_index(["method", "samples", "test_set"])
+    for responder in ("chance", "template", "random-symmetric"):
+        scores = pd.read_parquet(base / f"csp/{responder}.parquet")
+        pairs = pd.read_parquet(base / f"csp_pairs/{responder}.parquet")
+        summary = json.loads((base / f"csp/{responder}.json").read_text())
+        assert summary["metre_matching"]["pairs_compared"] <= summary["metre_matching"]["all_pairs"]
+        for conv, params in CONVENTIONS.items():
+            s = scores[scores["convention"] == conv]
+            hits = pd.concat(
+                [
+                    s.loc[s["matched"], ["id", "rms_dist"]],
+                    pairs.loc[pairs["convention"] == conv, ["reference", "rms_dist"]].rename(
+                        columns={"reference": "id"}
+                    ),
+                ]
+            )
+            best = hits.groupby("id")["rms_dist"].min().reindex(sorted(set(s["id"])))
+            own = s[s["matched"]].groupby("id")["rms_dist"].min().reindex(best.index)
+            block = summary["conventions"][conv]["all"]
+            assert block["metre@k"] == pytest.approx(round(100 * best.notna().mean(), 4))
+            assert block["metre@k"] >= block["match_rate@k"]
+            assert block["metre_crmse@k"] == pytest.approx(round(best.fillna(params["stol"]).mean(), 4))
+            assert block["crmse@k"] == pytest.approx(round(own.fillna(params["stol"]).mean(), 4))
+            row = ours.loc[(responder, 3, "all")]
+            assert row[f"aflow-prototypes:{conv}:metre"] == pytest.approx(block["metre@k"], abs=1e-4)
+            assert row[f"aflow-prototypes:{conv}:crmse"] == pytest.approx(block["crmse@k"], abs=1e-4)
+
+
+def test_relax_then_match_scores_the_relaxed_samples_beside_the_drawn_ones(run):
+    """Each responder's first k samples relaxed with EMT (through the one relaxation layer, the
+    potential part of the job's identity), scored again: the summary keeps the scores before
+    relaxation beside its own, and the table shows the relaxed row right below the drawn one."""
+    from crucible.crystal.scoring import CIF, score_sample
+
+    workdir, _ = run
+    base = workdir / "results/crystal/aflow-prototypes"
+    prompts = {json.loads(line)["id"]: json.loads(line) for line in (base / "prompts.jsonl").open()}
+    table = pd.read_csv(workdir / "results/tables/crystal_csp.csv")
+    ours = table[table["source"] == "this run"].reset_index(drop=True)
+    for responder in ("chance", "template", "random-symmetric"):
+        drawn = [json.loads(line) for line in (base / f"samples/k3/{responder}.jsonl").open()]
+        relaxed = [json.loads(line) for line in (base / f"relaxed/emt/{responder}.jsonl").open()]
+        assert sorted((r["id"], r["sample"]) for r in relaxed) == sorted((d["id"], d["sample"]) for d in drawn)
+        info = json.loads((base / f"relaxed/emt/{responder}.json").read_text())["relaxation"]
+        assert info["potential"] == "emt" and info["steps"] == 20
+        assert info["relaxed"] + info["failed"] + info["no_sample"] == info["samples"] == len(relaxed)
+        assert info["relaxed"] == sum(r["cif"] is not None for r in relaxed) > 0
+        record = json.loads((base / f"relaxed/emt/.identity/{responder}.jsonl.json").read_text())
+        assert {"potential/emt", "crystal/relax/emt"} <= set(record["names"])
+        summary = json.loads((base / f"csp_relaxed/emt/{responder}.json").read_text())
+        before = json.loads((base / f"csp/{responder}.json").read_text())
+        assert summary["relaxed_with"] == "emt" and summary["generation"]["relaxation"] == info
+        for conv, block in before["conventions"].items():
+            assert summary["before_relaxation"][conv]["all"] == block["all"]
+        # a relaxed sample's verdict is the matcher's on the relaxed structure
+        scores = pd.read_parquet(base / f"csp_relaxed/emt/{responder}.parquet")
+        done = next(r for r in relaxed if r["cif"])
+        row = scores[
+            (scores["id"] == done["id"]) & (scores["sample"] == done["sample"]) & (scores["convention"] == "cdvae")
+        ]
+        assert bool(row["matched"].iloc[0]) == (
+            score_sample(CIF, done["cif"], prompts[done["id"]]["ground_truth"])[0] is not None
+        )
+        for k in (1, 3):
+            at = ours.index[(ours["method"] == responder) & (ours["samples"] == k) & (ours["test_set"] == "all")]
+            assert list(ours.loc[at, "relaxed_with"].fillna("")) == ["", "emt"] and at[1] == at[0] + 1
+            rate = "aflow-prototypes:cdvae:match_rate"
+            key = "match_rate@1" if k == 1 else "match_rate@k"
+            assert ours.loc[at[1], rate] == pytest.approx(summary["conventions"]["cdvae"]["all"][key], abs=1e-4)
+
+
 def test_audit_counts_and_the_deduplicated_scores(run):
     workdir, _ = run
     audit = json.loads((workdir / "results/crystal/aflow-prototypes/audit.json").read_text())
@@ -241,7 +324,8 @@ def test_score_samples_cli_refuses_a_bad_samples_file(run, tmp_path):
     out = tmp_path / "model.parquet"
     proc = subprocess.run(
         ["crucible", "crystal", "score-samples", "--prompts", str(prompts), "--samples", str(bad), "--responder", "m"]
-        + ["--k", "2", "--out", str(out), "--out-summary", str(tmp_path / "model.json")],
+        + ["--k", "2", "--out", str(out), "--out-summary", str(tmp_path / "model.json")]
+        + ["--out-pairs", str(tmp_path / "pairs.parquet")],
         env=env,
         capture_output=True,
         text=True,

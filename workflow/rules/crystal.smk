@@ -269,14 +269,19 @@ rule score_crystal_samples:
     output:
         scores="results/crystal/{crystal_dataset}/csp/{responder}.parquet",
         summary="results/crystal/{crystal_dataset}/csp/{responder}.json",
+        # the matches with other items' references (METRe)
+        pairs="results/crystal/{crystal_dataset}/csp_pairs/{responder}.parquet",
     log:
         "logs/crystal/{crystal_dataset}/score_csp_{responder}.log",
     benchmark:
         "benchmarks/runs/crystal/{crystal_dataset}/score_csp_{responder}.tsv"
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config),
+        responder=r"[^/]+",
     conda:
         "../../envs/crystal.yaml"
+    # one matcher process per worker (METRe's cross matches)
+    threads: crystal_workflow.csp_section(config)["workers"]
     resources:
         mem_mb=lambda wc, attempt: 4000 * attempt,
         runtime=lambda wc, attempt: 480 * attempt,
@@ -285,12 +290,103 @@ rule score_crystal_samples:
         format=lambda wc: crystal_workflow.samples_format(config, wc.responder),
         info=lambda wc, input: crystal_workflow.samples_info(input.samples),
         timeout=crystal_workflow.score_timeout(config),
+        workers=crystal_workflow.csp_section(config)["workers"],
     shell:
         stage.shell(
             "crystal score-samples",
             responder="{wildcards.responder:q}",
             out="{output.scores:q}",
             out_summary="{output.summary:q}",
+            out_pairs="{output.pairs:q}",
+            unrelaxed=None,
+        )
+
+
+# Relax-then-match (crystal.csp.relax.potentials): each CSP responder's first k samples relaxed with
+# a potential through crucible.potentials.relax, then scored like any samples, the summary keeping
+# the scores before relaxation beside its own. A potential whose spec says gpu runs in the _gpu rule.
+rule relax_crystal_samples:
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        samples=lambda wc: crystal_workflow.samples_input(config, wc.crystal_dataset, wc.responder),
+        # the potential's module, when it is a user's beside the project
+        potential_module=lambda wc: crystal_workflow.relax_potential_sources(config, wc.crystal_potential),
+    output:
+        samples="results/crystal/{crystal_dataset}/relaxed/{crystal_potential}/{responder}.jsonl",
+        info="results/crystal/{crystal_dataset}/relaxed/{crystal_potential}/{responder}.json",
+    log:
+        "logs/crystal/{crystal_dataset}/relax_{crystal_potential}_{responder}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/relax_{crystal_potential}_{responder}.tsv"
+    wildcard_constraints:
+        **crystal_workflow.relax_constraints(config, "cpu"),
+    conda:
+        "../../envs/crystal.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 3000 * attempt,
+        runtime=lambda wc, attempt: 240 * attempt,
+    params:
+        **crystal_workflow.relax_params(config),
+        k=crystal_workflow.csp_section(config)["k"],
+        format=lambda wc: crystal_workflow.samples_format(config, wc.responder),
+        custom_potentials=lambda wc: crystal_workflow.relax_custom_potential(config, wc.crystal_potential),
+        timeout=crystal_workflow.score_timeout(config),
+    shell:
+        stage.shell(
+            "crystal relax-samples",
+            potential="{wildcards.crystal_potential:q}",
+            out="{output.samples:q}",
+            out_info="{output.info:q}",
+            device=None,
+        )
+
+
+use rule relax_crystal_samples as relax_crystal_samples_gpu with:
+    wildcard_constraints:
+        **crystal_workflow.relax_constraints(config, "gpu"),
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 8000 * attempt,
+        runtime=lambda wc, attempt: 480 * attempt,
+
+
+rule score_relaxed_crystal_samples:
+    input:
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
+        samples="results/crystal/{crystal_dataset}/relaxed/{crystal_potential}/{responder}.jsonl",
+        audit="results/crystal/{crystal_dataset}/audit.json",
+        unrelaxed="results/crystal/{crystal_dataset}/csp/{responder}.json",
+    output:
+        scores="results/crystal/{crystal_dataset}/csp_relaxed/{crystal_potential}/{responder}.parquet",
+        summary="results/crystal/{crystal_dataset}/csp_relaxed/{crystal_potential}/{responder}.json",
+        pairs="results/crystal/{crystal_dataset}/csp_relaxed/{crystal_potential}/pairs/{responder}.parquet",
+    log:
+        "logs/crystal/{crystal_dataset}/score_csp_{crystal_potential}_{responder}.log",
+    benchmark:
+        "benchmarks/runs/crystal/{crystal_dataset}/score_csp_{crystal_potential}_{responder}.tsv"
+    wildcard_constraints:
+        **crystal_workflow.relax_constraints(config),
+    conda:
+        "../../envs/crystal.yaml"
+    threads: crystal_workflow.csp_section(config)["workers"]
+    resources:
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 480 * attempt,
+    params:
+        k=crystal_workflow.csp_section(config)["k"],
+        format="jsonl",
+        info=lambda wc, input: crystal_workflow.samples_info(input.samples),
+        timeout=crystal_workflow.score_timeout(config),
+        workers=crystal_workflow.csp_section(config)["workers"],
+    shell:
+        stage.shell(
+            "crystal score-samples",
+            responder="{wildcards.responder:q}",
+            out="{output.scores:q}",
+            out_summary="{output.summary:q}",
+            out_pairs="{output.pairs:q}",
         )
 
 

@@ -19,7 +19,9 @@ in the primitive cell the matcher reduces to (with ``attempt_supercell`` off, th
 no match otherwise), so the grouping loses nothing. The cost is capped per group: at most
 ``max_comparisons`` matcher calls per (group, pass); past the cap the remaining structures are
 left unchecked and counted (within a split: each its own cluster; across splits: not found in
-train), so a capped count is a lower bound.
+train), so a capped count is a lower bound. The primitive reductions and the matcher calls run in
+the scoring worker processes (``workers`` side by side, each call with the matcher's time limit; a
+reduction past it counts as unreducible, as the matcher, which reduces the same way, would fail).
 
 The de-duplicated test set is chosen among the test items actually scored (after the seeded
 ``max_test_items`` subsample build-items takes): in id order, a scored item is kept when it
@@ -37,6 +39,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from crucible.crystal.pool import map_calls, run_on_workers
 from crucible.crystal.scoring import (
     DEFAULT_CONVENTION,
     DEFAULT_MAX_COMPARISONS,
@@ -44,6 +47,7 @@ from crucible.crystal.scoring import (
     TIMEOUT_S,
     MatcherWorker,
     convention_params,
+    primitive_sites,
 )
 from crucible.io import InFile
 
@@ -66,16 +70,6 @@ ITEM_SCHEMA = pa.schema(
         ("in_deduplicated_test", pa.bool_()),
     ]
 )
-
-
-def primitive_sites(structure) -> int:
-    """Sites of the cell the matcher reduces to (its own niggli + primitive reduction)."""
-    from pymatgen.analysis.structure_matcher import StructureMatcher
-
-    try:
-        return len(StructureMatcher._get_reduced_structure(structure, True, True))
-    except Exception:  # noqa: BLE001 - an unreducible cell is compared with its formula group as a whole
-        return -1
 
 
 @dataclass
@@ -193,35 +187,30 @@ def _group_audit(by_split: dict[str, list], names: list[str], match: Matcher, ca
 def _run_groups(
     jobs: list, names: list[str], convention: str, cap: int, timeout: float, scored, workers: int, progress
 ):
-    """``_group_audit`` of every group, in ``jobs`` order, on ``workers`` matcher processes (each
-    thread drives its own worker process; the results do not depend on how many)."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
+    """``_group_audit`` of every group, in ``jobs`` order, on ``workers`` matcher processes (the
+    results do not depend on how many)."""
+    results, matchers = run_on_workers(
+        jobs,
+        lambda match, by_split: _group_audit(by_split, names, match, cap, scored),
+        workers,
+        timeout,
+        progress,
+        desc="audit",
+        make=lambda worker: Matcher(worker, convention),
+    )
+    return results, sum(m.calls for m in matchers), sum(m.timeouts for m in matchers)
 
-    from tqdm import tqdm
 
-    local = threading.local()
-    made: list[tuple[MatcherWorker, Matcher]] = []
-    lock = threading.Lock()
-
-    def run(by_split):
-        if not hasattr(local, "match"):
-            worker = MatcherWorker(timeout)
-            local.match = Matcher(worker, convention)
-            with lock:
-                made.append((worker, local.match))
-        return _group_audit(by_split, names, local.match, cap, scored)
-
-    try:
-        if workers <= 1:  # no thread: the worker process is forked from a single-threaded parent
-            results = [run(job) for job in tqdm(jobs, desc="audit", disable=not progress)]
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(tqdm(pool.map(run, jobs), total=len(jobs), desc="audit", disable=not progress))
-    finally:
-        for worker, _ in made:
-            worker.close()
-    return results, sum(m.calls for _, m in made), sum(m.timeouts for _, m in made)
+def primitive_counts(
+    structures: list, workers: int = 1, timeout: float = TIMEOUT_S, progress: bool = False
+) -> tuple[list[int], int]:
+    """(primitive sites of each structure, in order; reductions that timed out), on ``workers``
+    matcher processes side by side (the counts do not depend on how many); -1 where the reduction
+    fails or times out (the matcher, which reduces the same way, would too)."""
+    results = map_calls(
+        primitive_sites, [(st,) for st in structures], workers, timeout, progress, "primitive cells", -1
+    )
+    return [n for n, _ in results], sum(reason is not None for _, reason in results)
 
 
 def audit_splits(
@@ -242,10 +231,12 @@ def audit_splits(
     per_formula = defaultdict(int)
     for f in formulas.values():
         per_formula[f] += 1
-    # the primitive reduction only where another structure shares the formula (0: not computed)
-    prim = {
-        (s, i): primitive_sites(st) if per_formula[formulas[(s, i)]] > 1 else 0 for s in names for i, st in splits[s]
-    }
+    # the primitive reduction only where another structure shares the formula (0: not computed),
+    # on the matcher processes
+    shared = [(s, i, st) for s in names for i, st in splits[s] if per_formula[formulas[(s, i)]] > 1]
+    counts_of, reduce_timeouts = primitive_counts([st for _, _, st in shared], workers, timeout, progress)
+    prim = {(s, i): 0 for s in names for i, _ in splits[s]}
+    prim.update({(s, i): n for (s, i, _), n in zip(shared, counts_of)})
     groups: dict[tuple[str, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for s in names:
         for i, st in splits[s]:
@@ -306,6 +297,8 @@ def audit_splits(
             "max_comparisons": int(max_comparisons),
             "matcher_calls": int(calls),
             "timeouts": int(timeouts),
+            "primitive_reductions": len(shared),
+            "primitive_reduction_timeouts": int(reduce_timeouts),
             "groups_compared": len(multi),
             "groups_capped": int(capped_groups),
             "unchecked": int(len(unchecked_ids)),
@@ -399,8 +392,8 @@ def run_audit(
             default) or pymatgen-default (0.2, 0.3, 5)
         max_comparisons: matcher calls per formula group and pass; past it the rest are unchecked and counted,
             so a capped count is a lower bound (default %(default)s)
-        workers: matcher processes run side by side, one formula group each (the counts do not depend on it;
-            default %(default)s)
+        workers: matcher processes run side by side: the primitive reductions, then one formula group each
+            (the counts do not depend on it; default %(default)s)
         source: as in :func:`crucible.crystal.items.build_item_files`
         dataset: as in :func:`crucible.crystal.items.build_item_files`
         templates: as in :func:`crucible.crystal.items.build_item_files`

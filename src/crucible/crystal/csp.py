@@ -16,6 +16,11 @@ Beside each match, the space groups of the sample and the reference (pymatgen's
 (pymatgen issue #3796), so ``sg_match_rate@1/@k`` (matched and in the reference's group) is a
 second match column, beside the papers' match rate, never instead of it.
 
+Beside the papers' numbers, never instead of them, the two metrics of Martirossyan et al. (arXiv
+2509.12178, :mod:`crucible.crystal.metre`): cRMSE, the RMSE with the convention's ``stol`` for each
+unmatched item, and METRe, the share of references matched by any sample of any item (with its
+RMSE and cRMSE), at 1 and at k samples.
+
 Beside the whole test set, each summary reports the de-duplicated test set of the leakage audit
 (:mod:`crucible.crystal.audit`) and the match rate per distinct prompt: items whose prompts are
 the same text cannot be told apart by a deterministic model, so each distinct prompt weighs one.
@@ -159,8 +164,13 @@ def _mean(values: pd.Series) -> float | None:
     return round(float(values.mean()), 4) if len(values) else None
 
 
-def csp_metrics(per_item: pd.DataFrame) -> dict[str, Any]:
-    """match_rate@1/@k (percent of items), rmse@1/@k (mean over matched items), counts."""
+def csp_metrics(per_item: pd.DataFrame, convention: str | None = None) -> dict[str, Any]:
+    """match_rate@1/@k (percent of items), rmse@1/@k (mean over matched items), counts; with the
+    ``convention`` (its stol), cRMSE, and METRe where ``per_item`` has its columns
+    (:func:`crucible.crystal.metre.metre_metrics`)."""
+    from crucible.crystal.metre import metre_metrics
+
+    extra = metre_metrics(per_item, convention) if convention else {}
     return {
         "match_rate@1": _rate(per_item["matched_at_1"]),
         "rmse@1": _mean(per_item["rms_at_1"]),
@@ -172,6 +182,7 @@ def csp_metrics(per_item: pd.DataFrame) -> dict[str, Any]:
         "sg_match_rate@1": _rate(per_item["matched_sg_at_1"]),
         "sg_match_rate@k": _rate(per_item["matched_sg_at_k"]),
         "total": int(len(per_item)),
+        **extra,
     }
 
 
@@ -212,17 +223,24 @@ def summarize_csp(
     responder: str,
     dedup_ids: Iterable[str] | None = None,
     generation: dict[str, Any] | None = None,
+    pairs: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The CSP summary of one responder on one dataset: per convention, the whole test set, the
-    de-duplicated one (when the audit gives it) and the per-prompt rates."""
+    de-duplicated one (when the audit gives it) and the per-prompt rates. With the cross matches
+    (``pairs``, :func:`crucible.crystal.metre.cross_matches`) also METRe, each subset's over its
+    own items (references and generated set alike)."""
+    from crucible.crystal.metre import metre_items, with_metre
+
     per_item = item_results(sample_scores, k)
     groups = prompt_groups(items)
     keep = None if dedup_ids is None else set(dedup_ids)
+    every = metre_items(sample_scores, pairs, k) if pairs is not None else None
+    kept = metre_items(sample_scores, pairs, k, keep) if pairs is not None and keep is not None else None
     conventions = {}
     for name, g in per_item.groupby("convention", sort=False):
         block = {
-            "all": csp_metrics(g),
-            "deduplicated": csp_metrics(g[g["id"].isin(keep)]) if keep is not None else None,
+            "all": csp_metrics(with_metre(g, every), name),
+            "deduplicated": csp_metrics(with_metre(g[g["id"].isin(keep)], kept), name) if keep is not None else None,
             "per_prompt": per_prompt_rates(g, groups, ("matched_at_1", "matched_at_k")),
         }
         conventions[name] = block
@@ -264,10 +282,14 @@ def score_samples_file(
     format: str = "auto",
     audit: InFile | None = None,
     info: str | os.PathLike | None = None,
+    unrelaxed: InFile | None = None,
+    out_pairs: str | os.PathLike | None = None,
     timeout: float = TIMEOUT_S,
+    workers: int = 1,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Score a samples file against a prompt set: per-sample rows (parquet) and the CSP summary;
+    """Score a samples file against a prompt set: per-sample rows (parquet), the matches of samples
+    with other items' references (METRe, :mod:`crucible.crystal.metre`) and the CSP summary;
     ``format`` is the samples' (:func:`crucible.crystal.samples.read_samples`), ``info`` their
     sidecar (skipped when absent), ``audit`` the set's audit summary.
 
@@ -277,18 +299,26 @@ def score_samples_file(
         responder: the responder's name (generator, language model, samples file), shown in tables
         out: per-sample scores to write (parquet: rank, sample, convention, RMS or failure reason):
             results/crystal/{dataset}/csp/{responder}.parquet
-        out_summary: the CSP summary to write (JSON: match rate in % and RMSE at 1 and k, per convention,
-            whole and de-duplicated test set): .../csp/{responder}.json
+        out_summary: the CSP summary to write (JSON: match rate in %, RMSE and cRMSE at 1 and k, METRe, per
+            convention, whole and de-duplicated test set): .../csp/{responder}.json
+        out_pairs: every match of a sample with another item's reference, what METRe adds (parquet: reference,
+            id, rank, sample, convention, RMS): results/crystal/{dataset}/csp_pairs/{responder}.parquet (default:
+            not written; METRe is in the summary either way)
         format: the samples' format; auto (default) tells it from the name: .jsonl, .xyz/.extxyz, a directory
             or .tar(.gz) of CIFs; responses (the LLM stage's, ids {id}#{sample}) must be named
         prompts: as in :func:`crucible.crystal.generators.write_generator_answers`
         k: an item's first k samples (lowest sample numbers) count; missing ones are no_response (default %(default)s)
         info: as in :func:`crucible.crystal.report.score_response_file`
         audit: as in :func:`crucible.crystal.report.score_response_file`
+        unrelaxed: for relaxed samples, the CSP summary of the same samples before relaxation, whose scores the
+            summary repeats beside its own (before_relaxation)
         timeout: as in :func:`crucible.crystal.report.score_response_file`
+        workers: matcher processes run side by side for METRe's cross matches (the scores do not depend on it;
+            default %(default)s)
     """
     from pathlib import Path
 
+    from crucible.crystal.metre import PAIR_SCHEMA, cross_matches
     from crucible.crystal.samples import read_samples
     from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
@@ -296,12 +326,23 @@ def score_samples_file(
     items = read_prompt_records(prompts)
     drawn = read_samples(samples, [it["id"] for it in items], format, str(prompts))
     df = score_samples(drawn, items, k, timeout=timeout, progress=progress)
+    pairs, cross = cross_matches(drawn, items, k, timeout=timeout, workers=workers, progress=progress)
     sidecar = read_json(info) if info and Path(info).exists() else {}
-    summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit), sidecar)
+    summary = summarize_csp(df, items, k, responder, read_dedup_ids(audit), sidecar, pairs)
+    summary["metre_matching"] = cross
+    if unrelaxed:
+        before = read_json(unrelaxed)
+        summary["relaxed_with"] = (sidecar.get("relaxation") or {}).get("potential")
+        summary["before_relaxation"] = {
+            name: {"all": block["all"], "deduplicated": block.get("deduplicated")}
+            for name, block in before["conventions"].items()
+        }
     if audit:  # the site limit and what it left out, for the CSP table's caption
         from crucible.crystal.audit_table import site_limit
 
         summary.update(site_limit(read_json(audit)))
     write_parquet(df, out, schema=SAMPLE_SCHEMA)
+    if out_pairs:
+        write_parquet(pairs, out_pairs, schema=PAIR_SCHEMA)
     write_json(summary, out_summary)
     return summary

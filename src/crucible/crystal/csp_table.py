@@ -1,5 +1,6 @@
 """The CSP table: method x number of samples x dataset x {match rate, RMSE}, laid out as in the
-CDVAE/DiffCSP papers, with the published rows (``config/published_crystal.yaml``) above ours.
+CDVAE/DiffCSP papers, with the published rows (``config/published_crystal.yaml``) above ours, and
+beside the papers' columns ours only: same-space-group match rate, cRMSE, METRe and its cRMSE.
 
 Every score column names its matcher convention; published numbers exist only under the one they
 were computed with (``cdvae``), the other convention's cells stay empty. Our rows come twice per
@@ -20,9 +21,21 @@ from crucible.errors import ConfigError
 from crucible.io import InFile
 
 BUILTIN_ORDER = ("perov-5", "carbon-24", "mp-20")
-# per (dataset, convention): the papers' match rate and RMSE, then ours only: matched with the
-# reference's space group (SpacegroupAnalyzer, symprec 0.1)
-METRICS = ("match_rate", "rmse", "sg_match_rate")
+# per (dataset, convention): the papers' match rate and RMSE, then ours only, beside them: matched
+# with the reference's space group (SpacegroupAnalyzer, symprec 0.1); cRMSE (stol for each
+# unmatched item), METRe and its cRMSE (arXiv 2509.12178, crucible.crystal.metre)
+METRICS = ("match_rate", "rmse", "sg_match_rate", "crmse", "metre", "metre_crmse")
+HEADS = {
+    "match_rate": "match rate (%)",
+    "rmse": "RMSE (normalised)",
+    "sg_match_rate": "match rate, same space group (%)",
+    "crmse": "cRMSE",
+    "metre": "METRe (%)",
+    "metre_crmse": "METRe cRMSE",
+}
+RATES = ("match_rate", "sg_match_rate", "metre")
+# the columns before the scores: a relaxed row names its potential, others leave it empty
+LEAD = ("method", "samples", "test_set", "relaxed_with", "source")
 
 
 def load_published(path: str | os.PathLike) -> dict[str, Any]:
@@ -78,7 +91,7 @@ def csp_table(summaries: list[dict[str, Any]], published: dict[str, Any]) -> pd.
     """One row per (method, samples, test set): published first (file order), then ours (in the
     order of ``summaries``, each with ``dataset`` added)."""
     datasets = _datasets([s["dataset"] for s in summaries], published)
-    columns = ["method", "samples", "test_set", "source"] + [
+    columns = list(LEAD) + [
         col
         for d in datasets
         for col in (
@@ -99,56 +112,65 @@ def csp_table(summaries: list[dict[str, Any]], published: dict[str, Any]) -> pd.
     for responder in responders:
         mine = [s for s in summaries if s["responder"] == responder]
         ks = sorted({1, *(int(s["k"]) for s in mine)})
+        # the same samples relaxed with a potential: the row right below the one before relaxation
+        relaxed = sorted({s["relaxed_with"] for s in mine if s.get("relaxed_with")})
         for subset in ("all", "deduplicated"):
             for k in ks:
-                line = {"method": responder, "samples": k, "test_set": subset, "source": "this run"}
-                filled = False
-                for s in mine:
-                    if k != 1 and int(s["k"]) != k:
-                        continue
-                    at = "@1" if k == 1 else "@k"
-                    for c, block in s["conventions"].items():
-                        metrics = block.get(subset)
-                        if metrics is None:
-                            continue
-                        # a rate over no items (an empty de-duplicated set) prints as "–", not 0 %
-                        empty = metrics.get("total") == 0
-                        line[score_column(s["dataset"], c, "match_rate")] = (
-                            None if empty else metrics[f"match_rate{at}"]
-                        )
-                        line[score_column(s["dataset"], c, "rmse")] = metrics[f"rmse{at}"]
-                        sg = metrics.get(f"sg_match_rate{at}")  # absent from summaries made before it
-                        line[score_column(s["dataset"], c, "sg_match_rate")] = None if empty else sg
-                        line[items_column(s["dataset"])] = metrics.get("total")
-                        filled = True
-                if filled:
-                    rows.append(line)
+                for potential in [None, *relaxed]:
+                    line = _our_row(responder, k, subset, potential, mine)
+                    if line is not None:
+                        rows.append(line)
     df = pd.DataFrame(rows, columns=columns)
-    for col in columns[4:]:
+    for col in columns[len(LEAD) :]:
         kind = "Int64" if col.endswith(":items") else float
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(kind)
     df["samples"] = df["samples"].astype(int)
     return df
 
 
+def _our_row(responder: str, k: int, subset: str, potential: str | None, mine: list[dict]) -> dict | None:
+    """The row of ``responder``'s summaries (``mine``) at ``k`` samples on ``subset``, of its
+    samples as drawn (``potential`` None) or relaxed with ``potential``; None without scores."""
+    line = {"method": responder, "samples": k, "test_set": subset, "relaxed_with": potential, "source": "this run"}
+    filled = False
+    at = "@1" if k == 1 else "@k"
+    for s in mine:
+        if (k != 1 and int(s["k"]) != k) or s.get("relaxed_with") != potential:
+            continue
+        for c, block in s["conventions"].items():
+            metrics = block.get(subset)
+            if metrics is None:
+                continue
+            # a rate over no items (an empty de-duplicated set) prints as "–", not 0 %; a metric
+            # a summary made before it lacks stays empty
+            empty = metrics.get("total") == 0
+            for metric in METRICS:
+                value = metrics.get(f"{metric}{at}")
+                line[score_column(s["dataset"], c, metric)] = None if empty and metric in RATES else value
+            line[items_column(s["dataset"])] = metrics.get("total")
+            filled = True
+    return line if filled else None
+
+
 def table_headers(df: pd.DataFrame) -> dict[str, str]:
-    heads = {"method": "method", "samples": "# of samples", "test_set": "test set", "source": "source"}
-    for col in df.columns[4:]:
+    heads = {
+        "method": "method",
+        "samples": "# of samples",
+        "test_set": "test set",
+        "relaxed_with": "relaxed with",
+        "source": "source",
+    }
+    for col in df.columns[len(LEAD) :]:
         if col.endswith(":items"):
             heads[col] = f"{col.rsplit(':', 1)[0]} test items"
             continue
         dataset, convention, metric = col.split(":")
-        name = {
-            "match_rate": "match rate (%)",
-            "rmse": "RMSE (normalised)",
-            "sg_match_rate": "match rate, same space group (%)",
-        }[metric]
-        heads[col] = f"{dataset} {name} [{convention}]"
+        heads[col] = f"{dataset} {HEADS[metric]} [{convention}]"
     return heads
 
 
 def percent_columns(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if c.endswith(("match_rate", ":sg_match_rate"))]
+    return [c for c in df.columns if c.rsplit(":", 1)[-1] in RATES]
 
 
 def caption(summaries: list[dict[str, Any]]) -> str:
@@ -165,7 +187,28 @@ def caption(summaries: list[dict[str, Any]]) -> str:
         f"{DEFAULT_CONVENTION}); published rows on the full CDVAE test sets, ours on the test items of "
         f"this run ({counts or 'none'}{left_out_text(summaries)}; the de-duplicated rows on the audit's "
         "subset, items per row in the test items columns). The chance rows: uniformly random cells of each "
-        "item's composition and number of sites, the floor a match rate is read against."
+        "item's composition and number of sites, the floor a match rate is read against. Beside the papers' "
+        "columns, ours only: the match rate in the reference's space group; cRMSE, the mean RMSE with the "
+        "convention's stol for each unmatched item; METRe, the percent of test items matched by any sample "
+        "of any item (the first sample of each, or the first k), and its cRMSE (arXiv:2509.12178). "
+        f"{_relaxed_text(summaries)}"
+    ).rstrip()
+
+
+def _relaxed_text(summaries: list[dict[str, Any]]) -> str:
+    """What the relaxed rows are, with the relaxations that failed (their samples are unmatched)."""
+    relaxed = [s for s in summaries if s.get("relaxed_with")]
+    if not relaxed:
+        return ""
+    failed = "; ".join(
+        f"{s['responder']} on {s['dataset']} with {s['relaxed_with']}: {n} of {info.get('samples', '?')}"
+        for s in relaxed
+        if (n := (info := (s.get("generation") or {}).get("relaxation") or {}).get("failed"))
+    )
+    return (
+        "A row 'relaxed with' a potential scores the same samples after relaxing each (cell and positions) with "
+        "that potential, right below the row before relaxation; a sample the potential cannot relax counts as "
+        f"unmatched{f' (failed relaxations: {failed})' if failed else ''}."
     )
 
 

@@ -32,6 +32,7 @@ import logging
 import math
 import multiprocessing as mp
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -153,6 +154,20 @@ def sample_structure(kind: str, payload: Any):
     return structure
 
 
+def sample_as_structure(kind: str, payload: Any, ground_truth: dict[str, Any]):
+    """The Structure the matcher gets for a sample of the item ``ground_truth``: an answer text
+    parsed and given that reference's species (its site count must be the reference's), a
+    structure sample as it is. Raises ValueError where there is none."""
+    if kind != TEXT:
+        return sample_structure(kind, payload)
+    parsed = parsing.parse_crystal_response(payload)
+    if isinstance(parsed, parsing.ParseFailure):
+        raise ValueError(f"{parsed.reason}: {parsed.detail}")
+    if len(parsed.coordinates) != len(ground_truth["sites"]):
+        raise ValueError(f"{parsing.WRONG_SITE_COUNT}: {len(parsed.coordinates)} sites")
+    return predicted_structure(parsed, ground_truth)
+
+
 def score_structure(
     kind: str, payload: Any, ground_truth: dict[str, Any], params: dict[str, float] | None = None
 ) -> tuple[float | None, str | None, str]:
@@ -219,6 +234,30 @@ def space_groups(
 SPACE_GROUPS = "space_groups"  # a worker job: space_groups(...) instead of score_sample(...)
 
 
+def primitive_sites(structure) -> int:
+    """Sites of the cell the matcher reduces to (its own niggli + primitive reduction); -1 where
+    the reduction fails (then the matcher fails on that structure too: no match)."""
+    from pymatgen.analysis.structure_matcher import StructureMatcher
+
+    try:
+        return len(StructureMatcher._get_reduced_structure(structure, True, True))
+    except Exception:  # noqa: BLE001 - an unreducible cell matches nothing
+        return -1
+
+
+def _call_each(function, arg_list: list[tuple], limit: float) -> list[tuple[Any, bool]]:
+    """In the worker: ``function(*args)`` for each of ``arg_list``, each with whether it took
+    longer than ``limit`` seconds (then it counts as timed out, as if called alone)."""
+    import time
+
+    out = []
+    for args in arg_list:
+        start = time.monotonic()
+        result = function(*args)
+        out.append((result, time.monotonic() - start > limit))
+    return out
+
+
 def _worker(conn) -> None:
     while True:
         try:
@@ -227,10 +266,15 @@ def _worker(conn) -> None:
             return
         if job is None:
             return
-        if job[0] == SPACE_GROUPS:
+        if callable(job[0]):  # MatcherWorker.call: any module-level function (pickled by name)
+            conn.send(job[0](*job[1:]))
+        elif job[0] == SPACE_GROUPS:
             conn.send(space_groups(*job[1:]))
         else:
             conn.send(score_sample(*job))
+
+
+_FORK_LOCK = threading.Lock()
 
 
 class MatcherWorker:
@@ -244,10 +288,13 @@ class MatcherWorker:
 
     def _start(self) -> None:
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker, args=(child,), daemon=True)
-        self._proc.start()
-        child.close()
+        # one fork at a time: a worker forked while another's start is under way (the pool's
+        # threads) keeps that one's pipe ends open, and its close() then waited 5 s on its exit
+        with _FORK_LOCK:
+            parent, child = ctx.Pipe()
+            self._proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+            self._proc.start()
+            child.close()
         self._conn = parent
 
     def _live_worker(self) -> None:
@@ -271,38 +318,56 @@ class MatcherWorker:
         """An answer text, as OpenCompass scores it (under ``convention``)."""
         return self.score_sample(TEXT, response, ground_truth, convention)
 
-    def score_sample(
-        self, kind: str, payload: Any, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
-    ) -> tuple[float | None, str | None, str]:
-        if kind != TEXT and payload is None:  # (a missing text goes through the parser, as before)
-            return None, parsing.NO_RESPONSE, ""
+    def _ask(self, job: tuple) -> tuple[bool, Any, str, str]:
+        """(answered, result, failure reason, detail) of one job, within the time limit; past it
+        (or when the worker dies) the worker is replaced and the job counts as failed."""
         self._live_worker()
         try:
-            self._conn.send((kind, payload, ground_truth, convention))
+            self._conn.send(job)
             if self._conn.poll(self.timeout):
-                return self._conn.recv()
+                return True, self._conn.recv(), "", ""
             detail = f"no result within {self.timeout:g} s; worker replaced"
             reason = parsing.TIMEOUT
         except (EOFError, OSError, BrokenPipeError) as exc:
             detail, reason = f"worker died: {type(exc).__name__}", parsing.BAD_STRUCTURE
         self._kill()
         self.restarts += 1
-        return None, reason, detail
+        return False, None, reason, detail
+
+    def score_sample(
+        self, kind: str, payload: Any, ground_truth: dict[str, Any], convention: str = DEFAULT_CONVENTION
+    ) -> tuple[float | None, str | None, str]:
+        if kind != TEXT and payload is None:  # (a missing text goes through the parser, as before)
+            return None, parsing.NO_RESPONSE, ""
+        answered, result, reason, detail = self._ask((kind, payload, ground_truth, convention))
+        return result if answered else (None, reason, detail)
 
     def space_groups(self, kind: str, payload: Any, ground_truth: dict[str, Any]) -> tuple[int | None, int | None]:
         """:func:`space_groups` in the worker, with the same time limit (past it: none)."""
         if payload is None:
             return None, None
-        self._live_worker()
+        answered, result, _, _ = self._ask((SPACE_GROUPS, kind, payload, ground_truth))
+        return result if answered else (None, None)
+
+    def call(self, function, *args, failed: Any = None) -> tuple[Any, str | None]:
+        """(``function(*args)`` run in the worker, None), or (``failed``, the reason: timeout or a
+        dead worker). ``function`` is a module-level function (sent by name)."""
+        answered, result, reason, _ = self._ask((function, *args))
+        return (result, None) if answered else (failed, reason)
+
+    def call_each(self, function, arg_list: list[tuple], failed: Any = None) -> list[tuple[Any, str | None]]:
+        """:meth:`call` for each of ``arg_list``, in one round trip: each call past the time limit
+        counts as timed out, as alone; where the whole batch runs past its summed limit (a call
+        that hangs) every call is made again alone, so the results are those of single calls."""
+        limit = self.timeout
+        self.timeout = limit * len(arg_list)
         try:
-            self._conn.send((SPACE_GROUPS, kind, payload, ground_truth))
-            if self._conn.poll(self.timeout):
-                return self._conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            pass
-        self._kill()
-        self.restarts += 1
-        return None, None
+            answered, result, _, _ = self._ask((_call_each, function, arg_list, limit))
+        finally:
+            self.timeout = limit
+        if not answered:
+            return [self.call(function, *args, failed=failed) for args in arg_list]
+        return [(failed, parsing.TIMEOUT) if late else (value, None) for value, late in result]
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():

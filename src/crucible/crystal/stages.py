@@ -6,6 +6,7 @@ from crucible.crystal.data import SOURCES, SPLIT_BY
 from crucible.crystal.generators import GENERATORS
 from crucible.crystal.samples import DEFAULT_K, FORMATS
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, DEFAULT_MAX_COMPARISONS, TIMEOUT_S
+from crucible.potentials.relax import CELL_FILTERS, OPTIMIZERS
 from crucible.stage import In, Opt, Out, Stage
 
 # build-items and audit read a set the same way (their helps: crucible.crystal.items.build_item_files)
@@ -65,6 +66,19 @@ STAGES = (
         _K,
         _TIMEOUT,
         skip=("progress",),
+    ),
+    Stage(
+        "relax-samples",
+        "k samples per item relaxed with an interatomic potential (relax-then-match)",
+        ".relaxation:write_relaxed_samples",
+        Opt("format", choices=("auto", *FORMATS), default="auto"),
+        _K,
+        _TIMEOUT,
+        Opt("optimizer", choices=OPTIMIZERS, default="FIRE"),
+        Opt("cell_filter", choices=tuple(CELL_FILTERS), default="frechet"),
+        skip=("progress",),
+        # the cell filter's 3x3 matrix functions: a BLAS thread pool per call costs them tenfold
+        omp_threads=True,
     ),
     Stage(
         "audit",

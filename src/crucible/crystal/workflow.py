@@ -94,6 +94,7 @@ def generator_params(config: dict[str, Any], name: str) -> str:
 def names(config: dict[str, Any]) -> dict[str, Any]:
     """Every name a crystal run is made of, with its meaning (see crucible.identity.NameBook)."""
     from crucible.identity import Meaning, settings
+    from crucible.potentials.workflow import potential_meanings
 
     if "crystal" not in config:
         return {}
@@ -122,6 +123,17 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             out[f"crystal/dataset/{name}"] = Meaning(
                 user[name], f"crystal.user_datasets.{name}", "give it a name of its own under crystal.user_datasets"
             )
+    relax = sec["csp"]["relax"]
+    settings_of_relax = {k: v for k, v in sorted(relax.items()) if k != "potentials"}
+    for name in relax["potentials"]:
+        # what relax-then-match's relaxed samples under relaxed/{potential}/ were made with
+        out[f"crystal/relax/{name}"] = Meaning(
+            {**settings_of_relax, "k": sec["csp"]["k"]},
+            "crystal.csp.relax",
+            "use another --directory",
+            rules=("relax_crystal_samples", "relax_crystal_samples_gpu"),
+        )
+    out |= potential_meanings(config, relax["potentials"])
     for name, spec in sorted(sec["csp"]["samples_files"].items()):
         out[f"crystal/samples/{name}"] = Meaning(
             spec, f"crystal.csp.samples_files.{name}", "give it a name of its own under crystal.csp.samples_files"
@@ -195,6 +207,16 @@ def wildcard_constraints(config: dict[str, Any], device: str | None = None) -> d
     return out
 
 
+def relax_constraints(config: dict[str, Any], device: str | None = None) -> dict[str, str]:
+    """The relax-then-match rules' constraints: the relax potentials (on ``device`` when given)
+    and a responder name without a slash (the relaxed summaries and their pairs share a folder)."""
+    return {
+        **wildcard_constraints(config),
+        "crystal_potential": alternation(relax_potentials(config, device)),
+        "responder": r"[^/]+",
+    }
+
+
 def response_info(responses: str) -> str:
     """The sidecar JSON beside a response file (``{model}.json`` beside ``{model}.jsonl``)."""
     return responses[: -len(".jsonl")] + ".json" if responses.endswith(".jsonl") else responses + ".json"
@@ -224,6 +246,7 @@ def check(config: dict[str, Any]) -> None:
     responders(config)
     csp_responders(config)
     check_mlip_search(config)
+    check_relax(config)
 
 
 # ---------------------------------------------------------------- CSP at k samples and the audit
@@ -237,6 +260,7 @@ def csp_section(config: dict[str, Any]) -> dict[str, Any]:
         "responders": list(csp["responders"]),
         "samples_files": dict(csp["samples_files"]),
         "chance": bool(csp["chance"]),
+        "workers": int(csp["workers"]),
     }
 
 
@@ -322,8 +346,76 @@ def audit_params(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def relax_section(config: dict[str, Any]) -> dict[str, Any]:
+    """``crystal.csp.relax`` (schema defaults filled): the potentials relax-then-match uses, and
+    the relaxation's settings."""
+    return dict(section(config)["csp"]["relax"])
+
+
+def relax_params(config: dict[str, Any]) -> dict[str, Any]:
+    """The relax-samples command's settings (no cell filter: the empty string, its default none)."""
+    relax = relax_section(config)
+    return {
+        "optimizer": relax["optimizer"],
+        "fmax": relax["fmax"],
+        "steps": relax["steps"],
+        "cell_filter": relax["cell_filter"] or "",
+    }
+
+
+def relax_potentials(config: dict[str, Any], device: str | None = None) -> list[str]:
+    """The potentials of ``crystal.csp.relax``, those that run on ``device`` when given."""
+    from crucible.potentials.workflow import potentials_on
+
+    names = list(relax_section(config)["potentials"])
+    return names if device is None else potentials_on(config, device, names)
+
+
+def relax_potential_sources(config: dict[str, Any], potential: str) -> list[str]:
+    """The source files of a relaxing potential that is a user's module beside the project."""
+    from crucible.potentials.workflow import custom_potential_sources
+
+    return custom_potential_sources(config, potential)
+
+
+def relax_custom_potential(config: dict[str, Any], potential: str) -> str:
+    """A user's potential's entry as JSON for the relax job ("" for a registered one)."""
+    from crucible.potentials.workflow import custom_potential_json
+
+    return custom_potential_json(config, potential)
+
+
+def check_relax(config: dict[str, Any]) -> None:
+    """Relax-then-match's potentials must be registered or a user's, and have samples to relax."""
+    from crucible.potentials.workflow import check_potential_names
+
+    names = relax_potentials(config)
+    if not names:
+        return
+    check_potential_names(config, names, "crystal.csp.relax.potentials")
+    if not csp_responders(config):
+        raise ConfigError(
+            "config crystal.csp.relax.potentials: no CSP samples to relax (crystal.csp.responders and "
+            "crystal.csp.samples_files are empty)"
+        )
+
+
+def relaxed_summaries(config: dict[str, Any]) -> list[str]:
+    """The CSP summaries of every responder's samples relaxed with each relax potential."""
+    return [
+        f"results/crystal/{ds}/csp_relaxed/{p}/{r}.json"
+        for ds in datasets(config)
+        for r in csp_dataset_responders(config, ds)
+        for p in relax_potentials(config)
+    ]
+
+
 def csp_summaries(config: dict[str, Any]) -> list[str]:
-    return [f"results/crystal/{ds}/csp/{r}.json" for ds in datasets(config) for r in csp_dataset_responders(config, ds)]
+    """Every CSP summary the CSP table is made of: as drawn, then relaxed (relax-then-match)."""
+    drawn = [
+        f"results/crystal/{ds}/csp/{r}.json" for ds in datasets(config) for r in csp_dataset_responders(config, ds)
+    ]
+    return drawn + relaxed_summaries(config)
 
 
 def get_csp_outputs(config: dict[str, Any]) -> list[str]:
