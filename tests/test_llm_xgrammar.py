@@ -13,7 +13,7 @@ import pytest
 
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage, schema_violations
-from crucible.llm.transformers_backend import TransformersBackend
+from crucible.llm.transformers_backend import TransformersBackend, schema_grammar
 
 from helpers import write_prompts
 
@@ -95,7 +95,7 @@ def test_every_reply_follows_its_own_schema_and_batching_changes_nothing(json_lm
     assert all(0 <= a["answer"] <= 3 for a in answers[0::2])
     assert all(a["answer"]["base"] in (0, 2, 5) and a["answer"]["solvent"] == 1 for a in answers[1::2])
     version = __import__("importlib.metadata").metadata.version("xgrammar")
-    assert batched.model.endswith(f":xgrammar-{version}:grammar2")
+    assert batched.model.endswith(f":xgrammar-{version}:grammar3")
     # the properties come in the order of "required" (the prompt's; a prompt file sorts its keys)
     ordered = {**FB, "properties": {"answer": {**FB["properties"]["answer"], "required": ["solvent", "base"]}}}
     reply = batched.generate(prompts([ordered]), params)[0].response
@@ -119,3 +119,45 @@ def test_stage_records_the_engine_and_counts_replies_cut_off(json_lm, tmp_path):
     assert info["n_cut_off"] == sum(r["finish_reason"] == "length" for r in rows) >= 2
     assert info["n_not_matching_schema"] == 0, "a cut-off reply is not counted as breaking its schema"
     assert info["checkpoint_file"] == {"sha256": None, "role": None}, "a directory has no single file hash"
+
+
+def test_the_grammar_allows_what_llama_cpps_allows():
+    """At most one space between JSON tokens and at most 16 digits per part of a number, as
+    llama.cpp's grammar (so that both engines allow the same replies); the schema as before."""
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    sites = {
+        "type": "object",
+        "properties": {
+            "sites": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "items": {
+                    "type": "object",
+                    "properties": {"el": {"type": "string", "enum": ["Fe", "O"]}, "x": {"type": "number"}},
+                    "required": ["el", "x"],
+                    "additionalProperties": False,
+                },
+            },
+            "answer": MC["properties"]["answer"],
+        },
+        "required": ["sites", "answer"],
+        "additionalProperties": False,
+    }
+    grammar = schema_grammar(sites)
+    value = {"sites": [{"el": "Fe", "x": 0.25}, {"el": "O", "x": 1e-3}], "answer": 2}
+    for text in (
+        json.dumps(value, separators=(",", ":")),
+        json.dumps(value),
+        '{ "sites" : [ { "el" : "Fe" , "x" : 0.1234567890123456 } , {"el": "O", "x": -12e10}], "answer" : 3 }',
+    ):
+        assert accepts(grammar, text), text
+    for text in (
+        json.dumps(value).replace(": ", ":  "),  # two spaces
+        json.dumps(value, indent=1),  # new lines
+        json.dumps(value).replace("0.25", "0.12345678901234567"),  # 17 digits
+        json.dumps(value).replace('"O"', '"Og"'),
+        json.dumps({"answer": 2, "sites": value["sites"]}),  # the order of "required"
+    ):
+        assert not accepts(grammar, text), text

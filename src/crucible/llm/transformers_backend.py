@@ -81,9 +81,39 @@ def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
     return name
 
 
-# How crucible compiles a schema for xgrammar (property order as written, compact separators);
+# How crucible compiles a schema for xgrammar (property order as written, whitespace as below);
 # part of the cache key: bump it when that changes, so old constrained answers are asked again.
-GRAMMAR_RULES = "grammar2"
+GRAMMAR_RULES = "grammar3"
+
+# Whitespace between JSON tokens. llama.cpp's grammar for a JSON Schema (json-schema-to-grammar,
+# as llama-cpp-python's and llama.cpp's servers build it) allows at most one space there; xgrammar
+# allows none (compact) or any run of whitespace. At most one space, as llama.cpp: the model writes
+# JSON as it learnt it ('"a": 1, "b": 2'), cannot spend its tokens on blank lines, and the two
+# engines allow the same replies, so that their greedy answers can be compared. Compact JSON made
+# SmolLM2 write other numbers than llama.cpp's server from the first value on (issue 33). Numbers
+# as llama.cpp allows them too: at most 16 digits before the point, after it and in the exponent,
+# so that no number runs on to max_tokens.
+XGRAMMAR_ANY_WHITESPACE = "[ \\n\\r\\t]*"
+AS_LLAMA_CPP = {
+    XGRAMMAR_ANY_WHITESPACE: "[ ]?",
+    "[1-9] [0-9]*": "[1-9] [0-9]{0, 15}",
+    "basic_number_digits{1, -1}": "basic_number_digits{1, 16}",
+}
+
+
+def schema_grammar(schema: dict[str, Any]):
+    """The xgrammar grammar of JSON following ``schema``: properties in the order of ``required``,
+    at most one space between JSON tokens, numbers of at most 16 digits per part."""
+    import json
+
+    import xgrammar as xgr
+
+    ebnf = str(xgr.Grammar.from_json_schema(json.dumps(schema_in_answer_order(schema)), any_whitespace=True))
+    for theirs, ours in AS_LLAMA_CPP.items():
+        if theirs not in ebnf:  # the pinned xgrammar writes its JSON grammar so; another may not
+            raise RuntimeError(f"xgrammar's JSON grammar has no {theirs!r} to hold to llama.cpp's {ours!r}")
+        ebnf = ebnf.replace(theirs, ours)
+    return xgr.Grammar.from_ebnf(ebnf)
 
 
 def _xgrammar_version(name: str) -> str:
@@ -147,13 +177,12 @@ class TransformersBackend:
         """For the record: what enforced the schema."""
         return {
             "enforced_by": f"xgrammar {_xgrammar_version(self.name)} logits processor (transformers generate)",
-            "whitespace": "none between JSON tokens",
+            "whitespace": "at most one space between JSON tokens, numbers of 16 digits at most (as llama.cpp)",
         }
 
     def _grammar_processor(self, schemas: list[dict[str, Any]]):
         """One xgrammar logits processor for a batch: row i may only write JSON that follows
-        ``schemas[i]``, then the end-of-sequence token. Compact JSON (no free whitespace), so a
-        small model cannot spend its tokens on blank lines."""
+        ``schemas[i]`` (:func:`schema_grammar`), then the end-of-sequence token."""
         import json
 
         import xgrammar as xgr
@@ -169,9 +198,9 @@ class TransformersBackend:
         for schema in schemas:
             # xgrammar keeps the properties in the schema's order: the order the answer is shown
             # in the prompt (crystal: lattice first, then the sites), not the file's sorted one.
-            key = json.dumps(schema_in_answer_order(schema))
+            key = json.dumps(schema, sort_keys=True)
             if key not in compiled:
-                compiled[key] = compiler.compile_json_schema(key, any_whitespace=False, separators=(",", ":"))
+                compiled[key] = compiler.compile_grammar(schema_grammar(schema))
             grammars.append(compiled[key])
         return LogitsProcessor(grammars)
 
