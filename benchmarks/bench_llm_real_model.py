@@ -184,8 +184,20 @@ def crystal_rows(work: Path, responders: list[str]) -> list[str]:
     return lines
 
 
+def _score(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> tuple[list[str], dict[str, Counter]]:
-    lines = ["| model | " + " | ".join(f"{q}: relative score / exact match / valid / cut off" for q in qtypes) + " |"]
+    """Per question type: relative score / exact match (multiple choice) or hit rate (fill in
+    the blank: the answer is a combination the data holds) / valid / cut off."""
+    lines = [
+        "| model | "
+        + " | ".join(
+            f"{q}: relative score / {'hit rate' if 'blank' in q else 'exact match'} / valid / cut off" for q in qtypes
+        )
+        + " |"
+    ]
     lines += ["|---|" + "---|" * len(qtypes)]
     reasons: dict[str, Counter] = {}
     for m in models:
@@ -194,8 +206,9 @@ def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> 
         for q in qtypes:
             t = s["types"][q]["summary"]
             n = t["num_questions"]
+            second = t["hit_rate"] if "hit_rate" in t else t.get("exact_match_accuracy")
             cells.append(
-                f"{t['avg_relative_score']:.3f} / {t['exact_match_accuracy']:.3f} / "
+                f"{_score(t['avg_relative_score'])} / {_score(second)} / "
                 f"{n - t['num_invalid']} of {n} / {t.get('num_cut_off', 0)}"
             )
             for inv in s["types"][q].get("invalid", []):
