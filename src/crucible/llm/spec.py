@@ -144,6 +144,22 @@ def spec_sha256(name: str, entry: dict[str, Any]) -> str:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
+# Keys that say where and how patiently a model is asked, not what answers: as in the cache key,
+# a server that comes back at another address (the llama.cpp server on a new port, a vLLM
+# server on another node) is the same model.
+TRANSPORT_KEYS = (
+    "base_url", "api_key_env", "concurrency", "timeout_s", "deadline_s", "max_retries", "backoff_s", "max_backoff_s",
+)  # fmt: skip
+
+
+def answering_sha256(name: str, entry: dict[str, Any]) -> str:
+    """SHA-256 of the checked entry less :data:`TRANSPORT_KEYS`: what the name means in a results
+    folder (crucible.identity). :func:`spec_sha256`, the whole entry, is what a job checks."""
+    spec = {k: v for k, v in model_spec(name, entry).items() if k not in TRANSPORT_KEYS}
+    canon = json.dumps(spec, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
 def _merge(base: dict, over: dict) -> dict:
     """Nested update, later values winning: how Snakemake merges its config files."""
     out = dict(base)
