@@ -279,7 +279,9 @@ def main() -> None:
     parser.add_argument("--reaction-items", type=int, default=0, help="at most this many questions per type (0: all)")
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2, help="cores for the jobs and the server")
+    # One: on 2 cores shared with other work, two torch threads wait on each other (a structured
+    # crystal reply took 9 minutes instead of 30 s).
+    parser.add_argument("--threads", type=int, default=1, help="cores for the jobs and the server")
     parser.add_argument("--no-structured", action="store_true", help="only the unconstrained runs")
     args = parser.parse_args()
     engines, skipped = engines_available(not args.no_structured)
