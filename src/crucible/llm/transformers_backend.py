@@ -81,39 +81,20 @@ def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
     return name
 
 
-# How crucible compiles a schema for xgrammar (property order as written, whitespace as below);
-# part of the cache key: bump it when that changes, so old constrained answers are asked again.
-GRAMMAR_RULES = "grammar3"
-
-# Whitespace between JSON tokens. llama.cpp's grammar for a JSON Schema (json-schema-to-grammar,
-# as llama-cpp-python's and llama.cpp's servers build it) allows at most one space there; xgrammar
-# allows none (compact) or any run of whitespace. At most one space, as llama.cpp: the model writes
-# JSON as it learnt it ('"a": 1, "b": 2'), cannot spend its tokens on blank lines, and the two
-# engines allow the same replies, so that their greedy answers can be compared. Compact JSON made
-# SmolLM2 write other numbers than llama.cpp's server from the first value on (issue 33). Numbers
-# as llama.cpp allows them too: at most 16 digits before the point, after it and in the exponent,
-# so that no number runs on to max_tokens.
-XGRAMMAR_ANY_WHITESPACE = "[ \\n\\r\\t]*"
-AS_LLAMA_CPP = {
-    XGRAMMAR_ANY_WHITESPACE: "[ ]?",
-    "[1-9] [0-9]*": "[1-9] [0-9]{0, 15}",
-    "basic_number_digits{1, -1}": "basic_number_digits{1, 16}",
-}
+# How crucible compiles a schema for xgrammar (crucible.llm.json_grammar: what llama.cpp's grammar
+# allows); part of the cache key: bump it when that changes, so old constrained answers are asked again.
+GRAMMAR_RULES = "grammar4"
 
 
 def schema_grammar(schema: dict[str, Any]):
-    """The xgrammar grammar of JSON following ``schema``: properties in the order of ``required``,
-    at most one space between JSON tokens, numbers of at most 16 digits per part."""
-    import json
-
+    """The xgrammar grammar of JSON following ``schema`` (:mod:`crucible.llm.json_grammar`), its
+    properties in the order of ``required``. Compact JSON, as crucible asked for before, made SmolLM2
+    write other numbers than through llama.cpp's server from the first value on (issue 33)."""
     import xgrammar as xgr
 
-    ebnf = str(xgr.Grammar.from_json_schema(json.dumps(schema_in_answer_order(schema)), any_whitespace=True))
-    for theirs, ours in AS_LLAMA_CPP.items():
-        if theirs not in ebnf:  # the pinned xgrammar writes its JSON grammar so; another may not
-            raise RuntimeError(f"xgrammar's JSON grammar has no {theirs!r} to hold to llama.cpp's {ours!r}")
-        ebnf = ebnf.replace(theirs, ours)
-    return xgr.Grammar.from_ebnf(ebnf)
+    from crucible.llm.json_grammar import schema_ebnf
+
+    return xgr.Grammar.from_ebnf(schema_ebnf(schema_in_answer_order(schema)))
 
 
 def _xgrammar_version(name: str) -> str:
@@ -177,16 +158,19 @@ class TransformersBackend:
         """For the record: what enforced the schema."""
         return {
             "enforced_by": f"xgrammar {_xgrammar_version(self.name)} logits processor (transformers generate)",
-            "whitespace": "at most one space between JSON tokens, numbers of 16 digits at most (as llama.cpp)",
+            "grammar": "as llama.cpp's for the schema: at most one space between JSON tokens, 16 digits per number part",
         }
 
-    def _grammar_processor(self, schemas: list[dict[str, Any]]):
-        """One xgrammar logits processor for a batch: row i may only write JSON that follows
-        ``schemas[i]`` (:func:`schema_grammar`), then the end-of-sequence token."""
+    def _grammar_processor(self, prompts: list[Prompt]):
+        """One xgrammar logits processor for a batch: row i may only write JSON that follows the
+        schema of ``prompts[i]`` (:func:`schema_grammar`), then the end-of-sequence token."""
         import json
 
         import xgrammar as xgr
         from xgrammar.contrib.hf import LogitsProcessor
+
+        from crucible.llm.backend import StructuredOutputError
+        from crucible.llm.json_grammar import UnsupportedSchemaError
 
         if self._grammars is None:
             tok = self._tokenizer
@@ -195,12 +179,13 @@ class TransformersBackend:
             self._grammars = (xgr.GrammarCompiler(info), {})
         compiler, compiled = self._grammars
         grammars = []
-        for schema in schemas:
-            # xgrammar keeps the properties in the schema's order: the order the answer is shown
-            # in the prompt (crystal: lattice first, then the sites), not the file's sorted one.
-            key = json.dumps(schema, sort_keys=True)
+        for prompt in prompts:
+            key = json.dumps(prompt.response_schema, sort_keys=True)
             if key not in compiled:
-                compiled[key] = compiler.compile_grammar(schema_grammar(schema))
+                try:
+                    compiled[key] = compiler.compile_grammar(schema_grammar(prompt.response_schema))
+                except UnsupportedSchemaError as exc:
+                    raise StructuredOutputError(f"model {self.name}: item {prompt.id}: response_schema {exc}") from None
             grammars.append(compiled[key])
         return LogitsProcessor(grammars)
 
@@ -285,7 +270,7 @@ class TransformersBackend:
                 torch.manual_seed(int(params["seed"]))
             constrained = {}
             if self.structured_output:
-                processor = self._grammar_processor([prompts[i].response_schema for i in idx])
+                processor = self._grammar_processor([prompts[i] for i in idx])
                 constrained = {"logits_processor": [processor]}
             with torch.inference_mode():
                 out = model.generate(**batch, **gen_kwargs, **constrained)
