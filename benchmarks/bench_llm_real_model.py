@@ -314,19 +314,21 @@ def main() -> None:
             args.threads,
         )
     )
-    server_start_s = server_cpu = None
+    server_start_s, server_cpu = None, {}
     if SERVER in engines:
         # Phase 2: llama.cpp's server, then its jobs and their scores.
         with LlamaCppServer(model, SERVED_NAME, threads=args.threads, log=work / "llama_cpp_server.log") as server:
             (work / "config.yaml").write_text(
                 yaml.safe_dump(bench_config(args, model_rel, server.base_url, all_models))
             )
-            server_cpu0 = server.cpu_s()
-            # The server's address is in no cache key; the records of phase 1 stay valid.
-            targets = crystal_targets(engines[SERVER]) + reaction_targets(ds, engines[SERVER])
-            walls.append(snakemake(work, targets, 1))  # the server takes the cores; the job only waits
+            # The server's address is in no cache key; the records of phase 1 stay valid. One model
+            # at a time, so that the server's CPU time is each one's.
+            for m in engines[SERVER]:
+                server_cpu0 = server.cpu_s()
+                # the server takes the cores; the job only waits
+                walls.append(snakemake(work, crystal_targets([m]) + reaction_targets(ds, [m]), 1))
+                server_cpu[m] = server.cpu_s() - server_cpu0
             server_start_s = server.start_s
-            server_cpu = server.cpu_s() - server_cpu0
 
     commit = subprocess.run(
         ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True
@@ -364,7 +366,7 @@ def main() -> None:
         items = sum(r["n_new"] for r in recs)
         on_server = m.startswith(SERVER)
         load = server_start_s if on_server else max(r["load_s"] for r in recs)
-        cpu = server_cpu if on_server else job_cpu_s(work, m, ds, qtypes)
+        cpu = server_cpu.get(m) if on_server else job_cpu_s(work, m, ds, qtypes)
         per_cpu = f"{tokens / cpu:.1f}" if cpu else "-"
         constraint = recs[0]["structured_output"].get("enforced_by") or "none"
         lines.append(
