@@ -9,7 +9,8 @@
 #   make install-llm    - optional: a real chat model offline in the job (gguf and accelerate for
 #                         transformers, xgrammar for structured output); binary wheels, no build
 #   make install-llm-local - optional: the same plus llama.cpp's server as a second engine; builds
-#                         llama.cpp from source, about 30 min on 2 busy cores
+#                         llama.cpp from source, about 30 min on 2 busy cores (LLAMA_WHEEL=FILE:
+#                         a wheel built before, no build)
 PYTHON ?= python3.11
 PYTHON312 ?= python3.12
 VENV   := .venv
@@ -43,10 +44,19 @@ install-llm: $(VENV)/.installed-llm
 # whose matrix multiply crashes (SIGSEGV) on this project's Xeon machines; no multimodal library.
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
 
-$(VENV)/.installed-llm-local: $(VENV)/.installed requirements-llm-local.txt
+# LLAMA_WHEEL=path/to/llama_cpp_python-0.3.36-*.whl installs a wheel built before (the same
+# version, e.g. `CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" pip wheel --no-deps llama-cpp-python==0.3.36`)
+# instead of building llama.cpp again; without it, the source build.
+LLAMA_WHEEL ?=
+
+$(VENV)/.installed-llm-local: $(VENV)/.installed requirements-llm-local.txt $(LLAMA_WHEEL)
+ifeq ($(strip $(LLAMA_WHEEL)),)
 	# --no-cache-dir: pip would otherwise reuse a wheel built earlier with other flags
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir -c requirements.lock -c requirements-llm-local.txt \
 		-e '.[llm-local]'
+else
+	$(BIN)/pip install --quiet -c requirements.lock -c requirements-llm-local.txt '$(LLAMA_WHEEL)' -e '.[llm-local]'
+endif
 	touch $@
 
 install-llm-local: $(VENV)/.installed-llm-local

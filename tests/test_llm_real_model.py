@@ -87,7 +87,8 @@ def test_llama_cpp_server_agrees_through_the_openai_backend(transformers_run, gg
             "base_url": server.base_url,
             "concurrency": 1,
             "timeout_s": 300,
-            "params": PARAMS,
+            # greedy as transformers decodes: the server's default repeat_penalty 1.1 applies at temperature 0
+            "params": {**PARAMS, "extra_body": {"repeat_penalty": 1.0}},
         }
         info = run_stage(
             prompts,
@@ -136,3 +137,50 @@ def test_structured_output_makes_every_real_answer_valid(gguf_file, tmp_path):
     assert info["n_not_matching_schema"] == 0 and info["n_cut_off"] == 0
     assert info["structured_output"]["enforced_by"].startswith("xgrammar 0.2.8")
     assert info["checkpoint_file"] == {"sha256": find_pin(REAL_CHAT_MODEL).sha256, "role": REAL_CHAT_MODEL}
+
+
+def test_both_engines_give_the_same_structured_answers(gguf_file, tmp_path):
+    """Issue 33: held to the same answer grammar (crucible.llm.json_grammar on transformers,
+    llama.cpp's own behind its server), greedy and without the server's repeat penalty, the two
+    engines answer alike. They compute differently (float32 weights dequantized from the GGUF
+    file against llama.cpp's quantized dot products, logits about 0.1 apart), so a near tie may
+    still part them: one answer of four may differ."""
+    pytest.importorskip("xgrammar", reason="structured output on transformers needs xgrammar: `make install-llm`")
+    pytest.importorskip("llama_cpp", reason="llama.cpp's server is llama-cpp-python[server]: `make install-llm-local`")
+    from crucible.reactions import prompts as rxn_prompts
+
+    from helpers import reaction_questions
+
+    sets, _ = reaction_questions("deoxyfluorination")
+    questions = sets["single_varying"][:3] + sets["all_blank"][:1]
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(rxn_prompts.prompts_jsonl(questions))
+    params = {"temperature": 0, "max_tokens": 64}
+    tf = {
+        "backend": "transformers",
+        "path": str(gguf_file),
+        "batch_size": 4,
+        "structured_output": True,
+        "params": params,
+    }
+    answers = {}
+    run_stage(path, "tf", tf, out=tmp_path / "tf.jsonl", record=tmp_path / "tf.json", cache_dir=None)
+    with LlamaCppServer(gguf_file, "smollm2-q4_1", threads=1, n_ctx=2048, log=tmp_path / "server.log") as server:
+        entry = {
+            "backend": "openai",
+            "model": "smollm2-q4_1",
+            "base_url": server.base_url,
+            "concurrency": 1,
+            "timeout_s": 300,
+            "structured_output": True,
+            "response_format": "json_object",
+            "params": {**params, "extra_body": {"repeat_penalty": 1.0}},
+        }
+        info = run_stage(path, "server", entry, out=tmp_path / "lc.jsonl", record=tmp_path / "lc.json", cache_dir=None)
+    assert info["structured_output"]["canary"]["passed"] is True and info["n_not_matching_schema"] == 0
+    for engine in ("tf", "lc"):
+        rows = read_responses(tmp_path / f"{engine}.jsonl")
+        assert all(r["finish_reason"] == "stop" for r in rows), rows
+        answers[engine] = {r["id"]: json.loads(r["response"]) for r in rows}
+    differ = {i: (answers["tf"][i], answers["lc"][i]) for i in answers["tf"] if answers["tf"][i] != answers["lc"][i]}
+    assert len(differ) <= 1, differ

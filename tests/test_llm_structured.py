@@ -128,6 +128,61 @@ def test_replies_that_break_their_schema_are_counted_not_trusted(tmp_path, chat_
     assert info["n_not_matching_schema"] == 2 and info["not_matching_schema_ids"] == ["q000", "q001"]
 
 
+def test_a_server_that_takes_the_schema_as_json_object_is_named_then_used_so(tmp_path, chat_server):
+    """llama-cpp-python's server refuses ``type: json_schema`` (HTTP 500) and enforces
+    ``{type: json_object, schema}``: the canary's error says which key to set, and with it set
+    every answer follows its schema, the record saying how it was sent."""
+    chat_server.honour_schema = True
+    chat_server.json_object_only = True
+    with pytest.raises(StructuredOutputError, match=r"set llm.models.m1.response_format: json_object"):
+        run(tmp_path, chat_server, [MC, SITES], structured_output=True)
+    assert chat_server.count("question") == 0, "only the canary was sent"
+    chat_server.reset()
+    chat_server.honour_schema = chat_server.json_object_only = True
+    info, rows = run(tmp_path, chat_server, [MC, SITES], structured_output=True, response_format="json_object")
+    assert [json.loads(r["response"]) for r in rows] == [{"answer": 0}, {"atomic_sites": [{"x": 0.25}] * 4}]
+    assert chat_server.bodies[1]["response_format"] == {"type": "json_object", "schema": MC}
+    assert info["structured_output"]["enforced_by"] == "server: response_format json_object with schema"
+    assert info["structured_output"]["canary"]["passed"] is True and info["n_not_matching_schema"] == 0
+
+
+def test_a_server_that_takes_json_object_without_a_schema_fails_the_canary(tmp_path, chat_server):
+    """OpenAI's own json_object mode ignores a schema: free JSON does not hold the canary's token."""
+    with pytest.raises(StructuredOutputError, match="does not enforce response_format json_object"):
+        run(tmp_path, chat_server, [MC], structured_output=True, response_format="json_object")
+    assert chat_server.count() == 1
+
+
+def test_extra_body_reaches_the_server_and_the_cache_key(tmp_path, chat_server):
+    """A server's own sampling fields (llama-cpp-python's repeat_penalty, 1.1 unless sent, even at
+    temperature 0) go in each request as they are, and answers under other values are other answers."""
+    params = {"temperature": 0, "max_tokens": 16, "extra_body": {"repeat_penalty": 1.0}}
+    info, _ = run(tmp_path, chat_server, [MC], params=params)
+    assert chat_server.bodies[0]["repeat_penalty"] == 1.0 and info["params"]["extra_body"] == {"repeat_penalty": 1.0}
+    run(tmp_path, chat_server, [MC], params=params)
+    assert chat_server.count() == 1, "cached"
+    run(tmp_path, chat_server, [MC], params={**params, "extra_body": {"repeat_penalty": 1.1}})
+    assert chat_server.count() == 2 and chat_server.bodies[1]["repeat_penalty"] == 1.1
+
+
+def test_response_format_and_extra_body_in_the_config():
+    base = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "structured_output": True}
+    # the default form keeps the hash an entry had before the key existed
+    assert spec_sha256("m", {**base, "response_format": "json_schema"}) == spec_sha256("m", base)
+    assert model_spec("m", {**base, "response_format": "json_object"})["response_format"] == "json_object"
+    with pytest.raises(ConfigError, match="response_format: how an openai model with structured_output"):
+        model_spec("m", {**base, "structured_output": False, "response_format": "json_object"})
+    with pytest.raises(ConfigError, match="this model is transformers"):
+        model_spec("m", {"backend": "transformers", "path": "x.gguf", "response_format": "json_object"})
+    with pytest.raises(ConfigError, match="'grammar' is not one of json_schema, json_object"):
+        model_spec("m", {**base, "response_format": "grammar"})
+    with pytest.raises(ConfigError, match="params.extra_body: response_format, temperature set by crucible itself"):
+        model_spec("m", {**base, "params": {"extra_body": {"temperature": 1, "response_format": {}}}})
+    with pytest.raises(ConfigError, match="a transformers model sends no request"):
+        model_spec("m", {"backend": "transformers", "path": "x.gguf", "params": {"extra_body": {"top_k": 1}}})
+    assert "extra_body" not in model_spec("m", {**base, "params": {"extra_body": {}}})["params"]
+
+
 def test_truncated_replies_are_their_own_outcome_in_the_response_file_and_record(tmp_path):
     prompts = write_prompts(tmp_path / "p.jsonl", ["a", "b", "c"])
     replay = tmp_path / "replay.jsonl"

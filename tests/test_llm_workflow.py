@@ -8,6 +8,7 @@ import os
 import pytest
 
 from crucible.errors import ConfigError
+from crucible.identity import Meaning
 from crucible.llm import workflow
 
 from helpers import write_prompts
@@ -132,3 +133,42 @@ def test_benchmarks_declare_what_they_ask_for_to_the_llm_service():
     assert {"crystal", "reactions"} <= set(workflow._ASKED_BY)
     with pytest.raises(ValueError, match="'crystal' declares its language-model responses twice"):
         workflow.asks_language_models("crystal")(lambda config: [])
+
+
+def test_a_model_asked_at_another_address_keeps_its_name():
+    """A name's meaning in a results folder is what answers, not where or how patiently it is
+    asked: the llama.cpp server on a new port, or a vLLM server back on another node, used to make
+    the folder refuse the config (the cache already ignored the address). The job still checks
+    the whole entry it was planned with."""
+
+    def asked(**kwargs):
+        return {**config(**kwargs), "crystal": {"datasets": ["aflow-prototypes"], "llm_models": ["echo", "tiny"]}}
+
+    names = workflow.names(asked())
+    assert set(names) == {"llm/echo", "llm/tiny"}
+    moved = asked(server_url="http://gpu-node-3:8000/v1")
+    moved["llm"]["models"]["echo"].update(concurrency=1, timeout_s=900, max_retries=0, api_key_env="OTHER_KEY")
+    assert {k: m.digest for k, m in workflow.names(moved).items()} == {k: m.digest for k, m in names.items()}
+    assert workflow.model_sha256(moved, "echo") != workflow.model_sha256(asked(), "echo")
+    other = asked()
+    other["llm"]["models"]["echo"]["params"] = {"max_tokens": 9}
+    assert workflow.names(other)["llm/echo"].digest != names["llm/echo"].digest
+
+
+def test_a_folder_named_under_the_whole_entry_takes_the_new_meaning(tmp_path):
+    """Folders whose names were recorded under the whole entry's hash (before the address left
+    it) record the new meaning instead of refusing the same config; another entry is refused."""
+    from crucible.identity import NameBook
+    from crucible.io import write_json
+
+    cfg = {**config(), "crystal": {"datasets": ["aflow-prototypes"], "llm_models": ["echo", "tiny"]}}
+    book = tmp_path / "names.json"
+    old = {"entry_sha256": workflow.model_sha256(cfg, "echo")}
+    write_json({"llm/echo": {"digest": Meaning(old, "k").digest, "spec": old, "key": "llm.models.echo"}}, book)
+    names = NameBook()
+    names.meanings.update(workflow.names(cfg))
+    assert names.check_recorded(book) == ["llm/echo", "llm/tiny"], "recorded anew"
+    other = {"entry_sha256": "0" * 64}
+    write_json({"llm/echo": {"digest": Meaning(other, "k").digest, "spec": other, "key": "llm.models.echo"}}, book)
+    with pytest.raises(ConfigError, match="'llm/echo' already means"):
+        names.check_recorded(book)

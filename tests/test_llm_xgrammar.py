@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # builds a model and compiles grammars: a few sec
 
 MC = {
     "type": "object",
-    "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 3}},
+    "properties": {"answer": {"type": "integer", "enum": [0, 1, 2, 3]}},
     "required": ["answer"],
     "additionalProperties": False,
 }
@@ -95,7 +95,7 @@ def test_every_reply_follows_its_own_schema_and_batching_changes_nothing(json_lm
     assert all(0 <= a["answer"] <= 3 for a in answers[0::2])
     assert all(a["answer"]["base"] in (0, 2, 5) and a["answer"]["solvent"] == 1 for a in answers[1::2])
     version = __import__("importlib.metadata").metadata.version("xgrammar")
-    assert batched.model.endswith(f":xgrammar-{version}:grammar2")
+    assert batched.model.endswith(f":xgrammar-{version}:grammar4")
     # the properties come in the order of "required" (the prompt's; a prompt file sorts its keys)
     ordered = {**FB, "properties": {"answer": {**FB["properties"]["answer"], "required": ["solvent", "base"]}}}
     reply = batched.generate(prompts([ordered]), params)[0].response
@@ -119,3 +119,12 @@ def test_stage_records_the_engine_and_counts_replies_cut_off(json_lm, tmp_path):
     assert info["n_cut_off"] == sum(r["finish_reason"] == "length" for r in rows) >= 2
     assert info["n_not_matching_schema"] == 0, "a cut-off reply is not counted as breaking its schema"
     assert info["checkpoint_file"] == {"sha256": None, "role": None}, "a directory has no single file hash"
+
+
+def test_a_schema_the_grammar_does_not_enforce_stops_the_job_naming_the_item(json_lm):
+    from crucible.llm.backend import StructuredOutputError
+
+    ranged = {**MC, "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 3}}}
+    backend = TransformersBackend("tiny", str(json_lm), device="cpu", structured_output=True)
+    with pytest.raises(StructuredOutputError, match=r"item q0: response_schema .*maximum, minimum not enforced"):
+        backend.generate(prompts([ranged]), {"max_tokens": 8})

@@ -56,6 +56,9 @@ class Meaning:
     rename: str = "give the new one a name of its own"
     # the rules whose jobs are made of it (None: every job of the family that holds the name)
     rules: tuple[str, ...] | None = None
+    # what an earlier crucible made of the same config: a folder that recorded one of these
+    # records this meaning instead of refusing the name
+    formerly: tuple[Any, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -119,7 +122,7 @@ class NameBook:
         new = []
         for key, meaning in sorted(self.meanings.items()):
             old = recorded.get(key)
-            if old is None:
+            if old is None or old["digest"] in {digest(spec) for spec in meaning.formerly}:
                 new.append(key)
             elif old["digest"] != meaning.digest:
                 raise ConfigError(

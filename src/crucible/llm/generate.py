@@ -51,6 +51,7 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
             backoff_s=spec["backoff_s"],
             max_backoff_s=spec["max_backoff_s"],
             structured_output=spec.get("structured_output", False),
+            response_format=spec.get("response_format", "json_schema"),
         )
     if backend == "transformers":
         from crucible.llm.transformers_backend import TransformersBackend

@@ -55,9 +55,11 @@ class OpenAIBackend:
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
         structured_output: bool = False,
+        response_format: str = "json_schema",
     ):
         self.name = name
         self.structured_output = bool(structured_output)
+        self.response_format = response_format  # how the schema is sent: RESPONSE_FORMATS
         self.canary: dict[str, Any] | None = None  # what the canary request got back
         self.system_fingerprints: set[str] = set()  # the server's build, where it reports one
         self.model = model
@@ -127,15 +129,23 @@ class OpenAIBackend:
         except ValueError:
             value = None
         self.canary = {"passed": value == CANARY_ANSWER, "served_model": reply.model_id, "reply": _clip(got)}
+        sent = f"response_format {self.response_format}"
         if reply.error is not None:
+            hint = ""
+            if self.response_format == "json_schema" and "response_format" in reply.error:
+                # llama-cpp-python's server refuses the type (with HTTP 500) and takes the schema its own way.
+                hint = (
+                    f" If the server refused the field's type (llama-cpp-python's server takes only "
+                    f"{{type: json_object, schema}}), set llm.models.{self.name}.response_format: json_object."
+                )
             raise StructuredOutputError(
                 f"model {self.name}: the structured-output canary request to {self.base_url} failed, so it is not known "
-                f"whether the server enforces response_format json_schema; nothing else was sent. {reply.error}"
+                f"whether the server enforces {sent}; nothing else was sent. {reply.error}{hint}"
             )
         if value != CANARY_ANSWER:
             raise StructuredOutputError(
                 f"model {self.name}: the server at {self.base_url} (served model {served}) does not enforce "
-                f"response_format json_schema: asked for {json.dumps(CANARY_ANSWER)} under a strict schema, it "
+                f"{sent}: asked for {json.dumps(CANARY_ANSWER)} under a strict schema, it "
                 f"answered {_clip(got)!r} (finish_reason {reply.finish_reason}). Nothing else was sent. Use a server "
                 f"that supports OpenAI's structured outputs (vLLM >= 0.6, SGLang, llama.cpp's server with a "
                 f"grammar backend, OpenAI), or set llm.models.{self.name}.structured_output: false"
@@ -143,12 +153,10 @@ class OpenAIBackend:
 
     def constraint(self) -> dict[str, Any]:
         """For the record: what enforced the schema (the server, checked by the canary)."""
+        how = ENFORCED_BY[self.response_format]
         if self.canary is None:
-            return {
-                "enforced_by": "server: response_format json_schema, strict",
-                "canary": "not sent (every answer was cached)",
-            }
-        return {"enforced_by": "server: response_format json_schema, strict", "canary": self.canary}
+            return {"enforced_by": how, "canary": "not sent (every answer was cached)"}
+        return {"enforced_by": how, "canary": self.canary}
 
     def redact(self, text: str) -> str:
         if self._key and self._key != NO_KEY:
@@ -161,8 +169,10 @@ class OpenAIBackend:
         for key in ("temperature", "top_p", "max_tokens", "seed", "stop"):
             if key in params:
                 kwargs[key] = params[key]
+        if params.get("extra_body"):  # a server's own fields (spec.py keeps crucible's out of it)
+            kwargs["extra_body"] = dict(params["extra_body"])
         if self.structured_output and prompt.response_schema is not None:
-            kwargs["response_format"] = response_format(prompt.response_schema)
+            kwargs["response_format"] = response_format(prompt.response_schema, self.response_format)
         return kwargs
 
     def _backoff(self, attempt: int, exc: Exception) -> float:
@@ -303,9 +313,19 @@ CANARY_PROMPT = Prompt(
 )
 
 
-def response_format(schema: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI's structured-output field, as OpenAI, vLLM, SGLang and llama.cpp's server accept it."""
+ENFORCED_BY = {
+    "json_schema": "server: response_format json_schema, strict",
+    "json_object": "server: response_format json_object with schema",
+}
+
+
+def response_format(schema: dict[str, Any], form: str = "json_schema") -> dict[str, Any]:
+    """The structured-output field: ``json_schema``, OpenAI's, as OpenAI, vLLM, SGLang and
+    llama.cpp's llama-server accept it; ``json_object``, ``{type: json_object, schema}``, the only
+    one llama-cpp-python's server takes (llama-server takes it too)."""
     ordered = schema_in_answer_order(schema)  # a server's decoder writes properties in this order
+    if form == "json_object":
+        return {"type": "json_object", "schema": ordered}
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": ordered, "strict": True}}
 
 

@@ -24,7 +24,12 @@ REQUIRED = {"openai": ("model", "base_url"), "transformers": ("path",), "replay"
 # Greedy decoding and a bounded answer unless the config says otherwise: a benchmark's
 # numbers should not depend on sampling noise by default.
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 512}
-PARAM_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+PARAM_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop", "extra_body")
+# Request fields crucible sets itself; extra_body may not set them again behind its back.
+OWN_REQUEST_FIELDS = ("model", "messages", "n", "stream", "response_format", *PARAM_KEYS)
+# How the openai backend sends the answer schema: OpenAI's form, or the one llama-cpp-python's
+# server takes (it refuses type json_schema; llama.cpp's own llama-server takes both).
+RESPONSE_FORMATS = ("json_schema", "json_object")
 
 OPENAI_DEFAULTS = {"concurrency": 4, "timeout_s": 120.0, "max_retries": 6, "backoff_s": 1.0, "max_backoff_s": 60.0}
 DEADLINE_PER_TIMEOUT = 2.0
@@ -67,7 +72,23 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
         spec["structured_output"] = True
     else:
         spec.pop("structured_output", None)
+    fmt = spec.pop("response_format", None)
+    if fmt is not None:
+        if backend != "openai" or not structured:
+            raise ConfigError(
+                f"{where}.response_format: how an openai model with structured_output: true sends its answer schema; "
+                f"this model is {backend}{'' if structured else ' without structured_output'}"
+            )
+        if fmt not in RESPONSE_FORMATS:
+            raise ConfigError(f"{where}.response_format: {fmt!r} is not one of {', '.join(RESPONSE_FORMATS)}")
+        if fmt != RESPONSE_FORMATS[0]:  # the default keeps the hash an entry had without the key
+            spec["response_format"] = fmt
     spec["params"] = generation_params(name, entry.get("params") or {})
+    if "extra_body" in spec["params"] and backend != "openai":
+        raise ConfigError(
+            f"{where}.params.extra_body: fields sent to an OpenAI-compatible server as they are; a {backend} "
+            f"model sends no request"
+        )
     return spec
 
 
@@ -86,6 +107,20 @@ def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
         out["temperature"] = float(out["temperature"])
     if "top_p" in out:
         out["top_p"] = float(out["top_p"])
+    extra = out.get("extra_body")
+    if extra is not None:
+        if not isinstance(extra, dict):
+            raise ConfigError(f"config llm.models.{name}.params.extra_body: expected a mapping, got {extra!r}")
+        taken = sorted(set(extra) & set(OWN_REQUEST_FIELDS))
+        if taken:
+            raise ConfigError(
+                f"config llm.models.{name}.params.extra_body: {', '.join(taken)} set by crucible itself; give "
+                f"{'them' if len(taken) > 1 else 'it'} as params (or structured_output), not in extra_body"
+            )
+        if not extra:
+            del out["extra_body"]
+        else:
+            out["extra_body"] = dict(sorted(extra.items()))
     return dict(sorted(out.items()))
 
 
@@ -106,6 +141,22 @@ def _check_base_url(where: str, url: str) -> None:
 def spec_sha256(name: str, entry: dict[str, Any]) -> str:
     """SHA-256 of the checked entry with its defaults: the same for two spellings of one model."""
     canon = json.dumps(model_spec(name, entry), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+# Keys that say where and how patiently a model is asked, not what answers: as in the cache key,
+# a server that comes back at another address (the llama.cpp server on a new port, a vLLM
+# server on another node) is the same model.
+TRANSPORT_KEYS = (
+    "base_url", "api_key_env", "concurrency", "timeout_s", "deadline_s", "max_retries", "backoff_s", "max_backoff_s",
+)  # fmt: skip
+
+
+def answering_sha256(name: str, entry: dict[str, Any]) -> str:
+    """SHA-256 of the checked entry less :data:`TRANSPORT_KEYS`: what the name means in a results
+    folder (crucible.identity). :func:`spec_sha256`, the whole entry, is what a job checks."""
+    spec = {k: v for k, v in model_spec(name, entry).items() if k not in TRANSPORT_KEYS}
+    canon = json.dumps(spec, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 

@@ -81,9 +81,20 @@ def gguf_pre_tokenizer(tokenizer, path: str | os.PathLike) -> str | None:
     return name
 
 
-# How crucible compiles a schema for xgrammar (property order as written, compact separators);
-# part of the cache key: bump it when that changes, so old constrained answers are asked again.
-GRAMMAR_RULES = "grammar2"
+# How crucible compiles a schema for xgrammar (crucible.llm.json_grammar: what llama.cpp's grammar
+# allows); part of the cache key: bump it when that changes, so old constrained answers are asked again.
+GRAMMAR_RULES = "grammar4"
+
+
+def schema_grammar(schema: dict[str, Any]):
+    """The xgrammar grammar of JSON following ``schema`` (:mod:`crucible.llm.json_grammar`), its
+    properties in the order of ``required``. Compact JSON, as crucible asked for before, made SmolLM2
+    write other numbers than through llama.cpp's server from the first value on (issue 33)."""
+    import xgrammar as xgr
+
+    from crucible.llm.json_grammar import schema_ebnf
+
+    return xgr.Grammar.from_ebnf(schema_ebnf(schema_in_answer_order(schema)))
 
 
 def _xgrammar_version(name: str) -> str:
@@ -147,17 +158,19 @@ class TransformersBackend:
         """For the record: what enforced the schema."""
         return {
             "enforced_by": f"xgrammar {_xgrammar_version(self.name)} logits processor (transformers generate)",
-            "whitespace": "none between JSON tokens",
+            "grammar": "as llama.cpp's for the schema: at most one space between JSON tokens, 16 digits per number part",
         }
 
-    def _grammar_processor(self, schemas: list[dict[str, Any]]):
-        """One xgrammar logits processor for a batch: row i may only write JSON that follows
-        ``schemas[i]``, then the end-of-sequence token. Compact JSON (no free whitespace), so a
-        small model cannot spend its tokens on blank lines."""
+    def _grammar_processor(self, prompts: list[Prompt]):
+        """One xgrammar logits processor for a batch: row i may only write JSON that follows the
+        schema of ``prompts[i]`` (:func:`schema_grammar`), then the end-of-sequence token."""
         import json
 
         import xgrammar as xgr
         from xgrammar.contrib.hf import LogitsProcessor
+
+        from crucible.llm.backend import StructuredOutputError
+        from crucible.llm.json_grammar import UnsupportedSchemaError
 
         if self._grammars is None:
             tok = self._tokenizer
@@ -166,12 +179,13 @@ class TransformersBackend:
             self._grammars = (xgr.GrammarCompiler(info), {})
         compiler, compiled = self._grammars
         grammars = []
-        for schema in schemas:
-            # xgrammar keeps the properties in the schema's order: the order the answer is shown
-            # in the prompt (crystal: lattice first, then the sites), not the file's sorted one.
-            key = json.dumps(schema_in_answer_order(schema))
+        for prompt in prompts:
+            key = json.dumps(prompt.response_schema, sort_keys=True)
             if key not in compiled:
-                compiled[key] = compiler.compile_json_schema(key, any_whitespace=False, separators=(",", ":"))
+                try:
+                    compiled[key] = compiler.compile_grammar(schema_grammar(prompt.response_schema))
+                except UnsupportedSchemaError as exc:
+                    raise StructuredOutputError(f"model {self.name}: item {prompt.id}: response_schema {exc}") from None
             grammars.append(compiled[key])
         return LogitsProcessor(grammars)
 
@@ -256,7 +270,7 @@ class TransformersBackend:
                 torch.manual_seed(int(params["seed"]))
             constrained = {}
             if self.structured_output:
-                processor = self._grammar_processor([prompts[i].response_schema for i in idx])
+                processor = self._grammar_processor([prompts[i] for i in idx])
                 constrained = {"logits_processor": [processor]}
             with torch.inference_mode():
                 out = model.generate(**batch, **gen_kwargs, **constrained)

@@ -81,10 +81,14 @@ def model_sha256(config: dict[str, Any], name: str) -> str:
     The entry itself never goes on the command line (Snakemake prints and records every shell
     command and param); the job reads it from the config files by name.
     """
+    return spec_sha256(name, _entry(config, name))
+
+
+def _entry(config: dict[str, Any], name: str) -> dict[str, Any]:
     entry = (config.get("llm") or {}).get("models", {}).get(name)
     if entry is None:
         raise ConfigError(f"language model {name!r} is not defined under llm.models")
-    return spec_sha256(name, entry)
+    return entry
 
 
 def config_file_flags(directive_files: Iterable[str], command_line_files: Iterable[str]) -> str:
@@ -161,16 +165,20 @@ def check(config: dict[str, Any]) -> None:
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
     """``llm/<name>`` for every language model some benchmark asks: the hash of its checked entry
-    (never the entry, which may name a key's variable or a private endpoint)."""
+    less where and how patiently it is asked (:func:`crucible.llm.spec.answering_sha256`; never
+    the entry, which may name a key's variable or a private endpoint). With the address in it, a
+    server restarted on another port or node made the results folder refuse the config."""
     from crucible.identity import Meaning
+    from crucible.llm.spec import answering_sha256
 
     # only the models defined here: a benchmark may score response files made elsewhere
     used = sorted({os.path.splitext(os.path.basename(r))[0] for r in final_outputs(config)} & set(llm_models(config)))
     return {
         f"llm/{name}": Meaning(
-            {"entry_sha256": model_sha256(config, name)},
+            {"answering_entry_sha256": answering_sha256(name, _entry(config, name))},
             f"llm.models.{name}",
             "give the changed entry a name of its own under llm.models",
+            formerly=({"entry_sha256": model_sha256(config, name)},),  # the whole entry, until issue 33
         )
         for name in used
     }

@@ -89,11 +89,10 @@ def user_prompt(q: dict[str, Any]) -> str:
 
 
 def _index_schema(indices: list[int]) -> dict[str, Any]:
-    """An integer that is one of ``indices``: a range when they are 0..n-1, else an enum."""
-    indices = sorted(int(i) for i in indices)
-    if indices == list(range(len(indices))):
-        return {"type": "integer", "minimum": 0, "maximum": len(indices) - 1}
-    return {"type": "integer", "enum": indices}
+    """An integer that is one of ``indices``, as an enum even where they are 0..n-1: a range
+    (minimum/maximum) is not enforced by every engine (llama-cpp-python 0.3.36's grammar drops
+    it, so its server let {"answer": 0} through a schema of 7..7), an enum is."""
+    return {"type": "integer", "enum": sorted(int(i) for i in indices)}
 
 
 def answer_schema(q: dict[str, Any]) -> dict[str, Any]:
