@@ -62,7 +62,12 @@ _LIST = textwrap.dedent(
     for group, (module, _) in GROUPS.items():
         declared = importlib.import_module(module)
         if hasattr(declared, "STAGES"):  # the function's own module, then its body's imports
-            for st in declared.STAGES:
+            try:  # relative ``run`` paths (".module:function") made whole
+                from crucible.stage import stages_of
+                stages = stages_of(group)
+            except ImportError:
+                stages = declared.STAGES
+            for st in stages:
                 mod, name = st.run.split(":")
                 func = getattr(importlib.import_module(mod), name)
                 out.append({"group": group, "command": st.verb, "imports": [f"from {mod} import {name}", *body_imports(func)]})
@@ -122,7 +127,8 @@ def _source_tree(rev: str | None, tmp: Path) -> Path:
         return ROOT / "src"
     archive = tmp / "src.tar"
     with archive.open("wb") as fh:
-        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], stdout=fh, check=True)
+        # config/ too: some commands read the pinned sources file beside src/ at start-up.
+        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src", "config"], stdout=fh, check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(tmp, filter="data")
     return tmp / "src"
@@ -151,7 +157,8 @@ def _per_rule_cpu(workdir: Path) -> int:
     import re
     import statistics
 
-    configs = [c for c in (workdir / "config.yaml",) if c.exists()]
+    # A run made with --directory has no config/ of its own: the repository's default config then.
+    configs = [c for c in (workdir / "config.yaml",) if c.exists()] or [ROOT / "config" / "config.yaml"]
     proc = subprocess.run(
         [sys.executable, "-c", _RULE_PATTERNS, str(ROOT / "Snakefile"), str(workdir), *map(str, configs)],
         capture_output=True,
@@ -195,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         # Byte-compile once, so that the first repeat does not pay for compiling (a job never does).
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], env={**env, "PYTHONDONTWRITEBYTECODE": ""})
         env.pop("PYTHONDONTWRITEBYTECODE")
-        listing = subprocess.run([sys.executable, "-c", _LIST], env=env, capture_output=True, text=True, check=True)
+        listing = subprocess.run([sys.executable, "-c", _LIST], env=env, capture_output=True, text=True)
+        if listing.returncode:
+            raise SystemExit(f"listing the commands of {args.rev or 'the working tree'} failed:\n{listing.stderr}")
         commands = json.loads(listing.stdout)
         if args.only:
             commands = [c for c in commands if c["group"] in args.only]
