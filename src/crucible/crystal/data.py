@@ -24,8 +24,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from crucible.errors import DataValidationError
 from crucible.sources import pinned
 
@@ -198,6 +196,8 @@ def split_ids(ids: list[str], test_fraction: float, seed: int, groups: dict[str,
     """A deterministic test subset: a seeded permutation of the sorted ids. With ``groups`` ({id:
     group key}), whole groups go to test in a seeded order of the sorted keys until the test
     split holds at least ``test_fraction`` of the ids, so no group is in both splits."""
+    import numpy as np  # here: the crystal commands import this module for its names
+
     ordered = sorted(ids)
     n_test = int(round(test_fraction * len(ordered)))
     if groups is None:
@@ -316,5 +316,7 @@ def subsample(rows: list, n: int, seed: int) -> list:
     """At most ``n`` rows (0: all), a seeded choice kept in id order."""
     if not n or n >= len(rows):
         return rows
+    import numpy as np
+
     keep = set(np.random.default_rng(seed).choice(len(rows), size=n, replace=False).tolist())
     return [r for i, r in enumerate(rows) if i in keep]

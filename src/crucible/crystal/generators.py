@@ -41,13 +41,14 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable
 
 from crucible.errors import ConfigError
 from crucible.io import InFile
 from crucible.registry import Registry, Spec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ def _atomic_volume(symbol: str) -> float:
 
 
 def _stoichiometry(counts: list[int]) -> np.ndarray:
+    import numpy as np
+
     v = np.sort(np.asarray(counts, dtype=float))[::-1]
     return v / v.sum()
 
@@ -137,6 +140,8 @@ class TemplateGenerator:
     def _ranked(self, meta: dict[str, Any]) -> list:
         """Usable training crystals, best first (same anonymised formula, then space group when
         the prompt gives it, then nearest stoichiometry, then id)."""
+        import numpy as np
+
         n, k = meta["nsites"], len(meta["elements"])
         want_sg = meta["spacegroup_number"] if meta.get("prompt_gives_spacegroup") else None
         target = _stoichiometry(meta["element_counts"])
@@ -193,6 +198,8 @@ class TemplateGenerator:
 def chance_answer(meta: dict[str, Any], seed: int) -> str:
     """A uniformly random cell of the item's composition and number of sites (see the module
     docstring), as answer text. Angle triples that make no cell are drawn again."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     elements, counts = list(meta["elements"]), [int(n) for n in meta["element_counts"]]
     species = [el for el, n in zip(elements, counts) for _ in range(n)]
@@ -239,6 +246,7 @@ def random_symmetric_structure(meta: dict[str, Any], seed: int, max_attempts: in
     """
     import warnings
 
+    import numpy as np
     from pyxtal import pyxtal
     from pyxtal.symmetry import Group
 
@@ -440,7 +448,7 @@ def generate(
         "n_errors": sum(r["response"] is None for r in responses),
         "setup_s": round(setup_s, 3),
         "generate_s": round(float(sum(seconds)), 3),
-        "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
+        "seconds_per_item": round(sum(seconds) / len(seconds), 4) if seconds else None,
     }
     potential = getattr(gen, "potential", None)
     if potential is not None:  # what relaxed the candidates: class path, params, package version
@@ -494,7 +502,7 @@ def generate_samples(
         "n_errors": sum(r["response"] is None for r in lines),
         "setup_s": round(setup_s, 3),
         "generate_s": round(float(sum(seconds)), 3),
-        "seconds_per_item": round(float(np.mean(seconds)), 4) if seconds else None,
+        "seconds_per_item": round(sum(seconds) / len(seconds), 4) if seconds else None,
     }
     potential = getattr(gen, "potential", None)
     if potential is not None:  # as generate(): what relaxed the candidates

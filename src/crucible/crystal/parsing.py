@@ -25,10 +25,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from crucible.llm.json_text import DECODE_ERRORS, decode_prefix, embedded_json
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MIN_JSON_CHARS = 50  # OpenCompass passes 50 (the helper's own default is 100)
 
@@ -164,6 +166,8 @@ def lattice_matrix(a: float, b: float, c: float, alpha: float, beta: float, gamm
     al, be, ga = (math.radians(x) for x in (alpha, beta, gamma))
     v = (math.cos(al) - math.cos(be) * math.cos(ga)) / math.sin(ga)
     z2 = max(0.0, 1.0 - math.cos(be) ** 2 - v**2)
+    import numpy as np  # here: the crystal commands import this module for its names
+
     return np.array(
         [
             [a, 0.0, 0.0],

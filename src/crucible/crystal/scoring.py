@@ -36,8 +36,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-import numpy as np
-
 from crucible.crystal import parsing
 from crucible.errors import ConfigError, DataValidationError
 
@@ -476,6 +474,8 @@ class MatchRateMetric:
                 self.failures[s.reason] = self.failures.get(s.reason, 0) + 1
 
     def compute(self) -> dict[str, Any]:
+        import numpy as np  # here: the crystal commands import this module for its names
+
         matched = len(self.rms)
         return {
             "match_rate": round(100.0 * matched / self.total, 4) if self.total else 0.0,

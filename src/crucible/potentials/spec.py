@@ -12,8 +12,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
-
 from crucible.errors import ConfigError, CrucibleError
 from crucible.registry import Spec
 
@@ -30,6 +28,8 @@ def non_finite_reason(energy: float, forces=None, stress=None) -> str | None:
     """Why a prediction is unusable (``"non-finite energy (nan)"``, ...), or None when it is finite."""
     if not math.isfinite(energy):
         return f"non-finite energy ({energy})"
+    import numpy as np  # here: command declarations import this module for its names
+
     for name, values in (("forces", forces), ("stress", stress)):
         if values is not None:
             bad = ~np.isfinite(np.asarray(values, dtype=float))
