@@ -5,6 +5,7 @@ them from there, not from this file); a few names are re-exported here for older
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -68,10 +69,19 @@ def reaches_download(obj, seen: set[int] | None = None) -> bool:
 
 def pytest_configure(config):
     # file digests (crucible.fingerprint) are cached in a folder of this run, never in ~/.cache
-    os.environ.setdefault("CRUCIBLE_HASH_CACHE", tempfile.mkdtemp(prefix="crucible-hash-cache-"))
+    if "CRUCIBLE_HASH_CACHE" not in os.environ:
+        config._crucible_hash_cache = tempfile.mkdtemp(prefix="crucible-hash-cache-")
+        os.environ["CRUCIBLE_HASH_CACHE"] = config._crucible_hash_cache
     if "not network" in (config.option.markexpr or ""):
         os.environ.update(dict.fromkeys(PROXY_VARS, OFFLINE_PROXY))
         os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+
+def pytest_unconfigure(config):
+    # the run's own cache folder goes with the run: one was left in /tmp per test run
+    folder = getattr(config, "_crucible_hash_cache", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items):
