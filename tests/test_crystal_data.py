@@ -371,3 +371,25 @@ def test_user_sets_refuse_ids_across_files_and_an_empty_test_split(tmp_path):
         data.load_dataset("user", [empty])
     with pytest.raises(DataValidationError, match=r"a.csv: no test crystals .* site limit 1"):
         data.load_dataset("user", [a], max_sites=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        # NaN was a bare ValueError; 1.5 put every crystal in test; -1 left every crystal out
+        ({"test_fraction": float("nan")}, r"test_fraction must be in \(0, 1\], got nan"),
+        ({"test_fraction": 1.5}, r"test_fraction must be in \(0, 1\], got 1.5"),
+        ({"max_sites": -1}, r"max_sites must be 0 \(no limit\) or more, got -1"),
+        # one formula: the polymorph-grouped split left train empty at test_fraction 0.1
+        ({"test_fraction": 0.1, "split_by": "formula"}, r"grouped split put all 6 crystals in test \(1 group"),
+    ],
+)
+def test_split_settings_out_of_range_are_refused(tmp_path, kwargs, match):
+    path = _table(tmp_path / "a.csv", [i for i, _ in _cifs()], [s.to(fmt="cif") for _, s in _cifs()])
+    with pytest.raises(DataValidationError, match=match):
+        data.load_dataset("user", [path], **kwargs)
+
+
+def test_a_negative_subset_size_is_named():
+    with pytest.raises(DataValidationError, match="max_test_items must be 0 \\(all\\) or more, got -2"):
+        data.subsample(list(range(5)), -2, 0, "max_test_items")

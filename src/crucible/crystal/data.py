@@ -245,6 +245,11 @@ def split_ids(ids: list[str], test_fraction: float, seed: int, groups: dict[str,
         if len(out) >= n_test:
             break
         out.update(members[keys[j]])
+    if ordered and len(out) == len(ordered) and test_fraction < 1:  # was an empty train split, unsaid
+        raise DataValidationError(
+            f"the grouped split put all {len(ordered)} crystals in test ({len(keys)} group(s), test_fraction "
+            f"{test_fraction}): too few distinct formulas to split by formula; split at random"
+        )
     return out
 
 
@@ -277,6 +282,11 @@ def load_dataset(
     ``random`` (default) or ``formula`` (a polymorph-grouped split: every crystal of one reduced
     formula on the same side, as arXiv 2509.12178 proposes for sets with many polymorphs).
     """
+    # NaN was a bare ValueError; 1.5 put every crystal in test without a word; -1 left all out
+    if not 0 < test_fraction <= 1:
+        raise DataValidationError(f"test_fraction must be in (0, 1], got {test_fraction}")
+    if max_sites is not None and max_sites < 0:
+        raise DataValidationError(f"max_sites must be 0 (no limit) or more, got {max_sites}")
     if source == "aflow":
         if len(inputs) != 1:
             raise DataValidationError("the aflow source takes one input, the prototypes' .json.gz")
@@ -355,8 +365,10 @@ def load_splits(
     return {"train": train, "test": test}
 
 
-def subsample(rows: list, n: int, seed: int) -> list:
+def subsample(rows: list, n: int, seed: int, name: str = "subset size") -> list:
     """At most ``n`` rows (0: all), a seeded choice kept in id order."""
+    if n < 0:  # a bare numpy ValueError before
+        raise DataValidationError(f"{name} must be 0 (all) or more, got {n}")
     if not n or n >= len(rows):
         return rows
     import numpy as np
