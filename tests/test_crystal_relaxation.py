@@ -127,3 +127,12 @@ def test_k_below_one_is_refused_not_a_short_or_empty_file(case, k):
         relaxation.relax_samples(drawn, items, k, None)
     with pytest.raises(DataValidationError, match=f"k must be at least 1, got {k}"):
         csp.score_samples(drawn, items, k)
+
+
+@pytest.mark.parametrize("fmax, steps", [(-1, 100), (float("nan"), 100), (0.1, -1)])
+def test_fmax_and_steps_out_of_range_are_refused(case, fmax, steps):
+    from crucible.errors import DataValidationError
+
+    items, drawn = case
+    with pytest.raises(DataValidationError, match="fmax must be a positive number and steps 0 or more"):
+        relaxation.relax_samples(drawn, items, 2, None, fmax=fmax, steps=steps)
