@@ -114,6 +114,21 @@ def test_the_relaxed_file_is_scored_beside_the_samples_as_drawn(tmp_path, case, 
         scores = pd.read_parquet(path)
         assert set(scores.loc[scores["matched"], "id"]) == matched
     assert after["unmatched_samples"]["no_response"] == 2  # NaCl's: not relaxed, and no sample at all
+    # another responder's (or k's) summary was repeated as these samples' before relaxation
+    from crucible.errors import DataValidationError
+
+    for responder, k, field in (("other", 2, "responder"), ("m", 1, "k")):
+        with pytest.raises(DataValidationError, match=f"b.json: field '{field}' is .*not the CSP summary of these"):
+            csp.score_samples_file(
+                prompts,
+                after_file,
+                responder,
+                k,
+                out["a.parquet"],
+                out["a.json"],
+                unrelaxed=out["b.json"],
+                progress=False,
+            )
 
 
 @pytest.mark.parametrize("k", [0, -1])

@@ -333,6 +333,13 @@ def score_samples_file(
     summary["metre_matching"] = cross
     if unrelaxed:
         before = read_json(unrelaxed)
+        # another responder's, dataset's or k's summary was shown as these samples before relaxation
+        for key in ("responder", "dataset", "k"):
+            if before.get(key) != summary[key]:
+                raise DataValidationError(
+                    f"{unrelaxed}: field {key!r} is {before.get(key)!r}, not {summary[key]!r}: not the CSP "
+                    f"summary of these samples before relaxation"
+                )
         summary["relaxed_with"] = (sidecar.get("relaxation") or {}).get("potential")
         summary["before_relaxation"] = {
             name: {"all": block["all"], "deduplicated": block.get("deduplicated")}
