@@ -328,3 +328,68 @@ def test_polymorph_grouped_split_keeps_each_formula_on_one_side(aflow_file):
     ]
     with pytest.raises(DataValidationError, match="unknown split 'sites'"):
         data.load_dataset("aflow", [str(aflow_file)], 0.5, 0, split_by="sites")
+
+
+def _table(path, ids, cifs, split=None):
+    import pandas as pd
+
+    cols = {"id": ids, "cif": cifs, **({"split": split} if split is not None else {})}
+    pd.DataFrame(cols).to_csv(path, index=False)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "ids, split, edit, match",
+    [
+        # each of these was read without a word: a row drawn at random, an id "", a mirrored cell
+        (None, ["train", "", "test", "train", "test", ""], None, r"field 'split' empty in 2 of 6 rows \(rows 2, 6\)"),
+        (None, ["train", "val", "test", "train", "test", "test"], None, r"row 2, field 'split': 'val' is neither"),
+        (["u0", "", "u2", "u3", "u4", "u5"], None, None, r"row 2, field 'id': empty id"),
+        (None, None, ("_cell_length_a   4.00000000", "_cell_length_a   -4.0"), r"row 1, field 'cif': a negative cell"),
+        # a NaN cell length crashed the symmetry analysis with a segmentation fault
+        (None, None, ("_cell_length_a   4.00000000", "_cell_length_a   nan"), r"row 1: the cell .* no finite volume"),
+    ],
+)
+def test_user_table_mistakes_name_file_row_and_field(tmp_path, ids, split, edit, match):
+    cifs = [s.to(fmt="cif") for _, s in _cifs()]
+    if edit:
+        assert edit[0] in cifs[0]
+        cifs[0] = cifs[0].replace(*edit)
+    path = _table(tmp_path / "u.csv", ids or [i for i, _ in _cifs()], cifs, split)
+    with pytest.raises(DataValidationError, match=match) as err:
+        data.load_dataset("user", [path])
+    assert "u.csv" in str(err.value)
+
+
+def test_user_sets_refuse_ids_across_files_and_an_empty_test_split(tmp_path):
+    cifs = [s.to(fmt="cif") for _, s in _cifs()]
+    a = _table(tmp_path / "a.csv", [i for i, _ in _cifs()], cifs)
+    with pytest.raises(DataValidationError, match=r"a.csv: id 'u0' is also in .*a.csv"):
+        data.load_dataset("user", [a, a])
+    empty = _table(tmp_path / "e.csv", [], [])
+    with pytest.raises(DataValidationError, match=r"e.csv: no test crystals \(0 crystal\(s\)"):
+        data.load_dataset("user", [empty])
+    with pytest.raises(DataValidationError, match=r"a.csv: no test crystals .* site limit 1"):
+        data.load_dataset("user", [a], max_sites=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        # NaN was a bare ValueError; 1.5 put every crystal in test; -1 left every crystal out
+        ({"test_fraction": float("nan")}, r"test_fraction must be in \(0, 1\], got nan"),
+        ({"test_fraction": 1.5}, r"test_fraction must be in \(0, 1\], got 1.5"),
+        ({"max_sites": -1}, r"max_sites must be 0 \(no limit\) or more, got -1"),
+        # one formula: the polymorph-grouped split left train empty at test_fraction 0.1
+        ({"test_fraction": 0.1, "split_by": "formula"}, r"grouped split put all 6 crystals in test \(1 group"),
+    ],
+)
+def test_split_settings_out_of_range_are_refused(tmp_path, kwargs, match):
+    path = _table(tmp_path / "a.csv", [i for i, _ in _cifs()], [s.to(fmt="cif") for _, s in _cifs()])
+    with pytest.raises(DataValidationError, match=match):
+        data.load_dataset("user", [path], **kwargs)
+
+
+def test_a_negative_subset_size_is_named():
+    with pytest.raises(DataValidationError, match="max_test_items must be 0 \\(all\\) or more, got -2"):
+        data.subsample(list(range(5)), -2, 0, "max_test_items")

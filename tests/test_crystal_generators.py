@@ -106,6 +106,14 @@ def test_unknown_generator_is_named():
         generators.get_generator_spec("cdvae")
 
 
+def test_a_parameter_a_generator_does_not_take_is_named():
+    """--params '{"bogus": 1}' was a bare TypeError, for answers and for k samples alike."""
+    with pytest.raises(ConfigError, match=r"chance: unknown parameter\(s\) bogus; it takes train, seed"):
+        generators.generate("chance", [], params={"bogus": 1})
+    with pytest.raises(ConfigError, match=r"chance: unknown parameter\(s\) bogus"):
+        generators.generate_samples("chance", [], 2, params={"bogus": 1})
+
+
 @pytest.mark.slow
 def test_tiny_mlip_search_with_emt():
     """2 candidates relaxed with EMT (Cu, Au): the lower energy per atom is returned."""

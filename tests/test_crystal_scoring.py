@@ -98,6 +98,15 @@ def test_timeout_replaces_the_worker_and_scoring_goes_on(cscl_ground_truth):
         assert worker._proc.pid == first_pid  # persistent between items
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan")])
+def test_a_time_limit_that_is_not_positive_is_refused(timeout):
+    """--timeout -1 timed every answer out: a match rate of 0 with no error."""
+    from crucible.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="time limit \\(--timeout\\) must be a positive number of seconds"):
+        scoring.MatcherWorker(timeout)
+
+
 def test_matches_equal_pymatgens_own_call_on_real_crystals(aflow_file):
     """Every matched pair: our RMS is exactly StructureMatcher(0.3, 0.5, 10).get_rms_dist(pred, ref)[0]."""
     from pymatgen.analysis.structure_matcher import StructureMatcher

@@ -70,6 +70,8 @@ def test_wildcards_match_only_configured_names():
     [
         ({"datasets": ["mp-21"]}, "config crystal.datasets: unknown mp-21"),
         ({"llm_models": ["gpt-9"]}, "config crystal.llm_models: gpt-9 not defined under llm.models"),
+        # a typo in a per-set site limit would leave mp-20 at its own limit without a word
+        ({"datasets": ["mp-20"], "max_sites": {"mp20": 30}}, r"config crystal.max_sites: dataset\(s\) mp20 not in"),
     ],
 )
 def test_check_names_the_key(crystal, message):

@@ -195,7 +195,11 @@ def _cif_table_case():
     def read(path):
         return [(i, s.composition.reduced_formula, sp) for i, s, sp in data.load_cif_table(path)]
 
-    doc = [{"material_id": "m-1", "cif": CSCL_CIF, "split": "test"}, {"material_id": "m-2", "cif": CSCL_CIF}]
+    # every row its split: a split column filled for some rows only is refused (crystal.data)
+    doc = [
+        {"material_id": "m-1", "cif": CSCL_CIF, "split": "test"},
+        {"material_id": "m-2", "cif": CSCL_CIF, "split": "train"},
+    ]
     fields = [((0, "cif"), "nonempty"), ((0, "material_id"), "id_or_int"), ((0, "split"), "optional_text"),
               ((1, "id"), "id_or_int")]  # fmt: skip
     return Case("crystal-cif-table-jsonl", doc, read, fields, required=[(0, "cif")], lines=True, suffix=".jsonl")

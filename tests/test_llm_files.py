@@ -42,6 +42,15 @@ def test_prompts_read_and_hash(tmp_path):
         ({"id": "b", "messages": [{"role": "bot", "content": "x"}]}, r"line 2 \(id b\): messages\[0\] must be"),
         ({"id": "b", "messages": [{"role": "user", "content": 3}]}, r"line 2 \(id b\): messages\[0\]"),
         ({"id": "a", "messages": [{"role": "user", "content": "x"}]}, r"duplicated id\(s\): a \(lines 1, 2\)"),
+        # a schema that is no JSON Schema was sent, then failed the answers' check with a traceback
+        (
+            {"id": "b", "messages": [{"role": "user", "content": "x"}], "response_schema": {"type": "objekt"}},
+            r"line 2 \(id b\): field 'response_schema': not a valid JSON Schema at type: 'objekt'",
+        ),
+        (
+            {"id": "b", "messages": [{"role": "user", "content": "x"}], "response_schema": {"required": "answer"}},
+            r"line 2 \(id b\): field 'response_schema': not a valid JSON Schema at required",
+        ),
     ],
 )
 def test_bad_prompt_lines_are_named(tmp_path, bad, match):

@@ -33,3 +33,24 @@ def test_spec_fills_backend_defaults_and_names_wrong_keys():
         model_spec("m", {"backend": "openai", "model": "m"})
     with pytest.raises(ConfigError, match=r"llm.models.m.params: unknown key\(s\) temprature"):
         model_spec("m", {"backend": "replay", "path": "p", "params": {"temprature": 0}})
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        # a hand-run job skips the workflow's schema check: a bare ValueError, an unknown key ignored
+        (
+            '{"backend": "replay", "path": "p", "params": {"temperature": "hot"}}',
+            r"llm.models.x.params.temperature: 'hot' is not",
+        ),
+        ('{"backend": "replay", "path": "p", "pathh": "x"}', r"llm.models.x: unexpected key 'pathh'"),
+        ('["x"]', r"llm.models.x: \['x'\] is not of type 'object'"),
+    ],
+)
+def test_an_entry_given_by_hand_is_checked_against_the_schema(tmp_path, spec, match):
+    with pytest.raises(ConfigError, match=f"--model-spec: config error at {match}"):
+        model_entry("x", spec_json=spec)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"llm": {"models": {"x": yaml.safe_load(spec)}}}))
+    with pytest.raises(ConfigError, match=f"config.yaml: config error at {match}"):
+        model_entry("x", config_file=str(cfg))

@@ -33,6 +33,19 @@ class UnknownNameError(ConfigError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+def _check_keywords(name: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """A keyword ``factory`` does not take is a ConfigError naming it and those it takes (a crystal
+    generator's ``--params '{"bogus": 1}'`` was a bare TypeError)."""
+    import inspect
+
+    params = inspect.signature(factory).parameters if kwargs else {}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise ConfigError(f"{name}: unknown parameter(s) {', '.join(unknown)}; it takes {', '.join(params)}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Spec:
     """A registered thing: its name, how to build it, what it reads, where and how it runs."""
@@ -49,6 +62,7 @@ class Spec:
             raise ValueError(f"{self.name!r}: device must be one of {', '.join(DEVICES)}, not {self.device!r}")
 
     def build(self, *args: Any, **kwargs: Any) -> Any:
+        _check_keywords(self.name, self.factory, kwargs)
         return self.factory(*args, **kwargs)
 
     def granularity(self, size: float | None = None) -> str:

@@ -424,7 +424,7 @@ def run_audit(
         left_out=left_out,
         split_by=split_by,
     )
-    scored = {i for i, _ in data.subsample(splits.get("test", []), max_test_items, seed)}
+    scored = {i for i, _ in data.subsample(splits.get("test", []), max_test_items, seed, "max_test_items")}
     table, summary = audit_splits(splits, convention, max_comparisons, timeout, progress, scored, workers)
     summary["dataset"] = dataset
     summary["max_sites"] = int(limit)

@@ -38,6 +38,7 @@ import pyarrow as pa
 from crucible.crystal import parsing
 from crucible.crystal.samples import Sample
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, MatcherWorker, convention_params
+from crucible.errors import DataValidationError
 from crucible.io import InFile
 
 SAMPLE_SCHEMA = pa.schema(
@@ -71,7 +72,7 @@ def score_samples(
 
     items, conventions = list(items), list(conventions)
     if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
+        raise DataValidationError(f"k must be at least 1, got {k}")  # a ValueError was a bare traceback
     for name in conventions:
         convention_params(name)
     rows = []
@@ -332,6 +333,13 @@ def score_samples_file(
     summary["metre_matching"] = cross
     if unrelaxed:
         before = read_json(unrelaxed)
+        # another responder's, dataset's or k's summary was shown as these samples before relaxation
+        for key in ("responder", "dataset", "k"):
+            if before.get(key) != summary[key]:
+                raise DataValidationError(
+                    f"{unrelaxed}: field {key!r} is {before.get(key)!r}, not {summary[key]!r}: not the CSP "
+                    f"summary of these samples before relaxation"
+                )
         summary["relaxed_with"] = (sidecar.get("relaxation") or {}).get("potential")
         summary["before_relaxation"] = {
             name: {"all": block["all"], "deduplicated": block.get("deduplicated")}

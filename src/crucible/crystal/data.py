@@ -91,6 +91,13 @@ def _ordered(structure, where: str):
         raise DataValidationError(f"{where}: disordered sites (partial occupancy); one element per site is required")
     if len(structure) == 0:
         raise DataValidationError(f"{where}: structure has no sites")
+    import numpy as np
+
+    matrix = structure.lattice.matrix
+    # a NaN cell crashed the symmetry analysis (spglib) with a segmentation fault
+    if not np.isfinite(matrix).all() or not abs(np.linalg.det(matrix)) > 1e-6:
+        abc = ", ".join(f"{x:g}" for x in (*structure.lattice.abc, *structure.lattice.angles))
+        raise DataValidationError(f"{where}: the cell (a, b, c, alpha, beta, gamma = {abc}) has no finite volume")
     return structure
 
 
@@ -131,6 +138,11 @@ def _from_cif(text: str, where: str):
             structure = Structure.from_str(text, fmt="cif")
     except Exception as exc:  # noqa: BLE001 - any CIF failure is a data error naming the row
         raise DataValidationError(f"{where}, field 'cif': unreadable CIF ({type(exc).__name__}: {exc})") from None
+    import numpy as np
+
+    # lengths and angles give a right-handed cell, unless a length is negative
+    if np.isfinite(structure.lattice.matrix).all() and np.linalg.det(structure.lattice.matrix) < 0:
+        raise DataValidationError(f"{where}, field 'cif': a negative cell length")
     return _ordered(structure, where)
 
 
@@ -152,16 +164,35 @@ def load_cif_table(path: str | os.PathLike, split: str | None = None, id_column:
         raise DataValidationError(f"{path}: no 'cif' column (columns: {', '.join(map(str, df.columns))})")
     id_col = id_column or next((c for c in ("material_id", "id") if c in df.columns), None)
     out = []
+    blank_split = []
     for row, rec in enumerate(df.to_dict("records")):
         where = f"{path}: row {row + 1}"
+        if id_col and _blank(rec[id_col]):
+            raise DataValidationError(f"{where}, field {id_col!r}: empty id")
         ident = str(rec[id_col]) if id_col else f"{row:06d}"
-        row_split = split or (str(rec["split"]) if "split" in rec and rec["split"] not in (None, "") else None)
+        row_split = split or (None if _blank(rec.get("split")) else str(rec["split"]))
+        if split is None and row_split not in (None, "train", "test"):
+            raise DataValidationError(f"{where}, field 'split': {row_split!r} is neither 'train' nor 'test'")
+        if split is None and row_split is None and "split" in rec:
+            blank_split.append(row + 1)
         out.append((ident, _from_cif(rec["cif"], where), row_split))
+    # a split column the user filled for some rows only: the rest would be drawn at random
+    if blank_split and len(blank_split) < len(out):
+        shown = ", ".join(map(str, blank_split[:10])) + (" ..." if len(blank_split) > 10 else "")
+        raise DataValidationError(
+            f"{path}: field 'split' empty in {len(blank_split)} of {len(out)} rows (rows {shown}); give every "
+            f"row 'train' or 'test', or leave the column out to split at random"
+        )
     ids = [i for i, _, _ in out]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
         raise DataValidationError(f"{path}: repeated id(s) in column {id_col!r}: {', '.join(dup)}")
     return out
+
+
+def _blank(value) -> bool:
+    """An empty cell: "" in a CSV, null or a key missing (NaN to pandas) in JSON lines."""
+    return value is None or (isinstance(value, float) and value != value) or not str(value).strip()
 
 
 def load_ase_db(path: str | os.PathLike):
@@ -176,6 +207,8 @@ def load_ase_db(path: str | os.PathLike):
             if not all(atoms.pbc):
                 raise DataValidationError(f"{where}: not periodic in all three directions")
             split = row.key_value_pairs.get("split")
+            if split not in (None, "train", "test"):
+                raise DataValidationError(f"{where}, key 'split': {split!r} is neither 'train' nor 'test'")
             out.append((f"{row.id:06d}", _ordered(AseAtomsAdaptor.get_structure(atoms), where), split))
     return out
 
@@ -212,6 +245,11 @@ def split_ids(ids: list[str], test_fraction: float, seed: int, groups: dict[str,
         if len(out) >= n_test:
             break
         out.update(members[keys[j]])
+    if ordered and len(out) == len(ordered) and test_fraction < 1:  # was an empty train split, unsaid
+        raise DataValidationError(
+            f"the grouped split put all {len(ordered)} crystals in test ({len(keys)} group(s), test_fraction "
+            f"{test_fraction}): too few distinct formulas to split by formula; split at random"
+        )
     return out
 
 
@@ -244,6 +282,11 @@ def load_dataset(
     ``random`` (default) or ``formula`` (a polymorph-grouped split: every crystal of one reduced
     formula on the same side, as arXiv 2509.12178 proposes for sets with many polymorphs).
     """
+    # NaN was a bare ValueError; 1.5 put every crystal in test without a word; -1 left all out
+    if not 0 < test_fraction <= 1:
+        raise DataValidationError(f"test_fraction must be in (0, 1], got {test_fraction}")
+    if max_sites is not None and max_sites < 0:
+        raise DataValidationError(f"max_sites must be 0 (no limit) or more, got {max_sites}")
     if source == "aflow":
         if len(inputs) != 1:
             raise DataValidationError("the aflow source takes one input, the prototypes' .json.gz")
@@ -257,7 +300,14 @@ def load_dataset(
         )
         rows = load_cif_table(train_csv, split="train") + load_cif_table(test_csv, split="test")
     elif source == "user":
-        rows = [r for path in inputs for r in load_user(path)]
+        rows = []
+        first: dict[str, str] = {}
+        for path in inputs:
+            for r in load_user(path):
+                if r[0] in first:  # two files each without ids number their rows alike
+                    raise DataValidationError(f"{path}: id {r[0]!r} is also in {first[r[0]]}; ids must be unique")
+                first[r[0]] = str(path)
+                rows.append(r)
     else:
         raise DataValidationError(f"unknown crystal source {source!r}; known: {', '.join(SOURCES)}")
     rows = _within_max_sites(rows, max_sites, dataset or ", ".join(map(str, inputs)), left_out)
@@ -273,6 +323,9 @@ def load_dataset(
         rows = [(i, st, s if s is not None else ("test" if i in test_ids else "train")) for i, st, s in rows]
     train = sorted(((i, st) for i, st, s in rows if s == "train"), key=lambda r: r[0])
     test = sorted(((i, st) for i, st, s in rows if s == "test"), key=lambda r: r[0])
+    if not test:
+        counts = f"{len(rows)} crystal(s) within the site limit {max_sites or 'none'}, {len(train)} in train"
+        raise DataValidationError(f"{', '.join(map(str, inputs))}: no test crystals ({counts}); nothing to score")
     return train, test
 
 
@@ -312,8 +365,10 @@ def load_splits(
     return {"train": train, "test": test}
 
 
-def subsample(rows: list, n: int, seed: int) -> list:
+def subsample(rows: list, n: int, seed: int, name: str = "subset size") -> list:
     """At most ``n`` rows (0: all), a seeded choice kept in id order."""
+    if n < 0:  # a bare numpy ValueError before
+        raise DataValidationError(f"{name} must be 0 (all) or more, got {n}")
     if not n or n >= len(rows):
         return rows
     import numpy as np

@@ -475,7 +475,7 @@ def generate_samples(
         raise ConfigError(f"k must be at least 1, got {k}")
     spec = get_generator_spec(name)
     t0 = time.perf_counter()
-    gen = spec.factory(train=train or [], seed=seed, **(params or {}))
+    gen = spec.build(train=train or [], seed=seed, **(params or {}))
     setup_s = time.perf_counter() - t0
     lines, seconds = [], []
     for item in tqdm(items, desc=f"{name} x{k}", disable=not progress):

@@ -271,8 +271,8 @@ def build_item_files(
     # the dataset's name picks the pinned files a built-in set is checked against
     limit = data.max_sites_for(dataset, max_sites)
     train, test = data.load_dataset(source, inputs, test_fraction, seed, limit, dataset=dataset, split_by=split_by)
-    test = data.subsample(test, max_test_items, seed)
-    train = data.subsample(train, max_train_items, seed)
+    test = data.subsample(test, max_test_items, seed, "max_test_items")
+    train = data.subsample(train, max_train_items, seed, "max_train_items")
     prompts, train_records = build_items(
         dataset, train, test, template, get_template(load_templates(templates), template)
     )

@@ -28,6 +28,7 @@ from typing import Any
 
 from crucible.crystal.pool import map_calls
 from crucible.crystal.scoring import TIMEOUT_S, sample_as_structure
+from crucible.errors import DataValidationError
 from crucible.io import InFile
 
 
@@ -79,6 +80,11 @@ def relax_samples(
     (a loaded :class:`~crucible.potentials.spec.Potential`), in item and sample order."""
     from tqdm import tqdm
 
+    if k < 1:  # 0 wrote an empty file, -1 relaxed all but each item's last sample
+        raise DataValidationError(f"k must be at least 1, got {k}")
+    # as the config's schema: fmax -1 or NaN never converged (and NaN was written into the sidecar)
+    if not fmax > 0 or fmax == float("inf") or steps < 0:
+        raise DataValidationError(f"fmax must be a positive number and steps 0 or more, got fmax {fmax}, steps {steps}")
     chosen = [(it, s) for it in items for s in drawn.get(it["id"], [])[:k]]
     built = map_calls(
         _built,

@@ -279,6 +279,10 @@ class MatcherWorker:
     """One persistent scoring process; replaced after a timeout or a crash."""
 
     def __init__(self, timeout: float = TIMEOUT_S):
+        if not 0 < timeout < float("inf"):  # --timeout -1 timed every answer out: a match rate of 0, no error
+            raise ConfigError(
+                f"the matcher's time limit (--timeout) must be a positive number of seconds, got {timeout}"
+            )
         self.timeout = timeout
         self._proc = None
         self._conn = None

@@ -168,6 +168,19 @@ def max_sites(config: dict[str, Any], dataset: str) -> int:
     return max_sites_for(dataset, section(config)["max_sites"])
 
 
+def check_max_sites(config: dict[str, Any]) -> None:
+    """A ``{dataset: number}`` site limit naming a set not in ``crystal.datasets`` (a typo such as
+    ``mp20``) would leave the set meant at its own limit without a word."""
+    setting = section(config)["max_sites"]
+    if isinstance(setting, dict):
+        extra = sorted(set(setting) - set(datasets(config)))
+        if extra:
+            raise ConfigError(
+                f"config crystal.max_sites: dataset(s) {', '.join(extra)} not in crystal.datasets "
+                f"({', '.join(datasets(config)) or 'none'})"
+            )
+
+
 def build_params(config: dict[str, Any]) -> dict[str, Any]:
     """The params build-items and the audit share; ``max_sites`` is per dataset (a function of
     the rule's wildcards)."""
@@ -247,6 +260,7 @@ def check(config: dict[str, Any]) -> None:
     csp_responders(config)
     check_mlip_search(config)
     check_relax(config)
+    check_max_sites(config)
 
 
 # ---------------------------------------------------------------- CSP at k samples and the audit

@@ -69,9 +69,28 @@ def _name_ids(ids: Iterable[str], limit: int = 10) -> str:
     return f"{shown} (and {len(ids) - limit} more)" if len(ids) > limit else shown
 
 
+def _check_schema(schema: dict, checked: set[str], where: str) -> None:
+    """``schema`` must be a valid JSON Schema: one that is not (``{"type": "objekt"}``) would be sent
+    to the server and then fail the answers' check with a traceback. Each distinct schema once."""
+    key = json.dumps(schema, sort_keys=True)
+    if key in checked:
+        return
+    from jsonschema import Draft202012Validator, SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        at = "/".join(map(str, exc.path))
+        raise DataValidationError(
+            f"{where}: not a valid JSON Schema{f' at {at}' if at else ''}: {exc.message}"
+        ) from None
+    checked.add(key)
+
+
 def _checked_prompt_lines(path: Path) -> list[tuple[int, dict, Prompt]]:
     """(line number, the whole record, its :class:`Prompt`) per line; ids unique, messages checked."""
     rows: list[tuple[int, dict, Prompt]] = []
+    checked: set[str] = set()
     for lineno, obj in _read_jsonl(path):
         pid = _check_id(path, lineno, obj)
         messages = obj.get("messages")
@@ -90,6 +109,8 @@ def _checked_prompt_lines(path: Path) -> list[tuple[int, dict, Prompt]]:
             raise DataValidationError(
                 f"{path}: line {lineno} (id {pid}): field 'response_schema' must be a JSON Schema object, got {schema!r}"
             )
+        if schema is not None:
+            _check_schema(schema, checked, f"{path}: line {lineno} (id {pid}): field 'response_schema'")
         rows.append((lineno, obj, Prompt(pid, clean, meta, schema)))
     dup = _duplicates((lineno, p.id) for lineno, _, p in rows)
     if dup:

@@ -200,6 +200,20 @@ def entry_from_config_files(paths: Iterable[str | os.PathLike], name: str) -> di
     return models[name]
 
 
+def _check_entry_schema(name: str, entry: Any, where: str) -> None:
+    """The entry against the config schema's ``llm.models`` entry: a hand-run job (``--model-spec``,
+    or ``--config-file`` outside the workflow) skips the workflow's check, and ``"temperature":
+    "hot"`` was a bare ValueError, an unknown key (``pathh``) ignored."""
+    from crucible import config as _config
+
+    models = _config.family_schema("llm")["properties"]["models"]
+    doc = {"type": "object", "properties": {"llm": {"type": "object", "properties": {"models": models}}}}
+    try:
+        _config.check_schema({"llm": {"models": {name: entry}}}, doc)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
 def model_entry(
     name: str,
     spec_json: str | None = None,
@@ -224,6 +238,7 @@ def model_entry(
             raise ConfigError(f"language model {name!r}: no config file and no --model-spec to read it from")
         entry = entry_from_config_files(files, name)
         where = ", ".join(str(f) for f in files)
+    _check_entry_schema(name, entry, where)
     if sha256 and spec_sha256(name, entry) != sha256:
         raise ConfigError(
             f"llm.models.{name} in {where} is not the entry the workflow was planned with (was it set with "
