@@ -18,6 +18,10 @@ BIN    := $(VENV)/bin
 VENV312 := .venv-py312
 LINT   := .venv-lint/bin
 CORES  ?= all
+# Test workers (pytest-xdist): a module's tests stay on one worker (its fixtures are built once);
+# tests/conftest.py starts the longest modules first. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test test-fast test-py312 lint format format-check install install-lint install-llm install-llm-local clean
 
@@ -67,10 +71,10 @@ run: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
 
 test: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_WORKERS)
 
 test-fast: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m "not slow"
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_WORKERS) -m "not slow"
 
 # The linters alone, at the versions of requirements.lock (pyproject's `lint` extra): linting
 # needs neither the project nor torch.
@@ -108,7 +112,7 @@ $(VENV312)/.installed: pyproject.toml requirements.lock
 	touch $@
 
 test-py312: $(VENV312)/.installed
-	PATH="$(CURDIR)/$(VENV312)/bin:$$PATH" $(VENV312)/bin/python -m pytest -q -m "not slow"
+	PATH="$(CURDIR)/$(VENV312)/bin:$$PATH" $(VENV312)/bin/python -m pytest -q $(PYTEST_WORKERS) -m "not slow"
 
 clean:
 	rm -rf results logs .snakemake
