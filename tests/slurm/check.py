@@ -35,9 +35,12 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 SKIP = 77
 
-# Small on purpose (CI time): one task, a model of each CPU rule, and for the GPU partition the EMT
-# potential's EOS and s2ef jobs (GPU rules that need no torch). predict_matbench_gpu is routed by
-# the same set-resources mechanism; its dry-run placement is tested in tests/test_workflow_contract.py.
+# Small on purpose (CI time): one task, a model of each CPU rule, the EMT potential's EOS and s2ef
+# jobs (emt asks for no GPU: run_eos, predict_s2ef) and the same jobs of a user's potential that
+# declares device: gpu (tests/custom_calculators.py, EMT's numbers; run_eos_gpu, predict_s2ef_gpu:
+# the GPU partition and gres/gpu without torch). predict_matbench_gpu is routed by the same
+# set-resources mechanism; its dry-run placement is tested in tests/test_workflow_contract.py.
+GPU_POTENTIAL = "emt-on-gpu"
 CONFIG = {
     "matbench": {
         "tasks": ["matbench_steels"],
@@ -45,8 +48,9 @@ CONFIG = {
         "models": ["dummy", "rf-magpie"],
         "model_params": {"rf-magpie": {"n_estimators": 20}},
     },
+    "potentials": {GPU_POTENTIAL: {"class": "custom_calculators:scaled_emt", "device": "gpu"}},
     "mlip": {
-        "models": ["emt"],
+        "models": ["emt", GPU_POTENTIAL],
         "eos": {"elements": ["Cu"], "points": 7},
         "s2ef": {"datasets": {"vasp": "ase-vasp-testdata"}},
     },
@@ -187,6 +191,7 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
     for d in (local_dir, slurm_dir):
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+        shutil.copy(REPO / "tests" / "custom_calculators.py", d / "custom_calculators.py")
     t0 = time.perf_counter()
     if not (reuse_local and (local_dir / "results").is_dir()):
         proc = snakemake(local_dir, env, "--workflow-profile", str(REPO / "profiles/default"), timeout=1800, cores="2")
@@ -227,10 +232,13 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
         if want == default_partition and "gres/gpu" in r["AllocTRES"]:
             failures.append(f"job {r['JobID']} of CPU rule {rule} holds a GPU: {r['AllocTRES']}")
     names = " ".join(f"_{rules_in(r['Comment'])}_" for r in rows)
-    for gpu_rule in ("run_eos", "predict_s2ef"):
+    for gpu_rule in ("run_eos_gpu", "predict_s2ef_gpu"):
         if f"_{gpu_rule}_" not in names:
             failures.append(f"no job of GPU rule {gpu_rule} in sacct")
-    for cpu_rule in ("predict_matbench", "predict_matbench_task"):
+    # a GPU rule's job that ran elsewhere would pass the per-job checks above unseen
+    if not any(r["Partition"] != default_partition and "gres/gpu=1" in r["AllocTRES"] for r in rows):
+        failures.append("no job ran in the GPU partition with gres/gpu=1")
+    for cpu_rule in ("predict_matbench", "predict_matbench_task", "run_eos", "predict_s2ef"):
         if f"_{cpu_rule}_" not in names:
             failures.append(f"no job of CPU rule {cpu_rule} in sacct")
     # Submissions (sbatch calls, one sacct allocation each) against the jobs the run planned: the
