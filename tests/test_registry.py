@@ -98,3 +98,14 @@ def test_a_lazy_module_that_does_not_register_its_name_is_named():
     assert "ghost" in reg
     with pytest.raises(ConfigError, match="widget 'ghost': module crucible.errors did not register it"):
         reg["ghost"]
+
+
+def test_build_names_a_keyword_the_factory_does_not_take_and_passes_unreadable_signatures():
+    def make(train, seed=0):
+        return (train, seed)
+
+    with pytest.raises(ConfigError, match=r"thing: unknown parameter\(s\) bogus; it takes train, seed"):
+        Spec(name="thing", factory=make).build(train=[], bogus=1)
+    assert Spec(name="thing", factory=make).build(train=[1], seed=2) == ([1], 2)
+    # dict's signature cannot be read (a C callable): the call itself is the check
+    assert Spec(name="builtin", factory=dict).build(a=1) == {"a": 1}
