@@ -9,13 +9,14 @@ Two numbers per command, each the least CPU time (user + system, of the child pr
   that the called library functions make inside themselves are not followed;
 
 and the three most expensive third-party packages in ``python -X importtime`` of the ``imports`` path.
-The whole cost of real jobs, start-up and work, is in the ``benchmark:`` files of a run
-(``cpu_time`` column, the job's process tree): ``--runs DIR`` sums them per rule.
+The whole cost of real jobs, start-up and work: run the workflow with
+``CRUCIBLE_CPU_LOG=DIR/logs/job_cpu.jsonl`` (every ``crucible`` process appends its CPU seconds),
+then ``--runs DIR`` sums them per command.
 
     python benchmarks/bench_cli_startup.py                 # the working tree's src/
     python benchmarks/bench_cli_startup.py --rev 910c2c8   # src/ of a git revision (git archive)
     python benchmarks/bench_cli_startup.py --only reactions matbench
-    python benchmarks/bench_cli_startup.py --runs WORKDIR  # CPU-s per job of a finished run, by rule
+    python benchmarks/bench_cli_startup.py --runs WORKDIR  # CPU-s per job of a finished run, by command
 
 Goal (issue 32): a tiny job (score, table, card) costs at most 0.4 CPU-seconds before its work.
 """
@@ -34,6 +35,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY_JOB_CPU_S = 0.4  # issue 32: a score, table or card job
 
 # Run inside the child: list every command with the imports of its function body, as JSON.
 _LIST = textwrap.dedent(
@@ -134,54 +136,32 @@ def _source_tree(rev: str | None, tmp: Path) -> Path:
     return tmp / "src"
 
 
-_RULE_PATTERNS = textwrap.dedent(
-    """
-    import json, sys
-    from pathlib import Path
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, Quietness, ResourceSettings, StorageSettings
-    snakefile, workdir, *configs = sys.argv[1:]
-    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-        wapi = api.workflow(
-            snakefile=Path(snakefile), workdir=Path(workdir), resource_settings=ResourceSettings(),
-            config_settings=ConfigSettings(configfiles=[Path(c) for c in configs]), storage_settings=StorageSettings(),
-        )
-        out = {r.name: str(r.benchmark) for r in wapi._workflow.rules if r.benchmark}
-    print("PATTERNS " + json.dumps(out))
-    """
-)
+CPU_LOG = Path("logs") / "job_cpu.jsonl"
 
 
-def _per_rule_cpu(workdir: Path) -> int:
-    """Jobs, mean and total ``cpu_time`` per rule from the benchmark files of a run in ``workdir``."""
-    import re
+def _per_command_cpu(workdir: Path) -> int:
+    """Jobs, mean, largest and total CPU seconds per command of a run made in ``workdir`` with
+    ``CRUCIBLE_CPU_LOG=<workdir>/logs/job_cpu.jsonl`` (each ``crucible`` process appends its own
+    ``getrusage``; see ``crucible.cli.log_cpu``). Not Snakemake's ``benchmark:`` files: their
+    ``cpu_time`` is sampled every 0.5 s for 15 s and every 30 s after, so it reads 0 for a job
+    under 0.5 s and about 15 s for a 40-s fit."""
     import statistics
 
-    # A run made with --directory has no config/ of its own: the repository's default config then.
-    configs = [c for c in (workdir / "config.yaml",) if c.exists()] or [ROOT / "config" / "config.yaml"]
-    proc = subprocess.run(
-        [sys.executable, "-c", _RULE_PATTERNS, str(ROOT / "Snakefile"), str(workdir), *map(str, configs)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("PATTERNS "))
-    patterns = {
-        rule: re.compile(re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(pattern)) + "$")
-        for rule, pattern in json.loads(line.removeprefix("PATTERNS ")).items()
-    }
-    per_rule: dict[str, list[float]] = {}
-    for tsv in sorted((workdir / "benchmarks" / "runs").rglob("*.tsv")):
-        rel = str(tsv.relative_to(workdir))
-        rule = next((r for r, p in patterns.items() if p.match(rel)), "?")
-        header, *rows = tsv.read_text().splitlines()
-        col = header.split("\t").index("cpu_time")
-        per_rule.setdefault(rule, []).extend(float(r.split("\t")[col]) for r in rows if r.strip())
-    print(f"{'rule':<32} {'jobs':>5} {'CPU-s/job':>9} {'CPU-s':>8}")
-    for rule, cpu in sorted(per_rule.items(), key=lambda kv: statistics.mean(kv[1])):
-        print(f"{rule:<32} {len(cpu):>5} {statistics.mean(cpu):>9.2f} {sum(cpu):>8.1f}")
-    total = sum(sum(v) for v in per_rule.values())
-    print(f"{'all':<32} {sum(len(v) for v in per_rule.values()):>5} {'':>9} {total:>8.1f}")
+    log = workdir / CPU_LOG
+    if not log.exists():
+        raise SystemExit(f"{log}: no such file; run the workflow with CRUCIBLE_CPU_LOG={log.resolve()}")
+    per_command: dict[str, list[float]] = {}
+    for n, line in enumerate(log.read_text().splitlines(), 1):
+        record = json.loads(line)
+        if record["returncode"] != 0:
+            raise SystemExit(f"{log}, line {n}: a failed command ({' '.join(record['argv'])}); measure a clean run")
+        per_command.setdefault(record["command"], []).append(record["cpu_s"])
+    print(f"{'command':<32} {'jobs':>5} {'CPU-s/job':>9} {'largest':>8} {'CPU-s':>8}")
+    for command, cpu in sorted(per_command.items(), key=lambda kv: statistics.mean(kv[1])):
+        print(f"{command:<32} {len(cpu):>5} {statistics.mean(cpu):>9.2f} {max(cpu):>8.2f} {sum(cpu):>8.1f}")
+    jobs = [c for v in per_command.values() for c in v]
+    print(f"{'all':<32} {len(jobs):>5} {'':>9} {max(jobs):>8.2f} {sum(jobs):>8.1f}")
+    print(f"jobs at most {TINY_JOB_CPU_S} CPU-s: {sum(c <= TINY_JOB_CPU_S for c in jobs)} of {len(jobs)}")
     return 0
 
 
@@ -191,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; the least CPU is kept")
     parser.add_argument("--only", nargs="*", metavar="GROUP", help="only these CLI groups")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
-    parser.add_argument("--runs", type=Path, metavar="WORKDIR", help="only sum the benchmark files of a finished run")
+    parser.add_argument("--runs", type=Path, metavar="WORKDIR", help=f"only sum {CPU_LOG} of a finished run")
     args = parser.parse_args(argv)
     if args.runs:
-        return _per_rule_cpu(args.runs)
+        return _per_command_cpu(args.runs)
 
     with tempfile.TemporaryDirectory() as tmp_name:
         src = _source_tree(args.rev, Path(tmp_name))

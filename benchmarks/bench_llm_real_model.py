@@ -130,6 +130,8 @@ def reaction_targets(dataset, models):
 def snakemake(workdir: Path, targets: list[str], cores: int) -> float:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env["NO_PROXY"] = "127.0.0.1"
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    env["CRUCIBLE_CPU_LOG"] = str((workdir / "logs" / "job_cpu.jsonl").resolve())
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
     cmd += ["--configfile", str(workdir / "config.yaml"), "--cores", str(cores), *targets]
     t0 = time.perf_counter()
@@ -147,16 +149,20 @@ def llm_records(workdir: Path, model: str, dataset: str, question_types: list[st
 
 
 def job_cpu_s(workdir: Path, model: str, dataset: str, question_types: list[str]) -> float:
-    """CPU seconds of the generation jobs, from Snakemake's benchmark files (s and cpu_time)."""
+    """CPU seconds of the model's generation jobs, from the CPU log each ``crucible`` job appends
+    to (``CRUCIBLE_CPU_LOG``, set by :func:`snakemake`). Not the ``cpu_time`` of Snakemake's
+    ``benchmark:`` files: sampled every 30 s after a job's first 15 s, it misses most of a long job."""
+    outs = {f"results/crystal/{CRYSTAL_DATASET}/responses/{model}.jsonl"}
+    outs |= {f"results/reactions/{dataset}/{q}/responses/{model}.jsonl" for q in question_types}
+    log = workdir / "logs" / "job_cpu.jsonl"
     total = 0.0
-    runs = [f"benchmarks/runs/llm/crystal/{CRYSTAL_DATASET}/{model}.tsv"]
-    runs += [f"benchmarks/runs/llm/reactions/{dataset}/{q}/{model}.tsv" for q in question_types]
-    for rel in runs:
-        path = workdir / rel
-        if path.exists():
-            header, row = path.read_text().splitlines()[:2]
-            values = dict(zip(header.split("\t"), row.split("\t")))
-            total += float(values.get("cpu_time", 0) or 0)
+    for line in log.read_text().splitlines() if log.exists() else []:
+        record = json.loads(line)
+        # the rule writes "--out PATH" or "--out=PATH"
+        words = " ".join(record["argv"]).replace("--out=", "--out ").split()
+        out = words[words.index("--out") + 1] if "--out" in words[:-1] else None
+        if record["command"] == "llm generate" and out in outs:
+            total += record["cpu_s"]
     return total
 
 

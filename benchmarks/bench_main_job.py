@@ -99,6 +99,9 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # each job's own CPU seconds (bench_cli_startup.py --runs WORKDIR sums them per command)
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    env["CRUCIBLE_CPU_LOG"] = str((workdir / "logs" / "job_cpu.jsonl").resolve())
     cmd = [
         sys.executable,
         "-m",

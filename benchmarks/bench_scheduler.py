@@ -45,6 +45,9 @@ def snakemake(args: list[str], workdir: Path, log: Path) -> dict[str, float]:
     usage = workdir / ".bench_scheduler_usage.json"
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # each job's own CPU seconds (bench_cli_startup.py --runs WORKDIR sums them per command)
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    env["CRUCIBLE_CPU_LOG"] = str((workdir / "logs" / "job_cpu.jsonl").resolve())
     cmd = [sys.executable, "-c", _WRAPPER, str(usage), "--snakefile", str(REPO / "Snakefile")]
     cmd += ["--directory", str(workdir), "--workflow-profile", str(REPO / "profiles/default"), *args]
     start = time.perf_counter()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -216,3 +218,35 @@ def test_every_option_of_every_command_has_help(group):
     assert missing == []
     # the walk reaches the commands: every group has at least one with options
     assert any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+
+
+def _run_with_rusage(argv: list[str], env: dict) -> tuple[int, float]:
+    """Exit status and CPU seconds (user + system) of ``python -m crucible ARGV``, from the kernel."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crucible", *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
+
+
+def test_cpu_log_records_each_commands_whole_cpu_time(tmp_path, venv_env):
+    # What benchmarks/bench_cli_startup.py --runs sums instead of Snakemake's sampled cpu_time.
+    log = tmp_path / "job_cpu.jsonl"
+    env = {**venv_env, "CRUCIBLE_CPU_LOG": str(log)}
+    rc_ok, cpu_ok = _run_with_rusage(["-v", "features", "version"], env)
+    rc_bad, _ = _run_with_rusage(["matbench", "score", "--no-such-option"], env)
+    assert (rc_ok, rc_bad) == (0, 2)
+    first, second = (json.loads(line) for line in log.read_text().splitlines())
+    assert first["command"] == "features version" and first["argv"] == ["features", "version"]
+    assert first["returncode"] == 0 and second["returncode"] == 2
+    # the interpreter's start-up and numpy's import are included: only the tear-down comes after
+    assert 0.75 * cpu_ok <= first["cpu_s"] <= cpu_ok + 0.01
+
+
+def test_no_cpu_log_without_the_variable(tmp_path, venv_env):
+    env = {k: v for k, v in venv_env.items() if k != "CRUCIBLE_CPU_LOG"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "crucible", "names", "show", "--help"], env=env, cwd=tmp_path, capture_output=True
+    )
+    assert proc.returncode == 0 and list(tmp_path.iterdir()) == []
