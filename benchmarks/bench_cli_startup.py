@@ -142,7 +142,7 @@ CPU_LOG = Path("logs") / "job_cpu.jsonl"
 def _per_command_cpu(workdir: Path) -> int:
     """Jobs, mean, largest and total CPU seconds per command of a run made in ``workdir`` with
     ``CRUCIBLE_CPU_LOG=<workdir>/logs/job_cpu.jsonl`` (each ``crucible`` process appends its own
-    ``getrusage``; see ``crucible.cli.log_cpu``). Not Snakemake's ``benchmark:`` files: their
+    ``getrusage``; see ``crucible.cpu_log``). Not Snakemake's ``benchmark:`` files: their
     ``cpu_time`` is sampled every 0.5 s for 15 s and every 30 s after, so it reads 0 for a job
     under 0.5 s and about 15 s for a 40-s fit."""
     import statistics

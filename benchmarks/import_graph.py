@@ -35,7 +35,8 @@ ROOT = "crucible"
 # Each node's layer, lowest first: a module may import its own layer and those below it only.
 # Written down in CONTRIBUTING.md ("Layers"); a new package or top-level module goes in one.
 LAYERS: dict[str, tuple[str, ...]] = {
-    # Helpers that know nothing of benchmarks: errors, files, names' rules, formats, hashes, torch.
+    # Helpers that know nothing of benchmarks: errors, files, names' rules, formats, hashes, torch,
+    # a command's CPU log.
     "base": (
         "crucible",
         "crucible.errors",
@@ -45,6 +46,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "crucible.hashes",
         "crucible.archives",
         "crucible.progress",
+        "crucible.cpu_log",
         "crucible.torch_setup",
         "crucible.registry",
     ),

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shlex
 import sys
 
-from crucible import __version__
+from crucible import __version__, cpu_log
 from crucible.code_closure import log_imported_modules
 from crucible.commands import GROUPS
 from crucible.errors import CrucibleError
@@ -43,50 +42,11 @@ def group_parser(
     return parser
 
 
-CPU_LOG_VAR = "CRUCIBLE_CPU_LOG"
-
-
-def log_cpu(command: list[str], returncode: int) -> None:
-    """With ``CRUCIBLE_CPU_LOG`` set, append this process's CPU seconds (user + system, its
-    start-up and its waited-for children included) to that file, one JSON line per command.
-
-    What ``benchmarks/bench_cli_startup.py --runs`` sums: Snakemake's ``benchmark:`` files sample
-    a job's CPU every 0.5 s for its first 15 s and every 30 s after, so they record nothing for a
-    job under 0.5 s and at most ~15 s for a 40-s fit.
-    """
-    path = os.environ.get(CPU_LOG_VAR)
-    if not path:
-        return
-    import json
-    import resource
-
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    record = {
-        "command": " ".join(command[:2]),
-        "argv": command,
-        "cpu_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
-        "returncode": returncode,
-    }
-    # One short line in append mode: the lines of jobs that end at once do not interleave.
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, sort_keys=True) + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = list(argv)
-    while command and command[0] in ("-v", "--verbose"):
-        command.pop(0)
-    returncode = 1  # what Python exits with on an exception that escapes
-    try:
-        returncode = _main(argv)
-    except SystemExit as exc:  # argparse: a usage error (2) or --help (0)
-        returncode = exc.code if isinstance(exc.code, int) else 1
-        raise
-    finally:
-        if command and command[0] in GROUPS:
-            log_cpu(command, returncode)
-    return returncode
+    with cpu_log.recorded(argv, GROUPS) as outcome:
+        outcome["returncode"] = _main(argv)
+    return outcome["returncode"]
 
 
 def _main(argv: list[str]) -> int:
