@@ -34,6 +34,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY_JOB_CPU_S = 0.4  # issue 32: a score, table or card job
 
@@ -136,9 +138,6 @@ def _source_tree(rev: str | None, tmp: Path) -> Path:
     return tmp / "src"
 
 
-CPU_LOG = Path("logs") / "job_cpu.jsonl"
-
-
 def _per_command_cpu(workdir: Path) -> int:
     """Jobs, mean, largest and total CPU seconds per command of a run made in ``workdir`` with
     ``CRUCIBLE_CPU_LOG=<workdir>/logs/job_cpu.jsonl`` (each ``crucible`` process appends its own
@@ -147,9 +146,9 @@ def _per_command_cpu(workdir: Path) -> int:
     under 0.5 s and about 15 s for a 40-s fit."""
     import statistics
 
-    log = workdir / CPU_LOG
+    log = workdir / RUN_LOG
     if not log.exists():
-        raise SystemExit(f"{log}: no such file; run the workflow with CRUCIBLE_CPU_LOG={log.resolve()}")
+        raise SystemExit(f"{log}: no such file; run the workflow with {CPU_LOG_VAR}={log.resolve()}")
     per_command: dict[str, list[float]] = {}
     for n, line in enumerate(log.read_text().splitlines(), 1):
         record = json.loads(line)
@@ -171,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement; the least CPU is kept")
     parser.add_argument("--only", nargs="*", metavar="GROUP", help="only these CLI groups")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
-    parser.add_argument("--runs", type=Path, metavar="WORKDIR", help=f"only sum {CPU_LOG} of a finished run")
+    parser.add_argument("--runs", type=Path, metavar="WORKDIR", help=f"only sum {RUN_LOG} of a finished run")
     args = parser.parse_args(argv)
     if args.runs:
         return _per_command_cpu(args.runs)

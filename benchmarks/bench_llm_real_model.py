@@ -41,6 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG  # noqa: E402
+
 from helpers import LlamaCppServer, real_chat_model  # noqa: E402
 
 TF, SERVER = "smollm2-transformers", "smollm2-llamacpp"
@@ -130,8 +132,7 @@ def reaction_targets(dataset, models):
 def snakemake(workdir: Path, targets: list[str], cores: int) -> float:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env["NO_PROXY"] = "127.0.0.1"
-    (workdir / "logs").mkdir(parents=True, exist_ok=True)
-    env["CRUCIBLE_CPU_LOG"] = str((workdir / "logs" / "job_cpu.jsonl").resolve())
+    env[CPU_LOG_VAR] = str((workdir / RUN_LOG).resolve())
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
     cmd += ["--configfile", str(workdir / "config.yaml"), "--cores", str(cores), *targets]
     t0 = time.perf_counter()
@@ -154,7 +155,7 @@ def job_cpu_s(workdir: Path, model: str, dataset: str, question_types: list[str]
     ``benchmark:`` files: sampled every 30 s after a job's first 15 s, it misses most of a long job."""
     outs = {f"results/crystal/{CRYSTAL_DATASET}/responses/{model}.jsonl"}
     outs |= {f"results/reactions/{dataset}/{q}/responses/{model}.jsonl" for q in question_types}
-    log = workdir / "logs" / "job_cpu.jsonl"
+    log = workdir / RUN_LOG
     total = 0.0
     for line in log.read_text().splitlines() if log.exists() else []:
         record = json.loads(line)

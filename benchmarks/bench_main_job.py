@@ -26,6 +26,8 @@ from pathlib import Path
 import pandas as pd
 import psutil
 
+from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -100,8 +102,7 @@ def main() -> int:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     # each job's own CPU seconds (bench_cli_startup.py --runs WORKDIR sums them per command)
-    (workdir / "logs").mkdir(parents=True, exist_ok=True)
-    env["CRUCIBLE_CPU_LOG"] = str((workdir / "logs" / "job_cpu.jsonl").resolve())
+    env[CPU_LOG_VAR] = str((workdir / RUN_LOG).resolve())
     cmd = [
         sys.executable,
         "-m",

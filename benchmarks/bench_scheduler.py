@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Run as the child: Snakemake's own CLI, with an exit hook that records where the CPU went.
@@ -46,8 +48,7 @@ def snakemake(args: list[str], workdir: Path, log: Path) -> dict[str, float]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     # each job's own CPU seconds (bench_cli_startup.py --runs WORKDIR sums them per command)
-    (workdir / "logs").mkdir(parents=True, exist_ok=True)
-    env["CRUCIBLE_CPU_LOG"] = str((workdir / "logs" / "job_cpu.jsonl").resolve())
+    env[CPU_LOG_VAR] = str((workdir / RUN_LOG).resolve())
     cmd = [sys.executable, "-c", _WRAPPER, str(usage), "--snakefile", str(REPO / "Snakefile")]
     cmd += ["--directory", str(workdir), "--workflow-profile", str(REPO / "profiles/default"), *args]
     start = time.perf_counter()

@@ -44,17 +44,17 @@ def group_parser(
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    with cpu_log.recorded(argv, GROUPS) as outcome:
-        outcome["returncode"] = _main(argv)
-    return outcome["returncode"]
-
-
-def _main(argv: list[str]) -> int:
-    top = _top_parser()
     verbose = False
     while argv and argv[0] in ("-v", "--verbose"):
         verbose = True
         argv.pop(0)
+    with cpu_log.recorded(argv, GROUPS) as outcome:
+        outcome["returncode"] = _main(argv, verbose)
+    return outcome["returncode"]
+
+
+def _main(argv: list[str], verbose: bool) -> int:
+    top = _top_parser()
     if not argv or argv[0] not in GROUPS:
         top.parse_args(argv)  # prints help / version / an "invalid choice" error
         top.print_help()

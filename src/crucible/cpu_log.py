@@ -12,18 +12,19 @@ import contextlib
 import json
 import os
 import resource
+from pathlib import Path
 from typing import Collection, Iterator
 
 CPU_LOG_VAR = "CRUCIBLE_CPU_LOG"
+# where a measured run keeps it, under its working directory (README, benchmarks/)
+RUN_LOG = Path("logs") / "job_cpu.jsonl"
 
 
 @contextlib.contextmanager
 def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, int]]:
-    """Around a command's whole run: its CPU is logged at the end, whatever the exit (the caller
-    sets ``["returncode"]``; an escaping exception is 1, argparse's exit its own code)."""
-    words = list(argv)
-    while words and words[0] in ("-v", "--verbose"):
-        words.pop(0)
+    """Around a command's whole run (``argv``: group, verb, options): its CPU is logged at the end,
+    whatever the exit (the caller sets ``["returncode"]``; an escaping exception is 1, argparse's
+    exit its own code)."""
     outcome = {"returncode": 1}
     try:
         yield outcome
@@ -31,8 +32,8 @@ def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, int
         outcome["returncode"] = exc.code if isinstance(exc.code, int) else 1
         raise
     finally:
-        if words and words[0] in groups:
-            log_cpu(words, outcome["returncode"])
+        if argv and argv[0] in groups:
+            log_cpu(list(argv), outcome["returncode"])
 
 
 def log_cpu(command: list[str], returncode: int) -> None:
@@ -49,5 +50,6 @@ def log_cpu(command: list[str], returncode: int) -> None:
         "returncode": returncode,
     }
     # One short line in append mode: the lines of jobs that end at once do not interleave.
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, sort_keys=True) + "\n")
