@@ -249,3 +249,14 @@ def test_no_cpu_log_without_the_variable(tmp_path, venv_env):
         [sys.executable, "-m", "crucible", "names", "show", "--help"], env=env, cwd=tmp_path, capture_output=True
     )
     assert proc.returncode == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_a_cpu_log_that_cannot_be_written_stops_the_command_in_one_line(tmp_path, venv_env):
+    # a folder where the file goes: the command stops before its work, naming the variable
+    env = {**venv_env, "CRUCIBLE_CPU_LOG": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "crucible", "features", "version"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"CRUCIBLE_CPU_LOG={tmp_path}: cannot append to it (Is a directory)" in proc.stderr
+    assert "Traceback" not in proc.stderr

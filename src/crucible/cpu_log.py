@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import resource
+import sys
 from pathlib import Path
 from typing import Collection, Iterator
 
@@ -24,7 +25,11 @@ RUN_LOG = Path("logs") / "job_cpu.jsonl"
 def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, int]]:
     """Around a command's whole run (``argv``: group, verb, options): its CPU is logged at the end,
     whatever the exit (the caller sets ``["returncode"]``; an escaping exception is 1, argparse's
-    exit its own code)."""
+    exit its own code). A log that cannot be written stops the command before its work, in one
+    line (exit 2): a measured run never loses a job's line unnoticed."""
+    path = os.environ.get(CPU_LOG_VAR) if argv and argv[0] in groups else None
+    if path:
+        _append(path, "")  # creates the folder and the file
     outcome = {"returncode": 1}
     try:
         yield outcome
@@ -32,24 +37,27 @@ def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, int
         outcome["returncode"] = exc.code if isinstance(exc.code, int) else 1
         raise
     finally:
-        if argv and argv[0] in groups:
-            log_cpu(list(argv), outcome["returncode"])
+        if path:
+            _append(path, json.dumps(cpu_record(list(argv), outcome["returncode"]), sort_keys=True) + "\n")
 
 
-def log_cpu(command: list[str], returncode: int) -> None:
-    """Append this process's CPU seconds (user + system, start-up and waited-for children
-    included) to ``$CRUCIBLE_CPU_LOG``, if set."""
-    path = os.environ.get(CPU_LOG_VAR)
-    if not path:
-        return
+def cpu_record(command: list[str], returncode: int) -> dict:
+    """This process's CPU seconds so far (user + system, start-up and waited-for children included)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    record = {
+    return {
         "command": " ".join(command[:2]),
         "argv": command,
         "cpu_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
         "returncode": returncode,
     }
+
+
+def _append(path: str, text: str) -> None:
     # One short line in append mode: the lines of jobs that end at once do not interleave.
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, sort_keys=True) + "\n")
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        print(f"crucible: error: {CPU_LOG_VAR}={path}: cannot append to it ({exc.strerror or exc})", file=sys.stderr)
+        raise SystemExit(2) from None
