@@ -121,13 +121,15 @@ def test_an_edit_of_one_module_changes_exactly_the_commands_that_reach_it(monkey
     every other command keeps its own."""
     commands = [c for c in all_commands() if c[0] != "sources"]
     before = {c: code_closure.digest(code_identity(*c)) for c in commands}
-    target = code_closure._module_file("crucible.crystal.scoring")
-    real = code_closure.module_digest
+    import dataclasses
 
-    def edited(path):
-        return "edited" if path == target else real(path)
+    real = code_closure._module
 
-    monkeypatch.setattr(code_closure, "module_digest", edited)
+    def edited(module):
+        info = real(module)
+        return dataclasses.replace(info, top_digest="edited") if module == "crucible.crystal.scoring" else info
+
+    monkeypatch.setattr(code_closure, "_module", edited)
     code_identity.cache_clear()
     try:
         after = {c: code_closure.digest(code_identity(*c)) for c in commands}
@@ -144,7 +146,7 @@ def test_code_digest_cache_follows_the_sources(tmp_path):
     cache = tmp_path / "digests.json"
     code_closure._code_cache.cache_clear()
     first = code_closure.code_digest("matbench", "score", cache_file=cache)
-    assert json.loads(cache.read_text())["digests"]["matbench score"] == first
+    assert json.loads(cache.read_text())["digests"]["matbench score"]["digest"] == first
     assert code_closure.code_digest("matbench", "score", cache_file=None) == first
     code_closure._code_cache.cache_clear()
 
@@ -313,3 +315,65 @@ def test_every_rule_hands_its_command_the_job_identity():
                     missing.append(f"{path.name}:{i + 2}")
                 assert re.search(r"\bcrucible [a-z]", first), f"{path.name}:{i + 2} runs no crucible command"
     assert missing == []
+
+
+# Identity per thing (issue 44): a job's code is its command's closure with the registry entries and
+# user classes its names stand for, not every entry of the registry.
+def _predict_digest(root, monkeypatch=None):
+    return code_closure.digest(code_identity("matbench", "predict", (root,)))
+
+
+def test_a_model_jobs_code_is_its_own_entry_not_the_registry(monkeypatch):
+    from crucible.code_closure import entry_root
+
+    roots = {
+        m: entry_root("crucible.models.registry", m) for m in ("dummy", "gbm-magpie", "rf-magpie", "comp-transformer")
+    }
+    mods = {m: set(code_identity("matbench", "predict", (r,))["modules"]) for m, r in roots.items()}
+    assert "crucible.models.trees" in mods["gbm-magpie"] and "crucible.models.trees" not in mods["dummy"]
+    assert not any(m.startswith("crucible.models.comp_transformer") for m in mods["gbm-magpie"] | mods["dummy"])
+    assert "crucible.models.comp_transformer.network" in mods["comp-transformer"]
+    before = {m: _predict_digest(r) for m, r in roots.items()}
+    # an edit of the gradient-boosting factory: the gbm jobs' code changes, rf's and dummy's do not
+    import dataclasses
+
+    real = code_closure._module
+
+    def edited(module):
+        info = real(module)
+        if module != "crucible.models.trees":
+            return info
+        return dataclasses.replace(info, def_digests={**info.def_digests, "_gradient_boosting": "edited"})
+
+    monkeypatch.setattr(code_closure, "_module", edited)
+    code_identity.cache_clear()
+    try:
+        after = {m: _predict_digest(r) for m, r in roots.items()}
+    finally:
+        code_identity.cache_clear()
+    assert {m for m in roots if after[m] != before[m]} == {"gbm-magpie"}
+
+
+def test_a_users_class_is_followed_through_the_users_modules(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mymodels.py").write_text(
+        "import numpy\nfrom helpers_of_mine import shift\n\nclass MyReg:\n    def predict(self, X):\n"
+        "        return shift(X)\n\ndef unused():\n    return 0\n"
+    )
+    (tmp_path / "helpers_of_mine.py").write_text("def shift(x):\n    return x + 1.0\n")
+    code_closure._find_module_file.cache_clear()
+    code_closure._module.cache_clear()
+    code_identity.cache_clear()
+    root = code_closure.class_root("mymodels:MyReg")
+    first = code_identity("matbench", "predict", (root,))
+    assert {"mymodels", "helpers_of_mine"} <= set(first["modules"]) and "numpy" in first["packages"]
+    (tmp_path / "helpers_of_mine.py").write_text("def shift(x):\n    # why\n    return x + 1.0\n")
+    code_closure._module.cache_clear()
+    code_identity.cache_clear()
+    assert code_identity("matbench", "predict", (root,)) == first  # a comment changes nothing
+    (tmp_path / "helpers_of_mine.py").write_text("def shift(x):\n    return x + 100.0\n")
+    code_closure._module.cache_clear()
+    code_identity.cache_clear()
+    assert code_identity("matbench", "predict", (root,))["modules"] != first["modules"]
+    code_closure._module.cache_clear()
+    code_identity.cache_clear()

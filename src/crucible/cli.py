@@ -82,7 +82,7 @@ def _main(argv: list[str], verbose: bool) -> int:
         result = stage.run(args.stage, args)
         if job is not None and not result:
             job.write_records(["crucible", group, *rest], names)
-        log_imported_modules(group, getattr(args, "command", None))
+        log_imported_modules(group, getattr(args, "command", None), job.roots if job is not None else ())
     except CrucibleError as exc:
         print(f"crucible {group}: error: {exc}", file=sys.stderr)
         return 2

@@ -44,16 +44,29 @@ def short(hex_digest: str) -> str:
 
 
 def _module_file(module: str) -> Path | None:
-    """The source file of a crucible module, found by path (nothing is imported)."""
+    """The source file of a crucible module, or of a user's module beside the project (under the
+    working directory, which the workflow and its jobs put on the path), found by path: nothing
+    is imported. An installed package is not a module file: its distribution identifies it."""
+    return _find_module_file(module, os.getcwd())
+
+
+@lru_cache(maxsize=None)
+def _find_module_file(module: str, cwd: str) -> Path | None:
     parts = module.split(".")
-    if parts[0] != PACKAGE:
+    if not all(p.isidentifier() for p in parts):
         return None
-    base = PACKAGE_ROOT.joinpath(*parts[1:])
+    root = PACKAGE_ROOT if parts[0] == PACKAGE else Path(cwd)
+    base = root.joinpath(*parts[1:]) if parts[0] == PACKAGE else root.joinpath(*parts)
     if (base / "__init__.py").is_file():
         return base / "__init__.py"
     if base.with_suffix(".py").is_file():
         return base.with_suffix(".py")
     return None
+
+
+def is_user_module(module: str) -> bool:
+    """A module of the user's own beside the project (not crucible's, not installed)."""
+    return module.split(".")[0] != PACKAGE and _module_file(module) is not None
 
 
 def _parents(module: str) -> list[str]:
@@ -110,15 +123,38 @@ _DISPATCHERS = frozenset({"crucible.cli", "crucible.commands"})
 _MODULE_NAME = re.compile(r"crucible(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
+def entry(name: str) -> str:
+    """The pseudo-definition of a registry entry named ``name`` in the module that declares it: a
+    spec call ``XSpec(name="...", ...)`` at its top level, or a key of a registry's ``lazy=``
+    table (which takes the entry of the same name in the module it names). Taking it takes what
+    that one entry's call names (its factory), not the other entries of the registry."""
+    return f"<entry {name}>"
+
+
+def _is_target(target: str) -> bool:
+    return target.split(".")[0] == PACKAGE or is_user_module(target)
+
+
+def _walk(node: ast.AST, skip: frozenset[int]) -> Iterable[ast.AST]:
+    """``ast.walk`` that does not descend into the nodes of ``skip`` (by id)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        if id(current) in skip:
+            continue
+        yield current
+        todo.extend(ast.iter_child_nodes(current))
+
+
 def _edges(nodes: Iterable[ast.AST], module: str, is_package: bool) -> tuple[list[Edge], set[str]]:
-    """What ``nodes`` import (crucible modules, with the names they take) and the top-level names of
-    the other packages they import. A string that names a crucible module counts as importing all
-    of it: registries import their entries by name (importlib)."""
+    """What ``nodes`` import (crucible modules and a user's, with the names they take) and the
+    top-level names of the other packages they import. A string that names a crucible module
+    counts as importing all of it: some code imports modules by name (importlib)."""
     edges: list[Edge] = []
     others: set[str] = set()
 
     def add(target: str, names: frozenset[str] | None) -> None:
-        if target.split(".")[0] == PACKAGE:
+        if _is_target(target):
             edges.append((target, names))
         elif target:
             others.add(target.split(".")[0])
@@ -149,15 +185,68 @@ def _edges(nodes: Iterable[ast.AST], module: str, is_package: bool) -> tuple[lis
     return edges, others
 
 
+def _spec_call_name(node: ast.AST) -> str | None:
+    """``name`` of a registry entry's spec call (``ModelSpec(name="dummy", ...)``), else None."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if not func.endswith("Spec"):
+        return None
+    for kw in node.keywords:
+        if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            return kw.value.value
+    return None
+
+
+def _lazy_tables(tree: ast.Module) -> list[ast.Dict]:
+    """The ``lazy=`` tables of the module's registries (``Registry(..., lazy=_BUILTINS)``): dicts of
+    entry name -> the module that declares it."""
+    assigned = {
+        t.id: stmt.value
+        for stmt in tree.body
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict)
+        for t in stmt.targets
+        if isinstance(t, ast.Name)
+    }
+    tables = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Registry":
+            for kw in node.keywords:
+                value = assigned.get(kw.value.id) if isinstance(kw.value, ast.Name) else kw.value
+                if kw.arg == "lazy" and isinstance(value, ast.Dict):
+                    tables.append(value)
+    return tables
+
+
 @dataclass(frozen=True)
 class _Module:
-    """One crucible module's import structure: what importing it runs (its top-level statements),
-    and what each of its functions and classes imports and which of its other definitions it names."""
+    """One module's import structure: what importing it runs (its top-level statements), what
+    each of its definitions (functions, classes, registry entries) imports and which of its other
+    definitions it names, and the digest of each part."""
 
     top: tuple[list[Edge], set[str]]
     top_refs: frozenset[str]
     defs: dict[str, tuple[list[Edge], set[str]]]
     refs: dict[str, frozenset[str]]
+    top_digest: str
+    def_digests: dict[str, str]
+
+
+def _dump(node: ast.AST) -> str:
+    return hashlib.sha256(ast.dump(node).encode()).hexdigest()
+
+
+class _Placeholders(ast.NodeTransformer):
+    """Each registry entry replaced by its name, so that the digest of the top level does not
+    hold the entries (each entry's own digest does)."""
+
+    def __init__(self, entries: dict[int, str]):
+        self.entries = entries
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if id(node) in self.entries:
+            return ast.Constant(self.entries[id(node)])
+        return super().visit(node)
 
 
 @lru_cache(maxsize=None)
@@ -165,23 +254,84 @@ def _module(module: str) -> _Module | None:
     path = _module_file(module)
     if path is None:
         return None
-    tree = _parsed(path)
+    tree = _strip(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
     is_package = path.name == "__init__.py"
     defs = {n.name: n for n in tree.body if isinstance(n, _DEFS)}
+    top_nodes = [n for n in tree.body if not isinstance(n, _DEFS)]
+
+    # registry entries: spec calls at the top level, and the keys of lazy tables
+    entry_nodes: dict[str, list[ast.AST]] = {}
+    entry_edges: dict[str, list[Edge]] = {}
+    placeholders: dict[int, str] = {}
+    for table in _lazy_tables(tree):
+        placeholders[id(table)] = "<lazy table>"
+        for key, value in zip(table.keys, table.values):
+            if isinstance(key, ast.Constant) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                name = entry(str(key.value))
+                entry_nodes.setdefault(name, []).extend([key, value])
+                entry_edges.setdefault(name, []).append((value.value, frozenset({name})))
+    for stmt in top_nodes:
+        for node in ast.walk(stmt):
+            name = _spec_call_name(node)
+            if name is not None and id(node) not in placeholders:
+                placeholders[id(node)] = entry(name)
+                entry_nodes.setdefault(entry(name), []).append(node)
+    skip = frozenset(placeholders)
 
     def names_in(nodes: Iterable[ast.AST]) -> frozenset[str]:
-        return frozenset(n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defs)
+        return frozenset(n.id for node in nodes for n in _walk(node, skip) if isinstance(n, ast.Name) and n.id in defs)
 
-    top_nodes = [n for n in tree.body if not isinstance(n, _DEFS)]
-    # a definition's decorators and default values run at import too
+    # a definition's decorators and default values run at import too; a decorated definition may
+    # be registered by its decorator, so importing the module takes it
     decorations = [d for n in defs.values() for d in [*n.decorator_list, *_defaults(n)]]
-    top_walk = [x for n in top_nodes + decorations for x in ast.walk(n)]
+    decorated = frozenset(name for name, n in defs.items() if n.decorator_list and not _harmless(n))
+    top_walk = [x for n in top_nodes + decorations for x in _walk(n, skip)]
+    all_defs = {name: _edges(list(ast.walk(node)), module, is_package) for name, node in defs.items()}
+    all_refs = {name: names_in([node]) for name, node in defs.items()}
+    def_digests = {name: _dump(node) for name, node in defs.items()}
+    for name, nodes in entry_nodes.items():
+        walked = [x for node in nodes for x in ast.walk(node)]
+        found, others = _edges(walked, module, is_package)
+        strings = {e for e in found if e[1] is None and any(e[0] == getattr(n, "value", None) for n in nodes)}
+        all_defs[name] = ([e for e in found if e not in strings] + entry_edges.get(name, []), others)
+        all_refs[name] = frozenset(
+            n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defs
+        )
+        def_digests[name] = hashlib.sha256("".join(ast.dump(n) for n in nodes).encode()).hexdigest()
+    transformer = _Placeholders(placeholders)
+    top_text = "".join(ast.dump(transformer.visit(n)) for n in top_nodes + decorations)
     return _Module(
         top=_edges(top_walk, module, is_package),
-        top_refs=names_in(top_nodes + decorations),
-        defs={name: _edges(list(ast.walk(node)), module, is_package) for name, node in defs.items()},
-        refs={name: names_in([node]) for name, node in defs.items()},
+        top_refs=names_in(top_nodes + decorations) | decorated,
+        defs=all_defs,
+        refs=all_refs,
+        top_digest=hashlib.sha256(top_text.encode()).hexdigest(),
+        def_digests=def_digests,
     )
+
+
+# Decorators that only wrap the function they decorate (no registration at import).
+_WRAPPING_DECORATORS = frozenset(
+    {
+        "lru_cache",
+        "cache",
+        "cached_property",
+        "property",
+        "staticmethod",
+        "classmethod",
+        "dataclass",
+        "wraps",
+        "contextmanager",
+    }
+)
+
+
+def _harmless(node: ast.AST) -> bool:
+    def name(d: ast.AST) -> str:
+        d = d.func if isinstance(d, ast.Call) else d
+        return d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")
+
+    return all(name(d) in _WRAPPING_DECORATORS for d in node.decorator_list)
 
 
 def _defaults(node: ast.AST) -> list[ast.AST]:
@@ -191,14 +341,9 @@ def _defaults(node: ast.AST) -> list[ast.AST]:
     return [*args.defaults, *[d for d in args.kw_defaults if d is not None]]
 
 
-def import_closure(roots: Iterable[Edge | str]) -> tuple[list[str], list[str]]:
-    """The crucible modules a run from ``roots`` can import, and the top-level names of the other
-    packages they import, both sorted. A root is a module (all of it) or ``(module, names)``.
-
-    Importing a module runs its top-level statements, so their imports always count; an import
-    inside a function or class counts where that definition is taken (``from m import f``, or
-    named by a definition taken before), so that a job whose command never reaches a function does
-    not depend on what that function imports lazily."""
+def _closure(roots: Iterable[Edge | str]) -> tuple[dict[str, set[str] | None], set[str]]:
+    """Each module a run from ``roots`` can import with the definitions of it taken (None: all),
+    and the top-level names of the other packages they import."""
     taken: dict[str, set[str] | None] = {}
     others: set[str] = set()
     todo: list[Edge] = [(r, None) if isinstance(r, str) else r for r in roots]
@@ -206,6 +351,8 @@ def import_closure(roots: Iterable[Edge | str]) -> tuple[list[str], list[str]]:
         name, names = todo.pop()
         info = _module(name)
         if info is None:
+            if name.split(".")[0] != PACKAGE:  # a root in an installed package: its distribution
+                others.add(name.split(".")[0])
             continue
         if name not in taken:  # imported for the first time: its top-level statements run
             taken[name] = set()
@@ -230,7 +377,34 @@ def import_closure(roots: Iterable[Edge | str]) -> tuple[list[str], list[str]]:
             pending += sorted(info.refs[d] - done)
         if names is None:
             taken[name] = None
+    return taken, others
+
+
+def import_closure(roots: Iterable[Edge | str]) -> tuple[list[str], list[str]]:
+    """The modules (crucible's and a user's) a run from ``roots`` can import, and the top-level
+    names of the other packages they import, both sorted. A root is a module (all of it) or
+    ``(module, names)``; a name may be a registry entry (:func:`entry`).
+
+    Importing a module runs its top-level statements, so their imports always count; an import
+    inside a function or class counts where that definition is taken (``from m import f``, or
+    named by a definition taken before), so that a job whose command never reaches a function does
+    not depend on what that function imports lazily. A registry's entries are definitions of
+    their own: a job takes the entries its names hold (a model, a potential), not the registry."""
+    taken, others = _closure(roots)
     return sorted(taken), sorted(others)
+
+
+def closure_digests(roots: Iterable[Edge | str]) -> tuple[dict[str, str], list[str]]:
+    """``{module: digest}`` of what a run from ``roots`` can run -- each module's top level and the
+    definitions of it that are taken, so that an edit of one model's factory changes the digest of
+    that model's jobs alone -- and the top-level names of the other packages."""
+    taken, others = _closure(roots)
+    out = {}
+    for name, defs in sorted(taken.items()):
+        info = _module(name)
+        chosen = sorted(info.def_digests if defs is None else defs)
+        out[name] = digest([info.top_digest, [[d, info.def_digests[d]] for d in chosen]])
+    return out, sorted(others)
 
 
 @lru_cache(maxsize=1)
@@ -265,11 +439,11 @@ def _version(dist: str) -> str | None:
 
 
 def _package_data(modules: Iterable[str]) -> dict[str, str]:
-    """SHA-256 of the data files (not Python) in the package folders of ``modules``."""
+    """SHA-256 of the data files (not Python) in the crucible package folders of ``modules``."""
     data: dict[str, str] = {}
     for module in modules:
         path = _module_file(module)
-        if path is not None and path.name == "__init__.py":
+        if module.split(".")[0] == PACKAGE and path is not None and path.name == "__init__.py":
             data.update(_data_files(path.parent))
     return dict(sorted(data.items()))
 
@@ -298,78 +472,175 @@ def command_handler(group: str, verb: str) -> tuple[str, str]:
     raise ValueError(f"no command 'crucible {group} {verb}'")
 
 
-@lru_cache(maxsize=None)
-def code_identity(group: str, verb: str) -> dict[str, Any]:
-    """What ``crucible group verb`` runs: module digests, package data, distribution versions."""
+# A job's code roots beyond its command: the registry entries and user classes its names stand
+# for, as JSON-able pairs (module, names taken or None for all of it).
+Root = tuple[str, "tuple[str, ...] | None"]
+
+
+def normal_roots(roots: Iterable[Any]) -> tuple[Root, ...]:
+    """``roots`` (pairs, lists from JSON) as one sorted, hashable form."""
+    out = set()
+    for module, names in roots:
+        out.add((str(module), None if names is None else tuple(sorted(map(str, names)))))
+    return tuple(sorted(out, key=lambda r: (r[0], r[1] is None, r[1] or ())))
+
+
+def class_root(class_path: str) -> Root:
+    """The root of a thing given by class path (``"package.module:Class"``, a user's estimator or
+    potential): that definition of its module (a module beside the project is followed as
+    crucible's own are; an installed one is identified by its distribution)."""
+    module, _, name = class_path.partition(":")
+    return (module, (name.split(".")[0],) if name else None)
+
+
+def entry_root(registry_module: str, name: str) -> Root:
+    """The root of registry entry ``name`` of the registry declared in ``registry_module``."""
+    return (registry_module, (entry(name),))
+
+
+def command_roots(group: str, verb: str) -> list[Edge]:
+    """Where ``crucible group verb`` starts: its group module's top level (every command builds its
+    group's parser from the declarations there), its function, and the CLI's entry."""
     from crucible.commands import GROUPS
 
     module, function = command_handler(group, verb)
-    # every command builds its group's parser from the group module's declarations (its top
-    # level) before its function runs
-    roots = [(GROUPS[group][0], frozenset()), (module, frozenset({function}))]
-    modules, others = import_closure([*roots, ("crucible.cli", frozenset({"main"}))])
-    return {
+    return [(GROUPS[group][0], frozenset()), (module, frozenset({function})), ("crucible.cli", frozenset({"main"}))]
+
+
+def code_identity(group: str, verb: str, roots: Iterable[Any] = ()) -> dict[str, Any]:
+    """:func:`_code_identity` of ``roots`` in any form (pairs, lists from JSON)."""
+    return _code_identity(group, verb, normal_roots(roots))
+
+
+def _clear() -> None:
+    _code_identity.cache_clear()
+
+
+code_identity.cache_clear = _clear  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=None)
+def _code_identity(group: str, verb: str, roots: tuple[Root, ...] = ()) -> dict[str, Any]:
+    """What ``crucible group verb`` runs for a job whose names stand for ``roots`` (a model's
+    registry entry, a user's class): module digests (of the definitions taken), package data,
+    distribution versions."""
+    extra = [(m, None if n is None else frozenset(n)) for m, n in normal_roots(roots)]
+    modules, others = closure_digests([*command_roots(group, verb), *extra])
+    out = {
         "command": f"{group} {verb}",
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "modules": {m: module_digest(_module_file(m)) for m in modules},
+        "modules": modules,
         "package_data": _package_data(modules),
         "packages": package_versions(others),
     }
+    if roots:
+        out["roots"] = [list(r) for r in normal_roots(roots)]
+    return out
 
 
 CODE_CACHE_FILE = Path(".snakemake") / "crucible-code-digests.json"
+CODE_CACHE_FORMAT = 2
+
+
+def _stat_key(path: Path) -> list[int]:
+    # ctime cannot be set back (touch -r restores mtime only): an edit always moves it
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _source_stamp() -> str:
     """Changes whenever a crucible source file or an installed distribution may have: the
-    (name, mtime, size) of every package file and the mtime of every site-packages folder
-    (installing or removing a distribution adds or removes its folder there)."""
+    (name, size, mtime, ctime, inode) of every package file and the mtime of every site-packages
+    folder (installing or removing a distribution adds or removes its folder there)."""
     files = [
-        (str(p.relative_to(PACKAGE_ROOT)), p.stat().st_mtime_ns, p.stat().st_size)
+        (str(p.relative_to(PACKAGE_ROOT)), *_stat_key(p))
         for p in sorted(PACKAGE_ROOT.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
     ]
     sites = [(d, os.stat(d).st_mtime_ns) for d in sys.path if d.endswith("-packages") and os.path.isdir(d)]
-    return digest([sys.version, files, sites])
+    return digest([sys.version, os.getcwd(), files, sites])
+
+
+def _user_files(identity: dict[str, Any]) -> dict[str, list[int]]:
+    """The stat keys of the user's module files an identity holds (they are outside the stamp)."""
+    out = {}
+    for module in identity["modules"]:
+        if module.split(".")[0] != PACKAGE:
+            path = _module_file(module)
+            if path is not None:
+                out[str(path)] = _stat_key(path)
+    return out
+
+
+def _unchanged(files: dict[str, list[int]]) -> bool:
+    try:
+        return all(_stat_key(Path(p)) == key for p, key in files.items())
+    except OSError:
+        return False
 
 
 @lru_cache(maxsize=1)
-def _code_cache(cache_file: Path) -> tuple[str, dict[str, str]]:
+def _code_cache(cache_file: Path) -> tuple[str, dict[str, Any]]:
     stamp = _source_stamp()
     try:
         doc = json.loads(cache_file.read_text(encoding="utf-8"))
-        if doc.get("stamp") == stamp and isinstance(doc.get("digests"), dict):
+        if (
+            doc.get("format") == CODE_CACHE_FORMAT
+            and doc.get("stamp") == stamp
+            and isinstance(doc.get("digests"), dict)
+        ):
             return stamp, doc["digests"]
     except (OSError, ValueError, AttributeError):
         pass
     return stamp, {}
 
 
-def code_digest(group: str, verb: str, cache_file: Path | None = CODE_CACHE_FILE) -> str:
-    """:func:`code_identity`'s digest. Planning a DAG asks it for every rule: with ``cache_file``
+def code_digest(group: str, verb: str, roots: Iterable[Any] = (), cache_file: Path | None = CODE_CACHE_FILE) -> str:
+    """:func:`code_identity`'s digest. Planning a DAG asks it for every job: with ``cache_file``
     the digests are kept between plannings while no source file or distribution changed."""
+    roots = normal_roots(roots)
     if cache_file is None:
-        return digest(code_identity(group, verb))
+        return digest(code_identity(group, verb, roots))
     stamp, digests = _code_cache(cache_file)
-    command = f"{group} {verb}"
-    if command not in digests:
-        digests[command] = digest(code_identity(group, verb))
-        if cache_file.parent.is_dir():
-            from crucible.io import write_json
+    key = f"{group} {verb}" + (f" {canonical_json(roots)}" if roots else "")
+    hit = digests.get(key)
+    if isinstance(hit, dict) and _unchanged(hit.get("files", {})):
+        return hit["digest"]
+    identity = code_identity(group, verb, roots)
+    digests[key] = {"digest": digest(identity), "files": _user_files(identity)}
+    if cache_file.parent.is_dir():
+        from crucible.io import write_json
 
-            write_json({"stamp": stamp, "digests": dict(sorted(digests.items()))}, cache_file)
-    return digests[command]
+        write_json({"format": CODE_CACHE_FORMAT, "stamp": stamp, "digests": dict(sorted(digests.items()))}, cache_file)
+    return digests[key]["digest"]
 
 
 MODULES_LOG_VAR = "CRUCIBLE_MODULES_LOG"
 
 
-def log_imported_modules(group: str, verb: str | None) -> None:
+def log_imported_modules(group: str, verb: str | None, roots: Iterable[Any] = ()) -> None:
     """With ``CRUCIBLE_MODULES_LOG`` set (a test keeping the static closure honest), append the
-    crucible modules this process imported to that file, one JSON line per command."""
+    crucible modules and the user's modules this process imported to that file, with the job's
+    code roots, one JSON line per command."""
     path = os.environ.get(MODULES_LOG_VAR)
     if not path or verb is None:
         return
-    loaded = sorted(m for m in list(sys.modules) if m == PACKAGE or m.startswith(PACKAGE + "."))
+    loaded = sorted(
+        m
+        for m, mod in list(sys.modules.items())
+        if m == PACKAGE or m.startswith(PACKAGE + ".") or _is_user_file(getattr(mod, "__file__", None))
+    )
+    line = {"command": f"{group} {verb}", "roots": [list(r) for r in normal_roots(roots)], "modules": loaded}
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(canonical_json({"command": f"{group} {verb}", "modules": loaded}) + "\n")
+        fh.write(canonical_json(line) + "\n")
+
+
+def _is_user_file(file: str | None) -> bool:
+    if not file:
+        return False
+    here = Path(os.getcwd()).resolve()
+    try:
+        real = Path(file).resolve()
+    except OSError:
+        return False
+    return here in real.parents and "-packages" not in str(real) and PACKAGE_ROOT not in real.parents

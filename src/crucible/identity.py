@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.code_closure import canonical_json, code_digest, digest, short
+from crucible.code_closure import canonical_json, code_digest, digest, normal_roots, short
 from crucible.errors import ConfigError, CrucibleError
 
 RECORD_DIR = ".identity"
@@ -59,6 +59,11 @@ class Meaning:
     # what an earlier crucible made of the same config: a folder that recorded one of these
     # records this meaning instead of refusing the name
     formerly: tuple[Any, ...] = ()
+    # the code the named thing runs beyond its jobs' commands (its registry entry, a user's class:
+    # crucible.code_closure roots) and the files it loads by path (weights, checkpoints): part of
+    # the code identity of exactly the jobs made of this name, never of its meaning
+    code: tuple[Any, ...] = ()
+    files: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -99,6 +104,17 @@ class NameBook:
 
     def digests(self) -> dict[str, str]:
         return {k: m.digest for k, m in sorted(self.meanings.items())}
+
+    def code_of(self, keys: Iterable[str]) -> JobCode:
+        """The code roots and loaded files of the names ``keys`` (a job's names)."""
+        roots: list[Any] = []
+        files: set[str] = set()
+        for key in keys:
+            meaning = self.meanings.get(key)
+            if meaning is not None:
+                roots += list(meaning.code)
+                files |= set(meaning.files)
+        return JobCode(normal_roots(roots), tuple(sorted(files)))
 
     def for_job(self, family: str, wildcard_values: Iterable[str], rule: str | None = None) -> dict[str, str]:
         """The names a job of ``family`` (of ``rule``) is made of: its family's settings and every
@@ -220,11 +236,38 @@ def read_record(output: str | os.PathLike) -> dict[str, Any] | None:
     return doc
 
 
-def job_identity(group: str, verb: str, names: Mapping[str, str]) -> str:
-    """What a job is made of besides its inputs: its command's code digest and the meanings of its
-    names (a rule param: a change of either reruns the job)."""
-    code = "" if group in UNDIGESTED_GROUPS else code_digest(group, verb)
-    return canonical_json({"command": f"{group} {verb}", "code": code, "names": dict(sorted(names.items()))})
+@dataclass(frozen=True)
+class JobCode:
+    """What a job runs beyond its command: the code roots of the things its names stand for (a
+    model's registry entry, a user's class) and the files they load by path (weights)."""
+
+    roots: tuple[Any, ...] = ()
+    files: tuple[str, ...] = ()
+
+
+def files_digest(files: Iterable[str]) -> dict[str, str]:
+    """SHA-256 of each file or folder a job's things load by path, as their loaders read them
+    (crucible.fingerprint, cached by stat); a file that is not there is named as missing (the job
+    itself then says why it needs it)."""
+    from crucible.fingerprint import checkpoint_sha256
+
+    return {f: checkpoint_sha256(f) if os.path.exists(f) else "missing" for f in sorted(files)}
+
+
+def job_code_digest(group: str, verb: str, code: JobCode = JobCode()) -> str:
+    """The code digest of one job: its command's closure with its things' roots and, when they load
+    files by path, those files' digests."""
+    closure = code_digest(group, verb, code.roots)
+    if not code.files:
+        return closure
+    return digest({"closure": closure, "files": files_digest(code.files)})
+
+
+def job_identity(group: str, verb: str, names: Mapping[str, str], code: JobCode = JobCode()) -> str:
+    """What a job is made of besides its inputs: its code digest (its command and the things its
+    names stand for) and the meanings of its names (a rule param: a change of either reruns it)."""
+    digest_of_code = "" if group in UNDIGESTED_GROUPS else job_code_digest(group, verb, code)
+    return canonical_json({"command": f"{group} {verb}", "code": digest_of_code, "names": dict(sorted(names.items()))})
 
 
 def job_env(
@@ -233,13 +276,16 @@ def job_env(
     names: Mapping[str, str],
     inputs: Iterable[str],
     outputs: Iterable[str],
+    code: JobCode = JobCode(),
 ) -> str:
-    """The value of ``CRUCIBLE_JOB`` for one job: :func:`job_identity` with its inputs and outputs."""
+    """The value of ``CRUCIBLE_JOB`` for one job: :func:`job_identity` with its inputs, outputs and
+    code roots."""
     return canonical_json(
         {
-            **json.loads(job_identity(group, verb, names)),
+            **json.loads(job_identity(group, verb, names, code)),
             "inputs": sorted(set(map(str, inputs))),
             "outputs": sorted(set(map(str, outputs))),
+            "roots": [list(r) for r in code.roots],
         }
     )
 
@@ -256,6 +302,7 @@ class JobRecord:
     names: dict[str, str]
     inputs: list[str]
     outputs: list[str]
+    roots: list[Any] = field(default_factory=list)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> JobRecord | None:
@@ -270,6 +317,7 @@ class JobRecord:
                 names={str(k): str(v) for k, v in doc["names"].items()},
                 inputs=[str(p) for p in doc["inputs"]],
                 outputs=[str(p) for p in doc["outputs"]],
+                roots=[list(r) for r in doc.get("roots", [])],
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IdentityError(f"{ENV_VAR} is not a job description the workflow writes ({exc})") from None

@@ -62,9 +62,11 @@ def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str])
     rule_name = smk_rule.name
 
     def crucible_identity(wildcards):
-        return job_identity(group, verb, names.for_job(family, list(wildcards), rule_name))
+        chosen = names.for_job(family, list(wildcards), rule_name)
+        return job_identity(group, verb, chosen, names.code_of(chosen))
 
     def crucible_job(wildcards, input, output):
-        return job_env(group, verb, names.for_job(family, list(wildcards), rule_name), list(input), list(output))
+        chosen = names.for_job(family, list(wildcards), rule_name)
+        return job_env(group, verb, chosen, list(input), list(output), names.code_of(chosen))
 
     smk_rule.set_params(crucible_identity=crucible_identity, crucible_job=crucible_job)

@@ -111,11 +111,21 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             "use another --directory",
         )
     }
+    from crucible.code_closure import entry_root
+    from crucible.potentials.workflow import potential_code
+
     for name in generators(config):
+        params = json.loads(generator_params(config, name))
+        code, files = (entry_root("crucible.crystal.generators", name),), ()
+        if isinstance(params.get("model"), str):  # a generator that runs a potential (mlip-search)
+            more, files = potential_code(config, params["model"])
+            code += more
         out[f"crystal/generator/{name}"] = Meaning(
-            json.loads(generator_params(config, name)),
+            params,
             f"crystal.generator_params.{name}",
             "use another --directory (a generator's name is its class)",
+            code=code,
+            files=files,
         )
     user = sec["user_datasets"]
     for name in datasets(config):

@@ -261,6 +261,25 @@ def model_meaning(config: dict[str, Any], model: str) -> dict[str, Any]:
     return {**made, "params": mb["model_params"].get(model, {})}
 
 
+MODEL_REGISTRY = "crucible.models.registry"
+
+
+def model_code(config: dict[str, Any], model: str) -> tuple[Any, ...]:
+    """The code a model name runs beyond the predict command: its registry entry (a variant's, its
+    base model's), or the user's class (crucible.code_closure roots); none for imported files."""
+    from crucible.code_closure import class_root, entry_root
+
+    mb = _section(config)
+    if model in mb["prediction_files"]:
+        return ()
+    entry = mb["custom_models"].get(model)
+    if entry is None:
+        return (entry_root(MODEL_REGISTRY, model),)
+    if "model" in entry:
+        return (entry_root(MODEL_REGISTRY, entry["model"]),)
+    return (class_root(entry["class"]),)
+
+
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
     """Every name a Matbench run is made of, with its meaning (see crucible.identity.NameBook)."""
     if "matbench" not in config:
@@ -282,6 +301,7 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             f"matbench.models ({model})",
             f"give it a name of its own: matbench.custom_models: {{{model}-2: {{model: {model}, params: {{...}}}}}}"
             f" (a registered model) or a new name for the class, and list that name in matbench.models",
+            code=model_code(config, model),
         )
     for name, spec in user_datasets(config).items():
         out[f"matbench/dataset/{name}"] = Meaning(

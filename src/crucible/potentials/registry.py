@@ -151,16 +151,32 @@ def _offline_hub():
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def _mace_mp_weights() -> Path:
+    return _find_local("mace-mp", ["*.model"], [Path.home() / ".cache" / "mace"])
+
+
+def _matgl_weights() -> Path:
+    return _find_local("matgl", ["*PES*", "M3GNet*", "CHGNet*", "TensorNet*"], [Path.home() / ".cache" / "matgl"])
+
+
+def _orb_weights() -> Path:
+    return _find_local("orb", ["*.ckpt", "*.pt"], [Path.home() / ".cache" / "orb"])
+
+
+def _uma_weights() -> Path:
+    return _find_local("uma", ["uma*.pt", "*.pt"])
+
+
 def _load_mace_mp(device: str):
     _offline_hub()
-    path = _find_local("mace-mp", ["*.model"], [Path.home() / ".cache" / "mace"])
+    path = _mace_mp_weights()
     calcs = _import_or_unavailable("mace-mp", "mace.calculators")
     return calcs.MACECalculator(model_paths=str(path), device=device, default_dtype="float64")
 
 
 def _load_matgl(device: str):
     _offline_hub()
-    path = _find_local("matgl", ["*PES*", "M3GNet*", "CHGNet*", "TensorNet*"], [Path.home() / ".cache" / "matgl"])
+    path = _matgl_weights()
     matgl = _import_or_unavailable("matgl", "matgl")
     ext = _import_or_unavailable("matgl", "matgl.ext.ase")
     potential = matgl.load_model(str(path))
@@ -170,7 +186,7 @@ def _load_matgl(device: str):
 
 def _load_orb(device: str):
     _offline_hub()
-    path = _find_local("orb", ["*.ckpt", "*.pt"], [Path.home() / ".cache" / "orb"])
+    path = _orb_weights()
     pretrained = _import_or_unavailable("orb", "orb_models.forcefield.pretrained")
     calculator = _import_or_unavailable("orb", "orb_models.forcefield.calculator")
     # The architecture must match the checkpoint; orb-v3 conservative (OMat) is the default.
@@ -181,7 +197,7 @@ def _load_orb(device: str):
 
 def _load_uma(device: str):
     _offline_hub()
-    path = _find_local("uma", ["uma*.pt", "*.pt"])
+    path = _uma_weights()
     core = _import_or_unavailable("uma", "fairchem.core")
     predictor = core.pretrained_mlip.load_predict_unit(str(path), device=device)
     return core.FAIRChemCalculator(predictor, task_name="omat")
@@ -218,6 +234,7 @@ REGISTRY: Registry[PotentialSpec] = Registry(
             kind="hub",
             description="MACE-MP foundation model (local *.model file only)",
             factory=_load_mace_mp,
+            weights=_mace_mp_weights,
             device="gpu",
         ),
         PotentialSpec(
@@ -225,20 +242,39 @@ REGISTRY: Registry[PotentialSpec] = Registry(
             kind="hub",
             description="MatGL potential (local model folder only)",
             factory=_load_matgl,
+            weights=_matgl_weights,
             device="gpu",
         ),
         PotentialSpec(
-            name="orb", kind="hub", description="ORB potential (local checkpoint only)", factory=_load_orb, device="gpu"
+            name="orb",
+            kind="hub",
+            description="ORB potential (local checkpoint only)",
+            factory=_load_orb,
+            weights=_orb_weights,
+            device="gpu",
         ),
         PotentialSpec(
             name="uma",
             kind="hub",
             description="FAIRChem UMA, omat task (local checkpoint only)",
             factory=_load_uma,
+            weights=_uma_weights,
             device="gpu",
         ),
     ],
 )
+
+
+def weights_files(name: str) -> list[str]:
+    """The local weights a registered potential loads by path (hub models), [] for the others or
+    where none is found (the job then says where it looked)."""
+    spec = REGISTRY[name]
+    if spec.weights is None:
+        return []
+    try:
+        return [str(spec.weights())]
+    except WeightsUnavailableError:
+        return []
 
 
 def registered_models() -> list[str]:

@@ -55,6 +55,9 @@ class PotentialSpec(Spec):
     # elements(calculator) -> the element symbols the loaded model has parameters for; None when
     # the model does not say (every element is then tried, and an error there counts as a failure)
     elements: Callable[[object], Sequence[str]] | None = None
+    # weights() -> the local file or folder the factory loads by path (a hub model's), found the
+    # way the factory finds it, without importing its package: hashed into its jobs' identity
+    weights: Callable[[], object] | None = None
 
 
 @dataclass(frozen=True)

@@ -151,16 +151,42 @@ def custom_potential_json(config: dict[str, Any], name: str) -> str:
     return json.dumps({name: custom[name]}, sort_keys=True) if name in custom else ""
 
 
+POTENTIAL_REGISTRY = "crucible.potentials.registry"
+
+
+def potential_code(config: dict[str, Any], name: str) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """What potential ``name`` runs beyond its jobs' commands, and the files it loads by path: a
+    registered one's registry entry (and a hub model's local weights), a user's factory (followed
+    through the user's modules beside the project) and every existing file or folder its params
+    name (a checkpoint)."""
+    from crucible.code_closure import class_root, entry_root
+
+    custom = custom_potentials(config)
+    if name in custom:
+        entry = custom[name]
+        params = entry.get("params") or {}
+        files = tuple(sorted(str(v) for v in params.values() if isinstance(v, str) and v and os.path.exists(v)))
+        return (class_root(entry["class"]),), files
+    from crucible.potentials.registry import REGISTRY, weights_files
+
+    if name not in REGISTRY:
+        return (), ()
+    return (entry_root(POTENTIAL_REGISTRY, name),), tuple(weights_files(name))
+
+
 def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str, Meaning]:
     """``potential/<name>``: a registered potential, or a user's entry, one meaning for every
     family that runs it (whichever key the entry is under)."""
     custom = custom_potentials(config)
     keys = config_keys(config)
-    return {
-        f"potential/{name}": Meaning(
+    out = {}
+    for name in sorted(set(names)):
+        code, files = potential_code(config, name)
+        out[f"potential/{name}"] = Meaning(
             {"custom": custom[name]} if name in custom else registered(name),
             keys[name] if name in custom else f"potential {name}",
             f"give the potential a name of its own under {SECTION}",
+            code=code,
+            files=files,
         )
-        for name in sorted(set(names))
-    }
+    return out
