@@ -59,6 +59,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "crucible.names",
         "crucible.identity",
         "crucible.code_closure",
+        "crucible.installed_code",
+        "crucible.job_code",
         "crucible.commands",
         "crucible.stage",
         "crucible.workflow",

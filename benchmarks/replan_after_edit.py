@@ -4,7 +4,7 @@
     python benchmarks/replan_after_edit.py dry.txt [module ...]
 
 For each module (default: each family's scoring or analysis module), the jobs whose command's
-code digest holds it (crucible.code_closure.code_identity): exactly those rerun after the edit, and
+code digest holds it (crucible.job_code.code_identity): exactly those rerun after the edit, and
 what is made from their outputs after them (Snakemake's inputs-changed trigger).
 """
 
@@ -14,7 +14,7 @@ import re
 import sys
 from collections import Counter
 
-from crucible.code_closure import code_identity
+from crucible.job_code import code_identity
 
 DEFAULT_MODULES = (
     "crucible.matbench.scoring",

@@ -41,7 +41,9 @@ NOT_USER_FILES = {
     "fingerprint.py": "its own digest cache",
     "llm/generate.py": "a model's reply text, checked against its prompt's schema",
     "identity.py": "its own identity records and name book, CRUCIBLE_JOB",
-    "code_closure.py": "crucible's own source files and code digest cache",
+    "code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
+    "job_code.py": "its own code digest cache",
+    "installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
     "stage.py": "JSON params the rule passes",
 }
 

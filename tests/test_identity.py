@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from crucible import code_closure, identity
+from crucible import code_closure, identity, installed_code, job_code
 from crucible.cli import GROUPS, group_parser
-from crucible.code_closure import code_identity, import_closure
+from crucible.code_closure import import_closure
 from crucible.errors import ConfigError
 from crucible.identity import JobRecord, Meaning, NameBook, record_path
+from crucible.job_code import code_identity
 
 from helpers import REPO
 
@@ -35,7 +36,7 @@ def test_every_command_has_a_handler_and_a_closure_with_its_group():
     commands = all_commands()
     assert len(commands) > 40
     for group, verb in commands:
-        module, function = code_closure.command_handler(group, verb)
+        module, function = job_code.command_handler(group, verb)
         modules = code_identity(group, verb)["modules"]
         assert module in modules and "crucible.cli" in modules and "crucible" in modules, (group, verb)
 
@@ -112,7 +113,7 @@ def test_closure_follows_lazy_imports_and_names_third_party_packages():
     modules, others = import_closure(["crucible.crystal.scoring"])
     assert "crucible.crystal.scoring" in modules and "crucible.crystal" in modules and "crucible" in modules
     assert "pymatgen" in others
-    versions = code_closure.package_versions(others)
+    versions = installed_code.package_versions(others)
     assert "pymatgen" in versions and all(v for v in versions.values())
 
 
@@ -144,11 +145,11 @@ def test_an_edit_of_one_module_changes_exactly_the_commands_that_reach_it(monkey
 
 def test_code_digest_cache_follows_the_sources(tmp_path):
     cache = tmp_path / "digests.json"
-    code_closure._code_cache.cache_clear()
-    first = code_closure.code_digest("matbench", "score", cache_file=cache)
+    job_code._code_cache.cache_clear()
+    first = job_code.code_digest("matbench", "score", cache_file=cache)
     assert json.loads(cache.read_text())["digests"]["matbench score"]["digest"] == first
-    assert code_closure.code_digest("matbench", "score", cache_file=None) == first
-    code_closure._code_cache.cache_clear()
+    assert job_code.code_digest("matbench", "score", cache_file=None) == first
+    job_code._code_cache.cache_clear()
 
 
 def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
@@ -238,9 +239,7 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
 def test_job_env_round_trips(monkeypatch):
     env = identity.job_env("matbench", "score", {"matbench/model/dummy": "d"}, ["b", "a", "a"], ["o"])
     job = JobRecord.from_environ({identity.ENV_VAR: env})
-    assert (
-        job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == code_closure.code_digest("matbench", "score")
-    )
+    assert job.inputs == ["a", "b"] and job.outputs == ["o"] and job.code == job_code.code_digest("matbench", "score")
     with pytest.raises(identity.IdentityError, match=identity.ENV_VAR):
         JobRecord.from_environ({identity.ENV_VAR: "{not json"})
 
@@ -324,7 +323,7 @@ def _predict_digest(root, monkeypatch=None):
 
 
 def test_a_model_jobs_code_is_its_own_entry_not_the_registry(monkeypatch):
-    from crucible.code_closure import entry_root
+    from crucible.job_code import entry_root
 
     roots = {
         m: entry_root("crucible.models.registry", m) for m in ("dummy", "gbm-magpie", "rf-magpie", "comp-transformer")
@@ -364,7 +363,7 @@ def test_a_users_class_is_followed_through_the_users_modules(tmp_path, monkeypat
     code_closure._find_module_file.cache_clear()
     code_closure._module.cache_clear()
     code_identity.cache_clear()
-    root = code_closure.class_root("mymodels:MyReg")
+    root = job_code.class_root("mymodels:MyReg")
     first = code_identity("matbench", "predict", (root,))
     assert {"mymodels", "helpers_of_mine"} <= set(first["modules"]) and "numpy" in first["packages"]
     (tmp_path / "helpers_of_mine.py").write_text("def shift(x):\n    # why\n    return x + 1.0\n")

@@ -14,10 +14,10 @@ import shlex
 import sys
 
 from crucible import __version__, cpu_log
-from crucible.code_closure import log_imported_modules
 from crucible.commands import GROUPS
 from crucible.errors import CrucibleError
 from crucible.identity import JobRecord
+from crucible.job_code import log_imported_modules
 
 
 def _top_parser() -> argparse.ArgumentParser:

@@ -1,11 +1,12 @@
-"""The code a command runs: the static import closure of its function, and its digest.
+"""The code a command can run: the static import closure of its function, per definition.
 
-:func:`code_digest` digests the crucible modules a command can import (the static import graph
-from its function, conservatively closed: every import anywhere in a reached library module
-counts), the package data beside them, and the versions of the third-party distributions they
-import. Comments, docstrings and ``__version__`` are not part of it: a version bump alone, or a
-reworded comment, reruns nothing; a changed line of code reruns exactly the jobs whose command
-reaches that module. crucible.identity puts it into each job's identity.
+:func:`import_closure` follows a command's function (and the registry entries and user classes
+its job's names stand for) through the imports of crucible's modules and the user's modules
+beside the project, without importing anything; :func:`closure_digests` digests what it reaches,
+each module's top level and the definitions of it that are taken. Comments, docstrings and
+``__version__`` are not part of a digest: a reworded comment reruns nothing; a changed line of
+code reruns exactly the jobs whose code reaches that definition. crucible.job_code puts these
+digests, with the installed distributions they reach, into each job's code identity.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,7 +43,7 @@ def short(hex_digest: str) -> str:
 # --- code ---------------------------------------------------------------------------------------
 
 
-def _module_file(module: str) -> Path | None:
+def module_file(module: str) -> Path | None:
     """The source file of a crucible module, or of a user's module beside the project (under the
     working directory, which the workflow and its jobs put on the path), found by path: nothing
     is imported. An installed package is not a module file: its distribution identifies it."""
@@ -66,7 +66,7 @@ def _find_module_file(module: str, cwd: str) -> Path | None:
 
 def is_user_module(module: str) -> bool:
     """A module of the user's own beside the project (not crucible's, not installed)."""
-    return module.split(".")[0] != PACKAGE and _module_file(module) is not None
+    return module.split(".")[0] != PACKAGE and module_file(module) is not None
 
 
 def _parents(module: str) -> list[str]:
@@ -80,11 +80,6 @@ def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     base = module.split(".") if is_package else module.split(".")[:-1]
     base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
-
-
-@lru_cache(maxsize=None)
-def _parsed(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _strip(tree: ast.Module) -> ast.Module:
@@ -169,7 +164,7 @@ def _edges(nodes: Iterable[ast.AST], module: str, is_package: bool) -> tuple[lis
             for alias in node.names:
                 if alias.name == "*":
                     add(target, None)
-                elif _module_file(f"{target}.{alias.name}") is not None:
+                elif module_file(f"{target}.{alias.name}") is not None:
                     add(f"{target}.{alias.name}", None)
                 else:
                     taken.add(alias.name)
@@ -180,7 +175,7 @@ def _edges(nodes: Iterable[ast.AST], module: str, is_package: bool) -> tuple[lis
             and _MODULE_NAME.fullmatch(node.value)
             and module not in _DISPATCHERS
         ):
-            if _module_file(node.value) is not None:
+            if module_file(node.value) is not None:
                 add(node.value, None)
     return edges, others
 
@@ -251,7 +246,7 @@ class _Placeholders(ast.NodeTransformer):
 
 @lru_cache(maxsize=None)
 def _module(module: str) -> _Module | None:
-    path = _module_file(module)
+    path = module_file(module)
     if path is None:
         return None
     tree = _strip(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
@@ -405,242 +400,3 @@ def closure_digests(roots: Iterable[Edge | str]) -> tuple[dict[str, str], list[s
         chosen = sorted(info.def_digests if defs is None else defs)
         out[name] = digest([info.top_digest, [[d, info.def_digests[d]] for d in chosen]])
     return out, sorted(others)
-
-
-@lru_cache(maxsize=1)
-def _distributions() -> dict[str, list[str]]:
-    import importlib.metadata
-
-    return importlib.metadata.packages_distributions()
-
-
-def package_versions(top_level_names: Iterable[str]) -> dict[str, str]:
-    """``{distribution: version}`` of the installed distributions behind these import names
-    (the standard library has none)."""
-    versions: dict[str, str] = {}
-    for name in top_level_names:
-        if name in sys.stdlib_module_names:
-            continue
-        for dist in _distributions().get(name, []):
-            version = _version(dist)
-            if version is not None:
-                versions[dist] = version
-    return dict(sorted(versions.items()))
-
-
-@lru_cache(maxsize=None)
-def _version(dist: str) -> str | None:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _package_data(modules: Iterable[str]) -> dict[str, str]:
-    """SHA-256 of the data files (not Python) in the crucible package folders of ``modules``."""
-    data: dict[str, str] = {}
-    for module in modules:
-        path = _module_file(module)
-        if module.split(".")[0] == PACKAGE and path is not None and path.name == "__init__.py":
-            data.update(_data_files(path.parent))
-    return dict(sorted(data.items()))
-
-
-@lru_cache(maxsize=None)
-def _data_files(folder: Path) -> dict[str, str]:
-    return {
-        str(file.relative_to(PACKAGE_ROOT)): hashlib.sha256(file.read_bytes()).hexdigest()
-        for file in sorted(folder.iterdir())
-        if file.is_file() and file.suffix not in (".py", ".pyc")
-    }
-
-
-@lru_cache(maxsize=None)
-def command_handler(group: str, verb: str) -> tuple[str, str]:
-    """``(module, function)`` that ``crucible group verb`` runs, read from its declaration
-    (crucible.stage)."""
-    from crucible.commands import GROUPS
-    from crucible.stage import stages_of
-
-    if group not in GROUPS:
-        raise ValueError(f"no crucible command group {group!r}")
-    for declared in stages_of(group):
-        if declared.verb == verb:
-            return declared.target
-    raise ValueError(f"no command 'crucible {group} {verb}'")
-
-
-# A job's code roots beyond its command: the registry entries and user classes its names stand
-# for, as JSON-able pairs (module, names taken or None for all of it).
-Root = tuple[str, "tuple[str, ...] | None"]
-
-
-def normal_roots(roots: Iterable[Any]) -> tuple[Root, ...]:
-    """``roots`` (pairs, lists from JSON) as one sorted, hashable form."""
-    out = set()
-    for module, names in roots:
-        out.add((str(module), None if names is None else tuple(sorted(map(str, names)))))
-    return tuple(sorted(out, key=lambda r: (r[0], r[1] is None, r[1] or ())))
-
-
-def class_root(class_path: str) -> Root:
-    """The root of a thing given by class path (``"package.module:Class"``, a user's estimator or
-    potential): that definition of its module (a module beside the project is followed as
-    crucible's own are; an installed one is identified by its distribution)."""
-    module, _, name = class_path.partition(":")
-    return (module, (name.split(".")[0],) if name else None)
-
-
-def entry_root(registry_module: str, name: str) -> Root:
-    """The root of registry entry ``name`` of the registry declared in ``registry_module``."""
-    return (registry_module, (entry(name),))
-
-
-def command_roots(group: str, verb: str) -> list[Edge]:
-    """Where ``crucible group verb`` starts: its group module's top level (every command builds its
-    group's parser from the declarations there), its function, and the CLI's entry."""
-    from crucible.commands import GROUPS
-
-    module, function = command_handler(group, verb)
-    return [(GROUPS[group][0], frozenset()), (module, frozenset({function})), ("crucible.cli", frozenset({"main"}))]
-
-
-def code_identity(group: str, verb: str, roots: Iterable[Any] = ()) -> dict[str, Any]:
-    """:func:`_code_identity` of ``roots`` in any form (pairs, lists from JSON)."""
-    return _code_identity(group, verb, normal_roots(roots))
-
-
-def _clear() -> None:
-    _code_identity.cache_clear()
-
-
-code_identity.cache_clear = _clear  # type: ignore[attr-defined]
-
-
-@lru_cache(maxsize=None)
-def _code_identity(group: str, verb: str, roots: tuple[Root, ...] = ()) -> dict[str, Any]:
-    """What ``crucible group verb`` runs for a job whose names stand for ``roots`` (a model's
-    registry entry, a user's class): module digests (of the definitions taken), package data,
-    distribution versions."""
-    extra = [(m, None if n is None else frozenset(n)) for m, n in normal_roots(roots)]
-    modules, others = closure_digests([*command_roots(group, verb), *extra])
-    out = {
-        "command": f"{group} {verb}",
-        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "modules": modules,
-        "package_data": _package_data(modules),
-        "packages": package_versions(others),
-    }
-    if roots:
-        out["roots"] = [list(r) for r in normal_roots(roots)]
-    return out
-
-
-CODE_CACHE_FILE = Path(".snakemake") / "crucible-code-digests.json"
-CODE_CACHE_FORMAT = 2
-
-
-def _stat_key(path: Path) -> list[int]:
-    # ctime cannot be set back (touch -r restores mtime only): an edit always moves it
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def _source_stamp() -> str:
-    """Changes whenever a crucible source file or an installed distribution may have: the
-    (name, size, mtime, ctime, inode) of every package file and the mtime of every site-packages
-    folder (installing or removing a distribution adds or removes its folder there)."""
-    files = [
-        (str(p.relative_to(PACKAGE_ROOT)), *_stat_key(p))
-        for p in sorted(PACKAGE_ROOT.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    ]
-    sites = [(d, os.stat(d).st_mtime_ns) for d in sys.path if d.endswith("-packages") and os.path.isdir(d)]
-    return digest([sys.version, os.getcwd(), files, sites])
-
-
-def _user_files(identity: dict[str, Any]) -> dict[str, list[int]]:
-    """The stat keys of the user's module files an identity holds (they are outside the stamp)."""
-    out = {}
-    for module in identity["modules"]:
-        if module.split(".")[0] != PACKAGE:
-            path = _module_file(module)
-            if path is not None:
-                out[str(path)] = _stat_key(path)
-    return out
-
-
-def _unchanged(files: dict[str, list[int]]) -> bool:
-    try:
-        return all(_stat_key(Path(p)) == key for p, key in files.items())
-    except OSError:
-        return False
-
-
-@lru_cache(maxsize=1)
-def _code_cache(cache_file: Path) -> tuple[str, dict[str, Any]]:
-    stamp = _source_stamp()
-    try:
-        doc = json.loads(cache_file.read_text(encoding="utf-8"))
-        if (
-            doc.get("format") == CODE_CACHE_FORMAT
-            and doc.get("stamp") == stamp
-            and isinstance(doc.get("digests"), dict)
-        ):
-            return stamp, doc["digests"]
-    except (OSError, ValueError, AttributeError):
-        pass
-    return stamp, {}
-
-
-def code_digest(group: str, verb: str, roots: Iterable[Any] = (), cache_file: Path | None = CODE_CACHE_FILE) -> str:
-    """:func:`code_identity`'s digest. Planning a DAG asks it for every job: with ``cache_file``
-    the digests are kept between plannings while no source file or distribution changed."""
-    roots = normal_roots(roots)
-    if cache_file is None:
-        return digest(code_identity(group, verb, roots))
-    stamp, digests = _code_cache(cache_file)
-    key = f"{group} {verb}" + (f" {canonical_json(roots)}" if roots else "")
-    hit = digests.get(key)
-    if isinstance(hit, dict) and _unchanged(hit.get("files", {})):
-        return hit["digest"]
-    identity = code_identity(group, verb, roots)
-    digests[key] = {"digest": digest(identity), "files": _user_files(identity)}
-    if cache_file.parent.is_dir():
-        from crucible.io import write_json
-
-        write_json({"format": CODE_CACHE_FORMAT, "stamp": stamp, "digests": dict(sorted(digests.items()))}, cache_file)
-    return digests[key]["digest"]
-
-
-MODULES_LOG_VAR = "CRUCIBLE_MODULES_LOG"
-
-
-def log_imported_modules(group: str, verb: str | None, roots: Iterable[Any] = ()) -> None:
-    """With ``CRUCIBLE_MODULES_LOG`` set (a test keeping the static closure honest), append the
-    crucible modules and the user's modules this process imported to that file, with the job's
-    code roots, one JSON line per command."""
-    path = os.environ.get(MODULES_LOG_VAR)
-    if not path or verb is None:
-        return
-    loaded = sorted(
-        m
-        for m, mod in list(sys.modules.items())
-        if m == PACKAGE or m.startswith(PACKAGE + ".") or _is_user_file(getattr(mod, "__file__", None))
-    )
-    line = {"command": f"{group} {verb}", "roots": [list(r) for r in normal_roots(roots)], "modules": loaded}
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(canonical_json(line) + "\n")
-
-
-def _is_user_file(file: str | None) -> bool:
-    if not file:
-        return False
-    here = Path(os.getcwd()).resolve()
-    try:
-        real = Path(file).resolve()
-    except OSError:
-        return False
-    return here in real.parents and "-packages" not in str(real) and PACKAGE_ROOT not in real.parents

@@ -1,6 +1,6 @@
 """The command groups of the ``crucible`` CLI: each group's module and one line of help.
 
-A framework module (below the CLI) because the code digest (crucible.code_closure) and the
+A framework module (below the CLI) because the code digest (crucible.job_code) and the
 rules' shell lines (crucible.stage) look a command up here without importing the CLI. The
 module names are strings, imported only when their group runs: crucible.code_closure counts this
 module as a dispatcher, not as an import of every group.

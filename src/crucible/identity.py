@@ -3,7 +3,7 @@ identity record each job writes beside its outputs.
 
 Three parts, one per guarantee:
 
-- :func:`crucible.code_closure.code_digest` -- a digest of the crucible modules a command
+- :func:`crucible.job_code.code_digest` -- a digest of the crucible modules a command
   imports, of the package data beside them and of the versions of the distributions they import.
 - :class:`NameBook` -- what each configured name means (a model's class and params, a
   potential's spec, a generator's params, a language model's entry, a family's settings), as
@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.code_closure import canonical_json, code_digest, digest, normal_roots, short
+from crucible.code_closure import canonical_json, digest, short
 from crucible.errors import ConfigError, CrucibleError
+from crucible.job_code import code_digest, normal_roots
 
 RECORD_DIR = ".identity"
 NAME_BOOK_FILE = Path("results") / RECORD_DIR / "names.json"
@@ -60,7 +61,7 @@ class Meaning:
     # records this meaning instead of refusing the name
     formerly: tuple[Any, ...] = ()
     # the code the named thing runs beyond its jobs' commands (its registry entry, a user's class:
-    # crucible.code_closure roots) and the files it loads by path (weights, checkpoints): part of
+    # crucible.job_code roots) and the files it loads by path (weights, checkpoints): part of
     # the code identity of exactly the jobs made of this name, never of its meaning
     code: tuple[Any, ...] = ()
     files: tuple[str, ...] = ()

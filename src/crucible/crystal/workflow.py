@@ -111,7 +111,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             "use another --directory",
         )
     }
-    from crucible.code_closure import entry_root
+    from crucible.job_code import entry_root
     from crucible.potentials.workflow import potential_code
 
     for name in generators(config):

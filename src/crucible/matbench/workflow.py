@@ -18,7 +18,7 @@ from typing import Any
 from crucible.config import section
 from crucible.errors import ConfigError
 from crucible.families import Family
-from crucible.identity import Meaning, registered, settings
+from crucible.matbench.meanings import names
 from crucible.matbench.tasks import N_FOLDS, TASKS
 from crucible.workflow import PRIORITY, alternation
 
@@ -246,68 +246,6 @@ def custom_model_arg(config: dict[str, Any], model: str) -> str:
     one: only the job's own entry, so that another entry, used or not, reruns nothing."""
     custom = _section(config)["custom_models"]
     return json.dumps({model: custom[model]} if model in custom else {}, sort_keys=True)
-
-
-def model_meaning(config: dict[str, Any], model: str) -> dict[str, Any]:
-    """What a model name stands for: its class (registered, a user's class or a variant, or
-    predictions made elsewhere) and its params."""
-    mb = _section(config)
-    if model in mb["prediction_files"]:
-        made = {"prediction_files": mb["prediction_files"][model]}
-    elif model in mb["custom_models"]:
-        made = {"custom": mb["custom_models"][model]}
-    else:
-        made = registered(model)
-    return {**made, "params": mb["model_params"].get(model, {})}
-
-
-MODEL_REGISTRY = "crucible.models.registry"
-
-
-def model_code(config: dict[str, Any], model: str) -> tuple[Any, ...]:
-    """The code a model name runs beyond the predict command: its registry entry (a variant's, its
-    base model's), or the user's class (crucible.code_closure roots); none for imported files."""
-    from crucible.code_closure import class_root, entry_root
-
-    mb = _section(config)
-    if model in mb["prediction_files"]:
-        return ()
-    entry = mb["custom_models"].get(model)
-    if entry is None:
-        return (entry_root(MODEL_REGISTRY, model),)
-    if "model" in entry:
-        return (entry_root(MODEL_REGISTRY, entry["model"]),)
-    return (class_root(entry["class"]),)
-
-
-def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    """Every name a Matbench run is made of, with its meaning (see crucible.identity.NameBook)."""
-    if "matbench" not in config:
-        return {}
-    mb = _section(config)
-    out = {
-        "matbench/settings": Meaning(
-            settings(
-                mb,
-                exclude=("run_name", "model_params", "custom_models", "prediction_files", "user_datasets", "published"),
-            ),
-            "matbench",
-            "use another --directory for other settings",
-        )
-    }
-    for model in models(config):
-        out[f"matbench/model/{model}"] = Meaning(
-            model_meaning(config, model),
-            f"matbench.models ({model})",
-            f"give it a name of its own: matbench.custom_models: {{{model}-2: {{model: {model}, params: {{...}}}}}}"
-            f" (a registered model) or a new name for the class, and list that name in matbench.models",
-            code=model_code(config, model),
-        )
-    for name, spec in user_datasets(config).items():
-        out[f"matbench/dataset/{name}"] = Meaning(
-            spec, f"matbench.user_datasets.{name}", "give the dataset a name of its own under matbench.user_datasets"
-        )
-    return out
 
 
 def element_table(config: dict[str, Any], model: str) -> str:

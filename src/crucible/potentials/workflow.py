@@ -159,7 +159,7 @@ def potential_code(config: dict[str, Any], name: str) -> tuple[tuple[Any, ...], 
     registered one's registry entry (and a hub model's local weights), a user's factory (followed
     through the user's modules beside the project) and every existing file or folder its params
     name (a checkpoint)."""
-    from crucible.code_closure import class_root, entry_root
+    from crucible.job_code import class_root, entry_root
 
     custom = custom_potentials(config)
     if name in custom:

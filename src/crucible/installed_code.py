@@ -1,0 +1,145 @@
+"""The installed distributions a job's code imports: their versions, and whether their files are
+still the files that version installed.
+
+A job's code identity names each third-party distribution it reaches by version
+(:func:`package_versions`). That holds only while the distribution's files are the ones its
+installer wrote: the installer records every file's SHA-256 in the distribution's ``RECORD``.
+:func:`check_distributions` compares them, at planning, for every distribution a job's code
+reaches, and refuses a distribution edited in place, naming the file and the distribution and how
+to reinstall it. Refused rather than digested: a result made with an edited package would carry a
+version label that it does not run, and no one else can rebuild that local state; reinstalling is
+the fix, and an intended change belongs in a fork installed under its own version.
+
+Hashing torch's 12 000 files takes more than a second, so a distribution's checked files are kept
+in a cache by their stat (size, mtime, ctime, inode: ``touch -r`` restores an mtime, never a
+ctime); planning then only stats them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+from crucible.errors import ConfigError
+
+CACHE_FORMAT = 1
+
+
+class EditedDistributionError(ConfigError):
+    """An installed distribution whose files differ from its RECORD."""
+
+
+@lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    import importlib.metadata
+
+    return importlib.metadata.packages_distributions()
+
+
+def distributions_of(top_level_names: Iterable[str]) -> list[str]:
+    """The installed distributions behind these import names (the standard library has none)."""
+    out = set()
+    for name in top_level_names:
+        if name not in sys.stdlib_module_names:
+            out.update(d for d in _distributions().get(name, []) if _version(d) is not None)
+    return sorted(out)
+
+
+def package_versions(top_level_names: Iterable[str]) -> dict[str, str]:
+    """``{distribution: version}`` of the installed distributions behind these import names."""
+    return {dist: _version(dist) for dist in distributions_of(top_level_names)}
+
+
+@lru_cache(maxsize=None)
+def _version(dist: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cache_file(dist: str, version: str, location: Path) -> Path:
+    from crucible.fingerprint import cache_dir
+
+    where = hashlib.sha256(str(location).encode()).hexdigest()[:16]
+    return cache_dir().parent / "installed" / f"{dist}-{version}-{where}.json"
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _record_hash(path: Path) -> str:
+    """A file's SHA-256 as RECORD writes it: urlsafe base64 without padding."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
+
+
+@lru_cache(maxsize=None)
+def check_distribution(dist: str) -> None:
+    """Refuse ``dist`` when a file its RECORD hashes is changed or missing (once per process; the
+    files seen unchanged before are only stat-ed)."""
+    import importlib.metadata
+
+    try:
+        meta = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return
+    files = meta.files
+    if files is None:  # no RECORD (installed by a tool that writes none): nothing to compare
+        return
+    location = Path(meta.locate_file("")).resolve()
+    cache = _cache_file(dist, meta.version, location)
+    try:
+        known = json.loads(cache.read_text(encoding="utf-8"))
+        seen = known["files"] if known.get("format") == CACHE_FORMAT else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        seen = {}
+    checked: dict[str, list[int]] = {}
+    for entry in files:
+        rel = str(entry)
+        if entry.hash is None or entry.hash.mode != "sha256" or rel.startswith(".."):
+            continue  # bytecode, RECORD itself, scripts outside the package folder
+        path = Path(meta.locate_file(entry))
+        try:
+            key = _stat_key(path.stat())
+        except FileNotFoundError:
+            raise EditedDistributionError(_edited(dist, meta.version, path, "is missing")) from None
+        if seen.get(rel) != key:
+            if _record_hash(path) != entry.hash.value:
+                raise EditedDistributionError(_edited(dist, meta.version, path, "differs from its RECORD"))
+        checked[rel] = key
+    if checked != seen:
+        from crucible.io import write_json
+
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            write_json({"format": CACHE_FORMAT, "files": checked}, cache)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+
+
+def _edited(dist: str, version: str, path: Path, what: str) -> str:
+    return (
+        f"{path} {what}: the installed {dist} {version} was edited in place, so a result made with it "
+        f"would be labelled '{dist} {version}' without running it. Reinstall it "
+        f"(pip install --force-reinstall --no-deps {dist}=={version}); to run a changed {dist}, install "
+        "it under a version of its own"
+    )
+
+
+def check_distributions(dists: Iterable[str]) -> None:
+    """:func:`check_distribution` of each of ``dists``, in order."""
+    for dist in sorted(set(dists)):
+        check_distribution(dist)
