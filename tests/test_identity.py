@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -219,13 +220,13 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
     )
     assert record_path(a) == tmp_path / ".identity" / "a.json.json"
     with pytest.raises(identity.IdentityError) as err:
-        _job(tmp_path, {}, [a, b], [table]).input_names()
+        _job(tmp_path, {}, [a, b], [table]).checked_input_names()
     assert str(b) in str(err.value) and "222" in str(err.value) and "111" in str(err.value)
     # the job's own meaning against an input's: refused the same way
     with pytest.raises(identity.IdentityError):
-        _job(tmp_path, {"matbench/model/gbm-magpie": "333"}, [a], [table]).input_names()
+        _job(tmp_path, {"matbench/model/gbm-magpie": "333"}, [a], [table]).checked_input_names()
     job = _job(tmp_path, {"matbench/settings": "s"}, [a], [table])
-    names = job.input_names()
+    names = job.checked_input_names()
     assert names == {"matbench/model/gbm-magpie": "111", "matbench/settings": "s"}
     table.write_text("x\n")
     first = job.write_records(["crucible", "matbench", "leaderboard"], names)
@@ -234,6 +235,42 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
     assert record["inputs"] == {str(a): identity.file_sha256(a)}
     a.write_text('{"edited": 1}')
     assert job.write_records(["crucible", "matbench", "leaderboard"], names) != first
+
+
+@pytest.mark.parametrize("restore_mtime", [False, True])
+def test_an_input_changed_after_its_job_recorded_it_is_refused(tmp_path, restore_mtime):
+    """Issue 44 item 1: a reader checks each input against the SHA-256 its maker recorded; an
+    edit of the same size with the mtime set back (touch -r) is found too (ctime is in the
+    digest cache's key), and the refusal names the file, both digests and the rule."""
+    preds, score = tmp_path / "preds.parquet", tmp_path / "score.json"
+    preds.write_bytes(b"1416.3\n")
+    maker = JobRecord("matbench predict", "c0de", {}, [], [str(preds)], rule="predict_matbench")
+    maker.write_records(["x"], {})
+    recorded = json.loads(record_path(preds).read_text())
+    assert recorded["sha256"] == identity.file_sha256(preds) and recorded["rule"] == "predict_matbench"
+    reader = _job(tmp_path, {}, [preds], [score])
+    assert reader.checked_input_names() == {}
+    before = preds.stat()
+    preds.write_bytes(b"99999.\n")
+    if restore_mtime:
+        os.utime(preds, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(identity.IdentityError) as err:
+        reader.checked_input_names()
+    message = str(err.value)
+    assert str(preds) in message and recorded["sha256"] in message and identity.file_sha256(preds) in message
+    assert "rule predict_matbench" in message and not score.exists()
+
+
+def test_a_record_without_its_outputs_digest_is_refused(tmp_path):
+    preds = tmp_path / "preds.parquet"
+    preds.write_bytes(b"x")
+    JobRecord("matbench predict", "c0de", {}, [], [str(preds)], rule="predict_matbench").write_records(["x"], {})
+    old = json.loads(record_path(preds).read_text())
+    del old["sha256"]
+    old["format"] = 1
+    record_path(preds).write_text(json.dumps(old))
+    with pytest.raises(identity.IdentityError, match="earlier crucible"):
+        _job(tmp_path, {}, [preds], [tmp_path / "o"]).checked_input_names()
 
 
 def test_job_env_round_trips(monkeypatch):

@@ -12,6 +12,7 @@ import argparse
 import logging
 import shlex
 import sys
+import time
 
 from crucible import __version__, cpu_log
 from crucible.commands import GROUPS
@@ -49,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         verbose = True
         argv.pop(0)
     with cpu_log.recorded(argv, GROUPS) as outcome:
-        outcome["returncode"] = _main(argv, verbose)
+        outcome["returncode"] = _main(argv, verbose, outcome)
     return outcome["returncode"]
 
 
-def _main(argv: list[str], verbose: bool) -> int:
+def _main(argv: list[str], verbose: bool, outcome: dict[str, float]) -> int:
     top = _top_parser()
     if not argv or argv[0] not in GROUPS:
         top.parse_args(argv)  # prints help / version / an "invalid choice" error
@@ -73,15 +74,22 @@ def _main(argv: list[str], verbose: bool) -> int:
         parser.print_help()
         return 2
     try:
-        # A job of the workflow is handed its identity: inputs made under other meanings of a
-        # name are refused before it runs; its outputs' records are written once it succeeded.
+        # A job of the workflow is handed its identity: an input changed since the job that made
+        # it recorded its SHA-256, or made under another meaning of a name, is refused before the
+        # job runs; its outputs' records are written once it succeeded.
         job = JobRecord.from_environ()
-        names = job.input_names() if job is not None else {}
+        if job is not None:
+            job.drop_records()
+        started = time.process_time()
+        names = job.checked_input_names() if job is not None else {}
+        outcome["verify_cpu_s"] = time.process_time() - started
         from crucible import stage
 
         result = stage.run(args.stage, args)
         if job is not None and not result:
+            started = time.process_time()
             job.write_records(["crucible", group, *rest], names)
+            outcome["record_cpu_s"] = time.process_time() - started
         log_imported_modules(group, getattr(args, "command", None), job.roots if job is not None else ())
     except CrucibleError as exc:
         print(f"crucible {group}: error: {exc}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """Each ``crucible`` command's own CPU seconds, for measuring a run: with ``CRUCIBLE_CPU_LOG`` set,
-every command appends one JSON line (command, argv, exit status, CPU seconds) to that file.
+every command appends one JSON line (command, argv, exit status, CPU seconds, and the CPU seconds
+of checking its inputs against their identity records and of writing its own) to that file.
 
 What ``benchmarks/bench_cli_startup.py --runs`` sums. Not the ``cpu_time`` of Snakemake's
 ``benchmark:`` files: Snakemake samples a job every 0.5 s for its first 15 s and every 30 s after,
@@ -22,10 +23,10 @@ RUN_LOG = Path("logs") / "job_cpu.jsonl"
 
 
 @contextlib.contextmanager
-def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, int]]:
+def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, float]]:
     """Around a command's whole run (``argv``: group, verb, options): its CPU is logged at the end,
     whatever the exit (the caller sets ``["returncode"]``; an escaping exception is 1, argparse's
-    exit its own code). A log that cannot be written stops the command before its work, in one
+    exit its own code; keys ending ``_cpu_s`` the caller sets are parts of it). A log that cannot be written stops the command before its work, in one
     line (exit 2): a measured run never loses a job's line unnoticed."""
     path = os.environ.get(CPU_LOG_VAR) if argv and argv[0] in groups else None
     if path:
@@ -38,7 +39,8 @@ def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, int
         raise
     finally:
         if path:
-            _append(path, json.dumps(cpu_record(list(argv), outcome["returncode"]), sort_keys=True) + "\n")
+            parts = {k: round(v, 4) for k, v in outcome.items() if k.endswith("_cpu_s")}
+            _append(path, json.dumps({**cpu_record(list(argv), outcome["returncode"]), **parts}, sort_keys=True) + "\n")
 
 
 def cpu_record(command: list[str], returncode: int) -> dict:

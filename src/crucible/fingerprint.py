@@ -11,8 +11,9 @@ the caller to match its reader, so that the digest always covers what is read:
   links is an error.
 
 Hashing a large checkpoint takes seconds, so file digests are cached on disk, keyed by the
-file's real path, size, mtime (ns), inode and device: a rerun reads nothing again, and any write
-to the file (which moves its mtime or size) is hashed anew. The cache lives in
+file's real path, size, mtime and ctime (ns), inode and device: a rerun reads nothing again, and
+any write to the file is hashed anew, also when its mtime was set back afterwards (``touch -r``
+restores an mtime; the ctime moves with every change and cannot be set back). The cache lives in
 ``$CRUCIBLE_HASH_CACHE`` (default ``$XDG_CACHE_HOME/crucible/sha256`` or
 ``~/.cache/crucible/sha256``); a cache that cannot be written only costs time.
 """
@@ -61,7 +62,8 @@ def file_sha256(path: str | os.PathLike) -> str:
         st = real.stat()
     except OSError as exc:
         raise CrucibleError(f"{path}: cannot read: {exc}") from exc
-    key = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_dev}".encode()).hexdigest()
+    stat = f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+    key = hashlib.sha256(f"{real}\0{stat}".encode()).hexdigest()
     entry = cache_dir() / key[:2] / key
     try:
         cached = entry.read_text(encoding="ascii").strip()
@@ -70,7 +72,7 @@ def file_sha256(path: str | os.PathLike) -> str:
     except (OSError, UnicodeDecodeError):
         pass
     value = _sha256_uncached(real)
-    if real.stat().st_mtime_ns != st.st_mtime_ns:
+    if real.stat().st_ctime_ns != st.st_ctime_ns:
         return value  # written while it was read: never cache a digest the key may not match
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

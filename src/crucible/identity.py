@@ -10,11 +10,14 @@ Three parts, one per guarantee:
   recorded in ``results/.identity/names.json`` by the first run that used it. A config that
   makes a recorded name mean something else is refused before any job runs: two meanings never
   share a path.
-- :class:`JobRecord` -- what the workflow hands each job (``CRUCIBLE_JOB``: its command, code
-  digest, the meanings of the names it is made of, its inputs and outputs). The job refuses inputs
-  whose records disagree on a name's meaning (a mix) and, once it succeeded, writes one record per
-  output: ``<folder>/.identity/<file>.json``, holding the job's identity (the SHA-256 of its
-  command line, code digest, name meanings and the SHA-256 of every input).
+- :class:`JobRecord` -- what the workflow hands each job (``CRUCIBLE_JOB``: its rule, command,
+  code digest, the meanings of the names it is made of, its inputs and outputs). Once it
+  succeeded, a job writes one record per output: ``<folder>/.identity/<file>.json``, holding the
+  job's identity (the SHA-256 of its command line, code digest, name meanings and the SHA-256 of
+  every input) and the output's own SHA-256. Before it reads anything, a job checks every input
+  that has a record against it: an input whose bytes are no longer those its job wrote (edited,
+  its mtime restored or not) or whose record disagrees with another on a name's meaning (a mix)
+  is refused, and the job writes nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from crucible.job_code import code_digest, normal_roots
 RECORD_DIR = ".identity"
 NAME_BOOK_FILE = Path("results") / RECORD_DIR / "names.json"
 ENV_VAR = "CRUCIBLE_JOB"
-RECORD_FORMAT = 1
+# 2: each record holds its output's SHA-256 and the rule that made it (checked by every reader)
+RECORD_FORMAT = 2
 # Downloads and extraction are identified by their pinned SHA-256 (crucible.sources), not by the
 # code that copies them: a change of that code must not download anything again.
 UNDIGESTED_GROUPS = frozenset({"sources"})
@@ -210,18 +214,41 @@ def record_path(output: str | os.PathLike) -> Path:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, or of a folder's files (relative names and contents, sorted)."""
+    """SHA-256 of a file, or of a folder's files (relative names and contents, sorted). A file's is
+    kept in crucible.fingerprint's cache, keyed by its stat with the ctime, which no one can set
+    back: a file edited with its mtime restored is hashed anew."""
+    from crucible.fingerprint import file_sha256 as cached_sha256
+
     path = Path(path)
     if path.is_dir():
         h = hashlib.sha256()
         for file in sorted(p for p in path.rglob("*") if p.is_file() and RECORD_DIR not in p.parts):
             h.update(str(file.relative_to(path)).encode() + b"\0" + file_sha256(file).encode() + b"\0")
         return h.hexdigest()
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return cached_sha256(path)
+
+
+def verify_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
+    """Refuse ``path`` unless its bytes are those the job that made it recorded."""
+    made_by = (
+        f"rule {record['rule']} (crucible {record.get('command')})"
+        if record.get("rule")
+        else f"crucible {record.get('command')}"
+    )
+    recorded = record.get("sha256")
+    if record.get("format") != RECORD_FORMAT or not isinstance(recorded, str):
+        raise IdentityError(
+            f"{path}: its identity record ({record_path(path)}) holds no SHA-256 of it (made by an earlier "
+            f"crucible): it cannot be checked; rebuild it (snakemake --forcerun {record.get('rule') or 'RULE'})"
+        )
+    actual = file_sha256(path)
+    if actual != recorded:
+        raise IdentityError(
+            f"{path}: changed since {made_by} made it: its SHA-256 is {actual}, the job that wrote it recorded "
+            f"{recorded} ({record_path(path)}). A result is not made from an input edited after the fact; "
+            f"rebuild it (snakemake --forcerun {record.get('rule') or 'RULE'}), or, if the edit is meant, make it an "
+            "input of its own (e.g. matbench.prediction_files)"
+        )
 
 
 def read_record(output: str | os.PathLike) -> dict[str, Any] | None:
@@ -278,12 +305,14 @@ def job_env(
     inputs: Iterable[str],
     outputs: Iterable[str],
     code: JobCode = JobCode(),
+    rule: str = "",
 ) -> str:
-    """The value of ``CRUCIBLE_JOB`` for one job: :func:`job_identity` with its inputs, outputs and
-    code roots."""
+    """The value of ``CRUCIBLE_JOB`` for one job: :func:`job_identity` with its rule, inputs,
+    outputs and code roots."""
     return canonical_json(
         {
             **json.loads(job_identity(group, verb, names, code)),
+            "rule": rule,
             "inputs": sorted(set(map(str, inputs))),
             "outputs": sorted(set(map(str, outputs))),
             "roots": [list(r) for r in code.roots],
@@ -304,6 +333,7 @@ class JobRecord:
     inputs: list[str]
     outputs: list[str]
     roots: list[Any] = field(default_factory=list)
+    rule: str = ""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> JobRecord | None:
@@ -319,19 +349,22 @@ class JobRecord:
                 inputs=[str(p) for p in doc["inputs"]],
                 outputs=[str(p) for p in doc["outputs"]],
                 roots=[list(r) for r in doc.get("roots", [])],
+                rule=str(doc.get("rule", "")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IdentityError(f"{ENV_VAR} is not a job description the workflow writes ({exc})") from None
 
-    def input_names(self) -> dict[str, str]:
-        """The name meanings of every input, merged with the job's own; a name that two of them
-        (or an input and the job) give different meanings is an IdentityError naming both."""
+    def checked_input_names(self) -> dict[str, str]:
+        """The name meanings of every input, merged with the job's own, each input that has a
+        record checked against it first (:func:`verify_record`); a name that two of them (or an
+        input and the job) give different meanings is an IdentityError naming both."""
         merged = dict(self.names)
         source = {key: "this job's config" for key in self.names}
         for path in self.inputs:
             record = read_record(path)
             if record is None:
                 continue
+            verify_record(path, record)
             for key, value in record["names"].items():
                 if key in merged and merged[key] != value:
                     raise IdentityError(
@@ -343,6 +376,12 @@ class JobRecord:
                 source.setdefault(key, str(path))
         return dict(sorted(merged.items()))
 
+    def drop_records(self) -> None:
+        """Remove the records of this job's outputs before it runs: Snakemake removed (or the job
+        replaces) the files they describe, and a job that fails must leave no record behind."""
+        for output in self.outputs:
+            record_path(output).unlink(missing_ok=True)
+
     def write_records(self, argv: Iterable[str], names: Mapping[str, str]) -> str:
         """One record per existing output; returns the job's identity."""
         from crucible.io import write_json
@@ -350,6 +389,7 @@ class JobRecord:
         inputs = {path: file_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
         body = {
             "format": RECORD_FORMAT,
+            "rule": self.rule,
             "command": self.command,
             "argv": list(argv),
             "code": self.code,
@@ -362,7 +402,7 @@ class JobRecord:
                 continue
             path = record_path(output)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_json({"identity": identity, **body, "output": output}, path)
+            write_json({"identity": identity, **body, "output": output, "sha256": file_sha256(output)}, path)
         return identity
 
 

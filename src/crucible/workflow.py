@@ -67,6 +67,6 @@ def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str])
 
     def crucible_job(wildcards, input, output):
         chosen = names.for_job(family, list(wildcards), rule_name)
-        return job_env(group, verb, chosen, list(input), list(output), names.code_of(chosen))
+        return job_env(group, verb, chosen, list(input), list(output), names.code_of(chosen), rule_name)
 
     smk_rule.set_params(crucible_identity=crucible_identity, crucible_job=crucible_job)
