@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from crucible import identity
 from crucible.errors import ConfigError
 from crucible.identity import Meaning
 from crucible.llm import workflow
@@ -153,6 +154,25 @@ def test_a_model_asked_at_another_address_keeps_its_name():
     other = asked()
     other["llm"]["models"]["echo"]["params"] = {"max_tokens": 9}
     assert workflow.names(other)["llm/echo"].digest != names["llm/echo"].digest
+
+
+def test_a_local_models_weights_are_part_of_its_jobs_code_identity(tmp_path):
+    """Issue 44 item 2: the folder a transformers entry loads is hashed into the code identity of
+    the jobs made of that model's name, and an edit of one weight file changes it."""
+    from crucible.identity import NameBook
+
+    ckpt = tmp_path / "tiny"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
+    book = NameBook()
+    asked = {**config(ckpt=str(ckpt)), "crystal": {"datasets": ["aflow-prototypes"], "llm_models": ["echo", "tiny"]}}
+    book.meanings.update(workflow.names(asked))
+    assert book.meanings["llm/tiny"].files == (str(ckpt),) and book.meanings["llm/echo"].files == ()
+    code = book.code_of(["llm/tiny"])
+    before = identity.job_code_digest("crystal", "generate", code)
+    assert identity.job_code_digest("crystal", "generate", book.code_of(["llm/echo"])) != before
+    (ckpt / "model.safetensors").write_bytes(b"\1" * 64)
+    assert identity.job_code_digest("crystal", "generate", code) != before
 
 
 def test_a_folder_named_under_the_whole_entry_takes_the_new_meaning(tmp_path):

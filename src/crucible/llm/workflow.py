@@ -179,9 +179,18 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             f"llm.models.{name}",
             "give the changed entry a name of its own under llm.models",
             formerly=({"entry_sha256": model_sha256(config, name)},),  # the whole entry, until issue 33
+            files=_loaded_files(_entry(config, name)),
         )
         for name in used
     }
+
+
+def _loaded_files(entry: dict[str, Any]) -> tuple[str, ...]:
+    """What a model's jobs load by path (a local model's folder of weights): hashed into the code
+    identity of exactly those jobs (crucible.identity.Meaning.files). A replay's path is a
+    template of the jobs' own inputs, checked as inputs are."""
+    path = entry.get("path") if entry.get("backend") == "transformers" else None
+    return (str(path),) if path else ()
 
 
 FAMILY = Family(
