@@ -64,13 +64,16 @@ if not workflow.output_settings.printshellcmds:
             _rule.message = shared_wf.job_message(_rule.name, _rule.wildcard_names)
 
 
-# The names this run's jobs are made of are recorded as they mean now (not those of sections the
-# targets do not reach: their meaning stays free until a run uses them).
+# The names this run's jobs are made of are recorded as they mean now, with this run among their
+# users (not those of sections the targets do not reach: their meaning stays free until a run
+# uses them).
 onstart:
     NAMES.record(
         sorted(
-            set(NEW_NAMES) & names_of_jobs(getattr(j.params, "crucible_identity", None) for j in workflow.dag.jobs)
-        )
+            set(NAMES.meanings)
+            & names_of_jobs(getattr(j.params, "crucible_identity", None) for j in workflow.dag.jobs)
+        ),
+        run=RUN,
     )
 
 

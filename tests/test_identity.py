@@ -165,13 +165,31 @@ def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
             "matbench/model/dummy": Meaning({}, "matbench.models"),
         }
     )
+    # another run (matbench.run_name: quick) may not give the name the default run uses another meaning
     with pytest.raises(ConfigError) as err:
-        new.check_recorded(book_file)
+        new.check_recorded(book_file, run="matbench=quick")
     text = str(err.value)
     assert '{"params":{"max_iter":50}}' in text and '{"params":{"max_iter":3}}' in text
+    assert "the run 'default' still uses it" in text and text.count("--directory") == 1
     assert "rename it" in text and "crucible names forget matbench/model/gbm-magpie" in text
-    identity.forget_names(["matbench/model/gbm-magpie"], book_file)
+    # the only run that uses it changes its meaning: recorded anew, one line saying what changed
     assert new.check_recorded(book_file) == ["matbench/model/dummy", "matbench/model/gbm-magpie"]
+    assert new.changes == [
+        'matbench/model/gbm-magpie changed (matbench.model_params): {"params":{"max_iter":50}} -> '
+        '{"params":{"max_iter":3}}; its jobs rerun'
+    ]
+    new.record(["matbench/model/gbm-magpie", "matbench/model/dummy"], book_file)
+    new.record(["matbench/model/dummy"], book_file, run="matbench=quick")
+    book = identity.read_name_book(book_file)
+    assert book["matbench/model/gbm-magpie"]["runs"] == ["default"]
+    assert book["matbench/model/dummy"]["runs"] == ["default", "matbench=quick"]
+    # a record of an older crucible says no runs: a new meaning is refused, as before
+    del book["matbench/model/gbm-magpie"]["runs"]
+    book_file.write_text(json.dumps(book))
+    with pytest.raises(ConfigError, match="did not record its runs"):
+        old.check_recorded(book_file)
+    identity.forget_names(["matbench/model/gbm-magpie"], book_file)
+    assert old.check_recorded(book_file) == ["matbench/model/gbm-magpie"] and old.changes == []
     with pytest.raises(ConfigError, match="no name 'nope'"):
         identity.forget_names(["nope"], book_file)
 

@@ -294,3 +294,34 @@ def test_a_config_of_user_datasets_only_builds_only_their_targets():
         "results/tables/matbench_user_li_o.tex",
     ]
     assert not any("/user/" in p for p in wf.final_outputs(_config()))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        None,
+        {"class": "sklearn.linear_model:Ridge", "input": "magpie"},
+        {"model": "gbm-magpie", "params": {"max_iter": 3}},
+    ],
+    ids=["registered", "users-class", "variant"],
+)
+def test_the_advice_for_another_meaning_is_a_config_that_is_accepted(entry):
+    """Issue 44 item 6: the refusal's advice, fed back as the user would, passes the config check
+    (for a user's class it was `{model: myreg}`, itself refused as an unknown model)."""
+    import yaml
+
+    from crucible.config import check_config, fill_defaults
+    from crucible.matbench.meanings import rename_advice
+
+    name = "gbm-magpie" if entry is None else "mine"
+    cfg = _config(models=[name], custom_models={} if entry is None else {name: entry})
+    advice = rename_advice(cfg, name)
+    fragment = advice.split("matbench.custom_models: ", 1)[1].rsplit(", and list", 1)[0]
+    added = yaml.safe_load(fragment.replace("{...}", "{max_iter: 5}" if "class" not in fragment else "{alpha: 2.0}"))
+    assert list(added) == [f"{name}-2"]
+    cfg["matbench"]["custom_models"].update(added)
+    cfg["matbench"]["models"].append(f"{name}-2")
+    check_config(cfg)
+    fill_defaults(cfg)
+    wf.check(cfg)
+    assert f"matbench/model/{name}-2" in wf.names(cfg)

@@ -144,3 +144,61 @@ def test_an_installed_distribution_edited_in_place_is_refused_at_planning(run, t
     assert proc.returncode != 0
     assert str(edited) in out and "installed PyYAML" in out and "--force-reinstall" in out, out[-3000:]
     print(out[-1500:])
+
+
+def _with(**matbench):
+    return {"matbench": {**CONFIG["matbench"], **matbench}}
+
+
+def test_names_across_runs(run):
+    """Issue 44 items 5 and 6: a config edit in the only run that uses a name reruns its jobs with
+    one line saying what changed; another run may not give it another meaning; after `names
+    forget`, another run's aggregates are rebuilt when it next runs under the new meaning, and the
+    report refuses one made from the old."""
+    from crucible.identity import NAME_BOOK_FILE, IdentityError, forget_names, read_name_book
+    from crucible.report.front_page import name_meanings
+
+    work, _, env = run
+    edited = _with(model_params={"mine": {"random_state": 5}})
+    dry = run_snakemake(work, edited, "matbench", "--dry-run", env=env)
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    lines = [line for line in out.splitlines() if "matbench/model/mine changed" in line]
+    assert len(lines) == 1 and '"random_state":5' in lines[0], out[-3000:]
+    assert _models_planned(out) == {"mine"}, out[-3000:]
+    proc = run_snakemake(work, edited, "matbench", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    book = read_name_book(work / NAME_BOOK_FILE)
+    assert book["matbench/model/mine"]["spec"]["params"] == {"random_state": 5}
+    assert book["matbench/model/mine"]["runs"] == ["default"]
+
+    # a named run that uses mine as it means now is recorded beside the default run ...
+    quick = {"matbench": {**edited["matbench"], "run_name": "quick"}}
+    proc = run_snakemake(work, quick, "matbench", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_name_book(work / NAME_BOOK_FILE)["matbench/model/mine"]["runs"] == ["default", "matbench=quick"]
+    # ... so that the default run may no longer change it: refused, naming the other run
+    again = run_snakemake(work, _with(model_params={"mine": {"random_state": 6}}), "matbench", "--dry-run", env=env)
+    assert again.returncode != 0
+    assert "the run 'matbench=quick' still uses it" in again.stdout + again.stderr, (again.stdout + again.stderr)[
+        -3000:
+    ]
+
+    # forgotten and given a new meaning by the default run: the quick run's leaderboard was made
+    # from the old one; the report refuses it, and the quick run rebuilds it under the new meaning
+    newer = _with(model_params={"mine": {"random_state": 6}})
+    forget_names(["matbench/model/mine"], work / NAME_BOOK_FILE)
+    proc = run_snakemake(work, newer, "matbench", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stale = "results/runs/quick/tables/matbench_leaderboard.csv"
+    assert (work / stale).exists(), sorted(str(p.relative_to(work)) for p in (work / "results/runs/quick").rglob("*"))
+
+    class Job:
+        outputs = [stale]
+
+    with pytest.raises(IdentityError, match="old meaning of 'matbench/model/mine'"):
+        name_meanings([Job], root=work)
+    newer_quick = {"matbench": {**newer["matbench"], "run_name": "quick"}}
+    dry = run_snakemake(work, newer_quick, "matbench", "--dry-run", env=env)
+    jobs = planned_jobs(dry.stdout + dry.stderr)
+    assert jobs.get("build_matbench_leaderboard") == 1 and "predict_matbench" not in jobs, jobs

@@ -14,7 +14,7 @@ import functools
 import importlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 # The registry. Order: include order of the rule files, and the order of rule all's inputs.
 FAMILY_PACKAGES = (
@@ -109,6 +109,9 @@ class Family:
     # model_params: {key: (what, the names it may use, from the raw section)}. The config check
     # (crucible.names) refuses a key that names nothing.
     keyed_by_name: dict[str, tuple[str, Callable[[dict[str, Any]], set[str]]]] = field(default_factory=dict)
+    # The name of a run of the config, where the family has named runs (matbench.run_name): runs
+    # of one results folder that differ in it keep their names' meanings apart (crucible.identity).
+    run_name: Callable[[dict[str, Any]], str] | None = None
 
     def __post_init__(self):
         if not self.rule_files:
@@ -161,3 +164,17 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
     for f in families():
         seen.update(dict.fromkeys(f.final_outputs(config)))
     return list(seen)
+
+
+def run_of(config: dict[str, Any], fams: Iterable[Family]) -> str:
+    """Which run of a results folder ``config`` is: ``default``, or its families' run names
+    (``matbench=quick``) where one is not the default."""
+    from crucible.identity import DEFAULT_RUN
+
+    named = []
+    for f in fams:
+        if f.run_name is not None and enabled(config, f.name) and f.name in config:
+            name = f.run_name(config)
+            if name != DEFAULT_RUN:
+                named.append(f"{f.name}={name}")
+    return ",".join(named) or DEFAULT_RUN

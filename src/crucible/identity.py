@@ -7,9 +7,11 @@ Three parts, one per guarantee:
   imports, of the package data beside them and of the versions of the distributions they import.
 - :class:`NameBook` -- what each configured name means (a model's class and params, a
   potential's spec, a generator's params, a language model's entry, a family's settings), as
-  recorded in ``results/.identity/names.json`` by the first run that used it. A config that
-  makes a recorded name mean something else is refused before any job runs: two meanings never
-  share a path.
+  recorded in ``results/.identity/names.json`` with the runs that use it (a run: a named
+  Matbench run, ``default`` otherwise). A config that changes a name's meaning in the only run
+  that uses it records the new meaning and its jobs rerun (one console line says what changed);
+  a name whose old meaning another run still uses is refused before any job runs: two meanings
+  never share a path.
 - :class:`JobRecord` -- what the workflow hands each job (``CRUCIBLE_JOB``: its rule, command,
   code digest, the meanings of the names it is made of, its inputs and outputs). Once it
   succeeded, a job writes one record per output: ``<folder>/.identity/<file>.json``, holding the
@@ -36,6 +38,8 @@ from crucible.job_code import code_digest, normal_roots
 
 RECORD_DIR = ".identity"
 NAME_BOOK_FILE = Path("results") / RECORD_DIR / "names.json"
+# The run of a config whose families name none (crucible.families.run_of)
+DEFAULT_RUN = "default"
 ENV_VAR = "CRUCIBLE_JOB"
 # 2: each record holds its output's SHA-256 and the rule that made it (checked by every reader)
 RECORD_FORMAT = 2
@@ -69,6 +73,10 @@ class Meaning:
     # the code identity of exactly the jobs made of this name, never of its meaning
     code: tuple[Any, ...] = ()
     files: tuple[str, ...] = ()
+    # rules whose jobs summarize every name of its kind that the run uses (a leaderboard): made of
+    # it although no wildcard of theirs holds it, so that a new meaning rebuilds them also when
+    # another run rebuilt what they summarize (Snakemake does not rerun a job for newer inputs alone)
+    summarized_by: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -92,6 +100,8 @@ class NameBook:
     """Every name the config uses, with its meaning, beside what ``results/`` recorded."""
 
     meanings: dict[str, Meaning] = field(default_factory=dict)
+    # what check_recorded found changed in this run's names, one console line each
+    changes: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, config: Mapping[str, Any], families: Iterable[Any]) -> NameBook:
@@ -122,9 +132,9 @@ class NameBook:
         return JobCode(normal_roots(roots), tuple(sorted(files)))
 
     def for_job(self, family: str, wildcard_values: Iterable[str], rule: str | None = None) -> dict[str, str]:
-        """The names a job of ``family`` (of ``rule``) is made of: its family's settings and every
+        """The names a job of ``family`` (of ``rule``) is made of: its family's settings, every
         name of its family (or a shared kind: potentials, language models) that one of its
-        wildcards holds, less those declared for other rules only."""
+        wildcards holds, and those its rule summarizes, less those declared for other rules only."""
         values = set(wildcard_values)
         chosen = {}
         for key, meaning in sorted(self.meanings.items()):
@@ -133,40 +143,77 @@ class NameBook:
                 continue
             if meaning.rules is not None and rule not in meaning.rules:
                 continue
-            if key == f"{family}/settings" or rest.rpartition("/")[2] in values:
+            if key == f"{family}/settings" or rest.rpartition("/")[2] in values or rule in meaning.summarized_by:
                 chosen[key] = meaning.digest
         return chosen
 
-    def check_recorded(self, book_file: str | os.PathLike = NAME_BOOK_FILE) -> list[str]:
-        """Refuse a name that ``book_file`` recorded with another meaning; the keys not yet there."""
+    def check_recorded(self, book_file: str | os.PathLike = NAME_BOOK_FILE, run: str = DEFAULT_RUN) -> list[str]:
+        """The keys to record anew for ``run``: those ``book_file`` lacks, and those whose meaning
+        this config changes where no other run uses the old one (said in :attr:`changes`). A name
+        whose old meaning another run uses (or a record that does not say which runs use it) is
+        refused, naming both meanings."""
         recorded = read_name_book(book_file)
         new = []
+        self.changes = []
         for key, meaning in sorted(self.meanings.items()):
             old = recorded.get(key)
             if old is None or old["digest"] in {digest(spec) for spec in meaning.formerly}:
                 new.append(key)
-            elif old["digest"] != meaning.digest:
-                raise ConfigError(
-                    f"config {meaning.key}: {key!r} already means {canonical_json(old['spec'])} in this results "
-                    f"folder ({book_file}, from an earlier run), and this config makes it "
-                    f"{canonical_json(meaning.spec)}. One name has one meaning in one results folder, so that no "
-                    f"run overwrites another's results: {meaning.rename}; or run in another --directory; or, to "
-                    f"replace the old meaning here and rebuild what used it, run `crucible names forget {key}`"
+                continue
+            if old["digest"] == meaning.digest:
+                continue
+            others = sorted(set(old["runs"]) - {run}) if isinstance(old.get("runs"), list) else None
+            if others == []:
+                new.append(key)
+                self.changes.append(
+                    f"{key} changed ({meaning.key}): {_brief(old['spec'])} -> {_brief(meaning.spec)}; its jobs rerun"
                 )
+                continue
+            users = (
+                f"the run{'s' if len(others) > 1 else ''} {', '.join(map(repr, others))} still use{'' if len(others) > 1 else 's'} it"
+                if others
+                else "an earlier run of a crucible that did not record its runs made it"
+            )
+            elsewhere = "" if "--directory" in meaning.rename else "; or run in another --directory"
+            raise ConfigError(
+                f"config {meaning.key}: {key!r} already means {canonical_json(old['spec'])} in this results "
+                f"folder ({book_file}: {users}), and this config makes it {canonical_json(meaning.spec)}. One name "
+                f"has one meaning in one results folder, so that no run overwrites another's results: "
+                f"{meaning.rename}{elsewhere}; or, to replace the old meaning here and rebuild what used it, run "
+                f"`crucible names forget {key}`"
+            )
         return new
 
-    def record(self, keys: Iterable[str], book_file: str | os.PathLike = NAME_BOOK_FILE) -> None:
+    def record(
+        self, keys: Iterable[str], book_file: str | os.PathLike = NAME_BOOK_FILE, run: str = DEFAULT_RUN
+    ) -> None:
+        """Record that ``run`` uses ``keys`` as they mean now (a changed meaning replaces the old,
+        which check_recorded let no other run hold); the file is written only when it changes."""
         keys = list(keys)
         if not keys:
             return
         from crucible.io import write_json
 
         recorded = read_name_book(book_file)
+        before = canonical_json(recorded)
         for key in keys:
             meaning = self.meanings[key]
-            recorded[key] = {"digest": meaning.digest, "spec": meaning.spec, "key": meaning.key}
-        Path(book_file).parent.mkdir(parents=True, exist_ok=True)
-        write_json(dict(sorted(recorded.items())), book_file)
+            old = recorded.get(key)
+            runs = set(old.get("runs") or []) if old is not None and old["digest"] == meaning.digest else set()
+            recorded[key] = {
+                "digest": meaning.digest,
+                "spec": meaning.spec,
+                "key": meaning.key,
+                "runs": sorted(runs | {run}),
+            }
+        if canonical_json(recorded) != before:
+            Path(book_file).parent.mkdir(parents=True, exist_ok=True)
+            write_json(dict(sorted(recorded.items())), book_file)
+
+
+def _brief(spec: Any, limit: int = 160) -> str:
+    text = canonical_json(spec)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # Kinds of names that several families use with one meaning (a potential in mlip, catalysis and
@@ -428,7 +475,10 @@ def forget(keys: Iterable[str], book: str | os.PathLike = NAME_BOOK_FILE) -> Non
         book: as in :func:`crucible.identity.show_names`
     """
     for key in forget_names(keys, book):
-        print(f"forgot {key}: the next run records its meaning anew and reruns the jobs made of it")
+        print(
+            f"forgot {key}: the next run records its meaning anew and reruns the jobs made of it; another run's "
+            "tables made from the old meaning are refused by the report until that run rebuilds them"
+        )
 
 
 def show_record(output: str | os.PathLike) -> int:

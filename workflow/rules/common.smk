@@ -40,13 +40,17 @@ fill_defaults(config)
 
 # What each name of this config means (a model's class and params, a potential, a generator's
 # params, a family's settings), against what this results folder recorded: a name that would mean
-# something else is refused here, before any job runs, so that no run overwrites another's
-# results. The new names are recorded when jobs start (onstart in the Snakefile; not in a dry run).
+# something else that another run still uses is refused here, before any job runs, so that no run
+# overwrites another's results; a meaning this run alone used is replaced (its jobs rerun) with one
+# line saying so. The names are recorded when jobs start (onstart in the Snakefile; not in a dry run).
 try:
     NAMES = NameBook.of(config, FAMILIES)
-    NEW_NAMES = NAMES.check_recorded()
+    RUN = families.run_of(config, FAMILIES)
+    NAMES.check_recorded(run=RUN)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+for _change in NAMES.changes:
+    print(_change, file=sys.stderr)
 RULE_FAMILIES = {rule_file: f.name for f in FAMILIES for rule_file in f.rule_files}
 
 

@@ -8,10 +8,14 @@ dataset are names too.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from crucible.config import section
 from crucible.identity import Meaning, registered, settings
+
+# The rules of a run that summarize every model it uses (crucible.identity.Meaning.summarized_by).
+SUMMARIES = ("build_matbench_leaderboard", "tabulate_user_dataset")
 
 
 def _section(config: dict[str, Any]) -> dict[str, Any]:
@@ -62,16 +66,16 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
                 exclude=("run_name", "model_params", "custom_models", "prediction_files", "user_datasets", "published"),
             ),
             "matbench",
-            "use another --directory for other settings",
+            "run other settings in another --directory (a results folder holds one set of Matbench settings)",
         )
     }
     for model in mb["models"]:
         out[f"matbench/model/{model}"] = Meaning(
             model_meaning(config, model),
             f"matbench.models ({model})",
-            f"give it a name of its own: matbench.custom_models: {{{model}-2: {{model: {model}, params: {{...}}}}}}"
-            f" (a registered model) or a new name for the class, and list that name in matbench.models",
+            rename_advice(config, model),
             code=model_code(config, model),
+            summarized_by=SUMMARIES,
         )
     from crucible.matbench.user_datasets import check_spec
 
@@ -82,3 +86,20 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             "give the dataset a name of its own under matbench.user_datasets",
         )
     return out
+
+
+def rename_advice(config: dict[str, Any], model: str) -> str:
+    """How to run other params of ``model`` beside it, as a config entry that is accepted: a
+    variant of a registered model or of a variant's base (``model:``), the same class under a new
+    name for a user's class (``class:``), another name for imported predictions."""
+    mb = _section(config)
+    entry = mb["custom_models"].get(model)
+    if model in mb["prediction_files"]:
+        return f"give the other predictions a name of their own under matbench.prediction_files (not {model!r})"
+    if entry is None or "model" in entry:
+        base = model if entry is None else entry["model"]
+        made = f"{{model: {base}, params: {{...}}}}"
+    else:
+        kept = {k: v for k, v in sorted(entry.items()) if k != "params"}
+        made = "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in kept.items()) + ", params: {...}}"
+    return f"give it a name of its own: matbench.custom_models: {{{model}-2: {made}}}, and list {model}-2 in matbench.models"

@@ -504,5 +504,6 @@ FAMILY = Family(
     extra_targets={"matbench_data": data_outputs},
     built=built,
     names=names,
+    run_name=run_name,
     keyed_by_name={"model_params": ("model", lambda sec: _model_names(sec))},
 )

@@ -211,6 +211,14 @@ def name_meanings(jobs: Iterable[Job], root: str | os.PathLike = ".") -> list[tu
                     )
                 seen.setdefault(key, (value, output))
     book = read_name_book(Path(root) / NAME_BOOK_FILE)
+    for key, (value, output) in sorted(seen.items()):
+        if key in book and book[key]["digest"] != value:
+            # a meaning forgotten (crucible names forget) or replaced since: never shown as current
+            raise IdentityError(
+                f"{output} was made with an old meaning of {key!r} ({value[:12]}; it now means "
+                f"{canonical_json(book[key]['spec'])}): rebuild it (run its run again, or snakemake --forcerun "
+                "its rule) before the report"
+            )
     return [
         (
             key,
