@@ -12,7 +12,6 @@ import argparse
 import logging
 import shlex
 import sys
-import time
 
 from crucible import __version__, cpu_log
 from crucible.commands import GROUPS
@@ -78,18 +77,12 @@ def _main(argv: list[str], verbose: bool, outcome: dict[str, float]) -> int:
         # it recorded its SHA-256, or made under another meaning of a name, is refused before the
         # job runs; its outputs' records are written once it succeeded.
         job = JobRecord.from_environ()
-        if job is not None:
-            job.drop_records()
-        started = time.process_time()
-        names = job.checked_input_names() if job is not None else {}
-        outcome["verify_cpu_s"] = time.process_time() - started
+        names = job.start(outcome) if job is not None else {}
         from crucible import stage
 
         result = stage.run(args.stage, args)
         if job is not None and not result:
-            started = time.process_time()
-            job.write_records(["crucible", group, *rest], names)
-            outcome["record_cpu_s"] = time.process_time() - started
+            job.finish(["crucible", group, *rest], names, outcome)
         log_imported_modules(group, getattr(args, "command", None), job.roots if job is not None else ())
     except CrucibleError as exc:
         print(f"crucible {group}: error: {exc}", file=sys.stderr)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,6 +423,21 @@ class JobRecord:
                 merged.setdefault(key, value)
                 source.setdefault(key, str(path))
         return dict(sorted(merged.items()))
+
+    def start(self, timings: dict[str, float]) -> dict[str, str]:
+        """Before the job runs: its outputs' old records dropped, its inputs checked
+        (:meth:`checked_input_names`, returned); the check's CPU seconds put in ``timings``."""
+        self.drop_records()
+        started = time.process_time()
+        names = self.checked_input_names()
+        timings["verify_cpu_s"] = time.process_time() - started
+        return names
+
+    def finish(self, argv: Iterable[str], names: Mapping[str, str], timings: dict[str, float]) -> None:
+        """Once the job succeeded: its outputs' records written, their CPU seconds in ``timings``."""
+        started = time.process_time()
+        self.write_records(argv, names)
+        timings["record_cpu_s"] = time.process_time() - started
 
     def drop_records(self) -> None:
         """Remove the records of this job's outputs before it runs: Snakemake removed (or the job

@@ -70,7 +70,8 @@ def _cache_file(dist: str, version: str, location: Path) -> Path:
     from crucible.fingerprint import cache_dir
 
     where = hashlib.sha256(str(location).encode()).hexdigest()[:16]
-    return cache_dir().parent / "installed" / f"{dist}-{version}-{where}.json"
+    # beside the file digests (their keys are two-hex-digit folders): one cache place to move or clear
+    return cache_dir() / "installed" / f"{dist}-{version}-{where}.json"
 
 
 def _stat_key(st: os.stat_result) -> list[int]:

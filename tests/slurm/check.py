@@ -120,6 +120,9 @@ def _content(path: Path) -> bytes:
         record = json.loads(path.read_text())
         for key in TIMING_KEYS:
             record.pop(key, None)
+        if ".identity" in path.parts and path.name.endswith(".json.json"):
+            # the identity record of a sidecar with timings holds that sidecar's SHA-256
+            record.pop("sha256", None)
         return json.dumps(record, sort_keys=True).encode()
     return path.read_bytes()
 
