@@ -63,9 +63,9 @@ def test_an_unchanged_distribution_passes_and_is_then_only_stated(fake_dist, mon
 @pytest.mark.parametrize("restore_mtime", [False, True])
 def test_a_file_edited_in_place_is_refused_naming_file_and_distribution(fake_dist, restore_mtime):
     installed_code.check_distributions(["fakedist"])  # checked once: its stats are cached
-    table = fake_dist / "fakepkg" / "table.json"
+    table = fake_dist / "fakepkg" / "__init__.py"
     before = table.stat()
-    table.write_bytes(b'{"a": 2}\n')  # same size
+    table.write_bytes(b"SCALE = 2.0\n")  # same size
     if restore_mtime:
         os.utime(table, ns=(before.st_atime_ns, before.st_mtime_ns))
     installed_code.check_distribution.cache_clear()
@@ -76,8 +76,8 @@ def test_a_file_edited_in_place_is_refused_naming_file_and_distribution(fake_dis
 
 
 def test_a_removed_file_is_refused(fake_dist):
-    (fake_dist / "fakepkg" / "table.json").unlink()
-    with pytest.raises(installed_code.EditedDistributionError, match="table.json is missing"):
+    (fake_dist / "fakepkg" / "__init__.py").unlink()
+    with pytest.raises(installed_code.EditedDistributionError, match="__init__.py is missing"):
         installed_code.check_distributions(["fakedist"])
 
 

@@ -28,7 +28,10 @@ from pathlib import Path
 
 from crucible.errors import ConfigError
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+# What a distribution runs: its Python source and its extension modules. Its data files are not
+# read here (a job reads those it needs; pinned ones are checked by crucible.sources).
+CODE = frozenset({".py", ".so", ".pyd"})
 
 
 class EditedDistributionError(ConfigError):
@@ -110,8 +113,8 @@ def check_distribution(dist: str) -> None:
     checked: dict[str, list[int]] = {}
     for entry in files:
         rel = str(entry)
-        if entry.hash is None or entry.hash.mode != "sha256" or rel.startswith(".."):
-            continue  # bytecode, RECORD itself, scripts outside the package folder
+        if entry.hash is None or entry.hash.mode != "sha256" or rel.startswith("..") or entry.suffix not in CODE:
+            continue  # bytecode, RECORD itself, scripts outside the package folder, data files
         path = Path(meta.locate_file(entry))
         try:
             key = _stat_key(path.stat())
