@@ -100,7 +100,7 @@ def check_distribution(dist: str) -> None:
         meta = importlib.metadata.distribution(dist)
     except importlib.metadata.PackageNotFoundError:
         return
-    files = meta.files
+    files = _record_rows(meta)
     if files is None:  # no RECORD (installed by a tool that writes none): nothing to compare
         return
     location = Path(meta.locate_file("")).resolve()
@@ -111,17 +111,16 @@ def check_distribution(dist: str) -> None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         seen = {}
     checked: dict[str, list[int]] = {}
-    for entry in files:
-        rel = str(entry)
-        if entry.hash is None or entry.hash.mode != "sha256" or rel.startswith("..") or entry.suffix not in CODE:
+    for rel, recorded in files:
+        if not recorded.startswith("sha256=") or rel.startswith("..") or Path(rel).suffix not in CODE:
             continue  # bytecode, RECORD itself, scripts outside the package folder, data files
-        path = Path(meta.locate_file(entry))
+        path = Path(meta.locate_file(rel))
         try:
             key = _stat_key(path.stat())
         except FileNotFoundError:
             raise EditedDistributionError(_edited(dist, meta.version, path, "is missing")) from None
         if seen.get(rel) != key:
-            if _record_hash(path) != entry.hash.value:
+            if _record_hash(path) != recorded.removeprefix("sha256="):
                 raise EditedDistributionError(_edited(dist, meta.version, path, "differs from its RECORD"))
         checked[rel] = key
     if checked != seen:
@@ -132,6 +131,18 @@ def check_distribution(dist: str) -> None:
             write_json({"format": CACHE_FORMAT, "files": checked}, cache)
         except OSError:
             pass  # a cache that cannot be written only costs time
+
+
+def _record_rows(meta) -> list[tuple[str, str]] | None:
+    """``(path, hash)`` of each row of the distribution's RECORD, read as written: Python 3.12's
+    ``Distribution.files`` leaves out the files that no longer exist, which are the removed ones
+    this check must see."""
+    import csv
+
+    text = meta.read_text("RECORD")
+    if text is None:
+        return None
+    return [(row[0], row[1]) for row in csv.reader(text.splitlines()) if len(row) >= 2]
 
 
 def _edited(dist: str, version: str, path: Path, what: str) -> str:
