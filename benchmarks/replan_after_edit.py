@@ -1,20 +1,25 @@
-"""How many jobs a one-line edit of a library module replans, per family, from a dry run.
+"""How many jobs a one-line edit replans, from a dry run: per module, or per definition.
 
     snakemake -n --printshellcmds > dry.txt      (a fresh folder: every job planned)
-    python benchmarks/replan_after_edit.py dry.txt [module ...]
+    python benchmarks/replan_after_edit.py dry.txt [module | module:definition ...]
 
-For each module (default: each family's scoring or analysis module), the jobs whose command's
-code digest holds it (crucible.job_code.code_identity): exactly those rerun after the edit, and
-what is made from their outputs after them (Snakemake's inputs-changed trigger).
+For each module (default: each family's scoring or analysis module), or one definition of it
+(``crucible.models.registry:_gradient_boosting``, a registry entry ``crucible.models.registry:<entry
+comp-transformer>``), the jobs whose code digest holds it: exactly those rerun after the edit,
+and what is made from their outputs after them (Snakemake's inputs-changed trigger). Each job's
+code is its command's closure with the roots its names stand for (its model's entry, a user's
+class), read from the CRUCIBLE_JOB that the job's shell line carries -- as the job itself reads it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections import Counter
 
-from crucible.job_code import code_identity
+from crucible.code_closure import taken_definitions
+from crucible.job_code import command_roots, normal_roots
 
 DEFAULT_MODULES = (
     "crucible.matbench.scoring",
@@ -27,19 +32,48 @@ DEFAULT_MODULES = (
     "crucible.report.tables",
     "crucible.io",
 )
-COMMAND = re.compile(r"(?:[A-Z_]+=(?:'[^']*'|\S+)\s+)*crucible\s+([a-z0-9-]+)\s+([a-z0-9-]+)")
+COMMAND = re.compile(
+    r"(?:CRUCIBLE_JOB='(?P<job>[^']*)'\s+)?(?:[A-Z_]+=(?:'[^']*'|\S+)\s+)*crucible\s+([a-z0-9-]+)\s+([a-z0-9-]+)"
+)
+
+
+def _jobs(text: str) -> list[tuple[str, str, tuple, str]]:
+    """``(group, verb, roots, thing)`` of each job; ``thing``: the one model or potential its names
+    hold (``matbench/model/dummy``), "" for a job of several (a leaderboard) or none."""
+    jobs = []
+    for m in COMMAND.finditer(text):
+        group, verb = m.group(2), m.group(3)
+        if group == "sources":  # downloads: their pin is their identity
+            continue
+        job = json.loads(m.group("job")) if m.group("job") else {}
+        things = sorted(k for k in job.get("names", {}) if re.search(r"(^|/)(model|potential)/", k))
+        jobs.append((group, verb, normal_roots(job.get("roots", [])), things[0] if len(things) == 1 else ""))
+    return jobs
+
+
+def _takes(taken: dict, target: str) -> bool:
+    module, _, definition = target.partition(":")
+    if module not in taken:
+        return False
+    return not definition or taken[module] is None or definition in taken[module]
 
 
 def main(argv: list[str]) -> int:
     text = open(argv[0], encoding="utf-8").read()
-    modules = argv[1:] or list(DEFAULT_MODULES)
-    jobs = Counter(m.groups() for m in COMMAND.finditer(text) if m.group(1) != "sources")
-    total = sum(jobs.values())
-    print(f"{total} jobs running a crucible command (downloads left out)")
-    for module in modules:
-        hit = {c: n for c, n in jobs.items() if module in code_identity(*c)["modules"]}
-        commands = ", ".join(f"{g} {v} ({n})" for (g, v), n in sorted(hit.items()))
-        print(f"{module}: {sum(hit.values())} of {total} jobs replan -- {commands or 'none'}")
+    targets = argv[1:] or list(DEFAULT_MODULES)
+    jobs = _jobs(text)
+    closures = {
+        (g, v, r): taken_definitions([*command_roots(g, v), *[(m, None if n is None else frozenset(n)) for m, n in r]])
+        for g, v, r, _ in set(jobs)
+    }
+    print(f"{len(jobs)} jobs running a crucible command (downloads left out)")
+    for target in targets:
+        hits = [(g, v, t) for g, v, r, t in jobs if _takes(closures[(g, v, r)], target)]
+        commands = ", ".join(f"{g} {v} ({n})" for (g, v), n in sorted(Counter(h[:2] for h in hits).items()))
+        print(f"{target}: {len(hits)} of {len(jobs)} jobs replan -- {commands or 'none'}")
+        things = Counter(t or "of several or none" for _, _, t in hits)
+        if things:
+            print("    by name: " + ", ".join(f"{t} ({n})" for t, n in sorted(things.items())))
     return 0
 
 

@@ -71,7 +71,45 @@ def run_snakemake(
             "from snakemake.cli import main; sys.exit(main(sys.argv[1:]))"
         )
         cmd[1:3] = ["-c", prelude]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    from crucible.job_code import MODULES_LOG_VAR
+
+    if MODULES_LOG_VAR in env:  # the test reads the log itself
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    import tempfile
+
+    fd, log = tempfile.mkstemp(prefix="crucible-modules-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        proc = subprocess.run(cmd, env={**env, MODULES_LOG_VAR: log}, capture_output=True, text=True, timeout=timeout)
+        assert_imports_in_closure(Path(log), workdir)
+    finally:
+        os.unlink(log)
+    return proc
+
+
+def assert_imports_in_closure(log: Path, workdir: Path) -> None:
+    """Every crucible or user module a job of the run imported is in its command's static closure
+    (crucible.job_code's code identity): what a job really ran is what identifies it. Every DAG
+    test holds its jobs to this through :func:`run_snakemake`."""
+    from crucible import code_closure, job_code
+
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+    if not lines:
+        return
+    here = os.getcwd()
+    os.chdir(workdir)  # a job's user modules are found beside its working directory
+    try:
+        job_code._clear()
+        code_closure._module.cache_clear()  # a user's module of that name beside another test's run
+        for line in lines:
+            group, verb = line["command"].split()
+            static = set(job_code.code_identity(group, verb, line["roots"])["modules"])
+            outside = sorted(set(line["modules"]) - static)
+            assert not outside, f"`crucible {line['command']}` imported modules outside its static closure: {outside}"
+    finally:
+        os.chdir(here)
+        job_code._clear()
+        code_closure._module.cache_clear()
 
 
 def planned_jobs(output: str) -> dict[str, int]:

@@ -408,6 +408,31 @@ def test_a_model_jobs_code_is_its_own_entry_not_the_registry(monkeypatch):
     assert {m for m in roots if after[m] != before[m]} == {"gbm-magpie"}
 
 
+def test_replan_after_edit_reads_each_jobs_own_roots(tmp_path, capsys):
+    """benchmarks/replan_after_edit.py counts a job by its command and the roots its CRUCIBLE_JOB
+    carries, as the job itself does: a factory's edit replans that model's jobs alone."""
+    import importlib.util
+    import shlex
+
+    from crucible.identity import JobCode, job_env
+    from crucible.job_code import entry_root
+
+    spec = importlib.util.spec_from_file_location("replan", REPO / "benchmarks" / "replan_after_edit.py")
+    replan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replan)
+    lines = []
+    for model in ("dummy", "gbm-magpie"):
+        code = JobCode((entry_root("crucible.models.registry", model),))
+        env = job_env("matbench", "predict", {f"matbench/model/{model}": "x"}, [], [f"{model}.parquet"], code)
+        lines.append(f"CRUCIBLE_JOB={shlex.quote(env)} crucible matbench predict --model {model}")
+    dry = tmp_path / "dry.txt"
+    dry.write_text("\n".join(lines) + "\n")
+    assert replan.main([str(dry), "crucible.models.trees:_gradient_boosting", "crucible.models.dummies"]) == 0
+    out = capsys.readouterr().out
+    assert "_gradient_boosting: 1 of 2 jobs replan" in out and "matbench/model/gbm-magpie (1)" in out
+    assert "dummies: 1 of 2 jobs replan" in out and "matbench/model/dummy (1)" in out
+
+
 def test_a_users_class_is_followed_through_the_users_modules(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mymodels.py").write_text(

@@ -389,6 +389,13 @@ def import_closure(roots: Iterable[Edge | str]) -> tuple[list[str], list[str]]:
     return sorted(taken), sorted(others)
 
 
+def taken_definitions(roots: Iterable[Edge | str]) -> dict[str, frozenset[str] | None]:
+    """``{module: the definitions taken}`` (None: all of it) of a run from ``roots``: an edit of a
+    definition changes the digest of exactly the runs that take it (benchmarks/replan_after_edit.py)."""
+    taken, _ = _closure(roots)
+    return {name: None if defs is None else frozenset(defs) for name, defs in sorted(taken.items())}
+
+
 def closure_digests(roots: Iterable[Edge | str]) -> tuple[dict[str, str], list[str]]:
     """``{module: digest}`` of what a run from ``roots`` can run -- each module's top level and the
     definitions of it that are taken, so that an edit of one model's factory changes the digest of

@@ -44,14 +44,12 @@ SERVICE_SECTIONS = {"potentials": "crucible.potentials"}
 @lru_cache(maxsize=None)
 def family_schema(name: str) -> dict[str, Any]:
     """The schema of one config section, a family's or a service's (read once)."""
-    if name in SERVICE_SECTIONS:
-        from importlib.resources import files
+    from importlib.resources import files
 
-        schema_file = files(SERVICE_SECTIONS[name]) / "config.schema.yaml"
-    else:
-        from crucible.families import family
+    from crucible.families import family_package
 
-        schema_file = family(name).schema_file
+    package = SERVICE_SECTIONS[name] if name in SERVICE_SECTIONS else family_package(name)
+    schema_file = files(package) / "config.schema.yaml"
     return yaml.safe_load(schema_file.read_text(encoding="utf-8"))
 
 

@@ -145,10 +145,20 @@ def families() -> tuple[Family, ...]:
     found = []
     for package in FAMILY_PACKAGES:
         family = importlib.import_module(f"{package}.workflow").FAMILY
-        if family.package != package:
-            raise RuntimeError(f"{package}.workflow.FAMILY declares package {family.package!r}")
+        if family.package != package or family_package(family.name) != package:
+            raise RuntimeError(f"{package}.workflow.FAMILY declares package {family.package!r}, name {family.name!r}")
         found.append(family)
     return tuple(found)
+
+
+def family_package(name: str) -> str:
+    """The package of family ``name``, found without importing any family's workflow module: a job
+    that needs one section's schema imports that family's package alone (what it imports is what
+    identifies it, crucible.job_code)."""
+    for package in FAMILY_PACKAGES:
+        if package.rpartition(".")[2] == name:
+            return package
+    raise KeyError(f"no benchmark family {name!r} (registered: {', '.join(FAMILY_PACKAGES)})")
 
 
 def family(name: str) -> Family:

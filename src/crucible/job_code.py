@@ -238,7 +238,7 @@ def log_imported_modules(group: str, verb: str | None, roots: Iterable[Any] = ()
 
 
 def _is_user_file(file: str | None) -> bool:
-    if not file:
+    if not file or not os.path.isabs(file):  # torch.ops says '_ops.py': not a file beside the project
         return False
     here = Path(os.getcwd()).resolve()
     try:
