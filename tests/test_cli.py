@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +262,27 @@ def test_a_cpu_log_that_cannot_be_written_stops_the_command_in_one_line(tmp_path
     assert proc.returncode == 2 and proc.stdout == ""
     assert f"CRUCIBLE_CPU_LOG={tmp_path}: cannot append to it (Is a directory)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "full"])
+def test_a_cpu_log_on_a_fifo_without_reader_or_a_full_device_stops_the_command_before_its_work(
+    tmp_path, venv_env, kind
+):
+    # a fifo nobody reads hung the command in open(); /dev/full let it do its work, then exit 2
+    if kind == "fifo":
+        path = tmp_path / "log.fifo"
+        os.mkfifo(path)
+        why = "a fifo that nobody reads"
+    else:
+        path = Path("/dev/full")
+        if not path.exists():
+            pytest.skip("no /dev/full here")
+        why = "No space left on device"
+    env = {**venv_env, "CRUCIBLE_CPU_LOG": str(path)}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "crucible", "features", "version"], env=env, capture_output=True, text=True, timeout=20
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc  # the version is the command's work
+    assert proc.stderr.strip() == f"crucible: error: CRUCIBLE_CPU_LOG={path}: cannot append to it ({why})"
+    assert time.monotonic() - start < 30

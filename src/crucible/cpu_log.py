@@ -10,9 +10,11 @@ so it records nothing for a job under 0.5 s and at most ~15 s for a 40-s fit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
+import stat
 import sys
 from pathlib import Path
 from typing import Collection, Iterator
@@ -29,8 +31,7 @@ def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, flo
     exit its own code; keys ending ``_cpu_s`` the caller sets are parts of it). A log that cannot be written stops the command before its work, in one
     line (exit 2): a measured run never loses a job's line unnoticed."""
     path = os.environ.get(CPU_LOG_VAR) if argv and argv[0] in groups else None
-    if path:
-        _append(path, "")  # creates the folder and the file
+    fd = _open_probed(path) if path else None  # creates the folder and the file, or stops here
     outcome = {"returncode": 1}
     try:
         yield outcome
@@ -38,9 +39,10 @@ def recorded(argv: list[str], groups: Collection[str]) -> Iterator[dict[str, flo
         outcome["returncode"] = exc.code if isinstance(exc.code, int) else 1
         raise
     finally:
-        if path:
+        if fd is not None:
             parts = {k: round(v, 4) for k, v in outcome.items() if k.endswith("_cpu_s")}
-            _append(path, json.dumps({**cpu_record(list(argv), outcome["returncode"]), **parts}, sort_keys=True) + "\n")
+            line = json.dumps({**cpu_record(list(argv), outcome["returncode"]), **parts}, sort_keys=True) + "\n"
+            _write(fd, path, line)
 
 
 def cpu_record(command: list[str], returncode: int) -> dict:
@@ -54,12 +56,43 @@ def cpu_record(command: list[str], returncode: int) -> dict:
     }
 
 
-def _append(path: str, text: str) -> None:
-    # One short line in append mode: the lines of jobs that end at once do not interleave.
+def _refuse(path: str, why: str) -> SystemExit:
+    print(f"crucible: error: {CPU_LOG_VAR}={path}: {why}", file=sys.stderr)
+    return SystemExit(2)
+
+
+def _open_probed(path: str) -> int:
+    """The log opened for appending and shown writable, before the command's work.
+
+    Non-blocking open: a fifo without a reader is ENXIO at once (a plain open waits for a reader
+    forever). A regular file is written only at the end, so its probe is the free space of its
+    file system; anything else (a device, a fifo) gets one newline, so that ``/dev/full`` fails
+    here with ENOSPC rather than after the work."""
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        print(f"crucible: error: {CPU_LOG_VAR}={path}: cannot append to it ({exc.strerror or exc})", file=sys.stderr)
-        raise SystemExit(2) from None
+        why = "a fifo that nobody reads" if exc.errno == errno.ENXIO else (exc.strerror or str(exc))
+        raise _refuse(path, f"cannot append to it ({why})") from None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            fs = os.fstatvfs(fd)
+            if fs.f_bavail * fs.f_frsize < 2**16:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        else:
+            os.write(fd, b"\n")
+        os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        raise _refuse(path, f"cannot append to it ({exc.strerror or exc})") from None
+    return fd
+
+
+def _write(fd: int, path: str, text: str) -> None:
+    # One short line in one write, in append mode: the lines of jobs that end at once do not interleave.
+    try:
+        os.write(fd, text.encode("utf-8"))
+    except OSError as exc:
+        raise _refuse(path, f"cannot append to it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
