@@ -3,12 +3,24 @@
 # Stages: fetch (SHA-256 checked) -> clean -> folds -> features -> predict -> score -> report.
 # The benchmark families are declared in crucible.families: each brings its rule files and one
 # aggregate target named after it (`snakemake reactions`); `rule all` builds every family's targets.
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
+from crucible.errors import ConfigError
 from crucible.report.front_page import CONFIG_KEY, FrontPage
 from crucible.run_summary import run_summary
+from crucible.yaml_files import check_config_files
 
 min_version("9.0")
+
+# Every config file read strictly before Snakemake reads it (crucible.yaml_files): its own loader
+# keeps the last of a repeated key, and its merge expands an alias bomb for minutes. The
+# --configfile files are among them (Snakemake merged them already, but a repeated key is only
+# seen here).
+try:
+    check_config_files(["config/config.yaml", *workflow.overwrite_configfiles])
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 configfile: "config/config.yaml"

@@ -42,6 +42,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "crucible.errors",
         "crucible.io",
         "crucible.formats",
+        "crucible.yaml_files",
         "crucible.fingerprint",
         "crucible.hashes",
         "crucible.archives",

@@ -13,25 +13,21 @@ RAW_READ = re.compile(r"json\.loads?\(|pd\.read_(?:csv|json)\(|gzip\.open\(|tarf
 # module -> what its own reads parse (none of them a file a user hands in as it is)
 NOT_USER_FILES = {
     "formats.py": "the one reader",
+    "yaml_files.py": "the one YAML reader (its text through formats.read_text)",
     "io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
     "config.py": "the packaged schemas; a config section as JSON text",
     "sources.py": "the lock, the pinned matminer catalogue",
-    "sources_file.py": "config/sources.yaml",
     "archives.py": "pinned archives (SHA-256 checked before reading)",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
     "catalysis/chunks.py": "its own part files",
     "crystal/data.py": "the pinned AFLOW prototypes",
-    "crystal/csp_table.py": "the packaged published-results YAML",
-    "crystal/items.py": "the packaged prompt templates YAML",
-    "crystal/parsing.py": "a model's answer text, parsed as OpenCompass parses it (the peer's format)",
     "crystal/samples.py": "tar archives, opened here and read member by member through formats",
     "features/structures.py": "pymatgen JSON of its own tables",
     "llm/cache.py": "its own cache entries",
     "llm/openai_backend.py": "a server's HTTP response body",
-    "llm/spec.py": "the model spec the rule passes",
     "matbench/clean.py": "the pinned composition mirror",
-    "matbench/resultsfile.py": "a results file, bounded by formats.read_bytes; the text it just wrote",
+    "matbench/resultsfile.py": "the text it just wrote (a results file is read with formats.read_json)",
     "models/comp_transformer/estimator.py": "its own saved model",
     "reactions/report.py": "its own tables and question files",
     "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",
@@ -54,3 +50,16 @@ def test_every_raw_read_is_of_a_file_no_user_hands_in():
     assert not unlisted, f"read a file through crucible.formats (or say here why not): {unlisted}"
     stale = sorted(set(NOT_USER_FILES) - set(found))
     assert not stale, f"no raw read left in {stale}: drop them from the list"
+
+
+RAW_YAML = re.compile(
+    r"yaml\.(?:safe_load|load|full_load|unsafe_load|load_all|safe_load_all)\(|yaml\.(?:C?SafeLoader|FullLoader)\b"
+)
+
+
+def test_every_yaml_read_goes_through_the_strict_loader():
+    # PyYAML's own loaders keep the last of a repeated key and expand alias bombs
+    found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if RAW_YAML.search(p.read_text(encoding="utf-8")))
+    assert found == ["yaml_files.py"], f"read YAML with crucible.yaml_files.load_yaml: {found}"
+    snakefiles = [SRC.parents[1] / "Snakefile", *sorted((SRC.parents[1] / "workflow" / "rules").glob("*.smk"))]
+    assert not [f.name for f in snakefiles if RAW_YAML.search(f.read_text(encoding="utf-8"))]

@@ -21,9 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import yaml
-
 from crucible.errors import ConfigError
+from crucible.yaml_files import check_expanded, loads_yaml
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -50,7 +49,7 @@ def family_schema(name: str) -> dict[str, Any]:
 
     package = SERVICE_SECTIONS[name] if name in SERVICE_SECTIONS else family_package(name)
     schema_file = files(package) / "config.schema.yaml"
-    return yaml.safe_load(schema_file.read_text(encoding="utf-8"))
+    return loads_yaml(schema_file.read_text(encoding="utf-8"), str(schema_file))
 
 
 def schema() -> dict[str, Any]:
@@ -152,6 +151,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     from crucible.families import families
     from crucible.names import check_config_names
 
+    check_expanded(config, "config")  # before anything walks it: a bomb from --config or a merge
     check_schema(config)
     check_config_names(config)
     for package in SERVICE_SECTIONS.values():

@@ -12,8 +12,10 @@ field, never a traceback and never a silently dropped or rounded value:
   at most :func:`max_members` members; raise either with ``CRUCIBLE_MAX_INPUT_MB`` /
   ``CRUCIBLE_MAX_INPUT_MEMBERS`` in the environment the workflow runs in;
 * text: UTF-8 (a byte-order mark is allowed and dropped); anything else is refused at its byte;
-* JSON: a key given twice in one object, ``NaN``/``Infinity`` and numbers that overflow to
-  infinity (``1e309``) are refused, not resolved to the last value or to a float;
+* JSON: a key given twice in one object, ``NaN``/``Infinity``, numbers that overflow to
+  infinity (``1e309``) and lone surrogates (``"\\ud800"``, named by line and field) are refused,
+  not resolved to the last value or to a float; every JSON a user gives is read with
+  :func:`parse_json` (YAML: :mod:`crucible.yaml_files`);
 * an integer is an integer: not ``true``, not ``3.0``; ranges as declared;
 * numbers written in text (answers, sample numbers in file names): ASCII digits only, see
   :func:`whole_number`.
@@ -145,11 +147,16 @@ class _Refused(ValueError):
     pass
 
 
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+class RepeatedKey(_Refused):
+    """A key given twice in one JSON object (``json.loads`` keeps the last one)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of every JSON a user gives: a repeated key is :class:`RepeatedKey`."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _Refused(f"key {key!r} is given twice in one object (which one is meant?)")
+            raise RepeatedKey(f"key {key!r} is given twice in one object (which one is meant?)")
         out[key] = value
     return out
 
@@ -171,12 +178,48 @@ def _long_int(text: str) -> int:
     return int(text)
 
 
+# \uD800-\uDFFF escapes: a pair is one character, one alone is no character at all
+_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_NOT_UNICODE = "a lone surrogate, which is not valid Unicode"
+
+
+def _lone_surrogate(value: Any, text: str) -> str | None:
+    """Where ``value`` (parsed from ``text``) holds a lone surrogate, else None; walked only when
+    the text has such an escape."""
+    line, low_at = None, -1
+    for m in _ESCAPE.finditer(text):
+        start = m.end(1) - 1
+        if len(m.group(1)) % 2 == 0 or start == low_at:  # an escaped backslash, or a pair's second half
+            continue
+        if int(m.group(2), 16) < 0xDC00 and re.match(r"\\u[dD][c-fC-F]", text[m.end() : m.end() + 4]):
+            low_at = m.end()
+            continue
+        line = text.count("\n", 0, start) + 1
+        break
+    at = f"line {line}: " if "\n" in text.strip() else ""
+    stack: list[tuple[tuple, Any]] = [((), value)] if line else []
+    while stack:
+        here, item = stack.pop()
+        if isinstance(item, str) and _SURROGATES.search(item):
+            return f"{at}field {field_path(here) or '(the record)'}: text holds {_NOT_UNICODE}"
+        pairs = (
+            list(item.items()) if isinstance(item, dict) else list(enumerate(item)) if isinstance(item, list) else []
+        )
+        for k, _ in pairs:
+            if isinstance(k, str) and _SURROGATES.search(k):
+                return f"{at}field {field_path(here) or '(the record)'}: the key {ascii(k)} holds {_NOT_UNICODE}"
+        stack.extend(((*here, k), v) for k, v in reversed(pairs))
+    return None
+
+
 def parse_json(text: str, where: str) -> Any:
-    """``json.loads`` that refuses repeated keys, NaN/Infinity and overflowing numbers."""
+    """``json.loads`` that refuses repeated keys, NaN/Infinity, overflowing numbers and lone
+    surrogates (``"\\ud800"``: text no file can hold, which failed later as a bare UnicodeEncodeError)."""
     try:
-        return json.loads(
+        value = json.loads(
             text,
-            object_pairs_hook=_no_repeats,
+            object_pairs_hook=unique_keys,
             parse_constant=_constant,
             parse_float=_finite_float,
             parse_int=_long_int,
@@ -189,6 +232,10 @@ def parse_json(text: str, where: str) -> Any:
         ) from None
     except RecursionError:
         raise DataValidationError(f"{where}: JSON nested too deeply") from None
+    why = _lone_surrogate(value, text) if "\\u" in text else None
+    if why:
+        raise DataValidationError(f"{where}: {why}")
+    return value
 
 
 def read_json(path: str | os.PathLike, limit: int | None = None) -> Any:

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from crucible.errors import ConfigError
+from crucible.yaml_files import load_yaml
 
 # The repository's own sources file (the package is installed editable from the checkout).
 SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
@@ -23,9 +22,9 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
     that every role names exactly one file."""
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read sources file {path}: {exc}") from exc
+        doc = load_yaml(path)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot read sources file {exc}") from None
     artifacts = (doc or {}).get("artifacts")
     if not isinstance(artifacts, dict) or not artifacts:
         raise ConfigError(f"{path}: no 'artifacts' mapping")

@@ -33,9 +33,11 @@ INPUT, OUTPUT, PARAM = "input", "output", "param"
 
 def json_value(text: str) -> Any:
     """argparse type of a JSON argument (parameters the rule passes)."""
+    from crucible.formats import unique_keys
+
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except ValueError as exc:  # not JSON, or a key given twice
         raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text[:80]!r}") from None
 
 

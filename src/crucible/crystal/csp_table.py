@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
-import yaml
 
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION
 from crucible.errors import ConfigError
 from crucible.io import InFile
+from crucible.yaml_files import load_yaml
 
 BUILTIN_ORDER = ("perov-5", "carbon-24", "mp-20")
 # per (dataset, convention): the papers' match rate and RMSE, then ours only, beside them: matched
@@ -42,9 +42,11 @@ def load_published(path: str | os.PathLike) -> dict[str, Any]:
     """The published rows, checked: each names a source listed under ``sources`` and gives, per
     dataset, ``match_rate`` (percent, 0-100) and ``rmse`` (>= 0 or null)."""
     try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read published CSP results {path}: {exc}") from exc
+        doc = load_yaml(path) or {}
+    except ConfigError as exc:
+        raise ConfigError(f"cannot read published CSP results {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top, got {type(doc).__name__}")
     convention = doc.get("convention")
     if convention not in CONVENTION_NAMES:
         raise ConfigError(f"{path}: 'convention' must be one of {', '.join(CONVENTION_NAMES)}, got {convention!r}")

@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Iterable
-
-import yaml
 
 from crucible.errors import ConfigError, DataValidationError
 from crucible.io import InFile, atomic_path
+from crucible.yaml_files import load_yaml
 
 SYMPREC = 0.1
 
 
 def load_templates(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    templates = doc.get("templates")
+    doc = load_yaml(path) or {}
+    templates = doc.get("templates") if isinstance(doc, dict) else None
     if not isinstance(templates, dict) or not templates:
         raise ConfigError(f"{path}: no 'templates' mapping")
     for name, t in templates.items():

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crucible.formats import RepeatedKey, unique_keys
 from crucible.llm.json_text import DECODE_ERRORS, decode_prefix, embedded_json
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ MIN_JSON_CHARS = 50  # OpenCompass passes 50 (the helper's own default is 100)
 _M1 = re.compile(r"<material>(.*?)</material>", re.DOTALL)
 _M2 = re.compile(r"output:\n(.*?)\n </think>", re.DOTALL)
 _M3 = re.compile(r"```json(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 _TAGS = ("<lattice>", "</lattice>", "<sites>", "</sites>", "<material>", "</material>", "</think>")
 _KEYWORDS = re.compile(r"\b(True|False|None)\b")
 
@@ -82,6 +84,21 @@ def last_large_json(text: str, min_chars: int = MIN_JSON_CHARS):
     return found
 
 
+def _no_repeated_keys(span: str) -> str:
+    """``span`` unchanged, unless a dict literal in it gives a key twice (literal_eval keeps the last)."""
+    try:
+        tree = ast.parse(span, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return span  # literal_eval refuses it too
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+            repeated = next((k for k in keys if keys.count(k) > 1), None)
+            if repeated is not None:
+                raise RepeatedKey(f"key {repeated!r} is given twice in one object (which one is meant?)")
+    return span
+
+
 def robust_parse(text: str):
     """OpenCompass's forgiving parse of captured text; raises ValueError when nothing works."""
     for tag in _TAGS:
@@ -96,13 +113,15 @@ def robust_parse(text: str):
     else:
         span = text[: text.rfind("}") + 1]
         try:
-            value = ast.literal_eval(span)
+            value = ast.literal_eval(_no_repeated_keys(span))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, OverflowError):
             rewritten = _KEYWORDS.sub(
                 lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)], span.replace("'", '"')
             )
             try:
-                value = json.loads(rewritten)
+                value = _DECODER.decode(rewritten)
+            except RepeatedKey:
+                raise
             except DECODE_ERRORS as exc:
                 raise ValueError(f"neither JSON nor a Python literal: {exc}") from None
     if not isinstance(value, dict):
@@ -114,7 +133,10 @@ def extract(response: str):
     """The decoded object the scorer reads, or a :class:`ParseFailure`."""
     m1, m2, m3 = _M1.search(response), _M2.search(response), _M3.search(response)
     if not (m1 or m2 or m3):
-        value = last_large_json(response)
+        try:
+            value = last_large_json(response)
+        except RepeatedKey as exc:
+            return ParseFailure(BAD_JSON, str(exc))
         if value is None:
             return ParseFailure(NO_JSON, f"no tagged block and no JSON value of >= {MIN_JSON_CHARS} characters")
         if not isinstance(value, dict):

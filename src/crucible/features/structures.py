@@ -54,9 +54,11 @@ def _load(structure_json: str | dict) -> dict:
         return structure_json
     if not isinstance(structure_json, str):
         raise StructureError(f"not a structure: {type(structure_json).__name__}")
+    from crucible.formats import unique_keys
+
     try:
-        return json.loads(structure_json)
-    except json.JSONDecodeError as exc:
+        return json.loads(structure_json, object_pairs_hook=unique_keys)
+    except ValueError as exc:  # not JSON, or a key given twice
         raise StructureError(f"not JSON: {exc}") from None
 
 

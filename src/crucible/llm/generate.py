@@ -281,6 +281,8 @@ def schema_violations(prompts: list[Prompt], results: list[Completion]) -> list[
     A constraint is checked, not assumed: an engine that drops it silently shows up here."""
     from jsonschema import Draft202012Validator
 
+    from crucible.formats import unique_keys
+
     validators: dict[str, Any] = {}
     broken = []
     for p, c in zip(prompts, results):
@@ -289,8 +291,8 @@ def schema_violations(prompts: list[Prompt], results: list[Completion]) -> list[
         key = json.dumps(p.response_schema, sort_keys=True)
         if key not in validators:
             validators[key] = Draft202012Validator(p.response_schema)
-        try:
-            value = json.loads(c.response)
+        try:  # strict: a key given twice is no schema's answer
+            value = json.loads(c.response, object_pairs_hook=unique_keys)
         except ValueError:
             broken.append(p.id)
             continue

@@ -12,7 +12,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-_DECODER = json.JSONDecoder()
+from crucible.formats import RepeatedKey, unique_keys
+
+# A key given twice in one object is no answer (json.loads keeps the last: {"answer": 1, "answer":
+# 2} was option 2): the scan raises RepeatedKey and the benchmark counts the reply invalid.
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 _CLOSER = {"{": "}", "[": "]"}
 
 # What a strict decode of hostile text can raise besides JSONDecodeError: a 10^5-deep nest
@@ -22,9 +26,12 @@ DECODE_ERRORS = (ValueError, RecursionError, MemoryError, OverflowError)
 
 def decode_prefix(text: str, start: int = 0) -> tuple[Any, int] | None:
     """``(value, end)`` of the strict JSON value that starts at ``start`` (trailing text
-    ignored), or None when none starts there."""
+    ignored), or None when none starts there; :class:`~crucible.formats.RepeatedKey` (a
+    ValueError) when that value gives a key twice."""
     try:
         return _DECODER.raw_decode(text, start)
+    except RepeatedKey:
+        raise
     except DECODE_ERRORS:
         return None
 

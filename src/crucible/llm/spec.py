@@ -177,18 +177,12 @@ def entry_from_config_files(paths: Iterable[str | os.PathLike], name: str) -> di
     The model entry reaches a job this way, by name, and never as a command-line argument,
     which Snakemake prints and records.
     """
-    import yaml
+    from crucible.yaml_files import load_yaml
 
     paths = [str(p) for p in paths]
     config: dict[str, Any] = {}
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                loaded = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        loaded = load_yaml(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top, got {type(loaded).__name__}")
         config = _merge(config, loaded)
@@ -227,10 +221,13 @@ def model_entry(
     any other entry: one given with ``--config`` on Snakemake's command line, or a file edited since.
     """
     if spec_json:
+        from crucible.errors import DataValidationError
+        from crucible.formats import parse_json
+
         try:
-            entry = json.loads(spec_json)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--model-spec: not valid JSON ({exc.msg})") from None
+            entry = parse_json(spec_json, "--model-spec")
+        except DataValidationError as exc:
+            raise ConfigError(str(exc)) from None
         where = "--model-spec"
     else:
         files = [config_file] if isinstance(config_file, (str, os.PathLike)) else list(config_file or [])

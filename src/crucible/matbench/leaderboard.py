@@ -14,21 +14,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from crucible.errors import ConfigError
 from crucible.io import InFile
 from crucible.matbench.scoring import scaled_error_of
 from crucible.matbench.tasks import TASKS
+from crucible.yaml_files import load_yaml
 
 PUBLISHED_COLUMNS = ("Dummy", "RF-SCM/Magpie", "CrabNet", "best")
 
 
 def load_published(path: str | os.PathLike) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(open(path, encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read published scores {path}: {exc}") from exc
+        doc = load_yaml(path)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot read published scores {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top, got {type(doc).__name__}")
     for key in ("citation", "models", "scores"):
         if key not in doc:
             raise ConfigError(f"{path}: missing key {key!r}")

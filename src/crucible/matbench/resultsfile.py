@@ -406,13 +406,9 @@ def read_results_file(
     """
     if not Path(path).is_file():
         raise DataValidationError(f"{path}: results file not found")
-    from crucible.formats import read_bytes
+    from crucible.formats import read_json
 
-    raw = read_bytes(path)  # gunzipped by its magic bytes, bounded
-    try:
-        d = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataValidationError(f"{path}: not JSON ({exc})") from None
+    d = read_json(path)  # gunzipped by its magic bytes, bounded, strict (a key given twice is refused)
     if not isinstance(d, dict):
         raise DataValidationError(f"{path}: top level must be a JSON object")
     validate_results_dict(d, source=str(path), expected_test_ids=expected_test_ids)

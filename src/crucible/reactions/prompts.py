@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from crucible.errors import DataValidationError
+from crucible.formats import RepeatedKey
 from crucible.io import InFile
 from crucible.llm.json_text import embedded_json
 
@@ -207,7 +208,10 @@ def read_conditions_answer(text: str | None, question: dict[str, Any]) -> tuple[
     fill_in_blank = "query_keys" in question
     if not text:
         return None, "empty reply"
-    objects = [value for value, _, _ in embedded_json(text, "{")]
+    try:
+        objects = [value for value, _, _ in embedded_json(text, "{")]
+    except RepeatedKey as exc:
+        return None, str(exc)
     answers = [obj["answer"] for obj in objects if isinstance(obj, dict) and "answer" in obj]
     if answers:
         answer = answers[-1]
