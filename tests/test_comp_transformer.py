@@ -149,3 +149,11 @@ def test_registry_entry():
     assert isinstance(est, CompTransformer)
     assert est.get_params()["epochs"] == 7 and est.random_state == 5
     assert spec.build("classification", 0).task_type == "classification"
+
+
+def test_the_declared_params_are_the_estimators_get_params_names():
+    # crucible.models.networks lists them so that planning checks a config's params without torch
+    from crucible.models.comp_transformer.estimator import CompTransformer
+    from crucible.models.networks import PARAMS
+
+    assert sorted(PARAMS) == sorted(CompTransformer().get_params())

@@ -228,3 +228,64 @@ def test_the_switch_is_a_boolean_and_declared_once_for_all_sections():
     assert all("enabled" not in section for section in fill_defaults({}).values())
     with pytest.raises(ConfigError, match="matbench.tasks: \\[\\] should be non-empty.*enabled: false"):
         check_config({"matbench": {"tasks": []}})
+
+
+RIDGE = {"class": "sklearn.linear_model:Ridge", "input": "magpie"}
+
+
+@pytest.mark.parametrize(
+    "config, where, accepted",
+    [
+        # a scikit-learn estimator: the names of its get_params()
+        (_cfg(models=["gbm-magpie"], model_params={"gbm-magpie": {"max_iterr": 3}}), "matbench.model_params.gbm-magpie.max_iterr", "learning_rate, loss, max_bins"),
+        (_cfg(models=["rf-magpie"], model_params={"rf-magpie": {"n_estimator": 3}}), "matbench.model_params.rf-magpie.n_estimator", "min_weight_fraction_leaf, monotonic_cst, n_estimators"),
+        # a variant of a registered model, under its own name
+        (_cfg(models=["gq"], custom_models={"gq": {"model": "gbm-magpie", "params": {"max_iterr": 3}}}), "matbench.custom_models.gq.params.max_iterr", "max_iter"),
+        # a user's own class, its params in either place
+        (_cfg(models=["mine"], custom_models={"mine": {**RIDGE, "params": {"alphaa": 1}}}), "matbench.custom_models.mine.params.alphaa", "alpha, copy_X, fit_intercept"),
+        (_cfg(models=["mine"], custom_models={"mine": RIDGE}, model_params={"mine": {"alphaa": 1}}), "matbench.model_params.mine.alphaa", "alpha, copy_X"),
+        # a factory that takes no params, a network whose class is not imported to plan
+        (_cfg(model_params={"dummy": {"strategy": "median"}}), "matbench.model_params.dummy.strategy", "none"),
+        (_cfg(models=["comp-transformer"], model_params={"comp-transformer": {"epoch": 3}}), "matbench.model_params.comp-transformer.epoch", "element_table, epochs"),
+        (_cfg(models=["rf-scm-magpie"], model_params={"rf-scm-magpie": {"max_depth": 3}}), "matbench.model_params.rf-scm-magpie.max_depth", "n_estimators, n_jobs"),
+    ],
+)  # fmt: skip
+def test_a_model_param_the_estimator_does_not_take_is_refused_when_the_config_is_checked(config, where, accepted):
+    # was a bare TypeError in the job
+    with pytest.raises(ConfigError) as info:
+        check_config(config)
+    assert (
+        str(info.value).startswith(f"config error at {where}: ") and accepted in str(info.value).split("it takes: ")[1]
+    )
+
+
+def test_params_the_estimator_takes_pass_and_those_crucible_sets_are_named():
+    check_config(_cfg(models=["gbm-magpie"], model_params={"gbm-magpie": {"max_iter": 3, "early_stopping": True}}))
+    check_config(_cfg(models=["mine"], custom_models={"mine": RIDGE}, model_params={"mine": {"random_state": 1}}))
+    with pytest.raises(
+        ConfigError, match="matbench.model_params.rf-magpie.random_state: rf-magpie sets random_state itself"
+    ):
+        check_config(_cfg(models=["rf-magpie"], model_params={"rf-magpie": {"random_state": 3}}))
+    # a classifier-only name is refused for a config that runs a regression task
+    with pytest.raises(ConfigError, match=r"gbm-magpie \(regression\) takes no parameter 'class_weight'"):
+        check_config(_cfg(models=["gbm-magpie"], model_params={"gbm-magpie": {"class_weight": "balanced"}}))
+    check_config(
+        _cfg(
+            tasks=["matbench_expt_is_metal"],
+            models=["gbm-magpie"],
+            model_params={"gbm-magpie": {"class_weight": "balanced"}},
+        )
+    )
+
+
+def test_planning_checks_a_networks_params_without_importing_torch(tmp_path):
+    import subprocess
+
+    code = (
+        "import sys; from crucible.config import check_config\n"
+        "check_config({'matbench': {'tasks': ['matbench_steels'], 'models': ['comp-transformer'],"
+        " 'model_params': {'comp-transformer': {'epochs': 2}}}})\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr

@@ -37,6 +37,29 @@ def test_snakemake_prints_the_cause_not_the_schema(tmp_path, venv_env):
     assert len(out.splitlines()) < 15, out
 
 
+@pytest.mark.slow
+def test_snakemake_refuses_a_param_the_estimator_does_not_take_before_any_job(tmp_path, venv_env):
+    # a typo in a params key was a bare TypeError in the fit job
+    config = {
+        "matbench": {
+            "tasks": ["matbench_steels"],
+            "models": ["gbm-magpie", "mine"],
+            "model_params": {"gbm-magpie": {"max_iterr": 3}},
+            "custom_models": {"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
+        }
+    }
+    proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and len(out.splitlines()) < 15, out
+    assert "config error at matbench.model_params.gbm-magpie.max_iterr: gbm-magpie (regression) takes no" in out
+    assert "it takes: categorical_features, early_stopping," in out and "max_iter," in out
+    config["matbench"]["model_params"] = {"mine": {"alphaa": 1.0}}
+    proc = run_snakemake(tmp_path, config, "--dry-run", env=venv_env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "config error at matbench.model_params.mine.alphaa: mine (regression)" in out, out
+    assert "it takes: alpha, copy_X, fit_intercept" in out
+
+
 def test_dag_stops_before_running_a_structure_model_on_formulas(tmp_path, venv_env):
     config = {"matbench": {"tasks": ["matbench_jdft2d"], "models": ["rf-scm-magpie"]}}
     proc = run_snakemake(tmp_path, config, "-n", env=venv_env, timeout=300)

@@ -153,6 +153,27 @@ def check(config: dict[str, Any]) -> None:
         )
     check_model_params(config)
     check_models(config)
+    check_params_taken(config)
+
+
+def check_params_taken(config: dict[str, Any]) -> None:
+    """Each configured model's params (``model_params``, a custom entry's ``params``) against the
+    names its estimator takes on the task types this config runs, before any job."""
+    from crucible.matbench.tasks import task_type_of
+    from crucible.models.registry import check_params
+
+    mb = _section(config)
+    kinds = {task_type_of(t) for t in mb["tasks"]} | {d["task_type"] for d in mb["user_datasets"].values()}
+    for m in models(config):
+        if model_kind(config, m) == "files":
+            continue
+        own = (mb["custom_models"].get(m) or {}).get("params") or {}
+        for where, params in (
+            (f"matbench.custom_models.{m}.params", own),
+            (f"matbench.model_params.{m}", mb["model_params"].get(m) or {}),
+        ):
+            if params:
+                check_params(_spec(config, m), params, where, kinds)
 
 
 def wildcard_constraints(config: dict[str, Any]) -> dict[str, str]:

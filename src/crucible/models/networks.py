@@ -9,6 +9,12 @@ from typing import Any
 
 from crucible.models.registry import ModelSpec, register
 
+PARAMS = (
+    "amp", "batch_size", "d_ff", "d_model", "device", "dropout", "element_table", "epochs", "inference_batch_size",
+    "lr", "n_heads", "n_layers", "n_models", "num_threads", "patience", "random_state", "refit", "swa_frac",
+    "target_scaling", "task_type", "val_smoothing", "warmup", "weight_decay",
+)  # fmt: skip
+
 
 def _comp_transformer(task_type: str, random_state: int, **params: Any):
     from crucible.models.comp_transformer.estimator import CompTransformer
@@ -28,5 +34,8 @@ register(
         uses_validation=True,
         device="gpu",
         runs_torch=True,
+        # CompTransformer's get_params() names, written here so that planning does not import torch
+        # (tests/test_comp_transformer.py holds them equal)
+        params=PARAMS,
     )
 )

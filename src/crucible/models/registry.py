@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +54,23 @@ class ModelSpec(Spec):
     task_jobs_up_to: float = 0
     # A network: building it first asks torch for deterministic kernels (crucible.torch_setup).
     runs_torch: bool = False
+    # What its params may hold, checked when the config is (check_params): ``estimator(task_type)``
+    # gives the class the factory passes them to (its get_params() names), or ``params`` lists them
+    # when that class must not be imported to plan (torch); neither: the factory's own keywords.
+    estimator: Callable[[str], type] | None = None
+    params: tuple[str, ...] | None = None
+    # what the factory passes itself (a param of that name would be given twice)
+    set_by_crucible: tuple[str, ...] = ("task_type", "random_state")
+
+    def accepted_params(self, task_type: str) -> list[str] | None:
+        """The names the model's params may hold on ``task_type``; None when nothing says (``**kwargs``)."""
+        if self.params is not None:
+            names: Any = self.params
+        elif self.estimator is not None:
+            names = estimator_params(self.estimator(task_type))
+        else:
+            names = _keywords(self.factory, skip=2)
+        return None if names is None else sorted(set(names) - set(self.set_by_crucible))
 
     def granularity(self, n_rows: float | None = None) -> str:
         """'task' (one job for the five folds) or 'fold' (one job each) on a task of n_rows."""
@@ -67,6 +86,54 @@ class ModelSpec(Spec):
             torch_setup.configure_torch()
         merged = {**self.defaults, **(params or {})}
         return self.factory(task_type, random_state, **merged)
+
+
+def estimator_params(cls: type) -> list[str] | None:
+    """The parameters an estimator class takes: scikit-learn's protocol (``get_params()`` reads
+    ``_get_param_names()``, the keywords of ``__init__``), else its ``__init__``'s keywords."""
+    names = getattr(cls, "_get_param_names", None)
+    if callable(names):
+        try:
+            return list(names())
+        except RuntimeError:  # scikit-learn refuses an __init__ with *args
+            return None
+    return _keywords(cls.__init__, skip=1)
+
+
+def _keywords(function: Callable[..., Any], skip: int) -> list[str] | None:
+    """Keyword names of ``function`` after its first ``skip`` positional ones; None with ``**kwargs``."""
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:skip]
+    return [
+        p.name
+        for p in params
+        if p not in positional and p.kind is not p.POSITIONAL_ONLY and p.kind is not p.VAR_POSITIONAL
+    ]
+
+
+def check_params(spec: ModelSpec, params: dict[str, Any], where: str, task_types: Iterable[str] = TASK_TYPES) -> None:
+    """A name in ``params`` the model does not take on one of ``task_types`` is a ConfigError at
+    ``where.<name>`` listing those it takes, when the config is checked: the job would die of a
+    bare TypeError."""
+    for task_type in sorted(set(task_types)):
+        accepted = spec.accepted_params(task_type)
+        if accepted is None:
+            continue
+        for name in sorted(params):
+            if name in spec.set_by_crucible:
+                raise ConfigError(
+                    f"config error at {where}.{name}: {spec.name} sets {name} itself (the fold's seed, the task's type)"
+                )
+            if name not in accepted:
+                raise ConfigError(
+                    f"config error at {where}.{name}: {spec.name} ({task_type}) takes no parameter {name!r}; "
+                    f"it takes: {', '.join(accepted) or 'none'}"
+                )
 
 
 # Where each built-in model registers itself. Only the module of the model asked for is
@@ -137,6 +204,9 @@ def custom_spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         defaults=dict(entry.get("params", {})),
         # A user's network gets deterministic kernels like ours: its module brought torch in.
         runs_torch="torch" in sys.modules,
+        # params go to the class itself; a random_state among them is the user's own
+        estimator=lambda _task_type: cls,
+        set_by_crucible=(),
     )
 
 

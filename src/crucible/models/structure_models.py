@@ -27,7 +27,7 @@ from sklearn.ensemble import (
 
 from crucible.features.magpie import COLUMNS as MAGPIE_COLUMNS
 from crucible.models.registry import ModelSpec, register
-from crucible.models.trees import _n_jobs
+from crucible.models.trees import _boosting_class, _n_jobs
 
 SCM_COLUMN = "sine_coulomb_eigenvalues"
 
@@ -115,6 +115,7 @@ register(
         "eigenvalues (structure tasks), Magpie alone on composition tasks",
         defaults={"n_estimators": 500},
         inputs=("formula", "structure"),
+        estimator=lambda _task_type: ScmMagpieForest,
     )
 )
 
@@ -126,5 +127,6 @@ register(
         description="gradient boosting on CHGNet 0.3.0 crystal feature vectors (pretrained, not fine-tuned)",
         defaults={"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10},
         inputs=("structure",),
+        estimator=_boosting_class,
     )
 )

@@ -36,6 +36,18 @@ def _gradient_boosting(task_type: str, random_state: int, **params):
     return cls(random_state=random_state, **params)
 
 
+def _forest_class(task_type: str) -> type:
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    return RandomForestRegressor if task_type == "regression" else RandomForestClassifier
+
+
+def _boosting_class(task_type: str) -> type:
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor if task_type == "regression" else HistGradientBoostingClassifier
+
+
 register(
     ModelSpec(
         name="rf-magpie",
@@ -43,6 +55,7 @@ register(
         input_kind="magpie",
         description="500-tree random forest on Magpie features (RF-SCM/Magpie, composition only)",
         defaults={"n_estimators": 500},
+        estimator=_forest_class,
     )
 )
 
@@ -55,5 +68,6 @@ register(
         defaults={"max_iter": 300, "learning_rate": 0.1, "max_leaf_nodes": 63, "min_samples_leaf": 10},
         # A fold fits in 1-5 s up to perovskites (18,928 rows), 20-30 s on the mp tasks (106k-133k).
         task_jobs_up_to=20_000,
+        estimator=_boosting_class,
     )
 )
