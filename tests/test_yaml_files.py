@@ -159,6 +159,29 @@ def test_every_yaml_reader_refuses_a_repeated_key_and_a_bomb_naming_the_file(tmp
         assert str(path) in str(info.value) and expected in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("config/sources.yaml", "just text\n"),
+        ("config/sources.yaml", "artifacts: {a: text}\n"),
+        ("config/sources.yaml", "artifacts: {a: {kind: http, url: u, filename: f, members: [x]}}\n"),
+        (
+            "config/sources.yaml",
+            "artifacts: {a: {kind: http, url: u, filename: f, role: r, sha256: 12}}\ninstalled: [x]\n",
+        ),
+        ("config/published_matbench.yaml", "citation: c\nmodels: {}\nscores: 3\n"),
+        ("config/published_crystal.yaml", "[1, 2]\n"),
+        ("config/crystal_prompts.yaml", "templates: {t: text}\n"),
+    ],
+)
+def test_a_yaml_file_of_the_wrong_shape_is_refused_naming_the_file(tmp_path, name, text):
+    # what the fuzz found: a cut file's top or entry of another type was an AttributeError
+    path = tmp_path / "user.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=str(path)):
+        YAML_READERS[name](path)
+
+
 def test_a_language_model_jobs_config_files_are_read_strictly(tmp_path):
     from crucible.llm.spec import entry_from_config_files
 
@@ -168,6 +191,10 @@ def test_a_language_model_jobs_config_files_are_read_strictly(tmp_path):
     )
     with pytest.raises(ConfigError, match=f"{path}: line 3: key 'model' is given twice"):
         entry_from_config_files([path], "m")
+    for text in ["- a list\n", "llm: {models: [m]}\n"]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=str(path)):
+            entry_from_config_files([path], "m")
 
 
 # ------------------------------------------------------------------------------------ JSON

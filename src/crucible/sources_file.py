@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.errors import ConfigError
-from crucible.yaml_files import load_yaml
+from crucible.yaml_files import load_mapping
 
 # The repository's own sources file (the package is installed editable from the checkout).
 SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
@@ -22,13 +22,15 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
     that every role names exactly one file."""
     path = Path(path)
     try:
-        doc = load_yaml(path)
+        doc = load_mapping(path)
     except ConfigError as exc:
         raise ConfigError(f"cannot read sources file {exc}") from None
     artifacts = (doc or {}).get("artifacts")
     if not isinstance(artifacts, dict) or not artifacts:
         raise ConfigError(f"{path}: no 'artifacts' mapping")
     for name, spec in artifacts.items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{path}: artifact {name!r}: a mapping of its fields expected, got {spec!r:.40}")
         kind = spec.get("kind")
         # an http artifact may carry a git blob id instead of a SHA-256, or no pin at all: fetching
         # it then refuses and prints the pin to add (see fetch)
@@ -38,11 +40,15 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
         missing = [key for key in required if not spec.get(key)]
         if missing:
             raise ConfigError(f"{path}: artifact {name!r}: missing field(s) {', '.join(missing)}")
+        if not isinstance(spec.get("members") or {}, dict):
+            raise ConfigError(f"{path}: artifact {name!r}: 'members' must map each member to its path and sha256")
         for member, mspec in (spec.get("members") or {}).items():
             if not (isinstance(mspec, dict) and mspec.get("path") and mspec.get("sha256")):
                 raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
         if spec.get("role") and spec.get("members"):
             raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
+    if not isinstance(doc.get("installed") or {}, dict):
+        raise ConfigError(f"{path}: 'installed' must map each package to its version and files")
     for package, pspec in (doc.get("installed") or {}).items():
         if not (isinstance(pspec, dict) and pspec.get("version") and isinstance(pspec.get("files"), dict)):
             raise ConfigError(f"{path}: installed package {package!r}: needs 'version' and a 'files' mapping")
@@ -118,13 +124,13 @@ def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[
                     name,
                     None,
                     f"downloads/{spec['filename']}",
-                    (spec.get("sha256") or "").lower() or None,
-                    (spec.get("git_blob") or "").lower() or None,
+                    str(spec.get("sha256") or "").lower() or None,
+                    str(spec.get("git_blob") or "").lower() or None,
                 )
             )
         for member, mspec in (spec.get("members") or {}).items():
             if mspec.get("role"):
-                add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", mspec["sha256"].lower()))
+                add(Pin(str(mspec["role"]), name, member, f"extracted/{name}/{member}", str(mspec["sha256"]).lower()))
     for package, pspec in (doc.get("installed") or {}).items():
         for file, fspec in pspec["files"].items():
             add(

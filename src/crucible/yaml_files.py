@@ -169,6 +169,17 @@ def load_yaml(path: str | os.PathLike) -> Any:
     return loads_yaml(text, str(path))
 
 
+def load_mapping(path: str | os.PathLike) -> dict[str, Any]:
+    """:func:`load_yaml` of a file that holds a mapping (``{}`` when empty); anything else is
+    refused naming the file (a reader's ``doc.get`` on a list was an AttributeError)."""
+    doc = load_yaml(path)
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top, got {type(doc).__name__}")
+    return doc
+
+
 def check_config_files(paths: Iterable[str | os.PathLike]) -> None:
     """Each existing config file read strictly: what the Snakefile runs before ``configfile:``
     (Snakemake's own loader takes a repeated key and expands an alias bomb while merging)."""

@@ -18,7 +18,7 @@ import pandas as pd
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION
 from crucible.errors import ConfigError
 from crucible.io import InFile
-from crucible.yaml_files import load_yaml
+from crucible.yaml_files import load_mapping
 
 BUILTIN_ORDER = ("perov-5", "carbon-24", "mp-20")
 # per (dataset, convention): the papers' match rate and RMSE, then ours only, beside them: matched
@@ -42,15 +42,15 @@ def load_published(path: str | os.PathLike) -> dict[str, Any]:
     """The published rows, checked: each names a source listed under ``sources`` and gives, per
     dataset, ``match_rate`` (percent, 0-100) and ``rmse`` (>= 0 or null)."""
     try:
-        doc = load_yaml(path) or {}
+        doc = load_mapping(path)
     except ConfigError as exc:
         raise ConfigError(f"cannot read published CSP results {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top, got {type(doc).__name__}")
     convention = doc.get("convention")
     if convention not in CONVENTION_NAMES:
         raise ConfigError(f"{path}: 'convention' must be one of {', '.join(CONVENTION_NAMES)}, got {convention!r}")
     sources = doc.get("sources") or {}
+    if not isinstance(sources, dict):
+        raise ConfigError(f"{path}: 'sources' must be a mapping")
     rows = doc.get("rows")
     if not isinstance(rows, list):
         raise ConfigError(f"{path}: 'rows' must be a list")
@@ -62,8 +62,11 @@ def load_published(path: str | os.PathLike) -> dict[str, Any]:
             raise ConfigError(f"{where} ({row['method']}): 'samples' must be a positive integer")
         if row.get("source") not in sources:
             raise ConfigError(f"{where} ({row['method']}): source {row.get('source')!r} is not under 'sources'")
-        for dataset, score in (row.get("scores") or {}).items():
-            rate, rmse = (score or {}).get("match_rate"), (score or {}).get("rmse")
+        scores = row.get("scores") or {}
+        if not isinstance(scores, dict) or not all(isinstance(s, dict) for s in scores.values()):
+            raise ConfigError(f"{where} ({row['method']}): 'scores' must map each dataset to its scores")
+        for dataset, score in scores.items():
+            rate, rmse = score.get("match_rate"), score.get("rmse")
             if not isinstance(rate, (int, float)) or not 0 <= rate <= 100:
                 raise ConfigError(f"{where} ({row['method']}, {dataset}): match_rate must be a percentage")
             if rmse is not None and (not isinstance(rmse, (int, float)) or rmse < 0):

@@ -25,18 +25,17 @@ from typing import Any, Iterable
 
 from crucible.errors import ConfigError, DataValidationError
 from crucible.io import InFile, atomic_path
-from crucible.yaml_files import load_yaml
+from crucible.yaml_files import load_mapping
 
 SYMPREC = 0.1
 
 
 def load_templates(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    doc = load_yaml(path) or {}
-    templates = doc.get("templates") if isinstance(doc, dict) else None
+    templates = load_mapping(path).get("templates")
     if not isinstance(templates, dict) or not templates:
         raise ConfigError(f"{path}: no 'templates' mapping")
     for name, t in templates.items():
-        if not all(isinstance(t.get(k), str) for k in ("system", "user")):
+        if not isinstance(t, dict) or not all(isinstance(t.get(k), str) for k in ("system", "user")):
             raise ConfigError(f"{path}: template {name!r} needs 'system' and 'user' text")
     return templates
 

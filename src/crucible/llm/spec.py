@@ -177,16 +177,17 @@ def entry_from_config_files(paths: Iterable[str | os.PathLike], name: str) -> di
     The model entry reaches a job this way, by name, and never as a command-line argument,
     which Snakemake prints and records.
     """
-    from crucible.yaml_files import load_yaml
+    from crucible.yaml_files import load_mapping
 
     paths = [str(p) for p in paths]
     config: dict[str, Any] = {}
     for path in paths:
-        loaded = load_yaml(path) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top, got {type(loaded).__name__}")
+        loaded = load_mapping(path)
         config = _merge(config, loaded)
-    models = (config.get("llm") or {}).get("models") or {}
+    llm = config.get("llm") or {}
+    models = (llm.get("models") if isinstance(llm, dict) else None) or {}
+    if not isinstance(models, dict):
+        raise ConfigError(f"{', '.join(paths)}: llm.models must map each language model's name to its entry")
     if name not in models:
         raise ConfigError(
             f"{', '.join(paths)}: llm.models has no {name!r} (has: {', '.join(sorted(models)) or 'none'})"

@@ -19,21 +19,21 @@ from crucible.errors import ConfigError
 from crucible.io import InFile
 from crucible.matbench.scoring import scaled_error_of
 from crucible.matbench.tasks import TASKS
-from crucible.yaml_files import load_yaml
+from crucible.yaml_files import load_mapping
 
 PUBLISHED_COLUMNS = ("Dummy", "RF-SCM/Magpie", "CrabNet", "best")
 
 
 def load_published(path: str | os.PathLike) -> dict[str, Any]:
     try:
-        doc = load_yaml(path)
+        doc = load_mapping(path)
     except ConfigError as exc:
         raise ConfigError(f"cannot read published scores {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top, got {type(doc).__name__}")
     for key in ("citation", "models", "scores"):
         if key not in doc:
             raise ConfigError(f"{path}: missing key {key!r}")
+    if not isinstance(doc["scores"], dict) or not all(isinstance(v, dict) for v in doc["scores"].values()):
+        raise ConfigError(f"{path}: 'scores' must map each task to its published scores")
     unknown = sorted(set(doc["scores"]) - set(TASKS))
     if unknown:
         raise ConfigError(f"{path}: unknown task(s) {', '.join(unknown)}")
