@@ -2,7 +2,7 @@
 
 From a canonical valid file per format, hypothesis generates mutations of every declared field
 (type confusion, digits of other scripts, 2**63 and 1e309, NaN and Infinity as numbers and as
-strings, a key given twice, a deleted required key) and of the bytes (truncation, a BOM, other
+strings, a lone surrogate, a key given twice, a deleted required key) and of the bytes (truncation, a BOM, other
 encodings, gzip, a gzip bomb). Passing means: the reader gives the canonical file's records, or
 raises :class:`DataValidationError` naming the file. Any other exception, or other records,
 fails; so does a registered format without a case here. ``derandomize``: the same examples on
@@ -53,13 +53,15 @@ def dumps(value: Any, duplicate: tuple | None = None, here: tuple = ()) -> str:
 
 
 HOSTILE_COMMON = [Raw("NaN"), Raw("Infinity"), Raw("-Infinity"), Raw("1e309"), [], {}, "NaN", "Infinity"]
+# text that is not valid Unicode: a lone surrogate, which no UTF-8 file can hold
+SURROGATE = Raw('"x\\ud800"')
 HOSTILE = {
     "index": [True, False, 3.0, "3", "٣", "²", "３", -1, 2**63, 2**31, None, 1.5, *HOSTILE_COMMON],
     "number": [True, False, "1.0", "٣", None, [1.0], *HOSTILE_COMMON],
-    "text": [3, 0, True, None, 1.5, [], {}, ["x"], Raw("NaN"), Raw("1e309")],
-    "nonempty": ["", 3, True, None, [], {}, ["x"], Raw("NaN")],
-    "optional_text": [3, True, 1.5, [], {}, ["x"], Raw("Infinity")],
-    "text_list": ["q2", 3, None, {}, [3], [True], [None], [Raw("NaN")], ["no-such-invalid-id"]],
+    "text": [3, 0, True, None, 1.5, [], {}, ["x"], Raw("NaN"), Raw("1e309"), SURROGATE],
+    "nonempty": ["", 3, True, None, [], {}, ["x"], Raw("NaN"), SURROGATE],
+    "optional_text": [3, True, 1.5, [], {}, ["x"], Raw("Infinity"), SURROGATE, Raw('"\\udfff"')],
+    "text_list": ["q2", 3, None, {}, [3], [True], [None], [Raw("NaN")], ["no-such-invalid-id"], [SURROGATE]],
     "optional_index": [True, False, 3.0, "3", "٣", "²", "３", -1, 2**63, 2**31, 1.5, *HOSTILE_COMMON],
     "indices": [[1.7], ["a"], [], [True], [2**63], [-1], "1", 1, None, [[1]], [1, 1], [Raw("NaN")]],
     "id_or_int": [True, 3.0, None, [], {}, Raw("NaN")],
