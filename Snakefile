@@ -1,19 +1,19 @@
 # crucible: every table and figure of a materials-ML benchmark paper, rebuilt from raw sources.
 #   snakemake --cores all        (profiles/default/ is loaded by itself; SLURM: --workflow-profile profiles/slurm)
 # Stages: fetch (SHA-256 checked) -> clean -> folds -> features -> predict -> score -> report.
-# The benchmark families are declared in crucible.families: each brings its rule files and one
+# The benchmark families are declared in crucible.dag.families: each brings its rule files and one
 # aggregate target named after it (`snakemake reactions`); `rule all` builds every family's targets.
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.report.front_page import CONFIG_KEY, FrontPage
 from crucible.run_summary import run_summary
-from crucible.yaml_files import check_config_files
+from crucible.core.yaml_files import check_config_files
 
 min_version("9.0")
 
-# Every config file read strictly before Snakemake reads it (crucible.yaml_files): its own loader
+# Every config file read strictly before Snakemake reads it (crucible.core.yaml_files): its own loader
 # keeps the last of a repeated key, and its merge expands an alias bomb for minutes. The
 # --configfile files are among them (Snakemake merged them already, but a repeated key is only
 # seen here).
@@ -55,7 +55,7 @@ for _family in FAMILIES:
                 _outputs,
 
 
-# Every job carries its identity (workflow/rules/common.smk, crucible.identity).
+# Every job carries its identity (workflow/rules/common.smk, crucible.identity.records).
 for _rule in workflow.rules:
     shared_wf.attach_identity(_rule, NAMES, RULE_FAMILIES)
 

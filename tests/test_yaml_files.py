@@ -1,4 +1,4 @@
-"""The strict YAML reader (crucible.yaml_files) and the strict JSON parse (crucible.formats), on the
+"""The strict YAML reader (crucible.core.yaml_files) and the strict JSON parse (crucible.core.formats), on the
 cases of issue 46: alias bombs, repeated keys, self-aliases, python tags, lone surrogates, bad
 bytes and size, in the loader, in config checking, at ``snakemake -n`` and in each reader that
 a user's YAML or JSON reaches."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from crucible import formats, yaml_files
-from crucible.errors import ConfigError, CrucibleError, DataValidationError
+from crucible.core import formats, yaml_files
+from crucible.core.errors import ConfigError, CrucibleError, DataValidationError
 
 from helpers import REPO, run_snakemake
 
@@ -121,7 +121,7 @@ def test_config_checking_bounds_a_config_built_elsewhere_without_expanding_it():
     # what Snakemake's loader builds from a bomb (shared lists): refused in the bound's steps
     import yaml
 
-    from crucible.config import check_config
+    from crucible.dag.config import check_config
 
     config = yaml.safe_load(list_bomb(10))
     start = time.perf_counter()
@@ -135,7 +135,7 @@ def _dup(text: str) -> str:
 
 
 YAML_READERS = {
-    "config/sources.yaml": lambda p: __import__("crucible.sources_file", fromlist=["x"]).load_sources(p),
+    "config/sources.yaml": lambda p: __import__("crucible.sources.pins", fromlist=["x"]).load_sources(p),
     "config/published_matbench.yaml": lambda p: __import__(
         "crucible.matbench.leaderboard", fromlist=["x"]
     ).load_published(p),

@@ -1,4 +1,4 @@
-"""The fuzz contract of every YAML file a user gives (crucible.yaml_files), and of repeated keys
+"""The fuzz contract of every YAML file a user gives (crucible.core.yaml_files), and of repeated keys
 in the answers a model gives.
 
 From each real file (the workflow's configs, config/sources.yaml, the published tables, the
@@ -6,7 +6,7 @@ prompt templates, a language-model job's config file), hypothesis makes mutation
 twice in a mapping anywhere, an alias bomb (lists or mappings, 5 to 12 levels), a mapping that
 contains itself, a ``!!python`` tag or a lone surrogate at a leaf, a byte that is not UTF-8,
 truncation, a BOM, CRLF, a tab. Passing means: the reader gives the real file's value, or raises
-a :class:`~crucible.errors.CrucibleError` naming the file (the hostile mutations must be
+a :class:`~crucible.core.errors.CrucibleError` naming the file (the hostile mutations must be
 refused, a bomb within a second). Any other exception fails, and so does a module that reads
 YAML without a case here. ``derandomize``: the same examples on every run.
 """
@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crucible.errors import CrucibleError
+from crucible.core.errors import CrucibleError
 
 from helpers import REPO
 
@@ -37,8 +37,8 @@ DUP, LEAF = "zz_dup_marker_", "zz_leaf_marker_"
 
 
 def _checked_config(path):
-    from crucible.config import check_config
-    from crucible.yaml_files import load_yaml
+    from crucible.core.yaml_files import load_yaml
+    from crucible.dag.config import check_config
 
     doc = load_yaml(path)
     try:
@@ -49,7 +49,7 @@ def _checked_config(path):
 
 
 def _sources(path):
-    from crucible.sources_file import load_sources
+    from crucible.sources.pins import load_sources
 
     return load_sources(path)
 

@@ -23,9 +23,9 @@ import json
 import os
 from typing import Any, Iterable
 
-from crucible.errors import ConfigError, DataValidationError
-from crucible.io import InFile, atomic_path
-from crucible.yaml_files import load_mapping
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import InFile, atomic_path
+from crucible.core.yaml_files import load_mapping
 
 SYMPREC = 0.1
 
@@ -202,7 +202,7 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> N
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    from crucible.formats import iter_json_lines
+    from crucible.core.formats import iter_json_lines
 
     out = []
     for n, rec in iter_json_lines(path):  # blank lines skipped, as OpenCompass skips them

@@ -6,7 +6,7 @@ config files a language-model job reads are all read by :func:`load_yaml`. Beyon
 loader (which already refuses ``!!python/...`` tags; the refusal here names the file and line):
 
 * bytes: at most :func:`max_bytes` (16 MB, or ``CRUCIBLE_MAX_INPUT_MB`` when set); text: UTF-8,
-  a byte that is not is named with its line (:func:`crucible.formats.decode`);
+  a byte that is not is named with its line (:func:`crucible.core.formats.decode`);
 * a key given twice in one mapping is refused naming both lines (PyYAML keeps the last one);
   a merge key (``<<: *defaults``) overriding a merged key is YAML's own rule, not a repeat;
 * aliases: the document's size *with every alias expanded* is counted on the node graph before
@@ -28,8 +28,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from crucible import formats
-from crucible.errors import ConfigError, CrucibleError
+from crucible.core import formats
+from crucible.core.errors import ConfigError, CrucibleError
 
 MAX_NODES_ENV = "CRUCIBLE_MAX_YAML_NODES"
 DEFAULT_MAX_NODES = 50_000
