@@ -1,4 +1,4 @@
-"""Every read of a file in the library goes through crucible.formats, except the reads listed
+"""Every read of a file in the library goes through crucible.core.formats, except the reads listed
 here with what they read: a new reader of a user's file must declare its format there (and get
 a case in test_formats_fuzz.py) instead of calling json/pandas/gzip/tarfile itself."""
 
@@ -12,12 +12,12 @@ RAW_READ = re.compile(r"json\.loads?\(|pd\.read_(?:csv|json)\(|gzip\.open\(|tarf
 
 # module -> what its own reads parse (none of them a file a user hands in as it is)
 NOT_USER_FILES = {
-    "formats.py": "the one reader",
-    "io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
-    "config.py": "the packaged schemas; a config section as JSON text",
-    "sources.py": "the lock, the pinned matminer catalogue",
-    "sources_file.py": "config/sources.yaml",
-    "archives.py": "pinned archives (SHA-256 checked before reading)",
+    "core/formats.py": "the one reader",
+    "core/io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
+    "dag/config.py": "the packaged schemas; a config section as JSON text",
+    "sources/downloads.py": "the lock, the pinned matminer catalogue",
+    "sources/pins.py": "config/sources.yaml",
+    "core/archives.py": "pinned archives (SHA-256 checked before reading)",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
     "catalysis/chunks.py": "its own part files",
@@ -38,19 +38,19 @@ NOT_USER_FILES = {
     "report/front_page.py": "Snakemake's benchmark files",
     "run_summary.py": "Snakemake's logs",
     "crystal/workflow.py": "the generator params JSON it wrote itself",
-    "fingerprint.py": "its own digest cache",
+    "core/fingerprint.py": "its own digest cache",
     "llm/generate.py": "a model's reply text, checked against its prompt's schema",
-    "identity.py": "its own identity records and name book, CRUCIBLE_JOB",
-    "code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
-    "job_code.py": "its own code digest cache",
-    "installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
-    "stage.py": "JSON params the rule passes",
+    "identity/records.py": "its own identity records and name book, CRUCIBLE_JOB",
+    "identity/code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
+    "identity/job_code.py": "its own code digest cache",
+    "identity/installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
+    "stages/declaration.py": "JSON params the rule passes",
 }
 
 
 def test_every_raw_read_is_of_a_file_no_user_hands_in():
     found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if RAW_READ.search(p.read_text(encoding="utf-8")))
     unlisted = [m for m in found if m not in NOT_USER_FILES]
-    assert not unlisted, f"read a file through crucible.formats (or say here why not): {unlisted}"
+    assert not unlisted, f"read a file through crucible.core.formats (or say here why not): {unlisted}"
     stale = sorted(set(NOT_USER_FILES) - set(found))
     assert not stale, f"no raw read left in {stale}: drop them from the list"
