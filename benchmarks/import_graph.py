@@ -1,7 +1,7 @@
 """The import graph of ``src/crucible``, read statically (``ast``, nothing is imported).
 
 Nodes are the packages and top-level modules of ``crucible`` (``crucible.matbench``,
-``crucible.dag.config``, ...); an edge ``a -> b`` is any import in ``a`` of something in ``b``,
+``crucible.dag``, ``crucible.cli``, ...); an edge ``a -> b`` is any import in ``a`` of something in ``b``,
 at module level or inside a function (an import that runs late is still a dependency);
 imports under ``if TYPE_CHECKING:`` are left out (they never run). Imports by a name held in a
 string (``importlib.import_module``, the registries' lazy entries) are invisible here.
@@ -137,7 +137,7 @@ def read_imports(src: Path) -> tuple[set[str], list[Import]]:
 
 
 def node_of(module: str) -> str:
-    """``crucible.llm.generate`` -> ``crucible.llm``; ``crucible.dag.config`` stays."""
+    """``crucible.dag.config`` -> ``crucible.dag``; ``crucible.cli`` stays."""
     return ".".join(module.split(".")[:2])
 
 

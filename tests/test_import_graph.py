@@ -39,9 +39,6 @@ def test_every_package_says_its_layer():
     assert result["unlayered"] == [], 'give each package LAYER = "..." in its __init__.py and say so in CONTRIBUTING.md'
     top = sorted(p.name for p in (REPO / "src" / "crucible").glob("*.py"))
     assert len(top) <= 5, top
-    assert {n for n, layer in result["layer_of"].items() if layer == "top"} <= {
-        f"crucible.{Path(name).stem}" for name in top
-    }
 
 
 def test_every_known_case_is_still_there():
