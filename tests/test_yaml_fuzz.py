@@ -91,13 +91,13 @@ CASES: dict[str, tuple[Path, Callable[[Path], Any]]] = {
 # Each module that reads a user's YAML, and the cases that reach its reader. The Snakefile's
 # check of the config files is load_yaml itself (the "config" cases).
 READERS = {
-    "sources_file.py": {"sources"},
+    "sources/pins.py": {"sources"},
     "matbench/leaderboard.py": {"published-matbench"},
     "crystal/csp_table.py": {"published-crystal"},
     "crystal/items.py": {"crystal-prompts"},
     "llm/spec.py": {"llm-config-file"},
 }
-NOT_USER_YAML = {"yaml_files.py": "the reader itself", "config.py": "the packaged schemas"}
+NOT_USER_YAML = {"core/yaml_files.py": "the reader itself", "dag/config.py": "the packaged schemas"}
 
 
 def test_every_yaml_reader_has_a_fuzz_case():
