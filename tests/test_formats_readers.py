@@ -17,7 +17,6 @@ NOT_USER_FILES = {
     "core/io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
     "dag/config.py": "the packaged schemas; a config section as JSON text",
     "sources/downloads.py": "the lock, the pinned matminer catalogue",
-    "sources/pins.py": "config/sources.yaml",
     "core/archives.py": "pinned archives (SHA-256 checked before reading)",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
