@@ -1,7 +1,7 @@
 # crucible: every table and figure of a materials-ML benchmark paper, rebuilt from raw sources.
 #   snakemake --cores all        (profiles/default/ is loaded by itself; SLURM: --workflow-profile profiles/slurm)
 # Stages: fetch (SHA-256 checked) -> clean -> folds -> features -> predict -> score -> report.
-# The benchmark families are declared in crucible.families: each brings its rule files and one
+# The benchmark families are declared in crucible.dag.families: each brings its rule files and one
 # aggregate target named after it (`snakemake reactions`); `rule all` builds every family's targets.
 from snakemake.utils import min_version
 
@@ -43,7 +43,7 @@ for _family in FAMILIES:
                 _outputs,
 
 
-# Every job carries its identity (workflow/rules/common.smk, crucible.identity).
+# Every job carries its identity (workflow/rules/common.smk, crucible.identity.records).
 for _rule in workflow.rules:
     shared_wf.attach_identity(_rule, NAMES, RULE_FAMILIES)
 

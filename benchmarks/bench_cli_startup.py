@@ -34,7 +34,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG
+from crucible.core.cpu_log import CPU_LOG_VAR, RUN_LOG
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_JOB_CPU_S = 0.4  # issue 32: a score, table or card job
@@ -44,8 +44,8 @@ _LIST = textwrap.dedent(
     """
     import argparse, ast, importlib, inspect, json, textwrap
     try:
-        from crucible.commands import GROUPS
-    except ImportError:  # a revision before the commands were declared (crucible.stage)
+        from crucible.stages.groups import GROUPS
+    except ImportError:  # a revision before the commands were declared (crucible.stages.declaration)
         from crucible.cli import GROUPS
 
     def body_imports(func):
@@ -67,7 +67,7 @@ _LIST = textwrap.dedent(
         declared = importlib.import_module(module)
         if hasattr(declared, "STAGES"):  # the function's own module, then its body's imports
             try:  # relative ``run`` paths (".module:function") made whole
-                from crucible.stage import stages_of
+                from crucible.stages.declaration import stages_of
                 stages = stages_of(group)
             except ImportError:
                 stages = declared.STAGES
@@ -141,7 +141,7 @@ def _source_tree(rev: str | None, tmp: Path) -> Path:
 def _per_command_cpu(workdir: Path) -> int:
     """Jobs, mean, largest and total CPU seconds per command of a run made in ``workdir`` with
     ``CRUCIBLE_CPU_LOG=<workdir>/logs/job_cpu.jsonl`` (each ``crucible`` process appends its own
-    ``getrusage``; see ``crucible.cpu_log``). Not Snakemake's ``benchmark:`` files: their
+    ``getrusage``; see ``crucible.core.cpu_log``). Not Snakemake's ``benchmark:`` files: their
     ``cpu_time`` is sampled every 0.5 s for 15 s and every 30 s after, so it reads 0 for a job
     under 0.5 s and about 15 s for a 40-s fit."""
     import statistics

@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG  # noqa: E402
+from crucible.core.cpu_log import CPU_LOG_VAR, RUN_LOG  # noqa: E402
 
 from helpers import LlamaCppServer, real_chat_model  # noqa: E402
 

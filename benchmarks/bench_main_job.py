@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 
-from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG
+from crucible.core.cpu_log import CPU_LOG_VAR, RUN_LOG
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from crucible.cpu_log import CPU_LOG_VAR, RUN_LOG
+from crucible.core.cpu_log import CPU_LOG_VAR, RUN_LOG
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """The import graph of ``src/crucible``, read statically (``ast``, nothing is imported).
 
 Nodes are the packages and top-level modules of ``crucible`` (``crucible.matbench``,
-``crucible.config``, ...); an edge ``a -> b`` is any import in ``a`` of something in ``b``,
+``crucible.dag.config``, ...); an edge ``a -> b`` is any import in ``a`` of something in ``b``,
 at module level or inside a function (an import that runs late is still a dependency);
 imports under ``if TYPE_CHECKING:`` are left out (they never run). Imports by a name held in a
 string (``importlib.import_module``, the registries' lazy entries) are invisible here.
@@ -39,40 +39,40 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # a command's CPU log.
     "base": (
         "crucible",
-        "crucible.errors",
-        "crucible.io",
-        "crucible.formats",
-        "crucible.fingerprint",
-        "crucible.hashes",
-        "crucible.archives",
-        "crucible.progress",
-        "crucible.cpu_log",
-        "crucible.torch_setup",
-        "crucible.registry",
+        "crucible.core.errors",
+        "crucible.core.io",
+        "crucible.core.formats",
+        "crucible.core.fingerprint",
+        "crucible.core.hashes",
+        "crucible.core.archives",
+        "crucible.core.progress",
+        "crucible.core.cpu_log",
+        "crucible.core.torch_setup",
+        "crucible.core.registry",
     ),
     # The framework every family is declared against: the family registry, the config checked
     # against its sections (and the names in it), the job identity and the code a command runs,
     # the commands' declarations, artifact paths and flags, the fix to Snakemake's scheduler.
     "framework": (
-        "crucible.families",
-        "crucible.config",
-        "crucible.names",
-        "crucible.identity",
-        "crucible.code_closure",
-        "crucible.installed_code",
-        "crucible.job_code",
-        "crucible.commands",
-        "crucible.stage",
-        "crucible.workflow",
-        "crucible.snakemake_scheduler",
+        "crucible.dag.families",
+        "crucible.dag.config",
+        "crucible.dag.config_names",
+        "crucible.identity.records",
+        "crucible.identity.code_closure",
+        "crucible.identity.installed_code",
+        "crucible.identity.job_code",
+        "crucible.stages.groups",
+        "crucible.stages.declaration",
+        "crucible.dag.workflow",
+        "crucible.dag.snakemake_scheduler",
     ),
     # Services any family may use: pinned sources, estimators, features, potentials, language
     # models, tables and figures.
     "services": (
-        "crucible.sources_file",
-        "crucible.sources",
-        "crucible.sources_workflow",
-        "crucible.artifacts",
+        "crucible.sources.pins",
+        "crucible.sources.downloads",
+        "crucible.sources.workflow",
+        "crucible.sources.artifacts",
         "crucible.models",
         "crucible.potentials",
         "crucible.features",
@@ -90,8 +90,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # What runs over all families: the command line, the identity's own command, the run summary.
     "top": (
         "crucible.cli",
-        "crucible.identity_stages",
-        "crucible.sources_stages",
+        "crucible.identity.stages",
+        "crucible.sources.stages",
         "crucible.run_summary",
         "crucible.__main__",
     ),
@@ -174,7 +174,7 @@ def read_imports(src: Path) -> tuple[set[str], list[Import]]:
 
 
 def node_of(module: str) -> str:
-    """``crucible.llm.generate`` -> ``crucible.llm``; ``crucible.config`` stays."""
+    """``crucible.llm.generate`` -> ``crucible.llm``; ``crucible.dag.config`` stays."""
     return ".".join(module.split(".")[:2])
 
 

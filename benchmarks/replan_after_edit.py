@@ -18,8 +18,8 @@ import re
 import sys
 from collections import Counter
 
-from crucible.code_closure import taken_definitions
-from crucible.job_code import command_roots, normal_roots
+from crucible.identity.code_closure import taken_definitions
+from crucible.identity.job_code import command_roots, normal_roots
 
 DEFAULT_MODULES = (
     "crucible.matbench.scoring",
@@ -30,7 +30,7 @@ DEFAULT_MODULES = (
     "crucible.mlip.eos",
     "crucible.catalysis.analysis",
     "crucible.report.tables",
-    "crucible.io",
+    "crucible.core.io",
 )
 COMMAND = re.compile(
     r"(?:CRUCIBLE_JOB='(?P<job>[^']*)'\s+)?(?:[A-Z_]+=(?:'[^']*'|\S+)\s+)*crucible\s+([a-z0-9-]+)\s+([a-z0-9-]+)"

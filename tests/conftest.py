@@ -68,7 +68,7 @@ def reaches_download(obj, seen: set[int] | None = None) -> bool:
 
 
 def pytest_configure(config):
-    # file digests (crucible.fingerprint) are cached in a folder of this run, never in ~/.cache
+    # file digests (crucible.core.fingerprint) are cached in a folder of this run, never in ~/.cache
     if "CRUCIBLE_HASH_CACHE" not in os.environ:
         config._crucible_hash_cache = tempfile.mkdtemp(prefix="crucible-hash-cache-")
         os.environ["CRUCIBLE_HASH_CACHE"] = config._crucible_hash_cache

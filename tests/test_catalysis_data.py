@@ -9,14 +9,14 @@ import stat
 
 import pytest
 
-from crucible import sources
 from crucible.catalysis import demo
 from crucible.catalysis.adsorption import Reaction, Structure
 from crucible.catalysis.catbench_files import catbench_document, read_catbench_json, write_catbench_json
 from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.clean import clean, load_reactions
 from crucible.catalysis.vasp_tree import read_vasp_tree
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
+from crucible.sources import downloads as sources
 
 
 def _summary(reactions):

@@ -10,7 +10,7 @@ from ase.calculators.emt import EMT
 
 from crucible.catalysis import demo
 from crucible.catalysis import relative as R
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 
 
 def test_surface_energy_formula_and_emt_agreement(catalysis_demo):

@@ -13,7 +13,7 @@ from crucible.catalysis.catbench_files import read_catbench_json
 from crucible.catalysis.clean import clean
 from crucible.catalysis.fetch import UnpinnedSourceError, fetch_dataset
 from crucible.cli import main
-from crucible.errors import HashMismatchError
+from crucible.core.errors import HashMismatchError
 
 from helpers import StaticFileServer
 

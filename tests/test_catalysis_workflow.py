@@ -9,7 +9,7 @@ import pytest
 
 from crucible.catalysis import workflow as wf
 from crucible.catalysis.calculation import DEFAULTS
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 
 def test_defaults_come_from_the_schema_and_agree_with_the_library():

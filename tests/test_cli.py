@@ -143,7 +143,7 @@ def test_predict_help_lists_models_and_tasks(venv_env):
 
 
 def test_a_file_where_an_output_folder_goes_is_one_line(tmp_path, venv_env):
-    from crucible.io import write_json, write_parquet
+    from crucible.core.io import write_json, write_parquet
 
     from helpers import clean_task
 

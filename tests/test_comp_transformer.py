@@ -16,7 +16,7 @@ from helpers import archive_member
 
 torch = pytest.importorskip("torch")
 
-from crucible.errors import DataValidationError  # noqa: E402
+from crucible.core.errors import DataValidationError  # noqa: E402
 from crucible.models.comp_transformer import CompTransformer  # noqa: E402
 from crucible.models.registry import get_spec  # noqa: E402
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 import yaml
 
-from crucible.config import check_config
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
+from crucible.dag.config import check_config
 from crucible.mlip.eos import eos_volumes
 from crucible.report import front_page
 
@@ -67,7 +67,7 @@ def test_eos_volume_range_the_fit_and_delta_cannot_use_is_refused(volume_range):
 
 
 def test_a_file_where_an_output_folder_goes_is_named(tmp_path):
-    from crucible.config import check_output_dirs
+    from crucible.dag.config import check_output_dirs
 
     check_output_dirs(tmp_path)
     (tmp_path / "results").mkdir()
@@ -86,7 +86,7 @@ def test_readme_troubleshooting_names_unlock_and_the_configfile_trap():
 def test_the_project_directory_goes_on_the_jobs_python_path(tmp_path, monkeypatch):
     import os
 
-    from crucible.config import put_on_python_path
+    from crucible.dag.config import put_on_python_path
 
     monkeypatch.setenv("PYTHONPATH", "/somewhere/src")
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -133,7 +133,7 @@ def _registries():
 
 @pytest.mark.parametrize("family, path, names", _registries(), ids=lambda v: v if isinstance(v, str) else None)
 def test_schema_enums_are_the_python_registries(family, path, names):
-    from crucible.config import family_schema
+    from crucible.dag.config import family_schema
 
     node = _at(family_schema(family), path)
     listed = node.get("enum") or list(node["properties"])
@@ -159,8 +159,8 @@ def test_model_names_the_schema_cannot_list_are_checked_against_the_registries()
 
 @pytest.mark.parametrize("family", ["matbench", "mlip", "crystal", "reactions", "catalysis", "llm"])
 def test_a_config_with_only_one_section_is_complete(family):
-    from crucible.config import fill_defaults
-    from crucible.families import family as get
+    from crucible.dag.config import fill_defaults
+    from crucible.dag.families import family as get
 
     config = {family: yaml.safe_load((REPO / ".test" / family / "config.yaml").read_text())[family]}
     check_config(config)
@@ -174,7 +174,7 @@ def test_a_config_with_only_one_section_is_complete(family):
 
 
 def test_defaults_are_the_schemas():
-    from crucible.config import fill_defaults, section
+    from crucible.dag.config import fill_defaults, section
 
     filled = fill_defaults({})
     assert filled["matbench"]["models"] == ["dummy"] and filled["mlip"]["eos"]["points"] == 7
@@ -197,8 +197,8 @@ ALL_FAMILIES = ["matbench", "mlip", "crystal", "reactions", "catalysis", "llm"]
 def test_enabled_false_switches_a_family_off_and_leaves_the_others(family):
     """One switch, the same in every section: off, the family has no targets, names or checks
     (even a section that would be refused on, e.g. matbench's empty tasks), the others keep theirs."""
+    from crucible.dag.families import family as get
     from crucible.families import families
-    from crucible.families import family as get
 
     config = yaml.safe_load((REPO / ".test" / "all-stages.yaml").read_text())
     off = {**config, family: {**(config.get(family) or {}), "enabled": False}}
@@ -218,7 +218,7 @@ def test_enabled_false_switches_a_family_off_and_leaves_the_others(family):
 
 
 def test_the_switch_is_a_boolean_and_declared_once_for_all_sections():
-    from crucible.config import family_schema, fill_defaults
+    from crucible.dag.config import family_schema, fill_defaults
 
     with pytest.raises(ConfigError, match=r"matbench\.enabled: 'no' is not of type 'boolean'"):
         check_config({"matbench": {"enabled": "no", "tasks": ["matbench_steels"]}})

@@ -127,7 +127,7 @@ def test_a_cdvae_set_with_its_validation_split_read_through_its_pins(tmp_path):
     is also in val are found, the tables are written, and a file edited after its pin stops."""
     import json
 
-    from crucible.errors import CrucibleError
+    from crucible.core.errors import CrucibleError
 
     splits = data.load_splits(
         "cdvae", [str(PEROV / "train.csv"), str(PEROV / "test.csv")], dataset="perov-5", sources=slice_sources()

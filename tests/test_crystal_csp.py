@@ -240,7 +240,7 @@ def test_every_samples_format_gives_the_same_scores(perov, tmp_path):
 
 
 def test_bad_samples_files_are_refused_naming_file_and_line(perov, tmp_path):
-    from crucible.errors import DataValidationError
+    from crucible.core.errors import DataValidationError
 
     test, _ = perov
     ids = [it["id"] for it in test]

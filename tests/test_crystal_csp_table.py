@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from crucible.core.errors import ConfigError
 from crucible.crystal import csp_table
 from crucible.crystal.scoring import CONVENTION_NAMES
-from crucible.errors import ConfigError
 
 from helpers import REPO
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crucible import sources
+from crucible.core.errors import DataValidationError, HashMismatchError
 from crucible.crystal import data, items
-from crucible.errors import DataValidationError, HashMismatchError
+from crucible.sources import downloads as sources
 
 from helpers import REPO, StaticFileServer
 

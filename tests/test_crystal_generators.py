@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from crucible.core.errors import ConfigError
 from crucible.crystal import data, generators, items, parsing, scoring
-from crucible.errors import ConfigError
 
 from helpers import REPO
 

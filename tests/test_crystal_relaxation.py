@@ -115,7 +115,7 @@ def test_the_relaxed_file_is_scored_beside_the_samples_as_drawn(tmp_path, case, 
         assert set(scores.loc[scores["matched"], "id"]) == matched
     assert after["unmatched_samples"]["no_response"] == 2  # NaCl's: not relaxed, and no sample at all
     # another responder's (or k's) summary was repeated as these samples' before relaxation
-    from crucible.errors import DataValidationError
+    from crucible.core.errors import DataValidationError
 
     for responder, k, field in (("other", 2, "responder"), ("m", 1, "k")):
         with pytest.raises(DataValidationError, match=f"b.json: field '{field}' is .*not the CSP summary of these"):
@@ -135,7 +135,7 @@ def test_the_relaxed_file_is_scored_beside_the_samples_as_drawn(tmp_path, case, 
 def test_k_below_one_is_refused_not_a_short_or_empty_file(case, k):
     """k=0 relaxed nothing and wrote an empty file; k=-1 dropped each item's last sample (a
     slice); score-samples' k=0 was a bare ValueError."""
-    from crucible.errors import DataValidationError
+    from crucible.core.errors import DataValidationError
 
     items, drawn = case
     with pytest.raises(DataValidationError, match=f"k must be at least 1, got {k}"):
@@ -146,7 +146,7 @@ def test_k_below_one_is_refused_not_a_short_or_empty_file(case, k):
 
 @pytest.mark.parametrize("fmax, steps", [(-1, 100), (float("nan"), 100), (0.1, -1)])
 def test_fmax_and_steps_out_of_range_are_refused(case, fmax, steps):
-    from crucible.errors import DataValidationError
+    from crucible.core.errors import DataValidationError
 
     items, drawn = case
     with pytest.raises(DataValidationError, match="fmax must be a positive number and steps 0 or more"):

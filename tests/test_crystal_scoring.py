@@ -128,7 +128,7 @@ def test_timeout_replaces_the_worker_and_scoring_goes_on(cscl_ground_truth):
 @pytest.mark.parametrize("timeout", [0, -1, float("nan")])
 def test_a_time_limit_that_is_not_positive_is_refused(timeout):
     """--timeout -1 timed every answer out: a match rate of 0 with no error."""
-    from crucible.errors import ConfigError
+    from crucible.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="time limit \\(--timeout\\) must be a positive number of seconds"):
         scoring.MatcherWorker(timeout)

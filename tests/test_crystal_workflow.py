@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from crucible.core.errors import ConfigError
 from crucible.crystal import workflow as wf
-from crucible.errors import ConfigError
-from crucible.sources import resource_path
+from crucible.sources.downloads import resource_path
 
 
 class Wildcards:

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
+from crucible.core.io import write_parquet
 from crucible.features import MAGPIE_COLUMNS, MAGPIE_VERSION
 from crucible.features import cache as fcache
 from crucible.features import magpie as fmagpie
 from crucible.features import magpie_features as magpie
-from crucible.io import write_parquet
 
 # Formulas that exercise the parser beyond the Matbench data.
 EDGE_FORMULAS = [
@@ -138,8 +138,8 @@ def test_version_tracks_matminer_and_tables_are_pinned(tmp_path, monkeypatch):
     config/sources.yaml), not turned into other features under another version."""
     import matminer
 
-    from crucible import sources
-    from crucible.errors import HashMismatchError
+    from crucible.core.errors import HashMismatchError
+    from crucible.sources import downloads as sources
 
     assert MAGPIE_VERSION.startswith(matminer.__version__ + "-")
     real = sources.package_dir("matminer")

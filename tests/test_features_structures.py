@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
+from crucible.core.io import write_parquet
 from crucible.features.cache import StaleCacheError
 from crucible.features.sine_coulomb import ANG_TO_BOHR, sine_coulomb_eigenvalues, sine_coulomb_matrices
 from crucible.features.structure_cache import (
@@ -22,7 +23,6 @@ from crucible.features.structure_cache import (
     scm_cache_filename,
 )
 from crucible.features.structures import StructureError, parse_structure, structure_hash
-from crucible.io import write_parquet
 
 from helpers import delta_structures, li_o_structures
 

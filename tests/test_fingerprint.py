@@ -1,4 +1,4 @@
-"""crucible.fingerprint: the digest of a file or folder covers every byte its reader reads, links
+"""crucible.core.fingerprint: the digest of a file or folder covers every byte its reader reads, links
 are treated as the reader treats them, and file digests are cached by stat so reruns are cheap."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
-from crucible import fingerprint, sources
 from crucible.catalysis import demo
 from crucible.catalysis.clean import read_dataset
 from crucible.catalysis.relative import read_surface_tree
 from crucible.catalysis.vasp_tree import read_vasp_tree
-from crucible.errors import HashMismatchError
-from crucible.fingerprint import LinkRefusedError
+from crucible.core import fingerprint
+from crucible.core.errors import HashMismatchError
+from crucible.core.fingerprint import LinkRefusedError
+from crucible.sources import downloads as sources
 
 
 @pytest.fixture(autouse=True)
@@ -152,7 +153,7 @@ def test_tree_digest_keeps_the_catalysis_pin_format(vasp_tree):
     """Pins written before (sorted (relative path, SHA-256) lines) stay valid."""
     import hashlib
 
-    from crucible.sources import sha256_file
+    from crucible.sources.downloads import sha256_file
 
     digest = hashlib.sha256()
     for f in sorted(p for p in vasp_tree.rglob("*") if p.is_file()):

@@ -10,12 +10,12 @@ import tarfile
 
 import pytest
 
-from crucible import formats
 from crucible.catalysis.catbench_files import read_catbench_json
 from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.vasp_tree import read_oszicar_energy
+from crucible.core import formats
+from crucible.core.errors import ConfigError, DataValidationError
 from crucible.crystal import samples
-from crucible.errors import ConfigError, DataValidationError
 
 # ------------------------------------------------------------------ strict JSON, bounded bytes
 
@@ -253,7 +253,7 @@ def test_a_tar_bomb_is_refused_at_the_bound(tmp_path, monkeypatch):
 
 
 def _check(config):
-    from crucible.config import check_config
+    from crucible.dag.config import check_config
 
     check_config(config)
 

@@ -1,4 +1,4 @@
-"""The fuzz contract of every format registered in :mod:`crucible.formats`.
+"""The fuzz contract of every format registered in :mod:`crucible.core.formats`.
 
 From a canonical valid file per format, hypothesis generates mutations of every declared field
 (type confusion, digits of other scripts, 2**63 and 1e309, NaN and Infinity as numbers and as
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crucible import formats
-from crucible.errors import DataValidationError
+from crucible.core import formats
+from crucible.core.errors import DataValidationError
 
 FUZZ = settings(
     max_examples=40, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)

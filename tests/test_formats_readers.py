@@ -1,4 +1,4 @@
-"""Every read of a file in the library goes through crucible.formats, except the reads listed
+"""Every read of a file in the library goes through crucible.core.formats, except the reads listed
 here with what they read: a new reader of a user's file must declare its format there (and get
 a case in test_formats_fuzz.py) instead of calling json/pandas/gzip/tarfile itself."""
 
@@ -51,6 +51,6 @@ NOT_USER_FILES = {
 def test_every_raw_read_is_of_a_file_no_user_hands_in():
     found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if RAW_READ.search(p.read_text(encoding="utf-8")))
     unlisted = [m for m in found if m not in NOT_USER_FILES]
-    assert not unlisted, f"read a file through crucible.formats (or say here why not): {unlisted}"
+    assert not unlisted, f"read a file through crucible.core.formats (or say here why not): {unlisted}"
     stale = sorted(set(NOT_USER_FILES) - set(found))
     assert not stale, f"no raw read left in {stale}: drop them from the list"

@@ -1,4 +1,4 @@
-"""crucible.identity: code digests from the import graph, name meanings, job records."""
+"""crucible.identity.records: code digests from the import graph, name meanings, job records."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from crucible import code_closure, identity, installed_code, job_code
 from crucible.cli import GROUPS, group_parser
-from crucible.code_closure import import_closure
-from crucible.errors import ConfigError
-from crucible.identity import JobRecord, Meaning, NameBook, record_path
-from crucible.job_code import code_identity
+from crucible.core.errors import ConfigError
+from crucible.identity import code_closure, installed_code, job_code
+from crucible.identity import records as identity
+from crucible.identity.code_closure import import_closure
+from crucible.identity.job_code import code_identity
+from crucible.identity.records import JobRecord, Meaning, NameBook, record_path
 
 from helpers import REPO
 
@@ -316,14 +317,14 @@ def test_no_rule_file_carries_a_version_param():
 
 
 def test_every_family_declares_its_names():
-    from crucible import families
+    from crucible.dag import families
 
     for family in families.families():
         assert family.names is not families._no_names, family.name
 
 
 def test_an_unused_custom_model_changes_no_job_param():
-    from crucible.config import fill_defaults
+    from crucible.dag.config import fill_defaults
     from crucible.matbench import workflow as mb
 
     config = {"matbench": {"tasks": ["matbench_steels"], "models": ["dummy", "gbm-magpie"]}}
@@ -352,10 +353,10 @@ def test_records_live_beside_their_outputs():
 
 def test_every_rule_hands_its_command_the_job_identity():
     """Each shell line of the rule files that runs a crucible command (downloads aside) begins with
-    the job's identity (crucible.workflow.JOB_PREFIX): a rule without it would write no records."""
+    the job's identity (crucible.dag.workflow.JOB_PREFIX): a rule without it would write no records."""
     import re
 
-    from crucible.workflow import JOB_PREFIX
+    from crucible.dag.workflow import JOB_PREFIX
 
     missing = []
     for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):
@@ -378,7 +379,7 @@ def _predict_digest(root, monkeypatch=None):
 
 
 def test_a_model_jobs_code_is_its_own_entry_not_the_registry(monkeypatch):
-    from crucible.job_code import entry_root
+    from crucible.identity.job_code import entry_root
 
     roots = {
         m: entry_root("crucible.models.registry", m) for m in ("dummy", "gbm-magpie", "rf-magpie", "comp-transformer")
@@ -414,8 +415,8 @@ def test_replan_after_edit_reads_each_jobs_own_roots(tmp_path, capsys):
     import importlib.util
     import shlex
 
-    from crucible.identity import JobCode, job_env
-    from crucible.job_code import entry_root
+    from crucible.identity.job_code import entry_root
+    from crucible.identity.records import JobCode, job_env
 
     spec = importlib.util.spec_from_file_location("replan", REPO / "benchmarks" / "replan_after_edit.py")
     replan = importlib.util.module_from_spec(spec)

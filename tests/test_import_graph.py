@@ -50,16 +50,16 @@ def test_the_check_sees_circles_and_imports_against_the_layering(tmp_path):
     (pkg / "reactions").mkdir()
     for init in (pkg, pkg / "matbench", pkg / "reactions"):
         (init / "__init__.py").write_text("")
-    (pkg / "errors.py").write_text("def f():\n    from crucible.config import x\n")
-    (pkg / "config.py").write_text("from crucible.errors import f\nx = 1\n")
+    (pkg / "errors.py").write_text("def f():\n    from crucible.dag.config import x\n")
+    (pkg / "config.py").write_text("from crucible.core.errors import f\nx = 1\n")
     (pkg / "matbench" / "a.py").write_text("from . import b\n")
     (pkg / "matbench" / "b.py").write_text("from crucible.matbench.a import y\nfrom crucible.reactions import c\n")
     (pkg / "reactions" / "c.py").write_text("")
     result = import_graph.analyse(tmp_path)
-    assert result["circles"] == [["crucible.config", "crucible.errors"]]
+    assert result["circles"] == [["crucible.dag.config", "crucible.core.errors"]]
     assert ["crucible.matbench.a", "crucible.matbench.b"] in result["module_circles"]
     pairs = {(i["from"], i["to"]) for i in result["against_layering"]}
-    assert pairs == {("crucible.errors", "crucible.config"), ("crucible.matbench.b", "crucible.reactions.c")}
+    assert pairs == {("crucible.core.errors", "crucible.dag.config"), ("crucible.matbench.b", "crucible.reactions.c")}
 
 
 def test_no_module_over_550_lines():

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from crucible import installed_code
+from crucible.identity import installed_code
 
 
 def _record_hash(data: bytes) -> str:

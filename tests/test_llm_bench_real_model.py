@@ -9,7 +9,7 @@ import importlib.util
 
 import pytest
 
-from crucible.config import check_schema
+from crucible.dag.config import check_schema
 from crucible.llm.spec import model_spec
 
 from helpers import REPO

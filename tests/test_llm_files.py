@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 from crucible.llm.files import Completion, prompt_set_hash, read_prompts, read_replay, read_responses, write_responses
 from crucible.llm.generate import GenerationFailedError, run_stage
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.llm.files import read_responses
 from crucible.llm.generate import GenerationFailedError, run_stage
 

@@ -17,7 +17,7 @@ import pytest
 
 from crucible.llm.files import read_responses
 from crucible.llm.generate import run_stage
-from crucible.sources import find_pin
+from crucible.sources.downloads import find_pin
 
 from helpers import REAL_CHAT_MODEL, LlamaCppServer, real_chat_model, write_prompts
 
@@ -43,7 +43,7 @@ def gguf_file():
 
 @pytest.fixture(scope="module")
 def transformers_run(gguf_file, tmp_path_factory):
-    from crucible.torch_setup import configure_torch
+    from crucible.core.torch_setup import configure_torch
 
     configure_torch(1)  # one thread: two spin-wait each other on a busy 2-core machine (10x slower)
     tmp = tmp_path_factory.mktemp("tf")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.llm.spec import DEFAULT_PARAMS, OPENAI_DEFAULTS, model_entry, model_spec
 
 

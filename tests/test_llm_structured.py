@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.llm.files import read_responses
 from crucible.llm.generate import StructuredOutputError, run_stage
 from crucible.llm.spec import model_spec, spec_sha256

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from crucible.errors import ConfigError, HashMismatchError
+from crucible.core.errors import ConfigError, HashMismatchError
 from crucible.llm.files import Prompt, read_responses
 from crucible.llm.generate import run_stage
 from crucible.llm.transformers_backend import GGUF_LOADER, TransformersBackend, checkpoint_fingerprint
@@ -102,7 +102,8 @@ def test_a_gguf_file_is_named_by_its_content(tmp_path):
 def test_a_pinned_checkpoint_is_named_by_its_role_and_checked(tmp_path, monkeypatch):
     """A file where the fetch stage puts a role's file is named by the role and its pinned
     SHA-256, and refused when it no longer matches the pin."""
-    from crucible import sources, sources_file
+    from crucible.sources import downloads as sources
+    from crucible.sources import pins as sources_file
 
     monkeypatch.setenv("CRUCIBLE_HASH_CACHE", str(tmp_path / "hash-cache"))
     body = b"GGUF" + bytes(range(256)) * 4000

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from crucible.errors import ConfigError, DataValidationError, HashMismatchError
+from crucible.core.errors import ConfigError, DataValidationError, HashMismatchError
 from crucible.matbench import clean, folds, tasks
 from crucible.matbench.inference import fit_predict
 from crucible.models.registry import get_spec

@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from crucible.errors import DataValidationError, HashMismatchError, PredictionFileError
-from crucible.io import write_parquet
+from crucible.core.errors import DataValidationError, HashMismatchError, PredictionFileError
+from crucible.core.io import write_parquet
 from crucible.matbench import resultsfile as rf
 from crucible.matbench.prediction_files import read_predictions, write_predictions
 from crucible.matbench.scoring import score_fold, score_task
@@ -640,8 +640,8 @@ def _stage_outputs(root: Path, task: str, frame: pd.DataFrame, ids_per_fold) -> 
 
 
 def _cli(argv: list[str]) -> int:
-    from crucible import stage
     from crucible.cli import group_parser
+    from crucible.stages import declaration as stage
 
     args = group_parser("matbench", argparse.ArgumentParser(prog="crucible matbench")).parse_args(argv)
     return stage.run(args.stage, args)

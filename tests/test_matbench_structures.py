@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import read_json
 from crucible.features.magpie import COLUMNS, magpie_features
-from crucible.io import read_json
 from crucible.matbench.structure_inputs import check_inputs
 from crucible.models.registry import get_spec
 
@@ -76,9 +76,9 @@ def test_sine_coulomb_block_is_padded_to_training_width_and_imputed_beyond_it():
 def test_user_dataset_names_and_folds(tmp_path):
     from sklearn.model_selection import KFold
 
-    from crucible.errors import HashMismatchError
+    from crucible.core.errors import HashMismatchError
     from crucible.matbench.user_datasets import build_user_folds, check_spec, clean_user_dataset
-    from crucible.sources import sha256_file
+    from crucible.sources.downloads import sha256_file
 
     raw = write_li_o_dataset(tmp_path / "li_o.json.gz")
     base = {
@@ -126,7 +126,7 @@ def test_official_tasks_keep_their_strict_checks():
 )
 def test_scores_record_whether_the_model_used_structures(tmp_path, sidecar, expected):
     from crucible.cli import main
-    from crucible.io import write_json, write_parquet
+    from crucible.core.io import write_json, write_parquet
     from crucible.matbench.clean import data_schema
     from crucible.matbench.folds import write_folds
     from crucible.matbench.prediction_files import write_predictions

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import DataValidationError, PredictionFileError
+from crucible.core.errors import DataValidationError, PredictionFileError
 from crucible.matbench import clean, folds
 from crucible.matbench import resultsfile as rf
 from crucible.matbench.prediction_files import write_predictions

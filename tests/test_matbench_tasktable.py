@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from crucible.errors import ConfigError
-from crucible.io import write_json, write_parquet
+from crucible.core.errors import ConfigError
+from crucible.core.io import write_json, write_parquet
 from crucible.matbench.tasktable import build_tables, overlap_rows, reduced_formulas, task_row, write_task_tables
 
 from helpers import clean_task, task_formulas
@@ -63,7 +63,7 @@ def test_cards_and_data_of_different_tasks_are_refused(members, tmp_path):
 
 def test_task_table_headers_are_words_and_an_empty_overlap_table_says_so(members, tmp_path):
     from crucible.cli import main
-    from crucible.io import write_json, write_parquet
+    from crucible.core.io import write_json, write_parquet
 
     from helpers import clean_task
 

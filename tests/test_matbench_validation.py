@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import CrucibleError
+from crucible.core.errors import CrucibleError
 from crucible.matbench.inference import fit_predict
 from crucible.models.registry import get_spec
 

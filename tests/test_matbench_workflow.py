@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.matbench import raw_files
 from crucible.matbench import workflow as wf
-from crucible.sources import find_pin
+from crucible.sources.downloads import find_pin
 
 
 def _config(**matbench):
@@ -310,7 +310,7 @@ def test_the_advice_for_another_meaning_is_a_config_that_is_accepted(entry):
     (for a user's class it was `{model: myreg}`, itself refused as an unknown model)."""
     import yaml
 
-    from crucible.config import check_config, fill_defaults
+    from crucible.dag.config import check_config, fill_defaults
     from crucible.matbench.meanings import rename_advice
 
     name = "gbm-magpie" if entry is None else "mine"

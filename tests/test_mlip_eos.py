@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ase.calculators.calculator import Calculator, all_changes
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.mlip import eos
 from crucible.mlip.eos import FitError, birch_murnaghan_energy, delta_gauge, fit_birch_murnaghan, run_eos
 from crucible.potentials.registry import load_potential

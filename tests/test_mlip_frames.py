@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from ase.calculators.calculator import Calculator, all_changes
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 from crucible.potentials.registry import load_potential
 
 
@@ -124,7 +124,7 @@ def test_predictions_follow_the_schema_and_keep_the_references(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet  # noqa: F401 - pa.parquet
 
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
 
     frames = read_frames("ase-vasp-testdata")[1:]

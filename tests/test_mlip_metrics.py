@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import ConfigError, DataValidationError
-from crucible.io import read_parquet, write_parquet
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import read_parquet, write_parquet
 from crucible.mlip.metrics import (
     ADWT_THRESHOLDS,
     PRIMARY_METRIC,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 from crucible.mlip.eos import run_eos
 from crucible.potentials.registry import load_potential
 from crucible.report.tables import to_markdown
@@ -132,7 +132,7 @@ def _cli(*args, cwd):
 
 
 def test_tables_and_figures_are_deterministic(tmp_path, emt):
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA
 
     df = run_eos(emt, "Al,Si,Cu,Au", progress=False)
@@ -173,7 +173,7 @@ def test_tables_and_figures_are_deterministic(tmp_path, emt):
 def test_eos_results_of_the_older_format_are_refused_naming_the_file_and_the_rerun(tmp_path, emt):
     """A file from before 'not modelled' was told from 'failed' (no format in its metadata): its
     unmodelled elements would count as failures beside new files' 'not modelled'."""
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.mlip.eos import EOS_SCHEMA
 
     write_parquet(run_eos(emt, "Cu", progress=False), tmp_path / "old.parquet", schema=EOS_SCHEMA)
@@ -185,7 +185,7 @@ def test_eos_results_of_the_older_format_are_refused_naming_the_file_and_the_rer
 
 
 def test_frames_are_keyed_by_model_and_a_model_given_twice_is_refused(tmp_path):
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.mlip.report import load_frames
 
     write_parquet(_eos_frame("emt", [("Cu", "ok", 1.0)]), tmp_path / "a.parquet")

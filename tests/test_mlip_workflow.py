@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.mlip import workflow as wf
 
 

@@ -16,9 +16,9 @@ from ase.build import bulk
 from ase.calculators.emt import EMT
 
 from crucible.cli import main
-from crucible.config import check_config
-from crucible.errors import ConfigError
-from crucible.io import read_json, read_parquet
+from crucible.core.errors import ConfigError
+from crucible.core.io import read_json, read_parquet
+from crucible.dag.config import check_config
 from crucible.potentials import workflow as potentials_wf
 from crucible.potentials.provenance import provenance_text, read_provenance
 from crucible.potentials.registry import load_potential

@@ -17,7 +17,7 @@ import pytest
 from ase.build import bulk
 
 from crucible.cli import main
-from crucible.io import read_parquet
+from crucible.core.io import read_parquet
 from crucible.potentials.registry import load_potential
 from crucible.potentials.spec import PotentialOutputError, real_array, real_energy
 

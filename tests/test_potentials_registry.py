@@ -9,7 +9,7 @@ import math
 import pytest
 from ase.calculators.calculator import Calculator, all_changes
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.mlip import eos
 from crucible.potentials.energies import evaluate_energies, single_energy
 from crucible.potentials.registry import get_calculator, load_potential, registered_models

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.reactions import baselines, scoring
 
 from helpers import clean_reaction_table, reaction_questions

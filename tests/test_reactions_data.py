@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.core.errors import ConfigError, DataValidationError
 from crucible.reactions import data
 
 from helpers import clean_reaction_table, reaction_members

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 from crucible.reactions import prompts, scoring
 
 from helpers import reaction_questions
@@ -76,7 +76,7 @@ def test_a_response_file_line_that_is_not_json_names_the_file_and_line(tmp_path)
 
 def test_parse_cli_writes_a_prediction_file_for_its_question_file(tmp_path):
     from crucible.cli import main
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"][:3]
@@ -158,7 +158,7 @@ def test_fill_in_blank_indices_are_integers_too():
 
 def test_invalid_answers_reach_the_score_file_with_their_reason(tmp_path):
     from crucible.cli import main
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"][:4]
@@ -217,7 +217,7 @@ def test_each_malformed_answer_of_the_issue_reaches_the_score_file_as_invalid(tm
     """Through the two commands the DAG runs (parse, score): every vector is invalid with its
     reason in the score file, none is scored as an option; plain integers in range are scored."""
     from crucible.cli import main
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"][:8]
@@ -258,7 +258,7 @@ def test_parse_cli_refuses_a_repeated_id_or_a_broken_line_naming_file_and_lines(
     """Exit 2 with the file and line(s) on stderr, and no prediction file: neither of two answers
     for one question is picked, and a line that is not JSON is no bare JSONDecodeError."""
     from crucible.cli import main
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"][:2]
@@ -282,7 +282,7 @@ def test_parse_cli_refuses_a_repeated_id_or_a_broken_line_naming_file_and_lines(
 def test_a_reply_cut_off_at_max_tokens_is_counted_apart_from_malformed_ones(tmp_path):
     """Issue 33: replies that hit max_tokens were counted as malformed answers."""
     from crucible.cli import main
-    from crucible.io import write_json
+    from crucible.core.io import write_json
     from crucible.reactions import report
 
     sets, _ = reaction_questions("deoxyfluorination")

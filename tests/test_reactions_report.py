@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from crucible.io import write_json
+from crucible.core.io import write_json
 from crucible.reactions import report, scoring
 from crucible.reactions.baselines import RandomChoice
 

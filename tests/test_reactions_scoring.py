@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crucible.errors import PredictionFileError
+from crucible.core.errors import PredictionFileError
 from crucible.reactions import scoring
 
 from helpers import reaction_questions
@@ -123,7 +123,7 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
 
 
 def test_score_files_with_the_random_baselines_exact_expectation(tmp_path):
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     q_path = tmp_path / "all_varying" / "questions.json"
     q_path.parent.mkdir()
@@ -155,7 +155,7 @@ def test_expected_means_skip_questions_where_a_metric_is_undefined():
 
 
 def test_a_prediction_file_with_invalid_answers_round_trips(tmp_path):
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     sets, _ = reaction_questions("deoxyfluorination")
     qs = sets["all_varying"][:2]

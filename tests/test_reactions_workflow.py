@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.reactions import workflow as rxn
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
@@ -57,8 +57,8 @@ USER_TABLE = {
 def test_user_datasets_under_their_old_name_custom_datasets_mean_the_same_with_a_message(caplog):
     """One word for a user's own table in every family (user_datasets); the reactions key it had,
     custom_datasets, is read the same for one release and says so."""
-    from crucible.config import check_config
-    from crucible.identity import Meaning
+    from crucible.dag.config import check_config
+    from crucible.identity.records import Meaning
 
     new = {"reactions": {"datasets": ["mine"], "models": ["random"], "user_datasets": {"mine": USER_TABLE}}}
     old = {"reactions": {"datasets": ["mine"], "models": ["random"], "custom_datasets": {"mine": USER_TABLE}}}

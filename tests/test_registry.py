@@ -1,4 +1,4 @@
-"""crucible.registry: the one registry shape behind Matbench models, potentials, crystal
+"""crucible.core.registry: the one registry shape behind Matbench models, potentials, crystal
 generators and reaction baselines (names kept, unknown names refused listing the known ones,
 lazy entries imported only when asked for)."""
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from crucible.errors import ConfigError
-from crucible.registry import Registry, Spec, UnknownNameError
+from crucible.core.errors import ConfigError
+from crucible.core.registry import Registry, Spec, UnknownNameError
 
 
 def _registries():
@@ -94,9 +94,9 @@ def test_lazy_entries_import_only_the_module_asked_for():
 
 
 def test_a_lazy_module_that_does_not_register_its_name_is_named():
-    reg = Registry("widget", lazy={"ghost": "crucible.errors"})
+    reg = Registry("widget", lazy={"ghost": "crucible.core.errors"})
     assert "ghost" in reg
-    with pytest.raises(ConfigError, match="widget 'ghost': module crucible.errors did not register it"):
+    with pytest.raises(ConfigError, match="widget 'ghost': module crucible.core.errors did not register it"):
         reg["ghost"]
 
 

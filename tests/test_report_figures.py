@@ -64,7 +64,7 @@ def test_parity_plot_has_equal_axes_and_the_title_it_is_given():
 
 def test_model_figure_titles_are_readable(tmp_path):
     from crucible.cli import main
-    from crucible.io import write_json, write_parquet
+    from crucible.core.io import write_json, write_parquet
 
     from helpers import clean_task
 
@@ -141,7 +141,7 @@ def _full_disk(monkeypatch):
 
 
 def test_a_full_disk_is_one_clear_error_naming_the_figure(monkeypatch, tmp_path):
-    from crucible.errors import CrucibleError
+    from crucible.core.errors import CrucibleError
 
     _full_disk(monkeypatch)
     fig = figures.parity_figure(np.array([1.0, 2.0]), np.array([1.0, 2.5]), "t", "u")
@@ -150,7 +150,7 @@ def test_a_full_disk_is_one_clear_error_naming_the_figure(monkeypatch, tmp_path)
 
 
 def test_an_error_matplotlib_raises_while_failing_to_write_names_the_os_error(monkeypatch, tmp_path):
-    from crucible.errors import CrucibleError
+    from crucible.core.errors import CrucibleError
 
     fig = figures.parity_figure(np.array([1.0, 2.0]), np.array([1.0, 2.5]), "t", "u")
 
@@ -260,7 +260,7 @@ def test_parity_plot_refuses_non_finite_values_instead_of_printing_mae_nan():
 
 def _dummy_fold_files(tmp_path, data, folds):
     """The mean-of-the-training-folds prediction of each fold, as the dummy model writes it."""
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
 
     paths = []
     by_id = data.set_index("mbid")["target"]
@@ -279,7 +279,7 @@ def test_dielectric_parity_plot_on_the_real_task():
     import tempfile
     from pathlib import Path
 
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.matbench.figures import model_figure
 
     from helpers import clean_task
@@ -306,8 +306,8 @@ def test_dielectric_parity_plot_on_the_real_task():
 
 
 def test_model_figure_names_the_prediction_file_with_a_nan(tmp_path):
-    from crucible.errors import PredictionFileError
-    from crucible.io import write_parquet
+    from crucible.core.errors import PredictionFileError
+    from crucible.core.io import write_parquet
     from crucible.matbench.figures import model_figure
 
     from helpers import clean_task
@@ -347,7 +347,7 @@ def test_scaled_error_figure_marks_composition_only_entries_on_structure_tasks(t
     """Task cards of steels (composition) and dielectric (structure); dummy and gbm-magpie saw
     formulas only, a structure model saw structures on dielectric. Hollow exactly where a
     composition-only model ran on a structure task, as the cards' input_type says."""
-    from crucible.io import write_json, write_parquet
+    from crucible.core.io import write_json, write_parquet
     from crucible.matbench import leaderboard as lb
     from crucible.matbench.taskdata import score_prediction_files
     from crucible.matbench.tasks import COMPOSITION_ONLY, STRUCTURE

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from crucible.config import check_config, fill_defaults
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
+from crucible.dag.config import check_config, fill_defaults
 from crucible.families import families
 from crucible.report import front_page as fp
-from crucible.sources import find_pin, load_sources, resource_path
+from crucible.sources.downloads import find_pin, load_sources, resource_path
 
 from helpers import REPO, SOURCES_FILE
 
@@ -38,7 +38,7 @@ def _config(**sections) -> dict:
 
 
 def _pin(role: str) -> str:
-    from crucible.sources import find_pin
+    from crucible.sources.downloads import find_pin
 
     return find_pin(role).sha256
 

@@ -1,4 +1,4 @@
-"""Snakemake's scheduler keeps one pending re-evaluation timer (crucible.snakemake_scheduler)."""
+"""Snakemake's scheduler keeps one pending re-evaluation timer (crucible.dag.snakemake_scheduler)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 from snakemake.scheduling import job_scheduler
 
-from crucible import snakemake_scheduler
+from crucible.dag import snakemake_scheduler
 
 
 class FakeScheduler:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crucible import sources
-from crucible.errors import ConfigError, HashMismatchError
+from crucible.core.errors import ConfigError, HashMismatchError
+from crucible.sources import downloads as sources
 
 from helpers import SOURCES_FILE, StaticFileServer, archive_file, archive_member
 
@@ -152,7 +152,7 @@ def test_matminer_catalogue_has_every_task():
 def test_outputs_get_ordinary_file_permissions(tmp_path):
     import os
 
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     write_json({"a": 1}, tmp_path / "x.json")
     mask = os.umask(0)
@@ -199,7 +199,7 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
     with pytest.raises(HashMismatchError, match="pkg:pkg-1.0/data/t.csv"):
         sources.extract("pkg", spec, archive, tmp_path / "out", ["bad.csv"])
     assert not (tmp_path / "out" / "bad.csv").exists()
-    from crucible.errors import CrucibleError
+    from crucible.core.errors import CrucibleError
 
     for member in ("link.csv", "gone.csv"):  # a link is never followed out of the archive
         with pytest.raises(CrucibleError, match="has no file"):
@@ -221,7 +221,7 @@ def test_reaction_archives_are_pinned_with_their_members():
 
 
 def test_locate_places_downloads_and_members_and_nothing_else():
-    from crucible.sources import find_pin, locate, resource_path
+    from crucible.sources.downloads import find_pin, locate, resource_path
 
     pin = find_pin("matbench/metadata")
     filename = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]["filename"]

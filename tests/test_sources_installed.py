@@ -11,10 +11,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from crucible import sources
 from crucible.cli import main
-from crucible.errors import HashMismatchError
+from crucible.core.errors import HashMismatchError
 from crucible.mlip import eos
+from crucible.sources import downloads as sources
 
 
 @pytest.fixture

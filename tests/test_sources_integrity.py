@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from crucible.errors import HashMismatchError
+from crucible.core.errors import HashMismatchError
 from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
-from crucible.sources import fetch, find_pin, sha256_file
+from crucible.sources.downloads import fetch, find_pin, sha256_file
 
 STEELS = mirror_role("matbench_steels")
 STEELS_PIN = find_pin(STEELS).sha256
@@ -172,7 +172,7 @@ def test_still_wrong_after_one_retry_fails_and_keeps_both(tmp_path):
 
 
 def test_a_git_blob_pinned_download_is_also_kept_aside_and_fetched_again_once(tmp_path):
-    from crucible.sources import git_blob_id, read_lock
+    from crucible.sources.downloads import git_blob_id, read_lock
 
     (tmp_path / "good").write_bytes(GOOD)
     spec = {"kind": "http", "filename": "data.csv", "git_blob": git_blob_id(tmp_path / "good")}
@@ -189,7 +189,7 @@ def test_a_git_blob_pinned_download_is_also_kept_aside_and_fetched_again_once(tm
 
 
 def test_a_truncated_predictions_file_names_the_command_that_rebuilds_it(tmp_path):
-    from crucible.errors import PredictionFileError
+    from crucible.core.errors import PredictionFileError
     from crucible.matbench.prediction_files import read_predictions
 
     path = tmp_path / "results/matbench/predictions/dummy/matbench_steels/fold_0.parquet"

@@ -1,4 +1,4 @@
-"""crucible.sources.pinned: a file of config/sources.yaml read by its role, its hash checked on
+"""crucible.sources.downloads.pinned: a file of config/sources.yaml read by its role, its hash checked on
 every call (good, edited, missing, pinned by git blob id through the lock file), and the roles
 every reader asks for exist in the real sources file."""
 
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from crucible import sources
-from crucible.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.sources import downloads as sources
 
 from helpers import StaticFileServer
 
@@ -229,8 +229,8 @@ def test_user_predict_takes_predicts_arguments_and_checks_the_element_table(tmp_
     edited pinned element table before fitting anything."""
     import argparse
 
-    from crucible import stage
     from crucible.cli import group_parser
+    from crucible.stages import declaration as stage
 
     parser = group_parser("matbench", argparse.ArgumentParser())
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.sources import find_pin, resource_path, sha256_file
+from crucible.sources.downloads import find_pin, resource_path, sha256_file
 
 from helpers import StaticFileServer, archive_file, run_snakemake, write_li_o_dataset
 

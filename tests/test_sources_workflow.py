@@ -1,4 +1,4 @@
-"""crucible.sources_workflow: the fetch and extract rules' patterns and arguments come from the
+"""crucible.sources.workflow: the fetch and extract rules' patterns and arguments come from the
 sources file alone."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from crucible import sources
-from crucible import sources_workflow as swf
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
+from crucible.sources import downloads as sources
+from crucible.sources import workflow as swf
 
 DOC = {
     "artifacts": {

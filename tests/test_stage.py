@@ -1,4 +1,4 @@
-"""crucible.stage: each command declared once; its parser, its call and its rules' shell lines
+"""crucible.stages.declaration: each command declared once; its parser, its call and its rules' shell lines
 follow from the declaration."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from crucible import stage
 from crucible.cli import GROUPS, main
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
+from crucible.stages import declaration as stage
 
 from helpers import REPO
 
@@ -154,7 +154,7 @@ def test_a_declaration_that_names_nothing_is_refused():
     def build(*args):  # a declaration is read when its group's parser is built
         stage.configure_parser(argparse.ArgumentParser(), [stage.Stage("x", "x", show, *args)])
 
-    show = "crucible.identity:show_names"
+    show = "crucible.identity.records:show_names"
     with pytest.raises(ValueError, match="undeclared"):
         build(stage.Opt("book", per="b"))
     with pytest.raises(ValueError, match="declared twice"):
@@ -166,7 +166,7 @@ def test_a_declaration_that_names_nothing_is_refused():
 
 
 def test_no_option_is_spelled_outside_its_declaration():
-    """argparse is driven by crucible.stage alone: no module adds an option by hand, and the
+    """argparse is driven by crucible.stages.declaration alone: no module adds an option by hand, and the
     dispatcher and the declaration layer stay small (the groups' declarations are their help)."""
     root = REPO / "src" / "crucible"
     by_hand = sorted(

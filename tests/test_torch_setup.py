@@ -1,5 +1,5 @@
 """Every CLI command that runs torch (a potential or a network) asks for deterministic kernels
-(crucible.torch_setup.configure_torch) before the first evaluation.
+(crucible.core.torch_setup.configure_torch) before the first evaluation.
 
 Each command of every CLI group is classified below, as running torch or not; a new command that
 is in neither list fails :func:`test_every_cli_command_is_classified`, so nobody adds a command
@@ -20,8 +20,8 @@ torch = pytest.importorskip("torch", reason="absent on the Python 3.12 CI leg")
 
 from ase.calculators.emt import EMT  # noqa: E402
 
-from crucible import torch_setup  # noqa: E402
 from crucible.cli import GROUPS, group_parser, main  # noqa: E402
+from crucible.core import torch_setup  # noqa: E402
 
 # Commands that never run torch: tables, figures, data cleaning, scoring, fetching.
 # `mlip models` only tries to load locally present hub weights, it evaluates nothing.
@@ -334,7 +334,7 @@ def test_a_model_that_runs_no_torch_is_not_made_to_import_it(spied):
 
 
 def test_configure_torch_asks_for_deterministic_kernels():
-    from crucible.torch_setup import configure_torch
+    from crucible.core.torch_setup import configure_torch
 
     before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
     try:

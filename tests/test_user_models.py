@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.models.registry import get_spec
 
 

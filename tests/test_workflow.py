@@ -16,7 +16,7 @@ import json
 import pandas as pd
 import pytest
 
-from crucible.identity import NAME_BOOK_FILE, forget_names
+from crucible.identity.records import NAME_BOOK_FILE, forget_names
 from crucible.matbench import workflow as matbench_wf
 
 from helpers import REPO, load_test_config, provide_downloads, run_snakemake, test_config
@@ -88,7 +88,7 @@ def test_gpu_model_runs_on_cpu_and_keeps_its_weights(run):
         weights = workdir / f"results/matbench/models/comp-transformer/matbench_steels/fold_{k}"
         assert (weights / "weights.pt").is_file() and (weights / "model.json").is_file()
     # Regenerate fold 0's predictions from the saved weights, without retraining.
-    from crucible.io import read_parquet
+    from crucible.core.io import read_parquet
     from crucible.models.comp_transformer import CompTransformer
 
     model = CompTransformer.load(workdir / "results/matbench/models/comp-transformer/matbench_steels/fold_0")

@@ -1,8 +1,8 @@
-"""What every benchmark family registered in crucible.families promises, checked for each of them:
+"""What every benchmark family registered in crucible.dag.families promises, checked for each of them:
 
 1. the registry matches the repository: every family package with a ``FAMILY`` is registered, and
    every rule file, report caption, conda env and config section belongs to a family; the shared
-   files (Snakefile, common.smk, fetch.smk, the crucible.sources modules) name no family; every
+   files (Snakefile, common.smk, fetch.smk, the crucible.sources.downloads modules) name no family; every
    rule file (report.smk and features.smk too) uses no other family's modules;
 2. its rules are what it declares: defined in its rule files, using its envs and captions, its
    wildcards constrained (global constraints claimed by one family only);
@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crucible import families as registry
 from crucible.cli import GROUPS
-from crucible.config import SERVICE_SECTIONS
+from crucible.dag import families as registry
+from crucible.dag.config import SERVICE_SECTIONS
 from crucible.families import families
 
 from helpers import REPO, load_test_config, run_snakemake, test_config, workflow_rules
@@ -222,7 +222,7 @@ def test_every_rule_file_uses_only_its_own_family_and_the_shared_modules():
 
 
 def test_the_sources_modules_import_no_family():
-    """crucible.sources (and the fetch rules' functions, sources_workflow, and the CLI) serve every
+    """crucible.sources.downloads (and the fetch rules' functions, sources_workflow, and the CLI) serve every
     family from config/sources.yaml alone: importing a family's package there would make the
     shared fetch stage one family's."""
     import ast
@@ -482,9 +482,9 @@ def test_every_table_and_figure_has_a_caption(name, rules):
 
 TOY_WORKFLOW = '''
 """A family that counts to three."""
-from crucible.config import section
-from crucible.errors import ConfigError
-from crucible.families import Family
+from crucible.dag.config import section
+from crucible.core.errors import ConfigError
+from crucible.dag.families import Family
 
 
 def final_outputs(config):

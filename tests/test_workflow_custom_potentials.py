@@ -15,7 +15,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from crucible.io import read_json, read_parquet
+from crucible.core.io import read_json, read_parquet
 from crucible.potentials.provenance import read_provenance
 
 from helpers import REPO, run_snakemake

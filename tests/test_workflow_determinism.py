@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crucible import sources
+from crucible.sources import downloads as sources
 
 from helpers import REPO, provide_downloads, run_snakemake
 from report_pages import TINY_RUN_CONFIG, TINY_RUN_ROLES
@@ -146,7 +146,7 @@ def classify(path: str, workdir: Path, pinned_files: set[Path]) -> str:
         return "none"
     hash_cache = os.environ.get("CRUCIBLE_HASH_CACHE")
     if hash_cache and real.is_relative_to(Path(hash_cache).resolve()):
-        return "digest cache"  # crucible.fingerprint's cache of file digests, keyed by stat
+        return "digest cache"  # crucible.core.fingerprint's cache of file digests, keyed by stat
     try:
         rel = real.relative_to(workdir.resolve()).as_posix()
     except ValueError:
@@ -212,7 +212,7 @@ def _pinned_files(workdir: Path) -> set[Path]:
 # Package data read by the jobs that feeds no number, by package folder (site-packages/<name>/):
 PACKAGE_DATA = {
     "crucible": "crucible's own package data (report stylesheet and metadata, schemas), read to hash it into "
-    "each command's code digest (crucible.identity)",
+    "each command's code digest (crucible.identity.records)",
     "matplotlib": "fonts, style sheets and matplotlibrc: the figures' looks, not their data",
     "snakemake": "Snakemake's own templates and schemas (the workflow engine)",
     "jsonschema_specifications": "JSON-schema meta-schemas that check the config (validation only)",
@@ -220,7 +220,7 @@ PACKAGE_DATA = {
     "sklearn": "style sheets of estimators' HTML representation (no numbers)",
     "README.rst": "a distribution's stray README at the top of site-packages, opened by Snakemake's process",
     # The one gap left: pymatgen reads its element and bond tables itself, at import, so they
-    # cannot be read through crucible.sources.pinned. They are identified by the pymatgen
+    # cannot be read through crucible.sources.downloads.pinned. They are identified by the pymatgen
     # version requirements.lock installs, not by a SHA-256.
     "pymatgen": "pymatgen's own element and bond tables (core/periodic_table.json.gz, bond_lengths.json, "
     "func_groups.json), read by pymatgen at import",

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from crucible.job_code import MODULES_LOG_VAR, code_identity
+from crucible.identity.job_code import MODULES_LOG_VAR, code_identity
 
 from helpers import REPO, planned_jobs, provide_downloads, run_snakemake
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.llm import workflow
 
 from helpers import load_test_config, run_snakemake, write_prompts

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.io import read_json, read_parquet
+from crucible.core.io import read_json, read_parquet
 from crucible.matbench.tasks import METADATA_ROLE, mirror_role
-from crucible.sources import sha256_file
+from crucible.sources.downloads import sha256_file
 
 from helpers import (
     StaticFileServer,

@@ -12,7 +12,7 @@ import shutil
 import pytest
 import yaml
 
-from crucible import sources
+from crucible.sources import downloads as sources
 
 from helpers import REPO, StaticFileServer, run_snakemake
 
@@ -103,7 +103,7 @@ def test_a_new_url_and_pin_fetches_again_and_the_lock_follows(clone, tmp_path, v
 def test_an_entry_of_the_older_lock_format_names_the_line_to_remove(tmp_path):
     """A bare SHA-256 (lock written before entries named their git blob) stays binding: the
     refusal says how to let a deliberate bump through."""
-    from crucible.errors import HashMismatchError
+    from crucible.core.errors import HashMismatchError
 
     (tmp_path / "served").mkdir()
     body = _csv(2)

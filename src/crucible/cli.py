@@ -1,7 +1,7 @@
 """crucible: every pipeline stage runnable without Snakemake.
 
 ``crucible <group> <command> [options]``. Each group's commands are declared once in its own
-module (``STAGES``, see crucible.stage; the groups are crucible.commands.GROUPS); only the group
+module (``STAGES``, see crucible.stages.declaration; the groups are crucible.stages.groups.GROUPS); only the group
 that is asked for is imported, and of it only the function of the command that runs, so that a
 quick command does not pay for importing torch or pymatgen.
 """
@@ -13,11 +13,12 @@ import logging
 import shlex
 import sys
 
-from crucible import __version__, cpu_log
-from crucible.commands import GROUPS
-from crucible.errors import CrucibleError
-from crucible.identity import JobRecord
-from crucible.job_code import log_imported_modules
+from crucible import __version__
+from crucible.core import cpu_log
+from crucible.core.errors import CrucibleError
+from crucible.identity.job_code import log_imported_modules
+from crucible.identity.records import JobRecord
+from crucible.stages.groups import GROUPS
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -35,7 +36,7 @@ def group_parser(
 ) -> argparse.ArgumentParser:
     """The parser of ``crucible <group>``, with a subcommand per command (with its arguments: every
     command's, or given ``only``, that command's alone)."""
-    from crucible import stage
+    from crucible.stages import declaration as stage
 
     parser = parser or argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
     stage.configure_parser(parser, stage.stages_of(group), only=only)
@@ -78,7 +79,7 @@ def _main(argv: list[str], verbose: bool, outcome: dict[str, float]) -> int:
         # job runs; its outputs' records are written once it succeeded.
         job = JobRecord.from_environ()
         names = job.start(outcome) if job is not None else {}
-        from crucible import stage
+        from crucible.stages import declaration as stage
 
         result = stage.run(args.stage, args)
         if job is not None and not result:

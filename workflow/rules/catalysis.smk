@@ -3,7 +3,7 @@
 # analysis per potential -> tables, workbook, figures. All logic in crucible.catalysis; config
 # read only through crucible.catalysis.workflow.
 # Relaxation settings and thresholds are params, so changing one reruns exactly what it affects.
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.catalysis import workflow as catalysis_workflow
 
 

@@ -1,6 +1,6 @@
 # What every rule file relies on: the config checked and completed, the global wildcard
 # constraints, and the names the shared rules use. Nothing family-specific: each family declares
-# itself in crucible.families (rule files, targets, checks), and its rules call its own library
+# itself in crucible.dag.families (rule files, targets, checks), and its rules call its own library
 # module (crucible.<family>.workflow: pure functions of the config, unit-tested in tests/).
 import os
 import sys
@@ -8,16 +8,17 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from crucible import families, snakemake_scheduler
-from crucible import workflow as shared_wf
-from crucible.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
-from crucible.errors import ConfigError
-from crucible.identity import NameBook, names_of_jobs
-from crucible.sources import load_sources
+from crucible.dag import families
+from crucible.dag import snakemake_scheduler
+from crucible.dag import workflow as shared_wf
+from crucible.dag.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
+from crucible.core.errors import ConfigError
+from crucible.identity.records import NameBook, names_of_jobs
+from crucible.sources.downloads import load_sources
 
 FAMILIES = families.families()
 # Snakemake's scheduler otherwise wakes once a second more for every job that has finished
-# (crucible.snakemake_scheduler): its own CPU grew with the square of the number of jobs.
+# (crucible.dag.snakemake_scheduler): its own CPU grew with the square of the number of jobs.
 snakemake_scheduler.install()
 
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,

@@ -3,7 +3,7 @@
 # crucible.crystal.workflow (pure functions of the config) and the `crucible crystal` CLI.
 # Language models' responses/{model}.jsonl come from the LLM inference stage (llm_generate); these
 # rules only score them.
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.crystal import workflow as crystal_workflow
 
 

@@ -3,7 +3,7 @@
 # and the predictions made from them -- never change when other tasks join or leave the run.
 # The directory carries the featurizer version (matminer, element tables, our code), so a change
 # there makes new files rather than reusing stale numbers.
-from crucible import stage
+from crucible.stages import declaration as stage
 
 
 rule build_magpie_features:

@@ -1,11 +1,11 @@
 # Raw artifacts -> resources/, SHA-256 checked. Both rules are generated from config/sources.yaml
-# (crucible.sources_workflow): a new artifact or a version bump is an edit of that file only.
+# (crucible.sources.workflow): a new artifact or a version bump is an edit of that file only.
 # Downloads need the network, so on a cluster they run on the submit host; so does extraction,
 # a second's copy out of a local archive that is not worth a cluster job.
 import os
 
-from crucible import stage
-from crucible import sources_workflow as sources_wf
+from crucible.stages import declaration as stage
+from crucible.sources import workflow as sources_wf
 
 
 localrules:

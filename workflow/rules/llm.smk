@@ -8,7 +8,7 @@
 # transformers models run in generate_llm_responses_gpu (gpu=1: the SLURM profile sends it to the
 # GPU partition); openai and replay models need no GPU and run in generate_llm_responses.
 # Own wildcard names (llm_*) so that no family's global constraints apply.
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.llm import workflow as llm_workflow
 
 

@@ -2,10 +2,10 @@
 # models) -> score -> results file.
 # Thin rules: paths, target lists and params come from crucible.matbench.workflow (raw files and
 # their pins: crucible.matbench.raw_files).
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
-from crucible import stage
+from crucible.stages import declaration as stage
 
 
 localrules:

@@ -3,7 +3,7 @@
 # Kept apart from the 13 official tasks: no official n/MAD or split file can check them, and they
 # never enter the Matbench results file or leaderboard.
 
-from crucible import stage
+from crucible.stages import declaration as stage
 
 
 localrules:

@@ -9,7 +9,7 @@
 # SLURM profile) for the potentials whose spec says device "gpu"; cpu potentials (emt) run in the
 # plain rule and ask for no GPU (crucible.potentials.workflow.potentials_on). The command itself
 # uses CUDA when torch sees one, else the CPU.
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.mlip import workflow as mlip_wf
 from crucible.potentials import workflow as potentials_wf
 

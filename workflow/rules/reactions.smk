@@ -2,7 +2,7 @@
 # Thin rules calling `crucible reactions ...`; target lists and params come from
 # crucible.reactions.workflow (pure functions of the config). Every rule constrains its own rxn_*
 # wildcards to the configured names (rxn.wildcard_constraints).
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.reactions import workflow as rxn
 
 

@@ -1,7 +1,7 @@
 # The paper's Matbench tables and figures. (`snakemake matbench` and `snakemake matbench_data`: the
 # aggregate targets the Snakefile makes from crucible.matbench.workflow.FAMILY.)
 
-from crucible import stage
+from crucible.stages import declaration as stage
 
 
 rule build_matbench_leaderboard:

@@ -28,9 +28,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from crucible import formats
 from crucible.catalysis import FILTERINGS
-from crucible.errors import DataValidationError
+from crucible.core import formats
+from crucible.core.errors import DataValidationError
 
 # |Σ stoi·E − reactionEnergy| allowed (eV): CatBench's cathub_preprocessing, and crucible's own.
 TOLERANCE = {"catbench": 1e-3, "strict": 1e-4}
@@ -158,7 +158,7 @@ def atoms_from_ase_json(text: str, where: str):
 
 def finite_float(value: Any, where: str) -> float:
     """``value`` as a finite float, or an error naming ``where``."""
-    # crucible.formats' rule for numbers in text: a number written in other digits is refused
+    # crucible.core.formats' rule for numbers in text: a number written in other digits is refused
     if isinstance(value, bool) or (isinstance(value, str) and formats.non_ascii_digits(value)):
         raise DataValidationError(f"{where}: not a number: {value!r}")
     try:

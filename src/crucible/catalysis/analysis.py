@@ -24,8 +24,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.errors import DataValidationError
-from crucible.io import InFile
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -504,7 +504,7 @@ def score_calculation_files(
         out_anomaly: CatBench's {mlip}_anomaly_detection.json: thresholds + reaction ids per class
         card: the dataset's card.json: input count and hash for the Coverage row
     """
-    from crucible.io import read_json, write_json, write_parquet
+    from crucible.core.io import read_json, write_json, write_parquet
     from crucible.potentials.provenance import provenance_text
 
     records: list[dict[str, Any]] = []

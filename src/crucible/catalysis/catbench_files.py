@@ -23,7 +23,6 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from crucible import formats
 from crucible.catalysis.adsorption import (
     Reaction,
     Reactions,
@@ -35,7 +34,8 @@ from crucible.catalysis.adsorption import (
     role_of,
     strict_refusal,
 )
-from crucible.errors import DataValidationError
+from crucible.core import formats
+from crucible.core.errors import DataValidationError
 
 # ---------------------------------------------------------------------------------------------
 # the dataset file, read
@@ -175,7 +175,7 @@ def catbench_document(reactions: Iterable[Reaction], dedup: bool = True) -> dict
 def write_catbench_json(reactions: Iterable[Reaction], path: str | os.PathLike, dedup: bool = True) -> Path:
     """``{name}_adsorption.json`` (gzip when the name ends in ``.gz``) that CatBench's
     ``load_catbench_json`` reads, written atomically."""
-    from crucible.io import write_bytes
+    from crucible.core.io import write_bytes
 
     text = json.dumps(catbench_document(reactions, dedup), indent=1)
     data = text.encode("utf-8")

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crucible import formats
 from crucible.catalysis.adsorption import (
     TOLERANCE,
     Reaction,
@@ -29,7 +28,8 @@ from crucible.catalysis.adsorption import (
     role_of,
     strict_refusal,
 )
-from crucible.errors import DataValidationError
+from crucible.core import formats
+from crucible.core.errors import DataValidationError
 
 
 def _stoichiometry(value: Any, where: str) -> dict[str, float]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from crucible.catalysis.adsorption import Reaction
 from crucible.catalysis.calculation import DEFAULTS, MODES, RelaxationCache, run_reaction
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def run_chunk(
     and part of the key a part must match."""
     from tqdm import tqdm
 
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     p = {**DEFAULTS, **params}
     if p["mode"] not in MODES:
@@ -221,7 +221,7 @@ def relax_chunk(
     """
     from crucible.catalysis import potential as potentials
     from crucible.catalysis.clean import load_reactions
-    from crucible.io import read_parquet
+    from crucible.core.io import read_parquet
 
     table = read_parquet(reactions)
     groups = list(table["relax_group"]) if "relax_group" in table else None

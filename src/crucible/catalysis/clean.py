@@ -3,7 +3,7 @@
 :func:`read_dataset` reads ``catbench-json`` (:mod:`~crucible.catalysis.catbench_files`),
 ``cathub-raw`` (:mod:`~crucible.catalysis.cathub`) or ``vasp-tree``
 (:mod:`~crucible.catalysis.vasp_tree`), after checking the dataset's pin
-(``catalysis.datasets.<name>.sha256``) through :func:`crucible.sources.verify_pinned`;
+(``catalysis.datasets.<name>.sha256``) through :func:`crucible.sources.downloads.verify_pinned`;
 :func:`clean` writes ``reactions.parquet`` (structures referenced by ASE-db row id), the
 database and the card; :func:`load_reactions` reads them back for the relaxations.
 """
@@ -21,14 +21,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from crucible import sources
 from crucible.catalysis import DEFAULT_ENERGY_SOURCE, FORMATS
 from crucible.catalysis.adsorption import TOLERANCE, Reaction, Reactions, Structure, check_filtering
 from crucible.catalysis.catbench_files import read_catbench_json, write_catbench_json
 from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.vasp_tree import read_vasp_tree
-from crucible.errors import DataValidationError
-from crucible.io import InFile
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
+from crucible.sources import downloads as sources
 
 log = logging.getLogger(__name__)
 PIN_WHERE = "the config (catalysis.datasets.<name>.sha256)"
@@ -131,7 +131,7 @@ def _write_structures(reactions: list[Reaction], out_db: str | os.PathLike, grou
     rows, which point to them by row id."""
     import ase.db
 
-    from crucible.io import atomic_path
+    from crucible.core.io import atomic_path
 
     rows = []
     with atomic_path(out_db, ".db") as tmp:
@@ -181,7 +181,7 @@ def clean(
     import pandas as pd
 
     from crucible.catalysis.identity import relaxation_groups
-    from crucible.io import write_json, write_parquet
+    from crucible.core.io import write_json, write_parquet
 
     check_filtering(filtering)
     tolerance = TOLERANCE[filtering] if tolerance is None else float(tolerance)
@@ -227,7 +227,7 @@ def load_reactions(
     """Reactions back from ``reactions.parquet`` + the ASE database (constraints included)."""
     import ase.db
 
-    from crucible.io import read_parquet
+    from crucible.core.io import read_parquet
 
     df = read_parquet(parquet)
     if ids is not None:

@@ -3,7 +3,7 @@
 Pins for the public copies (Zenodo record behind DOI 10.5281/zenodo.17157085, the leaderboard's
 gzip copies) are not known on this machine, so an unpinned dataset is refused *after* the
 download: the error prints the SHA-256 received and the config line that pins it, and nothing is
-kept. With a pin, :func:`crucible.sources.fetch` checks it and a mismatch stops the rule.
+kept. With a pin, :func:`crucible.sources.downloads.fetch` checks it and a mismatch stops the rule.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from crucible.errors import CrucibleError
+from crucible.core.errors import CrucibleError
 
 
 class UnpinnedSourceError(CrucibleError):
@@ -37,7 +37,7 @@ def fetch_dataset(dataset: str, url: str, sha256: str | None, out: str | os.Path
             and nothing written (pin it in the config to use it)
         out: the file to write: resources/catalysis/{dataset}/{filename}
     """
-    from crucible import sources
+    from crucible.sources import downloads as sources
 
     dest = Path(out)
     filename = url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or f"{dataset}.json"

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 
 def _parity_axes(ax, df: pd.DataFrame, title: str, by_adsorbate: bool) -> None:
@@ -137,7 +137,7 @@ def write_figure_files(
         out_parity_shifted: parity on gas-shift-corrected energies, one file per format (default: not drawn)
         out_model_parity: one parity plot per potential, in the order of --inputs (default: none)
     """
-    from crucible.io import read_json, read_parquet
+    from crucible.core.io import read_json, read_parquet
     from crucible.report.figures import save_figure
 
     analyses = [read_json(p) for p in inputs]

@@ -24,8 +24,8 @@ import pandas as pd
 
 from crucible.catalysis import RELATIVE_TASKS
 from crucible.catalysis.vasp_tree import read_vasp_dir, refuse_links
-from crucible.errors import DataValidationError
-from crucible.io import InFile
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 
 EV_PER_A2_TO_J_PER_M2 = 16.021766208
 UNITS = {"surface": "J/m²", "bulk_formation": "eV/atom"}
@@ -152,7 +152,7 @@ def write_relative_energies(
         custom_potentials: as in :func:`crucible.catalysis.chunks.relax_chunk`
     """
     from crucible.catalysis import potential as potentials
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.potentials.provenance import provenance_metadata
 
     systems = read_surface_tree(input) if task == "surface" else read_formation_tree(input, coefficients or {})

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 # (column, top header, second header) — CatBench's MLIP_Data sheet (``_create_mlip_data_sheet`` in
 # catbench/adsorption/analysis/analysis.py; the layout of 1.1.3, unchanged in 1.1.6).
@@ -326,7 +326,7 @@ def write_workbook(analyses: Sequence[dict[str, Any]], path: str | os.PathLike, 
 
     from openpyxl import Workbook
 
-    from crucible.io import atomic_path
+    from crucible.core.io import atomic_path
 
     analyses = sorted(analyses, key=lambda a: a["mlip"]["MLIP_name"].lower())
     wb = Workbook()
@@ -361,7 +361,7 @@ def _normalise_zip(path) -> None:
     current time on both when saving)."""
     import zipfile
 
-    from crucible.io import atomic_path
+    from crucible.core.io import atomic_path
 
     with zipfile.ZipFile(path) as zin:
         members = [(info, zin.read(info.filename)) for info in zin.infolist()]
@@ -427,7 +427,7 @@ def write_table_files(
             {prefix}_adsorbates.*, {prefix}_shifted.*
         out_xlsx: also write CatBench's Excel workbook (.xlsx) here
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     analyses = [read_json(p) for p in inputs]
     unit = analyses[0]["thresholds"].get("time_unit", "ms") if analyses else "ms"
@@ -447,7 +447,7 @@ def write_relative_table(inputs: Sequence[InFile], task: str, out_prefix: str) -
         out_prefix: path without suffix: writes {prefix}.csv, .md and .tex
     """
     from crucible.catalysis.relative import UNITS, relative_table
-    from crucible.io import read_parquet
+    from crucible.core.io import read_parquet
     from crucible.potentials.provenance import provenance_text, read_provenance
     from crucible.report.tables import write_table
 

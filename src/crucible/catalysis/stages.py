@@ -14,7 +14,7 @@ crucible catalysis demo --out-dir DIR
 from __future__ import annotations
 
 from crucible.catalysis import DEFAULT_ENERGY_SOURCE, FILTERINGS, FORMATS, RELATIVE_TASKS
-from crucible.stage import Opt, Stage, json_value
+from crucible.stages.declaration import Opt, Stage, json_value
 
 STAGES = (
     Stage(

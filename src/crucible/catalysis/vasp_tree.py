@@ -5,7 +5,7 @@ with CONTCAR + OSZICAR; a stoichiometry map (``coefficients``: adsorbate → {sl
 ...gas}) says how each adsorption energy is summed. Selective-Dynamics flags become ``FixAtoms``
 through ASE's POSCAR reader. Unlike CatBench's preprocessing, which deletes every other file,
 this only ever opens files for reading, and it reads no symbolic link, as the tree's pin
-(:func:`crucible.sources.dataset_sha256`) hashes none.
+(:func:`crucible.sources.downloads.dataset_sha256`) hashes none.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crucible import formats
 from crucible.catalysis.adsorption import Reaction, Reactions, Structure, assemble_reaction, finite_float
-from crucible.errors import DataValidationError
+from crucible.core import formats
+from crucible.core.errors import DataValidationError
 
 
 def read_oszicar_energy(path: str | os.PathLike) -> float:
@@ -57,7 +57,7 @@ def check_coefficients(coefficients: dict[str, dict[str, float]], where: str = "
 def refuse_links(root: Path) -> None:
     """A VASP folder is read without links, as its pin hashes it: a link anywhere below it is an
     error naming the link."""
-    from crucible.fingerprint import tree_files
+    from crucible.core.fingerprint import tree_files
 
     tree_files(root, links="refuse")
 

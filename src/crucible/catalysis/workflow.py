@@ -21,19 +21,19 @@ Config section (validated by the schema)::
       relative:
         my_surfaces: {task: surface, path: /data/surfaces}
 
-The section is read with the schema's defaults filled in (:func:`crucible.config.section`);
-:data:`FAMILY` declares the family to :mod:`crucible.families`.
+The section is read with the schema's defaults filled in (:func:`crucible.dag.config.section`);
+:data:`FAMILY` declares the family to :mod:`crucible.dag.families`.
 """
 
 from __future__ import annotations
 
 import json
 
-from crucible import config as _config
 from crucible.catalysis.calculation import DEFAULTS
-from crucible.errors import ConfigError
-from crucible.families import Family
-from crucible.workflow import alternation
+from crucible.core.errors import ConfigError
+from crucible.dag import config as _config
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
 
 THRESHOLD_KEYS = (
     "disp_thrs",
@@ -64,8 +64,8 @@ def models(config: dict) -> list[str]:
 
 
 def names(config: dict) -> dict:
-    """Every name a catalysis run is made of, with its meaning (see crucible.identity.NameBook)."""
-    from crucible.identity import Meaning, settings
+    """Every name a catalysis run is made of, with its meaning (see crucible.identity.records.NameBook)."""
+    from crucible.identity.records import Meaning, settings
     from crucible.potentials.workflow import potential_meanings
 
     if "catalysis" not in config or not (datasets(config) or relative_datasets(config)):

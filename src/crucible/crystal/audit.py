@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from crucible.core.io import InFile
 from crucible.crystal.pool import map_calls, run_on_workers
 from crucible.crystal.scoring import (
     DEFAULT_CONVENTION,
@@ -49,7 +50,6 @@ from crucible.crystal.scoring import (
     convention_params,
     primitive_sites,
 )
-from crucible.io import InFile
 
 SPLIT_ORDER = ("train", "val", "test")
 CROSS_PASSES = (("val", "train"), ("test", "train"), ("test", "val"))
@@ -406,10 +406,10 @@ def run_audit(
         csv: the table to write (CSV): results/tables/crystal_{dataset}_audit.csv
         md: the table as Markdown, with its caption: results/tables/crystal_{dataset}_audit.md
     """
+    from crucible.core.io import write_json, write_parquet
     from crucible.crystal import data
     from crucible.crystal.audit_table import write_audit_table
     from crucible.crystal.items import load_templates
-    from crucible.io import write_json, write_parquet
 
     limit = data.max_sites_for(dataset, max_sites)
     left_out: dict[str, int] = {}

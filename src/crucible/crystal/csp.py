@@ -35,11 +35,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 from crucible.crystal import parsing
 from crucible.crystal.samples import Sample
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, MatcherWorker, convention_params
-from crucible.errors import DataValidationError
-from crucible.io import InFile
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -268,7 +268,7 @@ def read_dedup_ids(audit_path: str | os.PathLike | None) -> list[str] | None:
     """The de-duplicated test ids of an audit summary (``audit.json``), or None without one."""
     if not audit_path:
         return None
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     return list(read_json(audit_path)["deduplicated_test_ids"])
 
@@ -319,9 +319,9 @@ def score_samples_file(
     """
     from pathlib import Path
 
+    from crucible.core.io import read_json, write_json, write_parquet
     from crucible.crystal.metre import PAIR_SCHEMA, cross_matches
     from crucible.crystal.samples import read_samples
-    from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
 
     items = read_prompt_records(prompts)

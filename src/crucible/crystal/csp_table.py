@@ -16,9 +16,9 @@ from typing import Any, Iterable
 import pandas as pd
 import yaml
 
+from crucible.core.errors import ConfigError
+from crucible.core.io import InFile
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION
-from crucible.errors import ConfigError
-from crucible.io import InFile
 
 BUILTIN_ORDER = ("perov-5", "carbon-24", "mp-20")
 # per (dataset, convention): the papers' match rate and RMSE, then ours only, beside them: matched
@@ -304,7 +304,7 @@ def write_csp_table_from_files(
 def read_csp_summaries(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     """CSP summaries (``results/crystal/{dataset}/csp/{responder}.json``) with their dataset added
     from the path when the summary does not carry it."""
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     out = []
     for p in paths:

@@ -11,7 +11,7 @@ Sources:
 
 Every loader returns ``[(id, Structure, split_or_None)]`` sorted by id. Disordered sites are
 refused with the file and row named: the benchmark's answer format has one element per site.
-The built-in sets are read through :func:`crucible.sources.pinned` (role ``crystal/<dataset>``
+The built-in sets are read through :func:`crucible.sources.downloads.pinned` (role ``crystal/<dataset>``
 or ``crystal/<dataset>/<split>`` in config/sources.yaml): a file edited after its fetch stops.
 """
 
@@ -24,9 +24,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from crucible.core.errors import DataValidationError
 from crucible.crystal.parsing import cif_blocks
-from crucible.errors import DataValidationError
-from crucible.sources import pinned
+from crucible.sources.downloads import pinned
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def load_cif_table(path: str | os.PathLike, split: str | None = None, id_column:
     """A CSV or JSONL table with a ``cif`` column; ids from ``id_column``/``material_id``/``id``."""
     import pandas as pd
 
-    from crucible import formats
+    from crucible.core import formats
 
     path = Path(path)
     if path.suffix == ".jsonl":

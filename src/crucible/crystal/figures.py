@@ -8,9 +8,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from crucible.core.io import InFile
 from crucible.crystal.report import NSITE_BINS, nsite_bin, read_summaries
 from crucible.crystal.scoring import DEFAULT_CONVENTION
-from crucible.io import InFile
 
 # z of a two-sided 95 % interval
 Z95 = 1.959963984540054

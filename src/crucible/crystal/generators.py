@@ -20,7 +20,7 @@ generator goes through the same parser and scorer as a language model:
   of config ``potentials:``, whose provenance goes into the sidecar); the lowest energy per
   atom wins. A candidate whose relaxation meets a non-finite energy or force is a failed candidate.
 
-The generators are a :class:`crucible.registry.Registry` of :class:`GeneratorSpec`.
+The generators are a :class:`crucible.core.registry.Registry` of :class:`GeneratorSpec`.
 
 For match@k (:mod:`crucible.crystal.csp`) each generator draws k different candidates per item
 (:meth:`samples`), the first of which is its single answer: ``template`` the k best-ranked
@@ -43,9 +43,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from crucible.errors import ConfigError
-from crucible.io import InFile
-from crucible.registry import Registry, Spec
+from crucible.core.errors import ConfigError
+from crucible.core.io import InFile
+from crucible.core.registry import Registry, Spec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -539,8 +539,8 @@ def write_generator_answers(
             (chgnet-0.3.0), n_candidates (8), fmax (0.1 eV/Å), steps (100), device, custom_potentials; the others take
             none (default: {})
     """
+    from crucible.core.io import write_json
     from crucible.crystal import items
-    from crucible.io import write_json
     from crucible.llm.files import read_prompt_records
 
     train_records = items.read_jsonl(train) if train else []

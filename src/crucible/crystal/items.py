@@ -26,8 +26,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from crucible.errors import ConfigError, DataValidationError
-from crucible.io import InFile, atomic_path
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import InFile, atomic_path
 
 SYMPREC = 0.1
 
@@ -205,7 +205,7 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> N
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    from crucible.formats import iter_json_lines
+    from crucible.core.formats import iter_json_lines
 
     out = []
     for n, rec in iter_json_lines(path):  # blank lines skipped, as OpenCompass skips them

@@ -26,10 +26,10 @@ import os
 import time
 from typing import Any
 
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 from crucible.crystal.pool import map_calls
 from crucible.crystal.scoring import TIMEOUT_S, sample_as_structure
-from crucible.errors import DataValidationError
-from crucible.io import InFile
 
 
 def _built(kind: str, payload: Any, ground_truth: dict[str, Any]) -> tuple[Any, str | None]:
@@ -158,9 +158,9 @@ def write_relaxed_samples(
         format: as in :func:`crucible.crystal.csp.score_samples_file`
         timeout: as in :func:`crucible.crystal.report.score_response_file`
     """
+    from crucible.core.io import write_json
     from crucible.crystal.items import write_jsonl
     from crucible.crystal.samples import read_samples
-    from crucible.io import write_json
     from crucible.llm.files import read_prompt_records
     from crucible.potentials.registry import load_potential
 

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from crucible.core.io import InFile
 from crucible.crystal import parsing
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, TIMEOUT_S, ItemScore, MatchRateMetric
-from crucible.io import InFile
 
 OTHER_CONVENTIONS = tuple(c for c in CONVENTION_NAMES if c != DEFAULT_CONVENTION)
 
@@ -396,9 +396,9 @@ def score_response_file(
     """
     from pathlib import Path
 
+    from crucible.core.io import read_json, write_json, write_parquet
     from crucible.crystal.csp import prompt_groups, read_dedup_ids
     from crucible.crystal.scoring import cut_off_items, item_responses, mark_cut_off, score_items_by_convention
-    from crucible.io import read_json, write_json, write_parquet
     from crucible.llm.files import read_prompt_records
 
     items = read_prompt_records(prompts)
@@ -423,7 +423,7 @@ def score_response_file(
 
 def read_summaries(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     """The summary JSONs of :func:`score_response_file`, in the given order (the table's rows)."""
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     return [read_json(p) for p in paths]
 

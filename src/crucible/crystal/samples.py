@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from crucible import formats
+from crucible.core import formats
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 from crucible.crystal.scoring import CIF, STRUCTURE, TEXT
-from crucible.errors import DataValidationError
-from crucible.io import InFile
 
 FORMATS = ("jsonl", "extxyz", "cif", "responses")
 DEFAULT_K = 20  # samples per item of crystal structure prediction
@@ -328,8 +328,8 @@ def write_generator_samples(
         k: samples per item, sample 0 being generate's answer; fewer where the generator has fewer candidates (default
             %(default)s)
     """
+    from crucible.core.io import write_json
     from crucible.crystal import generators, items
-    from crucible.io import write_json
     from crucible.llm.files import read_prompt_records
 
     lines, info = generators.generate_samples(

@@ -36,8 +36,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from crucible.core.errors import ConfigError, DataValidationError
 from crucible.crystal import parsing
-from crucible.errors import ConfigError, DataValidationError
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from crucible.crystal.generators import GENERATORS
 from crucible.crystal.samples import DEFAULT_K, FORMATS
 from crucible.crystal.scoring import CONVENTION_NAMES, DEFAULT_CONVENTION, DEFAULT_MAX_COMPARISONS, TIMEOUT_S
 from crucible.potentials.relax import CELL_FILTERS, OPTIMIZERS
-from crucible.stage import In, Opt, Out, Stage
+from crucible.stages.declaration import In, Opt, Out, Stage
 
 # build-items and audit read a set the same way (their helps: crucible.crystal.items.build_item_files)
 _SET = (Opt("source", choices=SOURCES),)

@@ -1,19 +1,19 @@
 """Pure functions from the config dict to the crystal family's targets and rule parameters. The
-``crystal`` section is read with the schema's defaults filled in (:func:`crucible.config.section`);
-:data:`FAMILY` declares the family to :mod:`crucible.families`."""
+``crystal`` section is read with the schema's defaults filled in (:func:`crucible.dag.config.section`);
+:data:`FAMILY` declares the family to :mod:`crucible.dag.families`."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from crucible import config as _config
+from crucible.core.errors import ConfigError
 from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
-from crucible.errors import ConfigError
-from crucible.families import Family
+from crucible.dag import config as _config
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
 from crucible.llm import workflow as llm_workflow
-from crucible.sources import resource_path
-from crucible.workflow import alternation
+from crucible.sources.downloads import resource_path
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +92,8 @@ def generator_params(config: dict[str, Any], name: str) -> str:
 
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
-    """Every name a crystal run is made of, with its meaning (see crucible.identity.NameBook)."""
-    from crucible.identity import Meaning, settings
+    """Every name a crystal run is made of, with its meaning (see crucible.identity.records.NameBook)."""
+    from crucible.identity.records import Meaning, settings
     from crucible.potentials.workflow import potential_meanings
 
     if "crystal" not in config:
@@ -111,7 +111,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             "use another --directory",
         )
     }
-    from crucible.job_code import entry_root
+    from crucible.identity.job_code import entry_root
     from crucible.potentials.workflow import potential_code
 
     for name in generators(config):

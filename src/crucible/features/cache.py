@@ -9,7 +9,7 @@ predictions (a formula's features do not depend on the other formulas featurized
 --data A B``) is the same format. The version is part of the directory (or file) name, so a new
 matminer, new element tables or a change in our code give new files instead of silently
 reusing old numbers; it is also stored in the file (as metadata of the ``formula`` field, which
-survives :func:`crucible.io.write_parquet`), and :func:`load_features` refuses a file whose
+survives :func:`crucible.core.io.write_parquet`), and :func:`load_features` refuses a file whose
 stored version is not the running one.
 """
 
@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile, write_parquet
+from crucible.core.progress import heartbeat
 from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie_features
-from crucible.io import InFile, write_parquet
-from crucible.progress import heartbeat
 
 if TYPE_CHECKING:  # pandas is imported where it is used: the Snakemake process imports this module
     import pandas as pd  # for features_path at start-up and must not pay for pandas there
@@ -133,7 +133,7 @@ def load_features(
 
     Raises :class:`StaleCacheError` if the file was written by another featurizer version
     (``expected_version`` defaults to the running :data:`MAGPIE_VERSION`), and
-    :class:`~crucible.errors.DataValidationError` naming the formulas the cache lacks.
+    :class:`~crucible.core.errors.DataValidationError` naming the formulas the cache lacks.
     """
     import pandas as pd
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 
 if TYPE_CHECKING:  # imported by magpie_features: the Snakemake process imports this module for
     import pandas as pd  # MAGPIE_VERSION at start-up and must not pay for pandas there
@@ -122,7 +122,7 @@ def _tables() -> tuple[np.ndarray, str]:
     """(property table indexed [Z, feature], with row 0 unused; sha256 of the raw tables)."""
     digest = hashlib.sha256()
     table = np.full((_N_Z + 1, len(FEATURES)), np.nan)
-    from crucible.sources import pinned
+    from crucible.sources.downloads import pinned
 
     for j, name in enumerate(FEATURES):
         path = pinned(TABLE_ROLE.format(name))  # checked against its SHA-256 before it is read
@@ -489,7 +489,7 @@ def magpie_features(formulas: Sequence[object] | pd.Series) -> pd.DataFrame:
     """Magpie features (132 float64 columns, matminer's names and order), one row per formula.
 
     Each distinct formula is parsed and featurized once. Raises
-    :class:`~crucible.errors.DataValidationError` (a :class:`FormulaError`) naming the row and
+    :class:`~crucible.core.errors.DataValidationError` (a :class:`FormulaError`) naming the row and
     formula of the first malformed entry: empty, unknown element, negative amount, non-string.
     """
     import pandas as pd

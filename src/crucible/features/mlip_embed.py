@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def embed_cache_dirname(model: str = "chgnet-0.3.0") -> str:
 
 
 def _check_model(model: str) -> None:
-    from crucible.errors import ConfigError
+    from crucible.core.errors import ConfigError
 
     if model not in EMBED_MODELS:
         raise ConfigError(f"no embedding for potential {model!r}; known: {', '.join(EMBED_MODELS)}")
@@ -131,8 +131,8 @@ def build_embedding_cache(
         threads: torch CPU threads (0: torch's default)
         data: as in :func:`crucible.features.cache.build_cache`
     """
+    from crucible.core.torch_setup import configure_torch
     from crucible.features.structure_cache import build_feature_cache
-    from crucible.torch_setup import configure_torch
 
     configure_torch(threads)
     _check_model(model)

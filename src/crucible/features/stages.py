@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crucible.stage import Stage
+from crucible.stages.declaration import Stage
 
 STAGES = (
     Stage("build", "Magpie features of every distinct formula of the task tables, once", ".cache:build_cache"),

@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 from crucible.features.cache import StaleCacheError
 from crucible.features.structures import StructureError, parse_structure, structure_hash
-from crucible.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _check_name(out_path: Path, prefix: str, version: str) -> None:
 def write_structure_cache(
     hashes: Sequence[str], columns: dict[str, pa.Array], version: str, out_path: str | os.PathLike
 ) -> None:
-    from crucible.io import atomic_path
+    from crucible.core.io import atomic_path
 
     key_field = pa.field(KEY, pa.string(), nullable=False, metadata={VERSION_KEY: version.encode()})
     fields = [key_field] + [pa.field(name, array.type) for name, array in columns.items()]

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from crucible.errors import CrucibleError
+from crucible.core.errors import CrucibleError
 from crucible.llm.files import Completion, Prompt
 
 

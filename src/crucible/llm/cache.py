@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from crucible.errors import CrucibleError
-from crucible.io import write_json
+from crucible.core.errors import CrucibleError
+from crucible.core.io import write_json
 from crucible.llm.files import Completion
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.errors import DataValidationError
-from crucible.formats import LLM_RESPONSE, check, iter_json_lines
-from crucible.io import atomic_path
+from crucible.core.errors import DataValidationError
+from crucible.core.formats import LLM_RESPONSE, check, iter_json_lines
+from crucible.core.io import atomic_path
 
 ROLES = ("system", "user", "assistant")
 
@@ -44,7 +44,7 @@ class Completion:
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    # strict JSON, bounded, UTF-8: crucible.formats' one reader of JSON-lines files
+    # strict JSON, bounded, UTF-8: crucible.core.formats' one reader of JSON-lines files
     yield from iter_json_lines(path)
 
 

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from crucible import __version__
-from crucible.errors import CrucibleError
-from crucible.io import InFile, write_json
+from crucible.core.errors import CrucibleError
+from crucible.core.io import InFile, write_json
 from crucible.llm.backend import Backend, FailureBudget, StructuredOutputError, too_many_failed
 from crucible.llm.cache import CacheWriteError, Claims, ResponseCache, request_key
 from crucible.llm.files import Completion, Prompt, prompt_set_hash, read_prompts, schema_sha256, write_responses
@@ -361,7 +361,7 @@ def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
     sha = digest.hexdigest()
     role = None
     try:
-        from crucible.sources import roles
+        from crucible.sources.downloads import roles
 
         role = next((name for name, pin in sorted(roles().items()) if getattr(pin, "sha256", None) == sha), None)
     except Exception as exc:  # noqa: BLE001 - the record says what it can; no pins file is no error
@@ -517,7 +517,7 @@ def generate_responses(
 
     entry = model_entry(model, model_spec, config_file, sha256=model_sha256)
     if entry.get("backend") == "transformers":
-        from crucible.torch_setup import configure_torch
+        from crucible.core.torch_setup import configure_torch
 
         # threads: a local checkpoint on CPU otherwise takes every core of a shared node
         configure_torch(threads)

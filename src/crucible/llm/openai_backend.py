@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.llm.backend import FailureBudget, StructuredOutputError
 from crucible.llm.files import Completion, Prompt, schema_in_answer_order
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 BACKENDS = ("openai", "transformers", "replay")
 
@@ -154,7 +154,7 @@ TRANSPORT_KEYS = (
 
 def answering_sha256(name: str, entry: dict[str, Any]) -> str:
     """SHA-256 of the checked entry less :data:`TRANSPORT_KEYS`: what the name means in a results
-    folder (crucible.identity). :func:`spec_sha256`, the whole entry, is what a job checks."""
+    folder (crucible.identity.records). :func:`spec_sha256`, the whole entry, is what a job checks."""
     spec = {k: v for k, v in model_spec(name, entry).items() if k not in TRANSPORT_KEYS}
     canon = json.dumps(spec, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
@@ -204,7 +204,7 @@ def _check_entry_schema(name: str, entry: Any, where: str) -> None:
     """The entry against the config schema's ``llm.models`` entry: a hand-run job (``--model-spec``,
     or ``--config-file`` outside the workflow) skips the workflow's check, and ``"temperature":
     "hot"`` was a bare ValueError, an unknown key (``pathh``) ignored."""
-    from crucible import config as _config
+    from crucible.dag import config as _config
 
     models = _config.family_schema("llm")["properties"]["models"]
     doc = {"type": "object", "properties": {"llm": {"type": "object", "properties": {"models": models}}}}

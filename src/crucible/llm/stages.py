@@ -11,7 +11,7 @@ does); ``--model-sha256`` (the rule passes it) makes sure that it is the entry S
 
 from __future__ import annotations
 
-from crucible.stage import Arg, Stage
+from crucible.stages.declaration import Arg, Stage
 
 STAGES = (
     Stage(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 from crucible.llm.files import Completion, Prompt, schema_in_answer_order
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 
 def checkpoint_fingerprint(path: str | os.PathLike) -> str:
     """The full SHA-256 of every byte the loader reads: the file, or every file of the folder
-    (:func:`crucible.fingerprint.checkpoint_sha256`, cached by stat so a rerun reads nothing).
+    (:func:`crucible.core.fingerprint.checkpoint_sha256`, cached by stat so a rerun reads nothing).
     A fine-tune that changes one middle tensor changes it; moving the checkpoint does not."""
-    from crucible.fingerprint import checkpoint_sha256
+    from crucible.core.fingerprint import checkpoint_sha256
 
     return checkpoint_sha256(path)
 
@@ -34,7 +34,7 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
 def checkpoint_identity(path: str | os.PathLike) -> str:
     """``<role>@sha256:<hex>`` for a file that is a role of config/sources.yaml (checked against
     its pin first: an edited one stops here), else ``<file or folder name>@sha256:<hex>``."""
-    from crucible.sources import pin_at, pinned
+    from crucible.sources.downloads import pin_at, pinned
 
     path = Path(path)
     found = pin_at(path) if path.is_file() else None

@@ -16,12 +16,12 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from crucible import config as _config
-from crucible.errors import ConfigError
-from crucible.families import Family
+from crucible.core.errors import ConfigError
+from crucible.dag import config as _config
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
 from crucible.llm.replay import replay_path
 from crucible.llm.spec import model_spec, spec_sha256
-from crucible.workflow import alternation
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -151,11 +151,11 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
     """Every response file some benchmark asks its language models for, in the families' order:
     ``snakemake llm`` runs the inference stage alone (e.g. on a GPU node), leaving the scoring to
     a later run."""
-    from crucible.families import enabled, families
+    from crucible.dag.families import enabled, families
 
     order = [f.name for f in families()]  # imports every family's workflow module: all declared
     asked = sorted(_ASKED_BY, key=lambda b: (order.index(b) if b in order else len(order), b))
-    # a family switched off (crucible.families.SWITCH) asks no language model
+    # a family switched off (crucible.dag.families.SWITCH) asks no language model
     return [r for benchmark in asked if enabled(config, benchmark) for r in _ASKED_BY[benchmark](config)]
 
 
@@ -168,7 +168,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
     less where and how patiently it is asked (:func:`crucible.llm.spec.answering_sha256`; never
     the entry, which may name a key's variable or a private endpoint). With the address in it, a
     server restarted on another port or node made the results folder refuse the config."""
-    from crucible.identity import Meaning
+    from crucible.identity.records import Meaning
     from crucible.llm.spec import answering_sha256
 
     # only the models defined here: a benchmark may score response files made elsewhere
@@ -187,7 +187,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
 
 def _loaded_files(entry: dict[str, Any]) -> tuple[str, ...]:
     """What a model's jobs load by path (a local model's folder of weights): hashed into the code
-    identity of exactly those jobs (crucible.identity.Meaning.files). A replay's path is a
+    identity of exactly those jobs (crucible.identity.records.Meaning.files). A replay's path is a
     template of the jobs' own inputs, checked as inputs are."""
     path = entry.get("path") if entry.get("backend") == "transformers" else None
     return (str(path),) if path else ()

@@ -18,10 +18,10 @@ import pandas as pd
 import pyarrow as pa
 
 from crucible import __version__
-from crucible.errors import ConfigError, DataValidationError
-from crucible.io import InFile, write_json, write_parquet
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import InFile, write_json, write_parquet
 from crucible.matbench.tasks import make_mbids, mirror_role, task_metadata
-from crucible.sources import pinned, sha256_file
+from crucible.sources.downloads import pinned, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def write_clean_task(
         task: Matbench task, e.g. matbench_steels
     """
     from crucible.matbench.tasks import load_metadata
-    from crucible.sources import verify_pinned
+    from crucible.sources.downloads import verify_pinned
 
     if raw_sha256 and source == "matminer":
         verify_pinned(raw, raw_sha256, "raw task file", "matminer's catalogue (or matbench.matminer.sha256)")

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from crucible.errors import PredictionFileError
-from crucible.io import InFile, read_parquet
+from crucible.core.errors import PredictionFileError
+from crucible.core.io import InFile, read_parquet
 
 
 def model_figure(
@@ -73,7 +73,7 @@ def write_model_figure(
         card: as in :func:`crucible.matbench.folds.write_task_folds`
         data: as in :func:`crucible.matbench.folds.write_task_folds`
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
     from crucible.report.figures import save_figure
 
     save_figure(model_figure(model, read_json(card), data, predictions), out_png, out_pdf)

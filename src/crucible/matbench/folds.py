@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 
-from crucible.errors import DataValidationError
-from crucible.io import InFile, read_json, write_parquet
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile, read_json, write_parquet
 from crucible.matbench.tasks import N_FOLDS, SPLIT_SEED, check_task
 
 FOLD_SCHEMA = pa.schema(
@@ -134,7 +134,7 @@ def load_validation(path: str | os.PathLike | None = None, sources: Any = None) 
     """The official validation splits, checked against their pin (default: where the fetch
     stage puts them)."""
     from crucible.matbench.tasks import VALIDATION_ROLE
-    from crucible.sources import pinned
+    from crucible.sources.downloads import pinned
 
     return read_json(pinned(VALIDATION_ROLE, path, sources=sources))
 
@@ -162,8 +162,8 @@ def write_task_folds(
         inner_fraction: fraction of each training fold held out as inner validation (default 0.25)
         inner_seed: seed of the inner validation split (default 7)
     """
-    from crucible.io import read_parquet
-    from crucible.sources import check_card_pin
+    from crucible.core.io import read_parquet
+    from crucible.sources.downloads import check_card_pin
 
     task_card = read_json(card)
     if raw_sha256:

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from crucible import __version__
-from crucible.errors import CrucibleError
-from crucible.io import read_parquet, write_json
+from crucible.core.errors import CrucibleError
+from crucible.core.io import read_parquet, write_json
 from crucible.matbench.folds import split_rows
 from crucible.models.registry import ModelSpec
 
@@ -82,7 +82,7 @@ def fit_predict(
         val = data.iloc[rows["val"]]
         fit_kwargs = {"X_val": inputs.iloc[rows["val"]].reset_index(drop=True), "y_val": val["target"].to_numpy()}
     started = time.perf_counter()
-    from crucible.progress import heartbeat
+    from crucible.core.progress import heartbeat
 
     try:
         with heartbeat(log, context):

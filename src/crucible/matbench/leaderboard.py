@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from crucible.errors import ConfigError
-from crucible.io import InFile
+from crucible.core.errors import ConfigError
+from crucible.core.io import InFile
 from crucible.matbench.scoring import scaled_error_of
 from crucible.matbench.tasks import TASKS
 
@@ -241,7 +241,7 @@ def write_leaderboard_files(
         cards: task cards results/matbench/data/{task}.json: the MAE units, and which tasks are structure
             tasks (the figure draws composition-only entries on them hollow)
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
     from crucible.report.figures import save_figure, scaled_error_figure
     from crucible.report.tables import write_table
 

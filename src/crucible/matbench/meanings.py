@@ -1,4 +1,4 @@
-"""What each name of a Matbench run means, for the identity of its jobs (crucible.identity).
+"""What each name of a Matbench run means, for the identity of its jobs (crucible.identity.records).
 
 A model name stands for its class (registered, a user's class, a variant of either, or
 predictions made elsewhere) and its params; its code is its registry entry or the user's class,
@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from crucible.config import section
-from crucible.identity import Meaning, registered, settings
+from crucible.dag.config import section
+from crucible.identity.records import Meaning, registered, settings
 
-# The rules of a run that summarize every model it uses (crucible.identity.Meaning.summarized_by).
+# The rules of a run that summarize every model it uses (crucible.identity.records.Meaning.summarized_by).
 SUMMARIES = ("build_matbench_leaderboard", "tabulate_user_dataset")
 
 
@@ -40,8 +40,8 @@ MODEL_REGISTRY = "crucible.models.registry"
 
 def model_code(config: dict[str, Any], model: str) -> tuple[Any, ...]:
     """The code a model name runs beyond the predict command: its registry entry (a variant's, its
-    base model's), or the user's class (crucible.job_code roots); none for imported files."""
-    from crucible.job_code import class_root, entry_root
+    base model's), or the user's class (crucible.identity.job_code roots); none for imported files."""
+    from crucible.identity.job_code import class_root, entry_root
 
     mb = _section(config)
     if model in mb["prediction_files"]:
@@ -55,7 +55,7 @@ def model_code(config: dict[str, Any], model: str) -> tuple[Any, ...]:
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    """Every name a Matbench run is made of, with its meaning (see crucible.identity.NameBook)."""
+    """Every name a Matbench run is made of, with its meaning (see crucible.identity.records.NameBook)."""
     if "matbench" not in config:
         return {}
     mb = _section(config)

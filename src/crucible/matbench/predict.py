@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from crucible.errors import ConfigError
-from crucible.io import InFile
+from crucible.core.errors import ConfigError
+from crucible.core.io import InFile
 
 
 def predict_folds(
@@ -61,7 +61,7 @@ def predict_folds(
         # Before the estimator libraries start their thread pools.
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(threads)
-    from crucible.io import read_json
+    from crucible.core.io import read_json
     from crucible.matbench.inference import run_predict
     from crucible.models.registry import get_spec
 

@@ -9,7 +9,7 @@ Columns:
   ``rocauc_proba`` is simply not reported.
 
 What :func:`read_predictions` coerces and what it refuses (a refusal raises
-:class:`~crucible.errors.PredictionFileError` naming the file, the fold, the column and the
+:class:`~crucible.core.errors.PredictionFileError` naming the file, the fold, the column and the
 first offending ids with their count):
 
 * coerced (lossless): ``mbid`` stored as large_string or dictionary/categorical of strings;
@@ -36,8 +36,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crucible.errors import ConfigError, PredictionFileError
-from crucible.io import InFile, write_parquet
+from crucible.core.errors import ConfigError, PredictionFileError
+from crucible.core.io import InFile, write_parquet
 from crucible.matbench.scoring import CLF_THRESHOLD, REGRESSION, check_task_type
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def import_predictions(
         card: as in :func:`crucible.matbench.folds.write_task_folds`
         folds: as in :func:`crucible.matbench.predict.predict_folds`
     """
-    from crucible.io import read_json, read_parquet
+    from crucible.core.io import read_json, read_parquet
 
     task_card = read_json(card)
     if task_card.get("task", task) != task:

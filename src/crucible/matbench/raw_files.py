@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crucible import sources as pins
-from crucible.config import section
+from crucible.dag.config import section
 from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
+from crucible.sources import downloads as pins
 
 
 def _section(config: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -
     """``filename=sha256`` of the artifact the task's raw file came from, for its task card."""
     mb = _section(config)
     if mb["source"] == "matminer":
-        from crucible.sources import matminer_artifact
+        from crucible.sources.downloads import matminer_artifact
 
         mirror = mb["matminer"]
         spec = matminer_artifact(task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(task))

@@ -34,7 +34,7 @@ Decisions:
   epoch, the reproducible-builds convention) when set, else the current UTC time. With it set
   two runs give byte-identical files (the gzip header's mtime is fixed to 0, no file name).
 * The file is written only after it has been built, serialised, re-parsed and validated by
-  :func:`validate_results_dict`; the write itself is atomic (``crucible.io``), so a failure at
+  :func:`validate_results_dict`; the write itself is atomic (``crucible.core.io``), so a failure at
   any point leaves a previous file untouched.
 
 matbench 0.6 as released on PyPI reads files with ``open(filename, "r")``: its ``from_file``
@@ -58,8 +58,8 @@ import numpy as np
 import pandas as pd
 
 from crucible import __version__ as CRUCIBLE_VERSION
-from crucible.errors import ConfigError, DataValidationError, HashMismatchError
-from crucible.io import write_bytes, write_json
+from crucible.core.errors import ConfigError, DataValidationError, HashMismatchError
+from crucible.core.io import write_bytes, write_json
 from crucible.matbench.scoring import CLF_METRICS, REG_METRICS, score_fold
 from crucible.matbench.tasks import (
     BENCHMARK_NAME,
@@ -406,7 +406,7 @@ def read_results_file(
     """
     if not Path(path).is_file():
         raise DataValidationError(f"{path}: results file not found")
-    from crucible.formats import read_bytes
+    from crucible.core.formats import read_bytes
 
     raw = read_bytes(path)  # gunzipped by its magic bytes, bounded
     try:

@@ -55,7 +55,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 from crucible.matbench.metrics import (
     accuracy_score,
     balanced_accuracy_score,
@@ -287,6 +287,6 @@ def score_task(
 
 def write_scores(record: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Write a :func:`score_task` record atomically (sorted keys, as every crucible JSON)."""
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     write_json(dict(record), path)

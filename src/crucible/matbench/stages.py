@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from crucible.matbench.tasks import N_FOLDS, TASK_TYPES, TASKS, task_argument
 from crucible.models.registry import builtin_models
-from crucible.stage import Opt, Stage
+from crucible.stages.declaration import Opt, Stage
 
 _TASK = Opt("task", type=task_argument)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.core.errors import ConfigError, DataValidationError
 from crucible.models.registry import ModelSpec
 
 STRUCTURE_KINDS = ("scm-magpie", "mlip-embedding")

@@ -23,8 +23,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from crucible.errors import DataValidationError, PredictionFileError
-from crucible.io import InFile
+from crucible.core.errors import DataValidationError, PredictionFileError
+from crucible.core.io import InFile
 from crucible.matbench.tasks import (
     CLASSIFICATION,
     COMPOSITION_ONLY,
@@ -44,7 +44,7 @@ class TaskData:
     def __init__(self, task: str, data_path: str | os.PathLike, folds_path: str | os.PathLike) -> None:
         import pandas as pd
 
-        from crucible.io import read_parquet
+        from crucible.core.io import read_parquet
 
         self.task = check_task(task)
         for p in (data_path, folds_path):
@@ -106,7 +106,7 @@ def structures_used(prediction_paths: Sequence[str | os.PathLike]) -> bool | Non
     Structures in the data do not mean a model used them: gbm-magpie on the upstream files
     still sees formulas only.
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     flags = []
     for path in prediction_paths:
@@ -169,7 +169,7 @@ def fold_parameters(path: str | os.PathLike) -> dict[str, Any]:
     sidecar = Path(path).with_suffix(".json")
     if not sidecar.is_file():
         return {}
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     info = read_json(sidecar)
     params: dict[str, Any] = {
@@ -263,7 +263,7 @@ def score_task_files(
             composition-only
         task: as in :func:`crucible.matbench.clean.write_clean_task`
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
     from crucible.matbench.scoring import write_scores
 
     if card:

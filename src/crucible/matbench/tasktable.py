@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 NOTES = {
     "matbench_perovskites": "target in eV per unit cell (not per atom); 98% of rows share a reduced formula",
@@ -160,8 +160,8 @@ def write_task_tables(
     """
     from pathlib import Path
 
-    from crucible.errors import ConfigError
-    from crucible.io import read_json, read_parquet
+    from crucible.core.errors import ConfigError
+    from crucible.core.io import read_json, read_parquet
     from crucible.report.tables import write_table
 
     card_of = {Path(p).stem: read_json(p) for p in cards}

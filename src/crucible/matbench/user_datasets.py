@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from crucible import __version__
-from crucible.errors import ConfigError, DataValidationError
-from crucible.io import InFile
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import InFile
 from crucible.matbench.tasks import TASKS
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -55,7 +55,7 @@ def check_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def fetch_spec(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The dataset as an ``http`` artifact for :func:`crucible.sources.fetch`."""
+    """The dataset as an ``http`` artifact for :func:`crucible.sources.downloads.fetch`."""
     check_spec(name, spec)
     return {"kind": "http", "url": spec["url"], "filename": f"{name}.json.gz", "sha256": spec["sha256"]}
 
@@ -71,12 +71,12 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
     """Read, type and id a user dataset; the table has the official tasks' columns. The file is
     checked against the dataset's pin first: one edited after its fetch stops here."""
     from crucible.matbench.clean import mean_absolute_deviation, read_matminer
-    from crucible.sources import sha256_file, verify_pinned
+    from crucible.sources.downloads import sha256_file, verify_pinned
 
     check_spec(name, spec)
     verify_pinned(raw_path, spec["sha256"], f"user dataset {name!r}", f"config matbench.user_datasets.{name}.sha256")
     meta = {"input_type": spec["input"], "target": spec["target"], "task_type": spec["task_type"]}
-    from crucible.formats import check_size
+    from crucible.core.formats import check_size
 
     check_size(raw_path)  # before matminer inflates the whole file
     try:
@@ -194,7 +194,7 @@ def fetch_user_dataset(dataset: str, spec: dict[str, Any], out: str) -> None:
         dataset: the user dataset's name (a key of matbench.user_datasets)
         spec: JSON of its matbench.user_datasets entry
     """
-    from crucible.sources import fetch
+    from crucible.sources.downloads import fetch
 
     fetch(dataset, fetch_spec(dataset, spec), out)
 
@@ -225,7 +225,7 @@ def write_user_folds(data: InFile, card: InFile, out: str, inner_fraction: float
         inner_fraction: as in :func:`crucible.matbench.folds.write_task_folds`
         inner_seed: as in :func:`crucible.matbench.folds.write_task_folds`
     """
-    from crucible.io import read_json, read_parquet
+    from crucible.core.io import read_json, read_parquet
     from crucible.matbench.folds import write_folds
 
     task_type = read_json(card)["task_type"]
@@ -245,7 +245,7 @@ def write_user_scores(
         card: as in :func:`crucible.matbench.user_datasets.write_user_folds`
         data: as in :func:`crucible.matbench.user_datasets.write_user_folds`
     """
-    from crucible.io import read_json, read_parquet
+    from crucible.core.io import read_json, read_parquet
     from crucible.matbench.scoring import write_scores
     from crucible.matbench.tasks import N_FOLDS
 
@@ -275,7 +275,7 @@ def write_user_table(scores: list[InFile], out_csv: str, out_md: str, out_tex: s
         out_md: the table, Markdown
         out_tex: the table, LaTeX
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
     from crucible.report.tables import write_table
 
     table = user_table([read_json(p) for p in scores])

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from crucible.errors import CrucibleError
+from crucible.core.errors import CrucibleError
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 The Matbench rule files call these (and :mod:`crucible.matbench.raw_files` for the raw files and
 their pins); they hold no logic of their own. Every function takes the whole config (its
 ``matbench`` section is read here, with the schema's defaults filled in:
-:func:`crucible.config.section`) and returns paths relative to the working directory, strings for
-``params:``, or raises :class:`~crucible.errors.ConfigError` naming the config key. :data:`FAMILY`
-declares the family to :mod:`crucible.families`.
+:func:`crucible.dag.config.section`) and returns paths relative to the working directory, strings for
+``params:``, or raises :class:`~crucible.core.errors.ConfigError` naming the config key. :data:`FAMILY`
+declares the family to :mod:`crucible.dag.families`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from crucible.config import section
-from crucible.errors import ConfigError
-from crucible.families import Family
+from crucible.core.errors import ConfigError
+from crucible.dag.config import section
+from crucible.dag.families import Family
+from crucible.dag.workflow import PRIORITY, alternation
 from crucible.matbench.meanings import names
 from crucible.matbench.tasks import N_FOLDS, TASKS
-from crucible.workflow import PRIORITY, alternation
 
 FOLDS = tuple(range(N_FOLDS))
 # cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU

@@ -1,7 +1,7 @@
 """Equation-of-state benchmark on the 71 elemental crystals of the Delta test.
 
 For each element of ase's ``dcdft`` collection (``collections/dcdft.json`` of the installed ase,
-pinned as the role ``mlip/eos/dcdft`` and read through :func:`crucible.sources.pinned`) the crystal is scaled isotropically (fractional
+pinned as the role ``mlip/eos/dcdft`` and read through :func:`crucible.sources.downloads.pinned`) the crystal is scaled isotropically (fractional
 positions fixed) to volumes spanning ``volume_range`` times the WIEN2k equilibrium volume, the
 potential's energies per atom are fitted with the third-order Birch–Murnaghan form used by
 CatBench (its ``eos`` utilities), and the fit is compared with the WIEN2k reference through the Delta
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ def _collection(path: str):
 def dcdft():
     """ase's dcdft collection read from the pinned file, its SHA-256 checked on every call (the
     parsed file is kept per path: a file that still matches its pin holds the same bytes)."""
-    from crucible.sources import pinned
+    from crucible.sources.downloads import pinned
 
     return _collection(str(pinned(DCDFT_ROLE)))
 
@@ -293,8 +293,8 @@ EOS_FORMAT_KEY = "eos_format"
 def check_eos_format(path) -> None:
     """An EOS results file written with another meaning of its rows is refused, naming the file
     and how to redo it: counted as it is, it would mix "failed" and "not modelled"."""
-    from crucible.errors import DataValidationError
-    from crucible.io import read_parquet_metadata
+    from crucible.core.errors import DataValidationError
+    from crucible.core.io import read_parquet_metadata
 
     found = read_parquet_metadata(path).get(EOS_FORMAT_KEY, 1)
     if found != EOS_FORMAT:

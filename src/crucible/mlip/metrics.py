@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.core.errors import ConfigError, DataValidationError
 
 __all__ = [
     "ADWT_THRESHOLDS",

@@ -1,6 +1,6 @@
 """Tables (csv, Markdown, LaTeX) and figures for the interatomic-potential benchmarks.
 
-Everything is written through :func:`crucible.io.atomic_path`. Figures are made with the Agg
+Everything is written through :func:`crucible.core.io.atomic_path`. Figures are made with the Agg
 backend and without the metadata that changes between runs (PNG ``Software``, PDF
 ``CreationDate``), so two runs give byte-identical files.
 """
@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 EOS_TABLE_HEADERS = {
     "model": "model",
@@ -358,8 +358,8 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
     """Read per-model parquet files into {model: frame}; the model name comes from the ``model``
     column (one value per file) or, failing that, the file stem. Each frame's
     ``attrs["potential"]`` holds the provenance stored with the file (empty if none)."""
-    from crucible.errors import DataValidationError
-    from crucible.io import read_parquet
+    from crucible.core.errors import DataValidationError
+    from crucible.core.io import read_parquet
     from crucible.potentials.provenance import read_provenance
 
     out: dict[str, pd.DataFrame] = {}

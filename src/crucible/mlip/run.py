@@ -45,7 +45,7 @@ def write_eos(
         threads: torch CPU threads
         custom_potentials: JSON of config's mlip.custom_potentials (a user's potential named by --model)
     """
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.mlip.eos import EOS_FORMAT, EOS_FORMAT_KEY, EOS_SCHEMA, parse_elements, run_eos
     from crucible.potentials.provenance import provenance_metadata
     from crucible.potentials.registry import load_potential
@@ -94,7 +94,7 @@ def write_s2ef_predictions(
         threads: as in :func:`crucible.mlip.run.write_eos`
         custom_potentials: as in :func:`crucible.mlip.run.write_eos`
     """
-    from crucible.io import write_parquet
+    from crucible.core.io import write_parquet
     from crucible.mlip.frames import predict_frames, prediction_schema, read_frames
     from crucible.potentials.provenance import provenance_metadata
     from crucible.potentials.registry import load_potential

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 from crucible.mlip.metrics import Evaluator
 
 __all__ = [
@@ -181,7 +181,7 @@ def s2ef_table_from_files(paths: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """The s2ef metric table from prediction files laid out as ``.../{dataset}/{model}.parquet``:
     one block of rows per dataset (``s2ef_metric_table`` of its models), with a dataset column and
     the provenance of the potential stored with each file."""
-    from crucible.io import read_parquet
+    from crucible.core.io import read_parquet
     from crucible.potentials.provenance import provenance_text, read_provenance
 
     by_dataset: dict[str, dict[str, dict]] = {}

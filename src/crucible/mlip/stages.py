@@ -10,7 +10,7 @@ crucible mlip s2ef-table --inputs results/mlip/s2ef/*/*.parquet --out-csv t.csv 
 
 from __future__ import annotations
 
-from crucible.stage import Opt, Stage
+from crucible.stages.declaration import Opt, Stage
 
 STAGES = (
     Stage("models", "list registered potentials and whether their weights are here", ".run:list_potentials"),

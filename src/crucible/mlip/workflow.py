@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crucible.config import section
-from crucible.errors import ConfigError
-from crucible.families import Family
-from crucible.identity import Meaning
+from crucible.core.errors import ConfigError
+from crucible.dag.config import section
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
+from crucible.identity.records import Meaning
 from crucible.potentials import workflow as potentials_wf
-from crucible.workflow import alternation
 
 # Potential and dataset names as they appear in paths (wildcard constraint).
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -50,7 +50,7 @@ def eos_format() -> int:
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    """Every name an MLIP run is made of, with its meaning (see crucible.identity.NameBook)."""
+    """Every name an MLIP run is made of, with its meaning (see crucible.identity.records.NameBook)."""
     if "mlip" not in config or not models(config):
         return {}
     out = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crucible import sources
+from crucible.sources import downloads as sources
 
 DEFAULT_TABLE = "mat2vec"
 ROLE_PREFIX = "element-table/"

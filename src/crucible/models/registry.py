@@ -10,7 +10,7 @@ Every model follows scikit-learn's estimator protocol: ``fit(X, y)``, ``predict(
   Coulomb matrix eigenvalues (from the per-structure cache);
 - ``"mlip-embedding"``: a pretrained potential's per-structure embedding (from its cache).
 
-The registry is a :class:`crucible.registry.Registry` of :class:`ModelSpec`: ``device``
+The registry is a :class:`crucible.core.registry.Registry` of :class:`ModelSpec`: ``device``
 (``"gpu"``: the GPU rule), ``inputs``, the job granularity, and ``runs_torch`` for networks.
 
 ``inputs`` says what a model reads: ``("formula",)`` formulas only; ``("formula", "structure")``
@@ -30,8 +30,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from crucible.errors import ConfigError
-from crucible.registry import Registry, Spec
+from crucible.core.errors import ConfigError
+from crucible.core.registry import Registry, Spec
 
 TASK_TYPES = ("regression", "classification")
 INPUT_KINDS = ("magpie", "composition", "scm-magpie", "mlip-embedding")
@@ -50,7 +50,7 @@ class ModelSpec(Spec):
     # one job fits the five folds in turn, because each fit costs about as much as a job's ~1.5 s
     # of interpreter and import start-up. 0: per fold everywhere; math.inf: per task everywhere.
     task_jobs_up_to: float = 0
-    # A network: building it first asks torch for deterministic kernels (crucible.torch_setup).
+    # A network: building it first asks torch for deterministic kernels (crucible.core.torch_setup).
     runs_torch: bool = False
 
     def granularity(self, n_rows: float | None = None) -> str:
@@ -61,7 +61,7 @@ class ModelSpec(Spec):
         if task_type not in TASK_TYPES:
             raise ConfigError(f"model {self.name!r}: unknown task type {task_type!r}")
         if self.runs_torch:
-            from crucible import torch_setup
+            from crucible.core import torch_setup
 
             # Threads come from OMP_NUM_THREADS, which the predict command sets before torch loads.
             torch_setup.configure_torch()

@@ -28,8 +28,8 @@ import importlib
 import os
 from typing import Any, Mapping
 
-from crucible.config import put_on_python_path
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
+from crucible.dag.config import put_on_python_path
 from crucible.potentials.spec import PotentialSpec
 
 CONFIG_KEY = "potentials"  # the section of users' potentials (before: mlip.custom_potentials)
@@ -49,7 +49,7 @@ def import_factory(name: str, entry: Mapping[str, Any], key: str | None = None) 
     if not sep or not module_name or not attr:
         raise ConfigError(f'{_where(name, "class", key)}: {path!r} is not "package.module:factory"')
     # A module beside the project imports from the working directory, as in the workflow's jobs
-    # (crucible.config.put_on_python_path), also when the command is run by hand.
+    # (crucible.dag.config.put_on_python_path), also when the command is run by hand.
     put_on_python_path(os.getcwd())
     try:
         module = importlib.import_module(module_name)

@@ -31,10 +31,10 @@ def provenance(spec: PotentialSpec, calc: object, device: str) -> dict[str, Any]
     is identified by its ``__version__`` if it has one. A custom potential is also identified by
     the SHA-256 of every file of its top-level package (``code_sha256``: editing any module of it
     changes it, not only the one the class names) and of every file or folder a param names
-    (``files_sha256``: a checkpoint its factory loads), see :mod:`crucible.fingerprint`."""
+    (``files_sha256``: a checkpoint its factory loads), see :mod:`crucible.core.fingerprint`."""
     import sys
 
-    from crucible.fingerprint import checkpoint_sha256, package_sha256
+    from crucible.core.fingerprint import checkpoint_sha256, package_sha256
 
     if spec.class_path:
         class_path, module = spec.class_path, spec.class_path.partition(":")[0]
@@ -90,13 +90,13 @@ PROVENANCE_KEY = "potential"  # the parquet metadata key of a result table's pot
 
 
 def provenance_metadata(potential: object) -> dict[str, Any]:
-    """The metadata :func:`crucible.io.write_parquet` stores with a potential's result table."""
+    """The metadata :func:`crucible.core.io.write_parquet` stores with a potential's result table."""
     prov = getattr(potential, "provenance", None)
     return {PROVENANCE_KEY: dict(prov)} if prov else {}
 
 
 def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
     """The provenance stored with a result table (empty for a file written without one)."""
-    from crucible.io import read_parquet_metadata
+    from crucible.core.io import read_parquet_metadata
 
     return dict(read_parquet_metadata(path).get(PROVENANCE_KEY) or {})

@@ -10,12 +10,12 @@ Three kinds of entry:
   :class:`~crucible.potentials.spec.WeightsUnavailableError` saying where the file was looked for.
 
 ``load_potential(name, device=None, threads=None, custom=None)`` is the one way a job gets a
-potential: it first calls :func:`crucible.torch_setup.configure_torch` (deterministic kernels, the
+potential: it first calls :func:`crucible.core.torch_setup.configure_torch` (deterministic kernels, the
 job's CPU threads), then wraps the calculator in a :class:`~crucible.potentials.spec.Potential`, a
 small record of what actually ran (name, device, and its provenance: calculator class,
 parameters, package and version, :mod:`crucible.potentials.provenance`) beside the calculator;
 nothing is patched onto the third-party calculator object. The registry is a
-:class:`crucible.registry.Registry` of :class:`~crucible.potentials.spec.PotentialSpec`; a user's
+:class:`crucible.core.registry.Registry` of :class:`~crucible.potentials.spec.PotentialSpec`; a user's
 own potentials (config ``potentials:``, passed as ``custom``) are specs of the same kind built by
 :mod:`crucible.potentials.custom` and load exactly like the registered ones. A spec's ``device``
 ("cpu" or "gpu") is what its rules ask for (:func:`crucible.potentials.workflow.potentials_on`).
@@ -32,9 +32,9 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from crucible.core.registry import Registry
 from crucible.potentials.provenance import provenance, provenance_text
 from crucible.potentials.spec import Potential, PotentialSpec, WeightsUnavailableError, resolve_device
-from crucible.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,7 @@ def load_potential(
     Torch is configured first (deterministic kernels; ``threads`` CPU threads when given), so
     that no job runs a potential with run-to-run different forces.
     """
-    from crucible import torch_setup
+    from crucible.core import torch_setup
 
     spec = potential_spec(name, custom)
     torch_setup.configure_torch(threads)

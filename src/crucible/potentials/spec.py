@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from crucible.errors import ConfigError, CrucibleError
-from crucible.registry import Spec
+from crucible.core.errors import ConfigError, CrucibleError
+from crucible.core.registry import Spec
 
 
 class WeightsUnavailableError(ConfigError):

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from crucible.config import put_on_python_path, section
-from crucible.errors import ConfigError
-from crucible.identity import Meaning, registered
+from crucible.core.errors import ConfigError
+from crucible.dag.config import put_on_python_path, section
+from crucible.identity.records import Meaning, registered
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def check_potential_names(config: dict[str, Any], names: list[str], key: str) ->
 
 
 def check(config: dict[str, Any]) -> None:
-    """Start-up check of the users' potentials (crucible.config.check_config runs it before the
+    """Start-up check of the users' potentials (crucible.dag.config.check_config runs it before the
     families' checks): each factory imports, no name shadows a registered potential or is
     defined twice (the error names the entry's config key)."""
     from crucible.potentials.custom import check_custom_potentials
@@ -125,7 +125,7 @@ def custom_potential_sources(config: dict[str, Any], name: str) -> list[str]:
     read), so that editing any module of it reruns the potential's jobs. An installed package is
     identified in its provenance instead (version and the SHA-256 of its files); a registered
     potential has none."""
-    from crucible.fingerprint import module_source, not_source, tree_files
+    from crucible.core.fingerprint import module_source, not_source, tree_files
 
     custom = custom_potentials(config)
     if name not in custom:
@@ -159,7 +159,7 @@ def potential_code(config: dict[str, Any], name: str) -> tuple[tuple[Any, ...], 
     registered one's registry entry (and a hub model's local weights), a user's factory (followed
     through the user's modules beside the project) and every existing file or folder its params
     name (a checkpoint)."""
-    from crucible.job_code import class_root, entry_root
+    from crucible.identity.job_code import class_root, entry_root
 
     custom = custom_potentials(config)
     if name in custom:

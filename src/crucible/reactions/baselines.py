@@ -5,7 +5,7 @@ arguments, stored unchanged and returned by ``get_params()`` (``set_params``, an
 ``sklearn.base.clone``, work); the seeded ones take ``random_state``; ``fit(df, card)`` on the
 clean table learns the ``..._`` attributes and returns the model; ``predict(questions) -> {id:
 prediction}`` (an option index for multiple choice, ``{key: index}`` for fill in the blank).
-The baselines are a :class:`crucible.registry.Registry` of :class:`BaselineSpec`; unknown
+The baselines are a :class:`crucible.core.registry.Registry` of :class:`BaselineSpec`; unknown
 parameters are refused naming the known ones. Whatever a model knows about the substrate being
 asked about comes only from the question itself: ``popularity``, ``nearest-substrate`` and ``yield-model`` use the rows
 of the *other* substrates of the table (leave one substrate out), never the asked one's.
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
+from crucible.core.registry import Registry, Spec
 from crucible.reactions.data import condition_keys_of
 from crucible.reactions.scoring import effective_score
-from crucible.registry import Registry, Spec
 
 FP_BITS = 2048
 

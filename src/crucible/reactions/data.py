@@ -29,10 +29,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crucible import __version__, formats
-from crucible.errors import ConfigError, DataValidationError
-from crucible.io import InFile, write_json, write_parquet
-from crucible.sources import find_pin, pinned, sha256_file, sources_doc
+from crucible import __version__
+from crucible.core import formats
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.io import InFile, write_json, write_parquet
+from crucible.sources.downloads import find_pin, pinned, sha256_file, sources_doc
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class DatasetSpec:
     """How to read one raw table: where it is, which columns are substrate and conditions."""
 
     name: str
-    role: str  # of the pinned table in config/sources.yaml (crucible.sources.pinned); "" for a user's table
+    role: str  # of the pinned table in config/sources.yaml (crucible.sources.downloads.pinned); "" for a user's table
     substrate_columns: tuple[str, ...]
     conditions: tuple[ConditionColumn, ...]
     utility_column: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 
 def write_baseline_predictions(
@@ -27,7 +27,7 @@ def write_baseline_predictions(
         questions: question files (RxnOptBench schema)
         out: prediction files to write, one per questions file, same order
     """
-    from crucible.io import read_json, read_parquet, write_json
+    from crucible.core.io import read_json, read_parquet, write_json
     from crucible.reactions import baselines, scoring
 
     fitted = baselines.make_model(model, params or {})

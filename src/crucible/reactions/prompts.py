@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from crucible.errors import DataValidationError
-from crucible.io import InFile
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 from crucible.llm.json_text import embedded_json
 
 SYSTEM_PROMPT = (
@@ -140,7 +140,7 @@ def prompts_jsonl(questions: list[dict[str, Any]], system_prompt: str = SYSTEM_P
 # "answer: 3", "The answer is 3", "**Answer:** 3", "answer = 3", "answer #3", "Answer – 3": the
 # number is captured whole, sign, fraction, exponent and base included, so that "-3" or "2.5"
 # is refused as written instead of read as 3 or 2. Digits of any script are captured (and then
-# refused by crucible.formats' rule for numbers in text), with any decimal separator after them
+# refused by crucible.core.formats' rule for numbers in text), with any decimal separator after them
 # (Arabic ٫ included), and what follows: "3 or 4", "3-4", "3, 4" name two options, not one.
 _NUMBER = r"[-+]?(?:0[xob][0-9a-f]+|\d*\.\d+|\d+(?:\.\d+)?)(?:e[-+]?\d+)?(?:\s*/\s*\d+)?"
 _SEPARATED = r"(?:[\u066b\u066c,\u060c\u3001\uff0c\uff0e]\d+)*"
@@ -159,7 +159,7 @@ _ANSWER_PHRASE = re.compile(
 
 def _integer_token(token: str, separated: str = "", second: str = "") -> tuple[int | None, str | None]:
     """The option index a phrase writes, or why it is not a plain non-negative integer."""
-    from crucible.formats import non_ascii_digits
+    from crucible.core.formats import non_ascii_digits
 
     why = non_ascii_digits(token + separated + second)
     if why:
@@ -293,7 +293,7 @@ def write_response_predictions(
         questions: as in :func:`crucible.reactions.predict.write_baseline_predictions`
         out: as in :func:`crucible.reactions.predict.write_baseline_predictions`
     """
-    from crucible.io import write_json
+    from crucible.core.io import write_json
     from crucible.reactions.scoring import load_questions, prediction_record
 
     for questions_path, responses_path, out_path in zip(questions, responses, out, strict=True):

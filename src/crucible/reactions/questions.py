@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 from crucible.reactions.data import NONE_VALUE, condition_keys_of
 from crucible.reactions.scoring import FB_TYPES, MC_TYPES, QUESTION_TYPES, RELATIVE_ONE, effective_score
 
@@ -512,8 +512,8 @@ def write_question_files(
         data: the clean table: results/reactions/data/{dataset}.parquet
         card: its card: results/reactions/data/{dataset}.json
     """
-    from crucible.errors import ConfigError
-    from crucible.io import read_json, read_parquet, write_json, write_text
+    from crucible.core.errors import ConfigError
+    from crucible.core.io import read_json, read_parquet, write_json, write_text
     from crucible.reactions import prompts
 
     if not len(types) == len(out_questions) == len(out_prompts):

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crucible.io import InFile, write_json, write_text
+from crucible.core.io import InFile, write_json, write_text
 from crucible.reactions.prompts import FB_INSTRUCTION, MC_INSTRUCTION, SYSTEM_PROMPT, user_prompt
 from crucible.reactions.scoring import FB_TYPES, PAIRS, QUESTION_TYPES, bootstrap_interval
 from crucible.report.tables import to_markdown, write_table
@@ -232,7 +232,7 @@ def write_report(
 
     ``tables`` maps ``csv, md, tex, paired_csv, paired_md, paired_tex`` to paths.
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
     from crucible.report.figures import save_figure
 
     table = write_tables(
@@ -397,7 +397,7 @@ def write_package_files(
         summary: the build record: results/reactions/{dataset}/build.json
         table: the dataset's results table (CSV) for the package's report.md
     """
-    from crucible.io import read_json
+    from crucible.core.io import read_json
 
     write_package(
         dataset,

@@ -35,8 +35,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from crucible.errors import DataValidationError, PredictionFileError
-from crucible.io import InFile
+from crucible.core.errors import DataValidationError, PredictionFileError
+from crucible.core.io import InFile
 
 MC_TYPES = (
     "single_varying",
@@ -94,7 +94,7 @@ def relative_score(predicted_effective: float, best_effective: float) -> float:
 
 def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
     """A question file: a JSON list, ``{"samples"|"questions": [...]}``, or JSON lines."""
-    from crucible import formats
+    from crucible.core import formats
 
     path = Path(path)
     text = formats.read_text(path)
@@ -130,7 +130,7 @@ def load_predictions(
     The wrapped form ``{"questions_sha256", "predictions"}`` is refused when it names another
     question file; a plain map is refused when none of its ids is a question of this set.
     """
-    from crucible import formats
+    from crucible.core import formats
 
     path = Path(path)
     try:
@@ -417,7 +417,7 @@ def write_scores(
         model: model name recorded in the scores (default: none)
         questions: as in :func:`crucible.reactions.predict.write_baseline_predictions`
     """
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     write_json(score_prediction_files(questions, predictions, dataset, model), out)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crucible.stage import In, Opt, Out, Stage, json_value
+from crucible.stages.declaration import In, Opt, Out, Stage, json_value
 
 _PER_QUESTIONS = {"many": True, "per": "questions"}
 

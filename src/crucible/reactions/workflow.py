@@ -1,6 +1,6 @@
 """Pure functions of the config that the Snakefile calls: datasets, models, target paths, rule
 params. The ``reactions`` section is read with the schema's defaults filled in
-(:func:`crucible.config.section`); :data:`FAMILY` declares the family to :mod:`crucible.families`.
+(:func:`crucible.dag.config.section`); :data:`FAMILY` declares the family to :mod:`crucible.dag.families`.
 """
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import json
 import logging
 from typing import Any
 
-from crucible import config as _config
-from crucible.errors import ConfigError
-from crucible.families import Family
+from crucible.core.errors import ConfigError
+from crucible.dag import config as _config
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
 from crucible.llm import workflow as llm_workflow
 from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
-from crucible.sources import resource_path
-from crucible.workflow import alternation
+from crucible.sources.downloads import resource_path
 
 # Built-in tables with a single substrate: the leave-one-substrate-out baselines have nothing to
 # learn from there.
@@ -92,8 +92,8 @@ def models(config: dict[str, Any], dataset: str) -> list[str]:
 
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
-    """Every name a reactions run is made of, with its meaning (see crucible.identity.NameBook)."""
-    from crucible.identity import Meaning, settings
+    """Every name a reactions run is made of, with its meaning (see crucible.identity.records.NameBook)."""
+    from crucible.identity.records import Meaning, settings
 
     if "reactions" not in config:
         return {}

@@ -15,8 +15,8 @@ from matplotlib.colors import LogNorm, to_rgba  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
-from crucible.errors import CrucibleError  # noqa: E402
-from crucible.io import atomic_path  # noqa: E402
+from crucible.core.errors import CrucibleError  # noqa: E402
+from crucible.core.io import atomic_path  # noqa: E402
 from crucible.report.units import printed_unit  # noqa: E402
 
 _METADATA = {

@@ -1,6 +1,6 @@
 """The front page of ``snakemake --report``: what this run is, from its config and its DAG.
 
-It names every benchmark family that ran (those of :mod:`crucible.families` with final outputs
+It names every benchmark family that ran (those of :mod:`crucible.dag.families` with final outputs
 for the config) and what each built, the pinned sources the run's jobs read (with the SHA-256 of
 ``config/sources.yaml``) and the other files they read as they are, the code version, and the
 run's wall time from its jobs' benchmark files. ``workflow/report/workflow.rst`` only prints
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import crucible
-from crucible import families as registry
-from crucible.config import section
-from crucible.sources import locate, locked_sha256, read_lock, sha256_file
+from crucible.dag import families as registry
+from crucible.dag.config import section
+from crucible.sources.downloads import locate, locked_sha256, read_lock, sha256_file
 
 # The config key under which the Snakefile puts the front page for the report template: no
 # family's section, and the schema refuses it in a config file, so a user cannot set it.
@@ -68,7 +68,7 @@ class FamilyRun:
 
 
 def built_by(family: registry.Family, config: dict[str, Any]) -> dict[str, list[str]]:
-    """What a run of ``config`` builds in ``family``: its :attr:`~crucible.families.Family.built`,
+    """What a run of ``config`` builds in ``family``: its :attr:`~crucible.dag.families.Family.built`,
     or the section's lists of names."""
     if family.built is not None:
         return family.built(config)
@@ -194,10 +194,10 @@ def inputs_read_as_they_are(jobs: Sequence[Job], root: str | os.PathLike = ".") 
 
 def name_meanings(jobs: Iterable[Job], root: str | os.PathLike = ".") -> list[tuple[str, str, str]]:
     """``(name, digest, meaning)`` of every name the run's outputs were made of, from their
-    identity records (crucible.identity), with the meaning recorded in results/. Outputs that
+    identity records (crucible.identity.records), with the meaning recorded in results/. Outputs that
     disagree on a name's meaning are an IdentityError naming them: the page never summarises a mix."""
-    from crucible.code_closure import canonical_json
-    from crucible.identity import NAME_BOOK_FILE, IdentityError, read_name_book, read_record
+    from crucible.identity.code_closure import canonical_json
+    from crucible.identity.records import NAME_BOOK_FILE, IdentityError, read_name_book, read_record
 
     seen: dict[str, tuple[str, str]] = {}
     for job in jobs:

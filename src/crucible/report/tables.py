@@ -16,7 +16,7 @@ from typing import Any, Collection, Mapping
 import numpy as np
 import pandas as pd
 
-from crucible.io import write_text
+from crucible.core.io import write_text
 
 PERCENT_DIGITS = 1
 # a header a reader would have to decode: a word that is words joined by underscores

@@ -51,10 +51,10 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from crucible.errors import ConfigError, DataValidationError
+from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.progress import Throttle
 from crucible.models.comp_transformer.encoding import _as_series, _Encoded, encode_formulas, load_element_table
 from crucible.models.comp_transformer.network import CompTransformerNet, Ensemble
-from crucible.progress import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -463,7 +463,7 @@ class CompTransformer(BaseEstimator):
     # -- persistence -----------------------------------------------------------------
 
     def save(self, directory: str | Path) -> None:
-        from crucible.io import atomic_path, write_json
+        from crucible.core.io import atomic_path, write_json
 
         self._check_fitted()
         directory = Path(directory)

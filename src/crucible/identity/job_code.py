@@ -1,11 +1,11 @@
 """A job's code identity: what its command and the things its names stand for run, as one digest.
 
-:func:`code_identity` is the digests of the modules its code reaches (crucible.code_closure),
+:func:`code_identity` is the digests of the modules its code reaches (crucible.identity.code_closure),
 the package data beside crucible's modules, and the versions of the installed distributions it
-imports (crucible.installed_code, whose files are checked against their RECORD at planning).
+imports (crucible.identity.installed_code, whose files are checked against their RECORD at planning).
 :func:`code_digest` keeps these digests between plannings while no source file or distribution
 changed; :func:`log_imported_modules` records what a command really imported, so that a test
-holds it inside the static closure. crucible.identity puts the digest into each job's identity.
+holds it inside the static closure. crucible.identity.records puts the digest into each job's identity.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from crucible.code_closure import (
+from crucible.identity.code_closure import (
     PACKAGE,
     PACKAGE_ROOT,
     Edge,
@@ -29,7 +29,7 @@ from crucible.code_closure import (
     entry,
     module_file,
 )
-from crucible.installed_code import check_distributions, package_versions
+from crucible.identity.installed_code import check_distributions, package_versions
 
 
 def _package_data(modules: Iterable[str]) -> dict[str, str]:
@@ -54,9 +54,9 @@ def _data_files(folder: Path) -> dict[str, str]:
 @lru_cache(maxsize=None)
 def command_handler(group: str, verb: str) -> tuple[str, str]:
     """``(module, function)`` that ``crucible group verb`` runs, read from its declaration
-    (crucible.stage)."""
-    from crucible.commands import GROUPS
-    from crucible.stage import stages_of
+    (crucible.stages.declaration)."""
+    from crucible.stages.declaration import stages_of
+    from crucible.stages.groups import GROUPS
 
     if group not in GROUPS:
         raise ValueError(f"no crucible command group {group!r}")
@@ -95,7 +95,7 @@ def entry_root(registry_module: str, name: str) -> Root:
 def command_roots(group: str, verb: str) -> list[Edge]:
     """Where ``crucible group verb`` starts: its group module's top level (every command builds its
     group's parser from the declarations there), its function, and the CLI's entry."""
-    from crucible.commands import GROUPS
+    from crucible.stages.groups import GROUPS
 
     module, function = command_handler(group, verb)
     return [(GROUPS[group][0], frozenset()), (module, frozenset({function})), ("crucible.cli", frozenset({"main"}))]
@@ -211,7 +211,7 @@ def code_digest(group: str, verb: str, roots: Iterable[Any] = (), cache_file: Pa
         "packages": sorted(identity["packages"]),
     }
     if cache_file.parent.is_dir():
-        from crucible.io import write_json
+        from crucible.core.io import write_json
 
         write_json({"format": CODE_CACHE_FORMAT, "stamp": stamp, "digests": dict(sorted(digests.items()))}, cache_file)
     return digests[key]["digest"]

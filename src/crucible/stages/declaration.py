@@ -23,10 +23,10 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 REQUIRED = object()
-# How every rule's shell line begins: the job's identity (crucible.identity) in its environment.
+# How every rule's shell line begins: the job's identity (crucible.identity.records) in its environment.
 JOB_PREFIX = "CRUCIBLE_JOB={params.crucible_job:q} "
 INPUT, OUTPUT, PARAM = "input", "output", "param"
 
@@ -102,7 +102,7 @@ class Stage:
     """A command ``crucible <group> <verb>``: it calls ``run`` (``"module:function"``).
 
     Its arguments are the function's parameters, read from its source (no import): a parameter
-    named ``out`` or ``out_<what>`` is a file it writes, one annotated ``InFile`` (crucible.io) a
+    named ``out`` or ``out_<what>`` is a file it writes, one annotated ``InFile`` (crucible.core.io) a
     file it reads, any other a setting; type, number of values and default follow from the annotation and the
     default, help from the docstring. ``args`` (after ``run``) declare only what a signature cannot say (choices,
     a value count ``per`` another argument, a help several commands share); ``skip`` names
@@ -375,8 +375,8 @@ def run(stage: Stage, namespace: argparse.Namespace) -> int:
 
 @functools.lru_cache(maxsize=None)
 def stages_of(group: str) -> tuple[Stage, ...]:
-    """The declared stages of a command group (``crucible.commands.GROUPS``), each ``run`` whole."""
-    from crucible.commands import GROUPS
+    """The declared stages of a command group (``crucible.stages.groups.GROUPS``), each ``run`` whole."""
+    from crucible.stages.groups import GROUPS
 
     if group not in GROUPS:
         raise ConfigError(f"no crucible command group {group!r}")

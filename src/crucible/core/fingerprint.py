@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Callable, Literal
 
-from crucible.errors import CrucibleError, DataValidationError
+from crucible.core.errors import CrucibleError, DataValidationError
 
 log = logging.getLogger(__name__)
 

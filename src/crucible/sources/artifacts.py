@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from crucible import sources as _sources
-from crucible.io import InFile
+from crucible.core.io import InFile
+from crucible.sources import downloads as _sources
 
 
 def fetch_artifact(
@@ -56,7 +56,7 @@ def extract_members(
         archive: the downloaded archive (its SHA-256 is checked first)
         out_dir: folder the members are written into
         members: default: every pinned member
-        sources: as in :func:`crucible.artifacts.fetch_artifact`
+        sources: as in :func:`crucible.sources.artifacts.fetch_artifact`
     """
     spec = _sources.get_artifact(_sources.load_sources(sources), artifact)
     _sources.extract(artifact, spec, archive, out_dir, members or None)
@@ -68,7 +68,7 @@ def provide_role(
     resources: str | os.PathLike = "resources",
     url_prefix: str | None = None,
 ) -> None:
-    """:func:`crucible.sources.provide`, printing the path of the checked file.
+    """:func:`crucible.sources.downloads.provide`, printing the path of the checked file.
 
     Args:
         role: e.g. reactions/cernak (see config/sources.yaml)

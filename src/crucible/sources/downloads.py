@@ -1,5 +1,5 @@
-"""Fetch raw artifacts, check their SHA-256, take members out of archives (:mod:`crucible.archives`),
-and read pinned files by role (the roles as :mod:`crucible.sources_file` reads them).
+"""Fetch raw artifacts, check their SHA-256, take members out of archives (:mod:`crucible.core.archives`),
+and read pinned files by role (the roles as :mod:`crucible.sources.pins` reads them).
 
 Two kinds of artifact are pinned in ``config/sources.yaml``:
 
@@ -38,19 +38,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from crucible.archives import extract
-from crucible.errors import ConfigError, CrucibleError, HashMismatchError
-from crucible.hashes import CHUNK, check_hash, git_blob_id, sha256_file
-from crucible.io import atomic_path
+from crucible.core.archives import extract
+from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.core.hashes import CHUNK, check_hash, git_blob_id, sha256_file
+from crucible.core.io import atomic_path
 
-# Read and checked in crucible.sources_file; named here too, since library code and tests ask
-# crucible.sources for everything about pinned files.
-from crucible.sources_file import SOURCES_FILE as SOURCES_FILE
-from crucible.sources_file import Pin, find_pin, sources_doc
-from crucible.sources_file import get_artifact as get_artifact
-from crucible.sources_file import load_sources as load_sources
-from crucible.sources_file import pin_at as pin_at
-from crucible.sources_file import roles as roles
+# Read and checked in crucible.sources.pins; named here too, since library code and tests ask
+# crucible.sources.downloads for everything about pinned files.
+from crucible.sources.pins import SOURCES_FILE as SOURCES_FILE
+from crucible.sources.pins import Pin, find_pin, sources_doc
+from crucible.sources.pins import get_artifact as get_artifact
+from crucible.sources.pins import load_sources as load_sources
+from crucible.sources.pins import pin_at as pin_at
+from crucible.sources.pins import roles as roles
 
 log = logging.getLogger(__name__)
 
@@ -484,7 +484,7 @@ def dataset_sha256(path: str | os.PathLike) -> str:
     file, or of a folder's sorted ``<relative path>\\0<file SHA-256>\\n`` lines. A symbolic link
     is refused, naming it, as the readers of such folders refuse it: the pin covers exactly what
     is read."""
-    from crucible.fingerprint import path_sha256
+    from crucible.core.fingerprint import path_sha256
 
     return path_sha256(path, links="refuse")
 

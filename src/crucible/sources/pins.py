@@ -1,6 +1,6 @@
 """``config/sources.yaml`` read and checked: the artifacts it pins, and the roles by which the
 library asks for their files (:class:`Pin`). Nothing is fetched or read here beyond the sources
-file itself; :mod:`crucible.sources` fetches, extracts and checks the files."""
+file itself; :mod:`crucible.sources.downloads` fetches, extracts and checks the files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 # The repository's own sources file (the package is installed editable from the checkout).
 SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
@@ -162,7 +162,7 @@ def pin_at(
 ) -> tuple[Pin, Path] | None:
     """(pin, resources folder) of a file lying where the fetch stage puts a role's file, under
     any resources folder (``.../extracted/<artifact>/<member>`` or ``.../downloads/<filename>``);
-    None for any other file. Nothing is read: :func:`crucible.sources.pinned` checks it."""
+    None for any other file. Nothing is read: :func:`crucible.sources.downloads.pinned` checks it."""
     parts = Path(os.path.abspath(path)).parts
     for pin in _role_pins(sources_doc(sources)).values():
         if pin.package:

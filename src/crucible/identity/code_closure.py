@@ -5,7 +5,7 @@ its job's names stand for) through the imports of crucible's modules and the use
 beside the project, without importing anything; :func:`closure_digests` digests what it reaches,
 each module's top level and the definitions of it that are taken. Comments, docstrings and
 ``__version__`` are not part of a digest: a reworded comment reruns nothing; a changed line of
-code reruns exactly the jobs whose code reaches that definition. crucible.job_code puts these
+code reruns exactly the jobs whose code reaches that definition. crucible.identity.job_code puts these
 digests, with the installed distributions they reach, into each job's code identity.
 """
 
@@ -114,7 +114,7 @@ Edge = tuple[str, "frozenset[str] | None"]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Modules that name every command group's module in strings but import only the one asked for
 # (its module is a root of each command's closure).
-_DISPATCHERS = frozenset({"crucible.cli", "crucible.commands"})
+_DISPATCHERS = frozenset({"crucible.cli", "crucible.stages.groups"})
 _MODULE_NAME = re.compile(r"crucible(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 

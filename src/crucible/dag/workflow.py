@@ -1,6 +1,6 @@
 """Workflow helpers every benchmark family shares: wildcard constraints, job messages and every
 rule's job identity. Pure functions; ``workflow/rules/common.smk`` calls them. Where raw artifacts are saved and extracted
-is ``crucible.sources_workflow``'s; each family's own target lists live in
+is ``crucible.sources.workflow``'s; each family's own target lists live in
 ``crucible/<family>/workflow.py``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from crucible.stage import JOB_PREFIX
+from crucible.stages.declaration import JOB_PREFIX
 
 __all__ = ["JOB_PREFIX", "PRIORITY", "alternation", "attach_identity", "job_message", "rule_command"]
 
@@ -34,14 +34,14 @@ _COMMAND = re.compile(r"\s*(?:[A-Z_]+=\S+\s+)*crucible\s+(\S+)\s+(\S+)")
 
 
 def rule_command(shellcmd: str | None) -> tuple[str, str] | None:
-    """``(group, verb)`` of a rule's ``crucible group verb ...`` shell line (crucible.stage.shell);
+    """``(group, verb)`` of a rule's ``crucible group verb ...`` shell line (crucible.stages.declaration.shell);
     None for a rule that runs no crucible command."""
     match = _COMMAND.match(shellcmd or "")
     return None if match is None else (match.group(1), match.group(2))
 
 
 def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str]) -> None:
-    """Hand every job of a Snakemake rule its identity (crucible.identity): the command's code
+    """Hand every job of a Snakemake rule its identity (crucible.identity.records): the command's code
     digest and the meanings of the names its wildcards hold as the param ``crucible_identity``
     (so that a change of either reruns it: Snakemake's params trigger compares only params not
     made from inputs or outputs), and with its inputs and outputs as ``crucible_job``, which the
@@ -49,8 +49,8 @@ def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str])
     pinned SHA-256 is their identity), and so is a rule that runs no crucible command."""
     import os
 
-    from crucible.errors import ConfigError
-    from crucible.identity import job_env, job_identity
+    from crucible.core.errors import ConfigError
+    from crucible.identity.records import job_env, job_identity
 
     command = rule_command(smk_rule.shellcmd)
     if command is None or command[0] == "sources":

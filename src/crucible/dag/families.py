@@ -27,7 +27,7 @@ FAMILY_PACKAGES = (
 )
 
 
-# The one switch every family's section has (crucible.config adds it to each section's schema):
+# The one switch every family's section has (crucible.dag.config adds it to each section's schema):
 # ``<family>: {enabled: false}`` plans no job of that family, whatever else its section holds.
 # It has no default on purpose: absent means on, and a config that does not use it is the config
 # it was (the same sections, so the same job params and name meanings).
@@ -102,15 +102,15 @@ class Family:
     # of names at the top of the family's config section (crucible.report.front_page.built_by).
     built: Callable[[dict[str, Any]], dict[str, list[str]]] | None = None
     # Every name a run of the config is made of, with its meaning: {"<family>/<kind>/<name>" (or
-    # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.Meaning}. Only the
-    # names the run uses: an unused entry means nothing yet. See crucible.identity.NameBook.
+    # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.records.Meaning}. Only the
+    # names the run uses: an unused entry means nothing yet. See crucible.identity.records.NameBook.
     names: Callable[[dict[str, Any]], dict[str, Any]] = field(default=_no_names)
     # Mappings of its section keyed by the name of what they parameterize, e.g. matbench's
     # model_params: {key: (what, the names it may use, from the raw section)}. The config check
-    # (crucible.names) refuses a key that names nothing.
+    # (crucible.dag.config_names) refuses a key that names nothing.
     keyed_by_name: dict[str, tuple[str, Callable[[dict[str, Any]], set[str]]]] = field(default_factory=dict)
     # The name of a run of the config, where the family has named runs (matbench.run_name): runs
-    # of one results folder that differ in it keep their names' meanings apart (crucible.identity).
+    # of one results folder that differ in it keep their names' meanings apart (crucible.identity.records).
     run_name: Callable[[dict[str, Any]], str] | None = None
 
     def __post_init__(self):
@@ -154,7 +154,7 @@ def families() -> tuple[Family, ...]:
 def family_package(name: str) -> str:
     """The package of family ``name``, found without importing any family's workflow module: a job
     that needs one section's schema imports that family's package alone (what it imports is what
-    identifies it, crucible.job_code)."""
+    identifies it, crucible.identity.job_code)."""
     for package in FAMILY_PACKAGES:
         if package.rpartition(".")[2] == name:
             return package
@@ -179,7 +179,7 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
 def run_of(config: dict[str, Any], fams: Iterable[Family]) -> str:
     """Which run of a results folder ``config`` is: ``default``, or its families' run names
     (``matbench=quick``) where one is not the default."""
-    from crucible.identity import DEFAULT_RUN
+    from crucible.identity.records import DEFAULT_RUN
 
     named = []
     for f in fams:

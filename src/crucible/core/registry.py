@@ -7,7 +7,7 @@ sends its rule to the GPU rule and partition; it still runs on a CPU) and what o
 (``granularity()``). Each family subclasses :class:`Spec` with its own fields and its own
 ``build`` signature; the lookup, the listing and the error for an unknown name are shared.
 
-An unknown name raises :class:`UnknownNameError`, a :class:`~crucible.errors.ConfigError` that
+An unknown name raises :class:`UnknownNameError`, a :class:`~crucible.core.errors.ConfigError` that
 lists the known names (it is also a ``KeyError``, so ``registry.get(name)`` and ``name in
 registry`` behave as for a dict). Entries may be *lazy*: registered by the module that defines
 them, imported only when that name is asked for, so that a job using one cheap model does not
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 DEVICES = ("cpu", "gpu")
 

@@ -1,4 +1,4 @@
-"""``crucible names ...``: what each name means in this results folder (crucible.identity).
+"""``crucible names ...``: what each name means in this results folder (crucible.identity.records).
 
 crucible names show                      every recorded name, its meaning's digest and spec
 crucible names forget KEY [KEY ...]      let the next run give KEY a new meaning (its jobs rerun)
@@ -7,8 +7,8 @@ crucible names record --output FILE     the identity record of one output
 
 from __future__ import annotations
 
-from crucible.identity import NAME_BOOK_FILE  # crucible.cli imports crucible.identity anyway
-from crucible.stage import Opt, Stage
+from crucible.identity.records import NAME_BOOK_FILE  # crucible.cli imports crucible.identity.records anyway
+from crucible.stages.declaration import Opt, Stage
 
 _BOOK = Opt("book", default=str(NAME_BOOK_FILE))
 

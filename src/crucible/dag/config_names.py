@@ -6,12 +6,12 @@ one validator: a non-empty string without control or format characters (``"steel
 right-to-left override), without path separators and not ``.``/``..``. (The config schemas'
 ``pattern: "^...$"`` would not do: Python's ``$`` also matches before a final newline.)
 
-:func:`check_config_names` runs at start-up (:func:`crucible.config.check_config`): every key
+:func:`check_config_names` runs at start-up (:func:`crucible.dag.config.check_config`): every key
 of every mapping in the config must be a string (YAML reads ``1:`` as an integer, which then
 breaks sorting and ``json.dumps(sort_keys=True)`` deep in a job), every name a user defines or
 lists passes :func:`check_name`, and a parameters mapping keyed by names (``model_params``,
 ``generator_params``) refuses a key that names nothing, since its parameters would be ignored.
-Each refusal is a :class:`~crucible.errors.ConfigError` naming the key path, worded the same for
+Each refusal is a :class:`~crucible.core.errors.ConfigError` naming the key path, worded the same for
 every family.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Iterable, Mapping
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 MAX_NAME = 200
 

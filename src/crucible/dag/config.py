@@ -6,7 +6,7 @@ schemas: :func:`fill_defaults` writes them into the config (as Snakemake's ``val
 :func:`section` gives one family's section with them filled, so that the families' pure workflow
 functions read the same values from a raw config as from a validated one.
 
-Errors are one short :class:`~crucible.errors.ConfigError` with the key path and the cause
+Errors are one short :class:`~crucible.core.errors.ConfigError` with the key path and the cause
 (``matbench.model_params.gbm-magpi: no model of that name ...``), never the schema itself.
 """
 
@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -46,7 +46,7 @@ def family_schema(name: str) -> dict[str, Any]:
     """The schema of one config section, a family's or a service's (read once)."""
     from importlib.resources import files
 
-    from crucible.families import family_package
+    from crucible.dag.families import family_package
 
     package = SERVICE_SECTIONS[name] if name in SERVICE_SECTIONS else family_package(name)
     schema_file = files(package) / "config.schema.yaml"
@@ -71,8 +71,8 @@ def schema() -> dict[str, Any]:
 
 
 def _with_switch(section_schema: dict[str, Any]) -> dict[str, Any]:
-    """A family's section schema with the switch every section has (crucible.families.SWITCH)."""
-    from crucible.families import SWITCH, SWITCH_SCHEMA
+    """A family's section schema with the switch every section has (crucible.dag.families.SWITCH)."""
+    from crucible.dag.families import SWITCH, SWITCH_SCHEMA
 
     if SWITCH in section_schema.get("properties", {}):
         raise RuntimeError(f"a family's schema declares {SWITCH!r}: the switch is every family's, declared once")
@@ -149,8 +149,8 @@ def section(config: Mapping[str, Any], name: str) -> dict[str, Any]:
 def check_config(config: Mapping[str, Any]) -> None:
     """Everything that can be known wrong before a job starts: the schema, then each family's own
     start-up checks (unknown model names, inputs a model cannot get, ...); raise :class:`ConfigError`."""
+    from crucible.dag.config_names import check_config_names
     from crucible.families import families
-    from crucible.names import check_config_names
 
     check_schema(config)
     check_config_names(config)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from crucible.errors import HashMismatchError
+from crucible.core.errors import HashMismatchError
 
 CHUNK = 1 << 20
 

@@ -4,7 +4,7 @@ A format is a :class:`Format`: its name, what it is, and a JSON schema (draft 20
 with ``jsonschema``, the library that already checks the config) for each record it holds. The
 readers here bound what they read, parse JSON strictly and validate each record against its
 declaration, so that every family's reader gets typed records or a
-:class:`~crucible.errors.DataValidationError` naming the file, the line (member, record) and the
+:class:`~crucible.core.errors.DataValidationError` naming the file, the line (member, record) and the
 field, never a traceback and never a silently dropped or rounded value:
 
 * bytes: at most :func:`max_bytes` after decompression (gzip is read as it inflates, so a small
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 
 MAX_BYTES_ENV = "CRUCIBLE_MAX_INPUT_MB"
 MAX_MEMBERS_ENV = "CRUCIBLE_MAX_INPUT_MEMBERS"

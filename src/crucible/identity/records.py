@@ -3,7 +3,7 @@ identity record each job writes beside its outputs.
 
 Three parts, one per guarantee:
 
-- :func:`crucible.job_code.code_digest` -- a digest of the crucible modules a command
+- :func:`crucible.identity.job_code.code_digest` -- a digest of the crucible modules a command
   imports, of the package data beside them and of the versions of the distributions they import.
 - :class:`NameBook` -- what each configured name means (a model's class and params, a
   potential's spec, a generator's params, a language model's entry, a family's settings), as
@@ -33,18 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.code_closure import canonical_json, digest, short
-from crucible.errors import ConfigError, CrucibleError
-from crucible.job_code import code_digest, normal_roots
+from crucible.core.errors import ConfigError, CrucibleError
+from crucible.identity.code_closure import canonical_json, digest, short
+from crucible.identity.job_code import code_digest, normal_roots
 
 RECORD_DIR = ".identity"
 NAME_BOOK_FILE = Path("results") / RECORD_DIR / "names.json"
-# The run of a config whose families name none (crucible.families.run_of)
+# The run of a config whose families name none (crucible.dag.families.run_of)
 DEFAULT_RUN = "default"
 ENV_VAR = "CRUCIBLE_JOB"
 # 2: each record holds its output's SHA-256 and the rule that made it (checked by every reader)
 RECORD_FORMAT = 2
-# Downloads and extraction are identified by their pinned SHA-256 (crucible.sources), not by the
+# Downloads and extraction are identified by their pinned SHA-256 (crucible.sources.downloads), not by the
 # code that copies them: a change of that code must not download anything again.
 UNDIGESTED_GROUPS = frozenset({"sources"})
 
@@ -70,7 +70,7 @@ class Meaning:
     # records this meaning instead of refusing the name
     formerly: tuple[Any, ...] = ()
     # the code the named thing runs beyond its jobs' commands (its registry entry, a user's class:
-    # crucible.job_code roots) and the files it loads by path (weights, checkpoints): part of
+    # crucible.identity.job_code roots) and the files it loads by path (weights, checkpoints): part of
     # the code identity of exactly the jobs made of this name, never of its meaning
     code: tuple[Any, ...] = ()
     files: tuple[str, ...] = ()
@@ -193,7 +193,7 @@ class NameBook:
         keys = list(keys)
         if not keys:
             return
-        from crucible.io import write_json
+        from crucible.core.io import write_json
 
         recorded = read_name_book(book_file)
         before = canonical_json(recorded)
@@ -237,7 +237,7 @@ def read_name_book(book_file: str | os.PathLike = NAME_BOOK_FILE) -> dict[str, d
 
 def forget_names(keys: Iterable[str], book_file: str | os.PathLike = NAME_BOOK_FILE) -> list[str]:
     """Drop ``keys`` from the record; a key that is not there is an error naming the known ones."""
-    from crucible.io import write_json
+    from crucible.core.io import write_json
 
     recorded = read_name_book(book_file)
     keys = list(keys)
@@ -263,9 +263,9 @@ def record_path(output: str | os.PathLike) -> Path:
 
 def file_sha256(path: str | os.PathLike) -> str:
     """SHA-256 of a file, or of a folder's files (relative names and contents, sorted). A file's is
-    kept in crucible.fingerprint's cache, keyed by its stat with the ctime, which no one can set
+    kept in crucible.core.fingerprint's cache, keyed by its stat with the ctime, which no one can set
     back: a file edited with its mtime restored is hashed anew."""
-    from crucible.fingerprint import file_sha256 as cached_sha256
+    from crucible.core.fingerprint import file_sha256 as cached_sha256
 
     path = Path(path)
     if path.is_dir():
@@ -323,9 +323,9 @@ class JobCode:
 
 def files_digest(files: Iterable[str]) -> dict[str, str]:
     """SHA-256 of each file or folder a job's things load by path, as their loaders read them
-    (crucible.fingerprint, cached by stat); a file that is not there is named as missing (the job
+    (crucible.core.fingerprint, cached by stat); a file that is not there is named as missing (the job
     itself then says why it needs it)."""
-    from crucible.fingerprint import checkpoint_sha256
+    from crucible.core.fingerprint import checkpoint_sha256
 
     return {f: checkpoint_sha256(f) if os.path.exists(f) else "missing" for f in sorted(files)}
 
@@ -447,7 +447,7 @@ class JobRecord:
 
     def write_records(self, argv: Iterable[str], names: Mapping[str, str]) -> str:
         """One record per existing output; returns the job's identity."""
-        from crucible.io import write_json
+        from crucible.core.io import write_json
 
         inputs = {path: file_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
         body = {
@@ -488,7 +488,7 @@ def forget(keys: Iterable[str], book: str | os.PathLike = NAME_BOOK_FILE) -> Non
 
     Args:
         keys: e.g. matbench/model/gbm-magpie (see `crucible names show`)
-        book: as in :func:`crucible.identity.show_names`
+        book: as in :func:`crucible.identity.records.show_names`
     """
     for key in forget_names(keys, book):
         print(

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # A file a function reads. A stage's parameter annotated so (or list[InFile], InFile | None) is
-# its command's input file, the rule's input of that name (crucible.stage).
+# its command's input file, the rule's input of that name (crucible.stages.declaration).
 InFile = str | os.PathLike
 
 

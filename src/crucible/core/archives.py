@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
-from crucible.errors import ConfigError, CrucibleError
-from crucible.hashes import CHUNK, check_hash
-from crucible.io import atomic_path
+from crucible.core.errors import ConfigError, CrucibleError
+from crucible.core.hashes import CHUNK, check_hash
+from crucible.core.io import atomic_path
 
 
 def extract(

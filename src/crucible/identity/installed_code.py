@@ -26,11 +26,11 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from crucible.errors import ConfigError
+from crucible.core.errors import ConfigError
 
 CACHE_FORMAT = 2
 # What a distribution runs: its Python source and its extension modules. Its data files are not
-# read here (a job reads those it needs; pinned ones are checked by crucible.sources).
+# read here (a job reads those it needs; pinned ones are checked by crucible.sources.downloads).
 CODE = frozenset({".py", ".so", ".pyd"})
 
 
@@ -70,7 +70,7 @@ def _version(dist: str) -> str | None:
 
 
 def _cache_file(dist: str, version: str, location: Path) -> Path:
-    from crucible.fingerprint import cache_dir
+    from crucible.core.fingerprint import cache_dir
 
     where = hashlib.sha256(str(location).encode()).hexdigest()[:16]
     # beside the file digests (their keys are two-hex-digit folders): one cache place to move or clear
@@ -124,7 +124,7 @@ def check_distribution(dist: str) -> None:
                 raise EditedDistributionError(_edited(dist, meta.version, path, "differs from its RECORD"))
         checked[rel] = key
     if checked != seen:
-        from crucible.io import write_json
+        from crucible.core.io import write_json
 
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

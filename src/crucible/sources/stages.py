@@ -5,7 +5,7 @@ A download's pinned SHA-256 is its identity: these jobs carry none (``identified
 
 from __future__ import annotations
 
-from crucible.stage import Opt, Stage
+from crucible.stages.declaration import Opt, Stage
 
 STAGES = (
     Stage(
