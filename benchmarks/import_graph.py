@@ -1,7 +1,7 @@
 """The import graph of ``src/crucible``, read statically (``ast``, nothing is imported).
 
 Nodes are the packages and top-level modules of ``crucible`` (``crucible.matbench``,
-``crucible.dag.config``, ...); an edge ``a -> b`` is any import in ``a`` of something in ``b``,
+``crucible.dag``, ``crucible.cli``, ...); an edge ``a -> b`` is any import in ``a`` of something in ``b``,
 at module level or inside a function (an import that runs late is still a dependency);
 imports under ``if TYPE_CHECKING:`` are left out (they never run). Imports by a name held in a
 string (``importlib.import_module``, the registries' lazy entries) are invisible here.
@@ -13,7 +13,7 @@ Printed:
   a circle share one level);
 * ``circles``: strongly connected components of more than one node, between the nodes above
   and between modules (``crucible.llm.generate`` <-> ``crucible.llm.openai_backend``);
-* ``against the layering``: imports from a lower layer of ``LAYERS`` into a higher one, with
+* ``against the layering``: imports from a lower layer into a higher one (each package's ``LAYER``), with
   the file and line of each (the layers are the ones CONTRIBUTING.md describes).
 
     python benchmarks/import_graph.py            # the working tree's src/crucible
@@ -32,70 +32,33 @@ from pathlib import Path
 
 ROOT = "crucible"
 
-# Each node's layer, lowest first: a module may import its own layer and those below it only.
-# Written down in CONTRIBUTING.md ("Layers"); a new package or top-level module goes in one.
-LAYERS: dict[str, tuple[str, ...]] = {
-    # Helpers that know nothing of benchmarks: errors, files, names' rules, formats, hashes, torch,
-    # a command's CPU log.
-    "base": (
-        "crucible",
-        "crucible.core.errors",
-        "crucible.core.io",
-        "crucible.core.formats",
-        "crucible.core.fingerprint",
-        "crucible.core.hashes",
-        "crucible.core.archives",
-        "crucible.core.progress",
-        "crucible.core.cpu_log",
-        "crucible.core.torch_setup",
-        "crucible.core.registry",
-    ),
-    # The framework every family is declared against: the family registry, the config checked
-    # against its sections (and the names in it), the job identity and the code a command runs,
-    # the commands' declarations, artifact paths and flags, the fix to Snakemake's scheduler.
-    "framework": (
-        "crucible.dag.families",
-        "crucible.dag.config",
-        "crucible.dag.config_names",
-        "crucible.identity.records",
-        "crucible.identity.code_closure",
-        "crucible.identity.installed_code",
-        "crucible.identity.job_code",
-        "crucible.stages.groups",
-        "crucible.stages.declaration",
-        "crucible.dag.workflow",
-        "crucible.dag.snakemake_scheduler",
-    ),
-    # Services any family may use: pinned sources, estimators, features, potentials, language
-    # models, tables and figures.
-    "services": (
-        "crucible.sources.pins",
-        "crucible.sources.downloads",
-        "crucible.sources.workflow",
-        "crucible.sources.artifacts",
-        "crucible.models",
-        "crucible.potentials",
-        "crucible.features",
-        "crucible.llm",
-        "crucible.report",
-    ),
-    # The benchmark families, side by side: none imports another.
-    "families": (
-        "crucible.matbench",
-        "crucible.mlip",
-        "crucible.crystal",
-        "crucible.reactions",
-        "crucible.catalysis",
-    ),
-    # What runs over all families: the command line, the identity's own command, the run summary.
-    "top": (
-        "crucible.cli",
-        "crucible.identity.stages",
-        "crucible.sources.stages",
-        "crucible.run_summary",
-        "crucible.__main__",
-    ),
-}
+# The layers, lowest first: a module may import its own layer and those below it only. Each
+# package says its own in its ``__init__.py`` (``LAYER = "services"``), so the folder a module
+# lives in is its layer; the modules directly in ``src/crucible`` (the CLI, ``__main__``, the run
+# summary) are the top, over everything. CONTRIBUTING.md ("Layers") says what each one holds.
+LAYER_ORDER = ("base", "framework", "services", "families", "top")
+
+
+def read_layers(src: Path) -> dict[str, str]:
+    """Each node's layer: a package's ``LAYER`` read from its ``__init__.py`` (by ``ast``,
+    nothing is imported), ``top`` for a module directly in the package root; the root's own
+    ``__init__`` (``__version__``) is the base."""
+    layers = {ROOT: "base"}
+    for path in sorted((src / ROOT).iterdir()):
+        if path.is_dir() and (path / "__init__.py").is_file():
+            tree = ast.parse((path / "__init__.py").read_text(encoding="utf-8"))
+            for node in tree.body:
+                if (
+                    isinstance(node, ast.Assign)
+                    and [getattr(t, "id", None) for t in node.targets] == ["LAYER"]
+                    and isinstance(node.value, ast.Constant)
+                    and node.value.value in LAYER_ORDER
+                ):
+                    layers[f"{ROOT}.{path.name}"] = node.value.value
+        elif path.suffix == ".py" and path.name != "__init__.py":
+            layers[f"{ROOT}.{path.stem}"] = "top"
+    return layers
+
 
 # The one layer whose members may not import each other (each family stands alone).
 SIDE_BY_SIDE = "families"
@@ -174,7 +137,7 @@ def read_imports(src: Path) -> tuple[set[str], list[Import]]:
 
 
 def node_of(module: str) -> str:
-    """``crucible.llm.generate`` -> ``crucible.llm``; ``crucible.dag.config`` stays."""
+    """``crucible.dag.config`` -> ``crucible.dag``; ``crucible.cli`` stays."""
     return ".".join(module.split(".")[:2])
 
 
@@ -249,15 +212,12 @@ def levels(nodes: set[str], edges: set[tuple[str, str]]) -> dict[str, int]:
     return {n: visit(component_of[n]) for n in sorted(nodes)}
 
 
-def layer_of(node: str) -> tuple[int, str] | None:
-    for rank, (name, members) in enumerate(LAYERS.items()):
-        if node in members:
-            return rank, name
-    return None
-
-
-def against_layering(imports: list[Import]) -> list[Import]:
+def against_layering(imports: list[Import], layers: dict[str, str]) -> list[Import]:
     """Imports into a higher layer, or from one family into another."""
+
+    def layer_of(node: str) -> tuple[int, str] | None:
+        return (LAYER_ORDER.index(layers[node]), layers[node]) if node in layers else None
+
     found = []
     for imp in imports:
         a, b = node_of(imp.source), node_of(imp.target)
@@ -275,6 +235,7 @@ def analyse(src: Path, left_out: set[tuple[str, str]] = frozenset()) -> dict:
     """The numbers, over every import but those of ``left_out`` ((importing, imported) module
     pairs: the tests' list of known cases, each with the work that removes it)."""
     modules, imports = read_imports(src)
+    layers = read_layers(src)
     imports = [i for i in imports if (i.source, i.target) not in left_out]
     nodes = {node_of(m) for m in modules}
     node_edges = {(node_of(i.source), node_of(i.target)) for i in imports}
@@ -291,9 +252,11 @@ def analyse(src: Path, left_out: set[tuple[str, str]] = frozenset()) -> dict:
         "circles": [c for c in strongly_connected(nodes, node_edges) if len(c) > 1],
         "module_circles": [c for c in strongly_connected(modules, module_edges) if len(c) > 1],
         "against_layering": [
-            {"path": i.path, "line": i.line, "from": i.source, "to": i.target} for i in against_layering(imports)
+            {"path": i.path, "line": i.line, "from": i.source, "to": i.target}
+            for i in against_layering(imports, layers)
         ],
-        "unlayered": sorted(n for n in nodes if layer_of(n) is None),
+        "unlayered": sorted(n for n in nodes if n not in layers),
+        "layer_of": {n: layers[n] for n in sorted(nodes) if n in layers},
         "module_pairs": sorted({(i.source, i.target) for i in imports}),
     }
 
@@ -328,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     for imp in result["against_layering"]:
         print(f"  {imp['path']}:{imp['line']}: {imp['from']} -> {imp['to']}")
     if result["unlayered"]:
-        print(f"nodes in no layer (add them to LAYERS): {' '.join(result['unlayered'])}")
+        print(f"nodes in no layer (give each package a LAYER in its __init__.py): {' '.join(result['unlayered'])}")
     return 0
 
 

@@ -197,8 +197,8 @@ ALL_FAMILIES = ["matbench", "mlip", "crystal", "reactions", "catalysis", "llm"]
 def test_enabled_false_switches_a_family_off_and_leaves_the_others(family):
     """One switch, the same in every section: off, the family has no targets, names or checks
     (even a section that would be refused on, e.g. matbench's empty tasks), the others keep theirs."""
+    from crucible.dag.families import families
     from crucible.dag.families import family as get
-    from crucible.families import families
 
     config = yaml.safe_load((REPO / ".test" / "all-stages.yaml").read_text())
     off = {**config, family: {**(config.get(family) or {}), "enabled": False}}

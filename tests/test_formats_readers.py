@@ -12,12 +12,12 @@ RAW_READ = re.compile(r"json\.loads?\(|pd\.read_(?:csv|json)\(|gzip\.open\(|tarf
 
 # module -> what its own reads parse (none of them a file a user hands in as it is)
 NOT_USER_FILES = {
-    "formats.py": "the one reader",
-    "io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
-    "config.py": "the packaged schemas; a config section as JSON text",
-    "sources.py": "the lock, the pinned matminer catalogue",
-    "sources_file.py": "config/sources.yaml",
-    "archives.py": "pinned archives (SHA-256 checked before reading)",
+    "core/formats.py": "the one reader",
+    "core/io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
+    "dag/config.py": "the packaged schemas; a config section as JSON text",
+    "sources/downloads.py": "the lock, the pinned matminer catalogue",
+    "sources/pins.py": "config/sources.yaml",
+    "core/archives.py": "pinned archives (SHA-256 checked before reading)",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
     "catalysis/chunks.py": "its own part files",
@@ -38,13 +38,13 @@ NOT_USER_FILES = {
     "report/front_page.py": "Snakemake's benchmark files",
     "run_summary.py": "Snakemake's logs",
     "crystal/workflow.py": "the generator params JSON it wrote itself",
-    "fingerprint.py": "its own digest cache",
+    "core/fingerprint.py": "its own digest cache",
     "llm/generate.py": "a model's reply text, checked against its prompt's schema",
-    "identity.py": "its own identity records and name book, CRUCIBLE_JOB",
-    "code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
-    "job_code.py": "its own code digest cache",
-    "installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
-    "stage.py": "JSON params the rule passes",
+    "identity/records.py": "its own identity records and name book, CRUCIBLE_JOB",
+    "identity/code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
+    "identity/job_code.py": "its own code digest cache",
+    "identity/installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
+    "stages/declaration.py": "JSON params the rule passes",
 }
 
 

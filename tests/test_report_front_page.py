@@ -18,7 +18,7 @@ import yaml
 
 from crucible.core.errors import ConfigError
 from crucible.dag.config import check_config, fill_defaults
-from crucible.families import families
+from crucible.dag.families import families
 from crucible.report import front_page as fp
 from crucible.sources.downloads import find_pin, load_sources, resource_path
 

@@ -172,10 +172,15 @@ def test_no_option_is_spelled_outside_its_declaration():
     by_hand = sorted(
         str(p.relative_to(root))
         for p in root.rglob("*.py")
-        if "add_argument(" in p.read_text() and p.name not in ("stage.py", "cli.py")
+        if "add_argument(" in p.read_text() and str(p.relative_to(root)) not in ("stages/declaration.py", "cli.py")
     )
     assert by_hand == []
-    cli = ["cli.py", "stage.py", "commands.py", *(m.replace(".", "/")[9:] + ".py" for m, _ in GROUPS.values())]
+    cli = [
+        "cli.py",
+        "stages/declaration.py",
+        "stages/groups.py",
+        *(m.replace(".", "/")[9:] + ".py" for m, _ in GROUPS.values()),
+    ]
     assert sum(len((root / f).read_text().splitlines()) for f in cli) <= 1000
 
 

@@ -31,7 +31,7 @@ import yaml
 from crucible.cli import GROUPS
 from crucible.dag import families as registry
 from crucible.dag.config import SERVICE_SECTIONS
-from crucible.families import families
+from crucible.dag.families import families
 
 from helpers import REPO, load_test_config, run_snakemake, test_config, workflow_rules
 
@@ -222,13 +222,13 @@ def test_every_rule_file_uses_only_its_own_family_and_the_shared_modules():
 
 
 def test_the_sources_modules_import_no_family():
-    """crucible.sources.downloads (and the fetch rules' functions, sources_workflow, and the CLI) serve every
+    """crucible.sources.downloads (and the fetch rules' functions, crucible.sources.workflow, and the CLI) serve every
     family from config/sources.yaml alone: importing a family's package there would make the
     shared fetch stage one family's."""
     import ast
 
-    modules = sorted((REPO / "src/crucible").glob("sources*.py")) + sorted((REPO / "src/crucible").glob("sources/*.py"))
-    assert {p.name for p in modules} >= {"sources_workflow.py", "sources_stages.py"}
+    modules = sorted((REPO / "src/crucible").glob("sources/*.py"))
+    assert {p.name for p in modules} >= {"workflow.py", "stages.py", "downloads.py"}
     for path in modules:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -56,7 +56,7 @@ def family_schema(name: str) -> dict[str, Any]:
 def schema() -> dict[str, Any]:
     """The whole config's schema: every registered family's section and every service's, each
     optional, nothing else."""
-    from crucible.families import families
+    from crucible.dag.families import families
 
     return {
         "$schema": SCHEMA_DIALECT,
@@ -150,7 +150,7 @@ def check_config(config: Mapping[str, Any]) -> None:
     """Everything that can be known wrong before a job starts: the schema, then each family's own
     start-up checks (unknown model names, inputs a model cannot get, ...); raise :class:`ConfigError`."""
     from crucible.dag.config_names import check_config_names
-    from crucible.families import families
+    from crucible.dag.families import families
 
     check_schema(config)
     check_config_names(config)

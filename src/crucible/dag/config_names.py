@@ -119,7 +119,7 @@ def check_config_names(config: Mapping[str, Any]) -> None:
         sec = config.get(section) or {}
         if key in sec:
             check_name(sec[key], f"{section}.{key}")
-    from crucible.families import families
+    from crucible.dag.families import families
 
     keyed = [(f.name, key, what, known) for f in families() for key, (what, known) in sorted(f.keyed_by_name.items())]
     for section, key, what, known_names in keyed:

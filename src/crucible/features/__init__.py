@@ -21,3 +21,6 @@ def __getattr__(name: str):
 
         return getattr(magpie, _MAGPIE_NAMES[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+LAYER = "services"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE = "crucible"
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def canonical_json(value: Any) -> str:

@@ -13,13 +13,13 @@ from crucible.stages.declaration import Opt, Stage
 _BOOK = Opt("book", default=str(NAME_BOOK_FILE))
 
 STAGES = (
-    Stage("show", "every recorded name with its meaning", ".identity:show_names", _BOOK),
+    Stage("show", "every recorded name with its meaning", ".records:show_names", _BOOK),
     Stage(
         "forget",
         "drop recorded names, so that the next run may give them a new meaning",
-        ".identity:forget",
+        ".records:forget",
         Opt("keys", many=True, positional=True, metavar="KEY"),
         _BOOK,
     ),
-    Stage("record", "the identity record of one output file", ".identity:show_record"),
+    Stage("record", "the identity record of one output file", ".records:show_record"),
 )

@@ -130,7 +130,7 @@ def wildcard_constraints(config: dict[str, Any], backends: Iterable[str]) -> dic
 
 
 # benchmark -> its function of the config listing the response files it asks for; filled as each
-# family's workflow module is imported (crucible.families.families() imports them all).
+# family's workflow module is imported (crucible.dag.families.families() imports them all).
 _ASKED_BY: dict[str, Callable[[dict[str, Any]], list[str]]] = {}
 
 

@@ -15,7 +15,7 @@ import yaml
 from crucible.core.errors import ConfigError
 
 # The repository's own sources file (the package is installed editable from the checkout).
-SOURCES_FILE = Path(__file__).resolve().parents[2] / "config" / "sources.yaml"
+SOURCES_FILE = Path(__file__).resolve().parents[3] / "config" / "sources.yaml"
 
 
 def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:

@@ -172,7 +172,7 @@ _NOT_LITERAL = object()  # a default the source does not spell as a literal
 @functools.lru_cache(maxsize=None)
 def _function_node(run: str) -> ast.FunctionDef:
     module, _, name = run.partition(":")
-    path = Path(__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    path = Path(__file__).parents[1].joinpath(*module.split(".")[1:]).with_suffix(".py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
     if node is None:
