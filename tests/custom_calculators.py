@@ -8,6 +8,9 @@ the tests import it by its class path, and the DAG tests copy it into the workin
 * ``nan_potential(device, what="energy", element=None)``: EMT's forces, NaN energy (and NaN
   forces with ``what="energy+forces"``), on every structure or only on those containing
   ``element``: a broken potential;
+* ``typed_potential(device, energy=None, as_type="value")``: EMT's forces and an energy of the
+  given value verbatim (``"1.0"``, ``[1.0]``, ``None``, ``True``: no number), or EMT's own energy
+  as a numpy or torch scalar (``as_type="numpy"``, ``"torch"``);
 * ``not_a_calculator(device)``: a factory that returns something else.
 """
 
@@ -66,6 +69,33 @@ class NaNPotential(Calculator):
 
 def nan_potential(device: str, what: str = "energy", element: str | None = None) -> NaNPotential:
     return NaNPotential(what, element)
+
+
+class TypedPotential(Calculator):
+    implemented_properties = ["energy", "free_energy", "forces"]
+
+    def __init__(self, energy=None, as_type: str = "value"):
+        super().__init__()
+        self.energy, self.as_type = energy, as_type
+        self._emt = EMT()
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        self._emt.calculate(self.atoms, ["energy", "forces"], system_changes)
+        energy = self._emt.results["energy"]
+        if self.as_type == "numpy":
+            energy = np.float32(energy)
+        elif self.as_type == "torch":
+            import torch
+
+            energy = torch.tensor(float(energy), dtype=torch.float64)
+        elif self.as_type == "value":
+            energy = self.energy
+        self.results = {"energy": energy, "free_energy": energy, "forces": np.array(self._emt.results["forces"])}
+
+
+def typed_potential(device: str, energy=None, as_type: str = "value") -> TypedPotential:
+    return TypedPotential(energy, as_type)
 
 
 def not_a_calculator(device: str):

@@ -292,6 +292,29 @@ def test_unreadable_and_wrong_composition_samples_are_unmatched_with_a_reason(pe
     assert (rms, reason) == (None, parsing.NO_MATCH) and "composition" in detail
 
 
+def test_a_cif_of_several_blocks_or_a_bad_cell_is_no_match_with_its_reason(perov):
+    """Two data_ blocks were scored from the first, the second dropped without a word (the
+    reference first: a match); a negative length was read as its mirror image (a match)."""
+    test, _ = perov
+    item = test[0]
+    ref = reference_structure(item["ground_truth"])
+    other = _cif(test_ref := reference_structure(test[1]["ground_truth"])).replace("data_", "data_second_", 1)
+    assert test_ref.composition != ref.composition
+    for text in (_cif(ref) + other, other + _cif(ref)):
+        rms, reason, detail = score_sample(CIF, text, item["ground_truth"])
+        assert (rms, reason, detail) == (None, parsing.SEVERAL_BLOCKS, "2 data_ blocks in one answer; give one crystal")
+    a = f"{ref.lattice.a:.8f}"
+    negative = _cif(ref).replace(f"_cell_length_a   {a}", f"_cell_length_a   -{a}")
+    assert negative != _cif(ref)
+    rms, reason, detail = score_sample(CIF, negative, item["ground_truth"])
+    assert (rms, reason) == (None, parsing.BAD_CELL) and detail == f"lattice length a = -{float(a):g} is not positive"
+    flat = ref.copy()
+    flat.lattice = flat.lattice.__class__(np.array([[4.0, 0, 0], [0, 4.0, 0], [4.0, 4.0, 1e-4]]))
+    rms, reason, detail = score_sample(STRUCTURE, flat.as_dict(), item["ground_truth"])
+    assert (rms, reason) == (None, parsing.BAD_CELL) and "degenerate cell" in detail
+    assert score_sample(CIF, _cif(ref), item["ground_truth"])[1] is None
+
+
 def test_language_model_samples_come_from_the_repeated_prompt_set(perov, tmp_path):
     """k answers per prompt: ids {id}#{j}, sample-major; read back as text samples scored exactly
     as a single response (species from the reference)."""

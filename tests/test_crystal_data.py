@@ -348,6 +348,13 @@ def _table(path, ids, cifs, split=None):
         (None, None, ("_cell_length_a   4.00000000", "_cell_length_a   -4.0"), r"row 1, field 'cif': a negative cell"),
         # a NaN cell length crashed the symmetry analysis with a segmentation fault
         (None, None, ("_cell_length_a   4.00000000", "_cell_length_a   nan"), r"row 1: the cell .* no finite volume"),
+        # a second block was dropped without a word: pymatgen reads the first
+        (
+            None,
+            None,
+            ("# generated", "data_extra\n_cell_length_a 3\n# generated"),
+            r"row 1, field 'cif': 2 data_ blocks",
+        ),
     ],
 )
 def test_user_table_mistakes_name_file_row_and_field(tmp_path, ids, split, edit, match):

@@ -94,7 +94,8 @@ def test_python_literal_fallback():  # vector 11
 def test_quote_rewrite_fallback_after_literal_fails():
     # not a Python literal (true), not JSON (single quotes): only the third stage reads it
     text = (
-        "<material>{'lattice_parameters': {'a': 4}, 'x': true, 'atomic_sites': [{'coordinate': [0, 0, 0]}]}</material>"
+        "<material>{'lattice_parameters': {'a': 4, 'b': 4, 'c': 4}, 'x': true, "
+        "'atomic_sites': [{'coordinate': [0, 0, 0]}]}</material>"
     )
     assert parsing.parse_crystal_response(text).lattice_parameters[0] == 4.0
 
@@ -128,9 +129,14 @@ def test_failures_carry_a_reason(text, reason):
 
 def test_missing_lengths_default_to_zero_and_strings_are_numbers_like_float():
     parsed = parsing.parse_crystal_response(
+        '<material>{"lattice_parameters": {"a": 4, "b": "3.5", "c": 5}, "atomic_sites": []}</material>'
+    )
+    assert parsed.lattice_parameters == (4.0, 3.5, 5.0, 90.0, 90.0, 90.0)
+    # a length left out is 0, as in OpenCompass, and 0 makes no cell
+    failure = parsing.parse_crystal_response(
         '<material>{"lattice_parameters": {"b": "3.5"}, "atomic_sites": []}</material>'
     )
-    assert parsed.lattice_parameters[:3] == (0.0, 3.5, 0.0)
+    assert failure == parsing.ParseFailure(parsing.BAD_CELL, "lattice length a = 0 is not positive")
 
 
 def test_no_response_is_its_own_reason():
@@ -182,7 +188,7 @@ def test_hundred_thousand_sites_parse():
         "<material>"
         + json.dumps(
             {
-                "lattice_parameters": {"a": 4},
+                "lattice_parameters": {"a": 4, "b": 4, "c": 4},
                 "atomic_sites": [{"element": "Cs", "coordinate": [0.1, 0.2, 0.3]}] * 100_000,
             }
         )

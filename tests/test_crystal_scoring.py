@@ -73,8 +73,35 @@ def test_missing_response_is_counted_not_dropped(cscl_ground_truth):
 
 
 def test_a_zero_volume_cell_is_unmatched(cscl_ground_truth):
-    rms, reason, _ = scoring.score_text(material(angles=(10, 10, 150)), cscl_ground_truth)
-    assert rms is None and reason == parsing.BAD_STRUCTURE
+    rms, reason, detail = scoring.score_text(material(angles=(10, 10, 150)), cscl_ground_truth)
+    assert rms is None and reason == parsing.BAD_CELL and "make no cell" in detail
+
+
+@pytest.mark.parametrize(
+    "a, angles, says",
+    [
+        # the first two were scored a match (rms 7e-17 and 1.5e-16): -a is the mirror image's axis
+        ((-4.12, -4.12, -4.12), (90, 90, 90), "lattice length a = -4.12 is not positive"),
+        ((4.12, -4.12, 4.12), (90, 90, 90), "lattice length b = -4.12 is not positive"),
+        ((4.12, 4.12, 0), (90, 90, 90), "lattice length c = 0 is not positive"),
+        ((4.12, 4.12, 4.12), (-90, 90, 90), "angle alpha = -90 is not between 0 and 180"),  # matched, rms 0
+        ((4.12, 4.12, 4.12), (90, 180, 90), "angle beta = 180 is not between 0 and 180"),
+        ((4.12, 4.12, 4.12), (60, 60, 120), "make no cell"),  # flat: pymatgen's SVD failed on it
+        ((4.12, 4.12, 4.12), (170, 170, 20), "make no cell"),  # the matcher never returned
+        ((1e-4, 4.12, 4.12), (90, 90, 90), "degenerate cell: volume 0.0017"),
+        ((4.12, 4.12, 4.12), (60, 60, 119.99999), "degenerate cell"),
+    ],
+)
+def test_numbers_that_make_no_cell_are_a_bad_cell(cscl_ground_truth, a, angles, says):
+    body = json.loads(material(angles=angles, tag=False))
+    body["lattice_parameters"].update(zip("abc", a))
+    rms, reason, detail = scoring.score_text(f"<material>{json.dumps(body)}</material>", cscl_ground_truth)
+    assert (rms, reason) == (None, parsing.BAD_CELL) and says in detail
+
+
+def test_a_skewed_cell_that_is_a_cell_is_scored():
+    assert parsing.cell_problem(4.0, 5.0, 6.0, 60.0, 60.0, 119.0) is None  # V/abc 0.09: oblique, not flat
+    assert parsing.cell_problem(4.0, 4.0, 4.0, 89.0, 91.0, 179.0) is None
 
 
 def test_a_distorted_answer_does_not_match(cscl_ground_truth):
@@ -84,11 +111,11 @@ def test_a_distorted_answer_does_not_match(cscl_ground_truth):
 
 
 def test_timeout_replaces_the_worker_and_scoring_goes_on(cscl_ground_truth):
-    # a nearly flat cell (volume ~1e-6 Å^3) on which pymatgen's matcher does not return
-    flat = material(a=4.0, angles=(170, 170, 20))
+    # the quadratic JSON scan of 30,000 nested objects (a flat cell, the case here before, is now
+    # refused before the matcher sees it)
     with scoring.MatcherWorker(timeout=1.0) as worker:
         first_pid = None
-        rms, reason, detail = worker.score(flat, cscl_ground_truth)
+        rms, reason, detail = worker.score(NESTED, cscl_ground_truth)
         assert (rms, reason) == (None, parsing.TIMEOUT) and "replaced" in detail
         assert worker.restarts == 1
         worker.timeout = 300.0  # the next items must not depend on how loaded the machine is
@@ -151,7 +178,9 @@ FUZZ = [
     '<material>{"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [0,0]}, {"coordinate": [0.5,0.5,0.5,0.5]}]}</material>',
     '<material>{"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [1e300,0,0]}, {"coordinate": [0.5,0.5,0.5]}]}</material>',
     "<material>"
-    + json.dumps({"lattice_parameters": {"a": 4}, "atomic_sites": [{"coordinate": [0.1, 0.2, 0.3]}] * 100_000})
+    + json.dumps(
+        {"lattice_parameters": {"a": 4, "b": 4, "c": 4}, "atomic_sites": [{"coordinate": [0.1, 0.2, 0.3]}] * 100_000}
+    )
     + "</material>",
     "\ud800\x00" * 1000,
 ]

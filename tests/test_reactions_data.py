@@ -86,7 +86,7 @@ def test_canonical_smiles_unify_spellings():
     assert data.canonical_smiles("C1=CC=CC=C1") == data.canonical_smiles("c1ccccc1") == "c1ccccc1"
 
 
-def _user_spec(csv):
+def _user_spec(csv, **extra):
     return data.dataset_spec(
         "mine",
         {
@@ -96,6 +96,7 @@ def _user_spec(csv):
                 "yield_column": "y",
                 "yield_unit": "percent",
                 "conditions": [{"key": "ligand", "column": "lig"}],
+                **extra,
             }
         },
     )
@@ -122,6 +123,34 @@ def test_bad_smiles_and_bad_yield_name_file_row_and_field(tmp_path):
     csv.write_text("sub,ligand,y\nc1ccccc1Br,CP(C)C,10\n")
     with pytest.raises(DataValidationError, match="missing column"):
         data.clean_table(_user_spec(csv), csv)
+
+
+@pytest.mark.parametrize(
+    "yields, extra, match",
+    [
+        # both were accepted: questions then held a best yield of 250 and an option worth -0.16
+        (("10", "250", "30"), {}, r"mine.csv: row 1, field 'y': yield '250' is outside 0-100 %$"),
+        (
+            ("10", "-40", "250"),
+            {},
+            r"row 1, field 'y': yield '-40' is outside 0-100 %; 2 rows out of range \(rows 1, 2\)",
+        ),
+        (
+            ("0.1", "1.5", "0.3"),
+            {"yield_unit": "fraction"},
+            r"row 1, field 'y': yield '1.5' is outside 0-1 \(yield_unit fraction\)",
+        ),
+        (("10", "104", "30"), {"max_yield": 103}, r"row 1, field 'y': yield '104' is outside 0-103 %"),
+    ],
+)
+def test_yields_outside_their_range_are_refused_by_row_and_field(tmp_path, yields, extra, match):
+    csv = tmp_path / "mine.csv"
+    rows = [f"c1ccccc1Br,{lig},{y}" for lig, y in zip(("CP(C)C", "CCP(CC)CC", "CCCP(CCC)CCC"), yields)]
+    csv.write_text("sub,lig,y\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataValidationError, match=match):
+        data.clean_table(_user_spec(csv, **extra), csv)
+    csv.write_text("sub,lig,y\nc1ccccc1Br,CP(C)C,0\nc1ccccc1Br,CCP(CC)CC,100\nc1ccccc1Br,CCCP(CCC)CCC,102\n")
+    assert data.clean_table(_user_spec(csv, max_yield=102), csv)[0]["yield"].max() == 102  # the bounds are in
 
 
 def test_unknown_dataset_is_a_config_error():

@@ -153,3 +153,39 @@ def test_max_per_type_keeps_the_first_pairs_of_every_type_for_a_small_run():
         pair_ids = [{q["meta"].get("pair_id", q["id"]) for q in small[t]} for t in (with_ref, control)]
         assert pair_ids[0] == pair_ids[1], f"{with_ref} and {control} keep the same pairs"
     assert questions.build_all(df, card)[0] == full, "no limit: every question"
+
+
+def test_questions_of_fewer_than_two_options_are_not_built_and_counted(tmp_path):
+    """One condition per substrate built one-option questions that every model answered at 1.0,
+    without a word; a substrate of three rows still gets its questions."""
+    from crucible.reactions import data
+
+    csv = tmp_path / "one.csv"
+    rows = ["c1ccccc1Br,CP(C)C,40", "c1ccccc1I,CCP(CC)CC,60"]
+    rows += [f"c1ccc(Cl)cc1Br,{lig},{y}" for lig, y in (("CP(C)C", 10), ("CCP(CC)CC", 50), ("CCCP(CCC)CCC", 30))]
+    csv.write_text("sub,lig,y\n" + "\n".join(rows) + "\n")
+    cfg = {
+        "csv": str(csv),
+        "substrate_columns": ["sub"],
+        "yield_column": "y",
+        "conditions": [{"key": "ligand", "column": "lig"}],
+    }
+    df, card = data.clean_table(data.dataset_spec("one", {"one": cfg}), csv)
+    sets, summary = qb.build_all(df, card)
+    for qtype, questions in sets.items():
+        for q in questions:
+            n = len(q["options"]) if "options" in q else len(q["meta"]["legal_combinations"])
+            assert n >= 2, (qtype, q["id"], n)
+    assert [q["meta"]["substrate"] for q in sets["all_varying"]] == [df.loc[df["yield"] == 50, "substrate"].item()]
+    assert summary["questions"]["all_varying"] == summary["questions"]["all_blank"] == 1
+    left = summary["left_out"]
+    for qtype in (
+        "all_varying",
+        "single_varying",
+        "all_blank",
+        "all_varying_reference_control",
+        "cross_substrate_reference",
+    ):
+        assert left[qtype][qb.FEWER_THAN_TWO] == 2, qtype
+    # three rows leave no low-to-mid reference outside the options: counted, not silent
+    assert left["all_varying_reference"] == {qb.FEWER_THAN_TWO: 2, qb.FEW_REFERENCES: 1}

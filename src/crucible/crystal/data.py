@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.core.errors import DataValidationError
+from crucible.crystal.parsing import cif_blocks
 from crucible.sources.downloads import pinned
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,9 @@ def _from_cif(text: str, where: str):
 
     if not isinstance(text, str) or not text.strip():
         raise DataValidationError(f"{where}, field 'cif': empty")
+    n_blocks = cif_blocks(text)
+    if n_blocks > 1:
+        raise DataValidationError(f"{where}, field 'cif': {n_blocks} data_ blocks; one crystal per row")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -16,6 +16,11 @@ open-compass/opencompass; PyPI ``opencompass==0.5.4``: ``_extract_last_large_jso
 
 Instead of raising, every failure returns a :class:`ParseFailure` with a reason, so that the
 benchmark can say *why* an item did not match (OpenCompass only counts it as unmatched).
+
+One check goes beyond OpenCompass: the six numbers must make a cell (:func:`cell_problem`, reason
+``bad_cell``). OpenCompass builds the matrix from any six floats, so negative lengths (a mirror
+image of the right cell) and angles of -90 are scored as matches there, and a flat cell is
+unmatched only when the matcher happens to fail on it.
 """
 
 from __future__ import annotations
@@ -48,15 +53,69 @@ BAD_JSON = "bad_json"
 BAD_FIELDS = "bad_fields"
 WRONG_SITE_COUNT = "wrong_site_count"
 BAD_STRUCTURE = "bad_structure"
+# The six numbers do not make a cell: a length not positive, an angle outside (0, 180), angles
+# that close no parallelepiped, or a (near-)zero volume (:func:`cell_problem`)
+BAD_CELL = "bad_cell"
+# A CIF answer holding more than one data block: which crystal is the answer is not said
+SEVERAL_BLOCKS = "several_blocks"
 TIMEOUT = "timeout"
 NO_MATCH = "no_match"
 NO_RESPONSE = "no_response"
 # A reply that stopped at max_tokens before its answer was whole: counted apart from malformed
 # answers, since the cure is a larger limit (or structured output), not a better model.
 CUT_OFF = "cut_off"
-REASONS = (NO_RESPONSE, CUT_OFF, NO_JSON, BAD_JSON, BAD_FIELDS, WRONG_SITE_COUNT, BAD_STRUCTURE, TIMEOUT, NO_MATCH)
+REASONS = (
+    NO_RESPONSE,
+    CUT_OFF,
+    NO_JSON,
+    BAD_JSON,
+    BAD_FIELDS,
+    WRONG_SITE_COUNT,
+    BAD_CELL,
+    SEVERAL_BLOCKS,
+    BAD_STRUCTURE,
+    TIMEOUT,
+    NO_MATCH,
+)
 # The failures a reply cut off at max_tokens is relabelled from: its answer's format is unfinished.
 FORMAT_FAILURES = (NO_JSON, BAD_JSON, BAD_FIELDS, WRONG_SITE_COUNT)
+
+
+# A cell below either bound is degenerate: V / (a b c) (1 for a right-angled cell) under 1e-3 is
+# a cell flattened onto a plane; 0.1 Å^3 is OpenCompass's own volume floor of a valid structure
+# (``_structure_validity`` in its mp20.py), which its match rate does not apply.
+MIN_VOLUME_FACTOR = 1e-3
+MIN_VOLUME = 0.1  # Å^3
+
+
+def cell_problem(a: float, b: float, c: float, alpha: float, beta: float, gamma: float) -> str | None:
+    """Why six lattice parameters (Å, degrees) make no cell, or None when they make one."""
+    for name, value in (("a", a), ("b", b), ("c", c)):
+        if not (math.isfinite(value) and value > 0):
+            return f"lattice length {name} = {value:g} is not positive"
+    angles = {"alpha": alpha, "beta": beta, "gamma": gamma}
+    for name, value in angles.items():
+        if not (math.isfinite(value) and 0 < value < 180):
+            return f"angle {name} = {value:g} is not between 0 and 180 degrees"
+    total = alpha + beta + gamma
+    if total >= 360 or any(2 * value >= total for value in angles.values()):
+        shown = ", ".join(f"{k} = {v:g}" for k, v in angles.items())
+        return f"angles {shown} make no cell (each must be less than the sum of the other two, all three under 360)"
+    ca, cb, cg = (math.cos(math.radians(x)) for x in (alpha, beta, gamma))
+    factor = math.sqrt(max(0.0, 1.0 - ca * ca - cb * cb - cg * cg + 2.0 * ca * cb * cg))
+    volume = a * b * c * factor
+    if factor < MIN_VOLUME_FACTOR or volume < MIN_VOLUME:
+        return f"degenerate cell: volume {volume:.3g} Å^3 (V/abc = {factor:.3g})"
+    return None
+
+
+# "data_" opens a block at the start of a line (CIF words are case-insensitive)
+_CIF_BLOCK = re.compile(r"^[ \t]*data_", re.IGNORECASE | re.MULTILINE)
+
+
+def cif_blocks(text: str) -> int:
+    """How many data blocks a CIF text holds (pymatgen reads the first and drops the others)."""
+    return len(_CIF_BLOCK.findall(text))
 
 
 @dataclass(frozen=True)
@@ -180,6 +239,9 @@ def parse_crystal_response(response: str | None):
         return ParseFailure(BAD_FIELDS, f"missing field {exc}")
     except (ValueError, TypeError, AttributeError) as exc:
         return ParseFailure(BAD_FIELDS, str(exc))
+    problem = cell_problem(*params)
+    if problem is not None:
+        return ParseFailure(BAD_CELL, problem)
     return ParsedCrystal(params, coords)
 
 

@@ -265,6 +265,8 @@ REASON_WORDS = {
     parsing.BAD_JSON: "bad JSON",
     parsing.BAD_FIELDS: "bad fields",
     parsing.WRONG_SITE_COUNT: "wrong site count",
+    parsing.BAD_CELL: "no cell",
+    parsing.SEVERAL_BLOCKS: "several CIF blocks",
     parsing.BAD_STRUCTURE: "bad structure",
     parsing.TIMEOUT: "timeout",
     parsing.NO_MATCH: "no match",

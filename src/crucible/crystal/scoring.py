@@ -105,8 +105,51 @@ def _rms(pred, ref, params: dict[str, float] | None) -> tuple[float | None, str 
     return value, None, ""
 
 
+class SampleProblem(ValueError):
+    """A structure sample that is no single crystal, with its reason of :data:`parsing.REASONS`."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+
+
 def _failure(exc: Exception) -> tuple[None, str, str]:
+    if isinstance(exc, SampleProblem):
+        return None, exc.reason, str(exc)[:300]
     return None, parsing.BAD_STRUCTURE, f"{type(exc).__name__}: {exc}"[:300]
+
+
+_CIF_CELL = (
+    "_cell_length_a",
+    "_cell_length_b",
+    "_cell_length_c",
+    "_cell_angle_alpha",
+    "_cell_angle_beta",
+    "_cell_angle_gamma",
+)
+
+
+def _cif_cell_as_written(text: str) -> tuple[float, ...] | None:
+    """The six cell numbers of a one-block CIF as its text gives them (pymatgen's lattice keeps
+    no sign of a negative length), or None where one is missing or no number."""
+    from pymatgen.io.cif import CifFile, str2float
+
+    blocks = list(CifFile.from_str(text).data.values())
+    if len(blocks) != 1:
+        return None
+    try:
+        return tuple(str2float(blocks[0].data[key]) for key in _CIF_CELL)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _check_cell(lattice, written: tuple[float, ...] | None = None) -> None:
+    problem = parsing.cell_problem(*(written or ())) if written else None
+    problem = problem or parsing.cell_problem(*lattice.parameters)
+    if problem is None and abs(float(lattice.volume)) < parsing.MIN_VOLUME:
+        problem = f"degenerate cell: volume {float(lattice.volume):.3g} Å^3"
+    if problem is not None:
+        raise SampleProblem(parsing.BAD_CELL, problem)
 
 
 def score_text(
@@ -137,14 +180,20 @@ def sample_structure(kind: str, payload: Any):
 
     from pymatgen.core import Structure
 
+    written = None
     if kind == CIF:
         if not isinstance(payload, str) or not payload.strip():
             raise ValueError("empty CIF")
+        n_blocks = parsing.cif_blocks(payload)
+        if n_blocks > 1:
+            raise SampleProblem(parsing.SEVERAL_BLOCKS, f"{n_blocks} data_ blocks in one answer; give one crystal")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            written = _cif_cell_as_written(payload)
             structure = Structure.from_str(payload, fmt="cif")
     else:
         structure = Structure.from_dict(payload)
+    _check_cell(structure.lattice, written)
     if not structure.is_ordered:
         raise ValueError("disordered sites (partial occupancy)")
     if len(structure) == 0:

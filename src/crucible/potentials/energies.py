@@ -2,7 +2,8 @@
 
 A non-finite energy or force is never passed on as a number: :func:`single_energy` and
 :func:`single_point` raise :class:`~crucible.potentials.spec.NonFiniteError` (its message says
-which quantity). :func:`evaluate_energies` uses a potential's batched path when it has one and
+which quantity), and one that is no number at all (a string, a list, None)
+:class:`~crucible.potentials.spec.PotentialOutputError` naming the potential. :func:`evaluate_energies` uses a potential's batched path when it has one and
 falls back to one structure at a time when a batch fails, so that one bad structure is pinned
 down instead of sinking the batch.
 """
@@ -15,7 +16,15 @@ from typing import Sequence
 
 import numpy as np
 
-from crucible.potentials.spec import NonFiniteError, as_potential, non_finite_reason
+from crucible.potentials.spec import (
+    NonFiniteError,
+    PotentialOutputError,
+    as_potential,
+    non_finite_reason,
+    read_energy,
+    read_forces,
+    real_energy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +39,10 @@ def _error_reason(exc: BaseException) -> str:
 def single_energy(calc, atoms) -> float:
     """Total energy (eV) of ``atoms`` with ``calc`` (a ``Potential`` or a bare ASE calculator);
     raises whatever the calculator raises, and :class:`NonFiniteError` for a NaN/inf energy."""
+    potential = as_potential(calc)
     atoms = atoms.copy()
-    atoms.calc = as_potential(calc).calculator  # some calculators (SevenNet) reject unknown elements right here
-    energy = float(atoms.get_potential_energy())
+    atoms.calc = potential.calculator  # some calculators (SevenNet) reject unknown elements right here
+    energy = read_energy(atoms, potential.name)
     reason = non_finite_reason(energy)
     if reason:
         raise NonFiniteError(reason)
@@ -42,10 +52,11 @@ def single_energy(calc, atoms) -> float:
 def single_point(calc, atoms) -> tuple[float, np.ndarray]:
     """Total energy (eV) and forces (eV/Å) of ``atoms``; raises like :func:`single_energy`, also
     for non-finite forces. Forces of a shape other than (natoms, 3) are returned as they are."""
+    potential = as_potential(calc)
     atoms = atoms.copy()
-    atoms.calc = as_potential(calc).calculator
-    energy = float(atoms.get_potential_energy())
-    forces = np.asarray(atoms.get_forces(), dtype=float)
+    atoms.calc = potential.calculator
+    energy = read_energy(atoms, potential.name)
+    forces = read_forces(atoms, potential.name)
     reason = non_finite_reason(energy, forces if forces.shape == (len(atoms), 3) else None)
     if reason:
         raise NonFiniteError(reason)
@@ -59,19 +70,19 @@ def evaluate_energies(potential, atoms_list: Sequence) -> list[tuple[float, str 
     non-finite value, every structure is redone alone so each failure gets its own reason.
     """
     potential = as_potential(potential)
-    calc, batch = potential.calculator, potential.batch_energies
+    batch = potential.batch_energies
     if batch is not None and len(atoms_list) > 1:
         try:
-            energies = batch(list(atoms_list))
+            energies = [real_energy(e, potential.name) for e in batch(list(atoms_list))]
             if len(energies) == len(atoms_list) and all(math.isfinite(e) for e in energies):
-                return [(float(e), None) for e in energies]
+                return [(e, None) for e in energies]
         except Exception as exc:  # pinpointed below, structure by structure
             log.debug("batched evaluation failed (%s); retrying one by one", _error_reason(exc))
     out: list[tuple[float, str | None]] = []
     for atoms in atoms_list:
         try:
-            out.append((single_energy(calc, atoms), None))
-        except NonFiniteError as exc:
+            out.append((single_energy(potential, atoms), None))
+        except (NonFiniteError, PotentialOutputError) as exc:
             out.append((math.nan, str(exc)))
         except Exception as exc:
             out.append((math.nan, _error_reason(exc)))

@@ -12,7 +12,9 @@ wall time (optimizer set-up, the steps and the final energy) and whether it conv
 A potential that returns a NaN or infinite energy, force (or stress, with a cell filter) stops
 the relaxation at that step with ``status == "non-finite"`` and the reason, and the energy is
 NaN: such a result is a failure, never a number to average. Exceptions the calculator raises
-(an element it does not know) propagate; callers record them as they record other failures.
+(an element it does not know) propagate; callers record them as they record other failures. So
+does :class:`~crucible.potentials.spec.PotentialOutputError`, for an energy, force or stress
+that is no number (a string, a list, None: :func:`crucible.potentials.spec.read_energy`).
 
 For a finite potential the trajectory is the one ``optimizer.run(fmax, steps)`` gives: the loop
 only reads the energy and forces that the optimizer has already computed at each step.
@@ -25,7 +27,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from crucible.potentials.spec import as_potential, non_finite_reason
+from crucible.potentials.spec import (
+    PotentialOutputError,
+    as_potential,
+    non_finite_reason,
+    read_energy,
+    read_forces,
+    read_stress,
+)
 
 OPTIMIZERS = ("LBFGS", "FIRE", "BFGS", "BFGSLineSearch", "LBFGSLineSearch", "GPMin", "MDMin")
 CELL_FILTERS = {"frechet": "FrechetCellFilter", "exp": "ExpCellFilter", "unit": "UnitCellFilter"}
@@ -77,11 +86,12 @@ def _with_fixed(atoms, fixed: Sequence[int]):
     return work
 
 
-def _non_finite(atoms, with_stress: bool) -> str | None:
-    """The reason the current energy/forces (already computed, so cached) are unusable, if any."""
-    energy = float(atoms.get_potential_energy())
-    forces = atoms.get_forces()
-    stress = atoms.get_stress() if with_stress else None
+def _non_finite(atoms, with_stress: bool, potential: str) -> str | None:
+    """The reason the current energy/forces (already computed, so cached) are unusable, if any;
+    raises :class:`~crucible.potentials.spec.PotentialOutputError` for one that is no number."""
+    energy = read_energy(atoms, potential)
+    forces = read_forces(atoms, potential)
+    stress = read_stress(atoms, potential) if with_stress else None
     return non_finite_reason(energy, forces, stress)
 
 
@@ -100,8 +110,9 @@ def relax(
     ``quiet`` silences the warnings optimizers and filters print on hard structures (random
     crystals in ``mlip-search``).
     """
+    potential = as_potential(calculator)
     work = _with_fixed(atoms, fixed)
-    work.calc = as_potential(calculator).calculator
+    work.calc = potential.calculator
     opt_cls = _optimizer_class(optimizer)
     with warnings.catch_warnings():
         if quiet:
@@ -109,12 +120,22 @@ def relax(
         t0 = time.perf_counter()
         opt = opt_cls(_cell_filter(cell_filter, work), logfile=None)
         converged, reason = False, None
-        for step_converged in opt.irun(fmax=fmax, steps=steps):
-            converged = step_converged
-            reason = _non_finite(work, cell_filter is not None)
-            if reason:
-                break
-        energy = float(work.get_potential_energy())
+        try:
+            for step_converged in opt.irun(fmax=fmax, steps=steps):
+                converged = step_converged
+                reason = _non_finite(work, cell_filter is not None, potential.name)
+                if reason:
+                    break
+        except Exception as exc:
+            # forces of strings fail inside the optimizer first: say it is the potential's output
+            try:
+                _non_finite(work, cell_filter is not None, potential.name)
+            except PotentialOutputError as bad:
+                raise bad from exc
+            except Exception:  # noqa: BLE001 - the calculator's own error is the one to raise
+                pass
+            raise
+        energy = read_energy(work, potential.name)
         elapsed = time.perf_counter() - t0
     n_steps = int(opt.get_number_of_steps())
     if reason:

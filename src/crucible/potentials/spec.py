@@ -24,6 +24,77 @@ class NonFiniteError(CrucibleError):
     """A potential returned a NaN or infinite energy, force or stress."""
 
 
+class PotentialOutputError(CrucibleError):
+    """A potential returned a quantity that is no real number (array): a string, a list, None, a bool."""
+
+
+# Accepted as a number: a Python int or float, a numpy or torch scalar (or one-element array) of a
+# real dtype; never a bool, a string ("1.0" went through float() as a number) or a container.
+_REAL_KINDS = "iuf"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _as_numpy(value: object):
+    import numpy as np  # here: command declarations import this module for its names
+
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()  # a tensor on a GPU has no __array__ to the host
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value
+    if isinstance(value, (list, tuple)):
+        try:
+            return np.asarray(value)
+        except (ValueError, TypeError):  # ragged: no array
+            return None
+    return None
+
+
+def real_energy(value: object, potential: str, quantity: str = "energy") -> float:
+    """``value`` as a float when it is a real number; else :class:`PotentialOutputError` naming
+    ``potential`` and what came back. A NaN or inf passes: :func:`non_finite_reason` judges it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    array = _as_numpy(value) if not isinstance(value, (list, tuple)) else None
+    if array is not None and array.size == 1 and array.dtype.kind in _REAL_KINDS:
+        return float(array.reshape(()))
+    raise PotentialOutputError(
+        f"potential {potential!r} returned its {quantity} as {type(value).__name__} {_shown(value)}, "
+        "not a real number (int, float, numpy or torch scalar)"
+    )
+
+
+def real_array(value: object, potential: str, quantity: str):
+    """``value`` as a float array when it is an array of real numbers (numpy, torch, nested
+    lists); else :class:`PotentialOutputError` naming ``potential``."""
+    array = _as_numpy(value)
+    if array is None or array.dtype.kind not in _REAL_KINDS:
+        kind = type(value).__name__ if array is None else f"{type(value).__name__} of {array.dtype}"
+        raise PotentialOutputError(
+            f"potential {potential!r} returned its {quantity} as {kind} {_shown(value)}, not an array of real numbers"
+        )
+    return array.astype(float, copy=False)
+
+
+def read_energy(atoms, potential: str) -> float:
+    """The potential energy (eV) of ``atoms`` from its calculator, checked by :func:`real_energy`:
+    the one place the potentials package reads a potential's energy."""
+    return real_energy(atoms.get_potential_energy(), potential)
+
+
+def read_forces(atoms, potential: str):
+    """The forces (eV/Å) of ``atoms``, checked by :func:`real_array`."""
+    return real_array(atoms.get_forces(), potential, "forces")
+
+
+def read_stress(atoms, potential: str):
+    """The stress of ``atoms``, checked by :func:`real_array`."""
+    return real_array(atoms.get_stress(), potential, "stress")
+
+
 def non_finite_reason(energy: float, forces=None, stress=None) -> str | None:
     """Why a prediction is unusable (``"non-finite energy (nan)"``, ...), or None when it is finite."""
     if not math.isfinite(energy):

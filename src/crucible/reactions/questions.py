@@ -25,13 +25,18 @@ Fill in the blank: ``all_blank`` asks for one candidate index per varying key; t
 combinations are exactly the substrate's rows; ``all_blank_reference`` adds 2–5 low-to-mid
 references, which are then no longer legal answers.
 
-A question whose best effective score is 0 cannot be scored relative to it and is left out; the
-build summary counts those.
+A question is left out, and counted in the build summary's ``left_out`` (per question type, per
+reason), when its best effective score is 0 (nothing to score relative to), when it would offer
+fewer than two options (multiple choice) or legal combinations (fill in the blank): every answer
+would score 1.0, so a table of one condition per substrate built questions any model aced;
+when too few rows qualify as references; or, for ``cross_substrate_reference``, when no other
+substrate has a row worth anything. A question left out leaves out the variants built from it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 import numpy as np
@@ -40,6 +45,30 @@ import pandas as pd
 from crucible.core.io import InFile
 from crucible.reactions.data import NONE_VALUE, condition_keys_of
 from crucible.reactions.scoring import FB_TYPES, MC_TYPES, QUESTION_TYPES, RELATIVE_ONE, effective_score
+
+# Why a question was not built (the build summary's left_out)
+NOTHING_TO_WIN = "best_effective_0"
+FEWER_THAN_TWO = "fewer_than_2_options"
+FEW_REFERENCES = "too_few_reference_rows"
+NO_OTHER_SUBSTRATE = "no_other_substrate"
+LEFT_OUT_REASONS = (NOTHING_TO_WIN, FEWER_THAN_TWO, FEW_REFERENCES, NO_OTHER_SUBSTRATE)
+# The variants built from a question, left out with it
+VARIANTS = {
+    "all_varying": (
+        "all_varying",
+        "all_varying_reference",
+        "all_varying_reference_control",
+        "cross_substrate_reference",
+    ),
+    "single_varying": ("single_varying", "single_varying_reference", "single_varying_reference_control"),
+    "all_blank": ("all_blank", "all_blank_reference"),
+    "all_varying_reference": ("all_varying_reference", "all_varying_reference_control"),
+    "single_varying_reference": ("single_varying_reference", "single_varying_reference_control"),
+    "all_blank_reference": ("all_blank_reference",),
+    "cross_substrate_reference": ("cross_substrate_reference",),
+}
+
+log = logging.getLogger(__name__)
 
 DEFAULTS = {"n_options": 8, "seed": 0, "n_references": [2, 5], "reference_quantile": 0.6, "cross_references": 5}
 
@@ -69,6 +98,13 @@ class Table:
         self.effective = self.df["effective"].to_numpy()
         self.substrates = sorted(self.df["substrate"].unique())
         self.rows = {s: np.flatnonzero((self.df["substrate"] == s).to_numpy()) for s in self.substrates}
+        self.left_out: dict[str, dict[str, int]] = {}
+
+    def leave_out(self, qtype: str, reason: str) -> None:
+        """Count the question of ``qtype`` (and the variants built from it) as not built."""
+        for variant in VARIANTS[qtype]:
+            counts = self.left_out.setdefault(variant, {})
+            counts[reason] = counts.get(reason, 0) + 1
 
     def item(self, key: str, row: int) -> dict[str, str]:
         value = self.col[key][row]
@@ -119,6 +155,10 @@ def _mc_record(
     eff = t.eff(option_rows)
     best = float(eff.max())
     if best <= 0:
+        t.leave_out(qtype, NOTHING_TO_WIN)
+        return None
+    if len(option_rows) < 2:
+        t.leave_out(qtype, FEWER_THAN_TWO)
         return None
     sub_rows = t.rows[substrate]
     sub_eff = t.eff(sub_rows)
@@ -252,39 +292,45 @@ def build_multiple_choice(t: Table, params: dict[str, Any]) -> dict[str, list[di
             None,
             {"selection_info": {"rule": "best + one per score slice", "n_candidates": int(len(rows))}},
         )
-        if rec is None:
-            continue
-        out["all_varying"].append(rec)
-        best = rec["meta"]["best_effective_score"]
-        ref_rows, info = _references(t, s, set(int(r) for r in opt), best, _rng(seed, base_id + ":ref"), params)
-        if ref_rows:
-            refs = [_reference_entry(t, r) for r in ref_rows]
-            out["all_varying_reference"].append(
-                _with_references(rec, refs, "all_varying_reference", f"{t.dataset}:all_varying_reference:{s}", info)
-            )
-            out["all_varying_reference_control"].append(
-                _control(rec, "all_varying_reference_control", f"{t.dataset}:all_varying_reference_control:{s}", info)
-            )
-        others = [o for o in t.substrates if o != s and t.eff(t.rows[o]).max() > 0]
-        if others:
-            crng = _rng(seed, base_id + ":cross")
-            pick = sorted(crng.choice(others, size=min(params["cross_references"], len(others)), replace=False))
-            cross_rows = [int(t.rows[o][int(np.argmax(t.eff(t.rows[o])))]) for o in pick]
-            cinfo = {"rule": "the best row of each of these other substrates", "substrates": [str(p) for p in pick]}
-            out["cross_substrate_reference"].append(
-                _with_references(
-                    rec,
-                    [_reference_entry(t, r, with_substrate=True) for r in cross_rows],
-                    "cross_substrate_reference",
-                    f"{t.dataset}:cross_substrate_reference:{s}",
-                    cinfo,
+        if rec is not None:
+            out["all_varying"].append(rec)
+            best = rec["meta"]["best_effective_score"]
+            ref_rows, info = _references(t, s, set(int(r) for r in opt), best, _rng(seed, base_id + ":ref"), params)
+            if ref_rows:
+                refs = [_reference_entry(t, r) for r in ref_rows]
+                out["all_varying_reference"].append(
+                    _with_references(rec, refs, "all_varying_reference", f"{t.dataset}:all_varying_reference:{s}", info)
                 )
-            )
+                out["all_varying_reference_control"].append(
+                    _control(
+                        rec, "all_varying_reference_control", f"{t.dataset}:all_varying_reference_control:{s}", info
+                    )
+                )
+            else:
+                t.leave_out("all_varying_reference", FEW_REFERENCES)
+            others = [o for o in t.substrates if o != s and t.eff(t.rows[o]).max() > 0]
+            if not others:
+                t.leave_out("cross_substrate_reference", NO_OTHER_SUBSTRATE)
+            else:
+                crng = _rng(seed, base_id + ":cross")
+                pick = sorted(crng.choice(others, size=min(params["cross_references"], len(others)), replace=False))
+                cross_rows = [int(t.rows[o][int(np.argmax(t.eff(t.rows[o])))]) for o in pick]
+                cinfo = {"rule": "the best row of each of these other substrates", "substrates": [str(p) for p in pick]}
+                out["cross_substrate_reference"].append(
+                    _with_references(
+                        rec,
+                        [_reference_entry(t, r, with_substrate=True) for r in cross_rows],
+                        "cross_substrate_reference",
+                        f"{t.dataset}:cross_substrate_reference:{s}",
+                        cinfo,
+                    )
+                )
         for key in t.keys:
             sid = f"{t.dataset}:single_varying:{s}:{key}"
             srng = _rng(seed, sid)
             group, sinfo = _single_group(t, s, key, srng)
             if len(group) < 2:
+                t.leave_out("single_varying", FEWER_THAN_TWO)
                 continue
             sopt = group[sample_options(t.eff(group), k_opt, srng)]
             fixed_rows = {k: int(group[0]) for k in t.keys if k != key}
@@ -310,6 +356,8 @@ def build_multiple_choice(t: Table, params: dict[str, Any]) -> dict[str, list[di
                         rinfo,
                     )
                 )
+            else:
+                t.leave_out("single_varying_reference", FEW_REFERENCES)
     return out
 
 
@@ -327,6 +375,10 @@ def build_fill_in_blank(t: Table, params: dict[str, Any]) -> dict[str, list[dict
         eff = t.eff(rows)
         best = float(eff.max())
         if best <= 0:
+            t.leave_out("all_blank", NOTHING_TO_WIN)
+            continue
+        if len(rows) < 2:  # one legal combination: any answer that is legal is the best
+            t.leave_out("all_blank", FEWER_THAN_TWO)
             continue
 
         # Defaults bind this substrate's arrays: the closure is only called inside this iteration.
@@ -374,7 +426,11 @@ def build_fill_in_blank(t: Table, params: dict[str, Any]) -> dict[str, list[dict
         ref_rows, info = _references(
             t, s, set(), best, _rng(params["seed"], f"{t.dataset}:all_blank_reference:{s}"), params
         )
-        if ref_rows:
+        if not ref_rows:
+            t.leave_out("all_blank_reference", FEW_REFERENCES)
+        elif len(rows) - len(ref_rows) < 2:
+            t.leave_out("all_blank_reference", FEWER_THAN_TWO)
+        else:
             rrec = {
                 **rec,
                 "id": f"{t.dataset}:all_blank_reference:{s}",
@@ -418,7 +474,17 @@ def build_all(
         "substrates": len(t.substrates),
         "substrates_with_best_effective_0": [s for s in t.substrates if t.eff(t.rows[s]).max() <= 0],
         "questions": {q: len(sets[q]) for q in QUESTION_TYPES},
+        # questions not built, per type and reason (LEFT_OUT_REASONS; max_per_type's cut is not here)
+        "left_out": {q: dict(sorted(t.left_out[q].items())) for q in QUESTION_TYPES if q in t.left_out},
     }
+    for qtype, counts in summary["left_out"].items():
+        if FEWER_THAN_TWO in counts:
+            log.warning(
+                "%s: %d %s question(s) not built: fewer than 2 options (every answer would score 1.0)",
+                t.dataset,
+                counts[FEWER_THAN_TWO],
+                qtype,
+            )
     return {q: sets[q] for q in QUESTION_TYPES}, summary
 
 
