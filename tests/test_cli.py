@@ -20,7 +20,9 @@ def test_every_group_has_help(group, venv_env):
         [sys.executable, "-m", "crucible", group, "--help"], env=venv_env, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert "usage: crucible" in proc.stdout
+    assert proc.stdout.startswith("usage: crucible")
+    # help is not a command that ran: no "command: ..." log line before or after it (issue 45)
+    assert "INFO" not in proc.stderr + proc.stdout, proc.stderr
 
 
 def test_unknown_task_is_a_clean_error(tmp_path, venv_env):

@@ -61,6 +61,11 @@ def _main(argv: list[str], verbose: bool, outcome: dict[str, float]) -> int:
         top.print_help()
         return 2
     group, rest = argv[0], argv[1:]
+    parser = group_parser(group, only=rest[0] if rest else None)
+    args = parser.parse_args(rest)  # --help and a usage error end here, before any log line
+    if not hasattr(args, "stage"):
+        parser.print_help()
+        return 2
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -68,11 +73,6 @@ def _main(argv: list[str], verbose: bool, outcome: dict[str, float]) -> int:
     )
     # The full command first, so that a job's log says what ran (the console shows one line per job).
     logging.getLogger("crucible").info("command: %s", shlex.join(["crucible", *argv]))
-    parser = group_parser(group, only=rest[0] if rest else None)
-    args = parser.parse_args(rest)
-    if not hasattr(args, "stage"):
-        parser.print_help()
-        return 2
     try:
         # A job of the workflow is handed its identity: an input changed since the job that made
         # it recorded its SHA-256, or made under another meaning of a name, is refused before the
