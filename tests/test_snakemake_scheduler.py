@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+import types
+
+import pytest
 
 from snakemake.scheduling import job_scheduler
 
@@ -48,3 +51,31 @@ def test_upstream_starts_a_timer_per_round_and_ours_one():
     snakemake_scheduler._one_pending_timer(fake, 0.05)  # once it fired, the next round arms a new one
     time.sleep(0.3)
     assert fake._open_jobs.acquire(blocking=False)
+
+
+def _module_with(method):
+    class JobScheduler:
+        pass
+
+    if method is not None:
+        JobScheduler._schedule_reevalutation = method
+    return types.SimpleNamespace(JobScheduler=JobScheduler)
+
+
+def test_another_scheduler_method_stops_planning_with_the_reason(monkeypatch):
+    """The guard: a Snakemake whose method differs from the one read (or lacks it) is refused
+    loudly, not patched blindly nor left slow without a word; switched off, nothing is touched."""
+    monkeypatch.delenv(snakemake_scheduler.OFF, raising=False)
+
+    def _schedule_reevalutation(self, delay: int) -> None:
+        threading.Timer(delay, self._open_jobs.release).start()  # another body
+
+    changed = _module_with(_schedule_reevalutation)
+    with pytest.raises(snakemake_scheduler.SchedulerChanged, match=r"has another one \(source SHA-256 [0-9a-f]{64}\)"):
+        snakemake_scheduler.install(changed)
+    assert changed.JobScheduler._schedule_reevalutation is _schedule_reevalutation
+    with pytest.raises(snakemake_scheduler.SchedulerChanged, match="has no such method.*CRUCIBLE_SCHEDULER_FIX=off"):
+        snakemake_scheduler.install(_module_with(None))
+    monkeypatch.setenv(snakemake_scheduler.OFF, "off")
+    assert snakemake_scheduler.install(changed) is False
+    assert changed.JobScheduler._schedule_reevalutation is _schedule_reevalutation

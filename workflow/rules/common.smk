@@ -19,7 +19,10 @@ from crucible.sources.downloads import load_sources
 FAMILIES = families.families()
 # Snakemake's scheduler otherwise wakes once a second more for every job that has finished
 # (crucible.dag.snakemake_scheduler): its own CPU grew with the square of the number of jobs.
-snakemake_scheduler.install()
+try:
+    snakemake_scheduler.install()
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
