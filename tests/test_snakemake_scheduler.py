@@ -7,7 +7,6 @@ import time
 import types
 
 import pytest
-
 from snakemake.scheduling import job_scheduler
 
 from crucible.dag import snakemake_scheduler
