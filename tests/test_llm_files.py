@@ -106,7 +106,7 @@ def test_replay_stage_keeps_prompt_order_and_reports_failures(tmp_path):
     info = run_stage(
         prompts, "m", {**entry, "max_failed_fraction": 0.5}, out=out, record=record, cache_dir=tmp_path / "cache"
     )
-    none = {"finish_reason": None, "completion_tokens": None}
+    none = {"finish_reason": None, "completion_tokens": None, "off_schema": None}
     assert read_responses(out) == [
         {"id": "q000", "response": "X", "error": None, **none},
         {"id": "q001", "response": None, "error": "refused upstream", **none},
@@ -153,7 +153,7 @@ def test_iter_responses_gives_line_numbers_and_names_a_bad_line(tmp_path):
 
     path = tmp_path / "r.jsonl"
     path.write_text('{"id": "a", "response": "x\\u2028y"}\n\n{"id": "b", "response": null, "error": "e"}\n')
-    none = {"finish_reason": None, "completion_tokens": None}
+    none = {"finish_reason": None, "completion_tokens": None, "off_schema": None}
     assert list(iter_responses(path)) == [
         (1, {"id": "a", "response": "x\u2028y", "error": None, **none}),
         (3, {"id": "b", "response": None, "error": "e", **none}),

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from crucible.llm.files import Prompt, read_responses
-from crucible.llm.generate import run_stage, schema_violations
+from crucible.llm.generate import run_stage
+from crucible.llm.schema_check import schema_violations
 from crucible.llm.transformers_backend import TransformersBackend
 
 from helpers import write_prompts

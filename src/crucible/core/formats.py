@@ -419,6 +419,8 @@ LLM_RESPONSE = declare(
             # why the reply ended ("stop", "length": cut off at max_tokens), and its token count
             "finish_reason": OPTIONAL_TEXT,
             "completion_tokens": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_INDEX},
+            # why a whole reply does not follow the schema its request asked for (crucible.llm.schema_check)
+            "off_schema": OPTIONAL_TEXT,
         },
     },
 )
@@ -438,6 +440,8 @@ REACTION_PREDICTIONS = declare(
             "invalid": {"type": "object", "additionalProperties": TEXT},
             # the invalid answers that were replies cut off at max_tokens
             "cut_off": {"type": "array", "items": TEXT},
+            # the invalid answers that were replies off the schema their request asked for
+            "off_schema": {"type": "array", "items": TEXT},
         },
     },
 )

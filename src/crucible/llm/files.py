@@ -41,6 +41,8 @@ class Completion:
     model_id: str | None = None  # what the server says it ran
     usage: dict[str, int] = field(default_factory=dict)
     finish_reason: str | None = None  # "stop", or "length": cut off at max_tokens
+    # why a whole reply does not follow the schema its request asked for (crucible.llm.schema_check)
+    off_schema: str | None = None
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
@@ -206,6 +208,8 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
                 None if response is not None else error,
                 model_id=obj.get("model") if isinstance(obj.get("model"), str) else None,
                 finish_reason=finish if response is not None else None,
+                # a response file of this stage is a replay file: its verdict travels with it
+                off_schema=obj.get("off_schema") if response is not None else None,
             )
         )
     ids = [r.id for r in rows]
@@ -226,14 +230,19 @@ def read_replay(path: str | os.PathLike, expected_ids: list[str]) -> dict[str, C
 
 def response_line(c: Completion) -> dict[str, Any]:
     """``{"id", "response", "error", "finish_reason", "completion_tokens"}``: the last two say
-    whether, and after how many tokens, the reply was cut off (``finish_reason: "length"``)."""
-    return {
+    whether, and after how many tokens, the reply was cut off (``finish_reason: "length"``);
+    ``off_schema`` (only on such a line) why the reply does not follow the schema its request
+    asked for."""
+    line = {
         "id": c.id,
         "response": c.response,
         "error": c.error,
         "finish_reason": c.finish_reason if c.response is not None else None,
         "completion_tokens": c.usage.get("completion_tokens") if c.response is not None else None,
     }
+    if c.response is not None and c.off_schema:
+        line["off_schema"] = c.off_schema
+    return line
 
 
 def write_responses(completions: list[Completion], path: str | os.PathLike) -> None:
@@ -244,8 +253,9 @@ def write_responses(completions: list[Completion], path: str | os.PathLike) -> N
 
 
 def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
-    """``(line number, {"id", "response", "error", "finish_reason", "completion_tokens"})`` per
-    line of a response file, in file order (the last two None where a file has none).
+    """``(line number, {"id", "response", "error", "finish_reason", "completion_tokens",
+    "off_schema"})`` per line of a response file, in file order (the last three None where a
+    file has none).
 
     Only the contract is checked here (a JSON object with a non-empty string id): what a
     benchmark does with repeated, unknown or missing ids is the benchmark's decision.
@@ -262,6 +272,7 @@ def iter_responses(path: str | os.PathLike) -> Iterable[tuple[int, dict]]:
                 "error": obj.get("error"),
                 "finish_reason": obj.get("finish_reason"),
                 "completion_tokens": obj.get("completion_tokens"),
+                "off_schema": obj.get("off_schema"),
             },
         )
 
@@ -275,6 +286,14 @@ def cut_off_reason(row: dict[str, Any], max_tokens: int | None = None) -> str | 
         return None
     n = max_tokens if max_tokens is not None else row.get("completion_tokens")
     return f"cut off at max_tokens={n}" if isinstance(n, int) else "cut off at max_tokens"
+
+
+def off_schema_reason(row: dict[str, Any]) -> str | None:
+    """ "off-schema: <why>" for a response line whose whole reply does not follow the schema its
+    request asked the model to follow, else None (an invalid answer in every benchmark)."""
+    if row.get("response") is None or not row.get("off_schema"):
+        return None
+    return f"off-schema: {row['off_schema']}"
 
 
 def once_per_id(rows: Iterable[tuple[int, dict]], source: str | os.PathLike) -> Iterable[tuple[int, dict]]:
