@@ -598,7 +598,9 @@ class ChatServer:
     Structured output: a request's ``response_format`` is ignored (as vLLM 0.12 ignores fields it
     does not know) unless ``honour_schema`` is set; then the answer is the smallest value its
     ``json_schema.schema`` allows (:func:`schema_instance`); ``"canary-only"``: only for
-    crucible's canary prompt (a server that fools the canary). ``json_object_only``: as
+    crucible's canary prompt (a server that fools the canary). ``answer_text`` (a string, or a
+    function of the content) replaces the echo of every reply that is not held to a schema, e.g.
+    prose after a passed canary. ``json_object_only``: as
     llama-cpp-python's server, the schema is taken only as ``{type: json_object, schema}`` and
     ``type: json_schema`` is refused with HTTP 500. Every request body is kept (``bodies``);
     replies carry ``system_fingerprint``.
@@ -611,6 +613,7 @@ class ChatServer:
         self.requests: list[tuple[str, str]] = []
         self.bodies: list[dict] = []
         self.honour_schema = False
+        self.answer_text = None
         self.json_object_only = False
         self.delay_s = 0.0
         self.slow_s = 1.5
@@ -689,6 +692,9 @@ class ChatServer:
                     answer = json.dumps(schema_instance(fmt["json_schema"]["schema"]))
                 elif honour and fmt.get("type") == "json_object" and "schema" in fmt:
                     answer = json.dumps(schema_instance(fmt["schema"]))
+                elif server.answer_text is not None:
+                    text = server.answer_text
+                    answer = text(content) if callable(text) else text
                 return {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
@@ -764,6 +770,7 @@ class ChatServer:
             self.bodies.clear()
         self.delay_s = 0.0
         self.honour_schema = False
+        self.answer_text = None
         self.json_object_only = False
 
     def close(self) -> None:

@@ -87,6 +87,8 @@ def score_samples(
                         rms, reason, detail = None, parsing.NO_RESPONSE, f"fewer than {k} samples"
                     elif sample.payload is None:
                         rms, reason, detail = None, parsing.NO_RESPONSE, sample.error or ""
+                    elif sample.off_schema:  # not the format the request asked for: never matched
+                        rms, reason, detail = None, parsing.OFF_SCHEMA, sample.off_schema
                     else:
                         rms, reason, detail = worker.score_sample(
                             sample.kind, sample.payload, item["ground_truth"], name
@@ -257,7 +259,7 @@ def summarize_csp(
         "samples_per_item": round(float(counts.mean()), 4) if len(counts) else 0.0,
         "items_with_fewer_than_k": int((counts < k).sum()),
         # unmatched samples of the default convention by reason (a reply cut off at the token
-        # limit apart from malformed ones), in the order of crucible.crystal.parsing.REASONS
+        # limit, or off its schema, apart from malformed ones), in the order of crucible.crystal.parsing.REASONS
         "unmatched_samples": {r: int(failures[r]) for r in sorted(failures.index, key=_reason_order)},
         "conventions": conventions,
         "generation": generation or {},

@@ -232,19 +232,29 @@ def _short_samples(summaries: list[dict[str, Any]]) -> str:
     )
 
 
+# Unmatched samples the caption names apart from malformed ones: (reason, what it says of them).
+NAMED_FAILURES = (
+    ("cut_off", "Samples cut off at the token limit count as unmatched (reason cut_off, apart from malformed ones)"),
+    (
+        "off_schema",
+        "Samples off the answer schema their request asked for count as unmatched "
+        "(reason off_schema, apart from malformed ones)",
+    ),
+)
+
+
 def _cut_off_samples(summaries: list[dict[str, Any]]) -> str:
-    """Responders some of whose replies stopped at the token limit: those samples are unmatched."""
-    cut = [
-        f"{s['responder']} on {s['dataset']}: {n} of {s['n_items'] * s['k']}"
-        for s in summaries
-        if (n := s.get("unmatched_samples", {}).get("cut_off"))
-    ]
-    return (
-        f" Samples cut off at the token limit count as unmatched (reason cut_off, apart from malformed ones): "
-        f"{'; '.join(cut)}."
-        if cut
-        else ""
-    )
+    """Responders some of whose replies stopped at the token limit or broke their schema: those
+    samples are unmatched, and the caption says how many."""
+    text = ""
+    for reason, words in NAMED_FAILURES:
+        counts = [
+            f"{s['responder']} on {s['dataset']}: {n} of {s['n_items'] * s['k']}"
+            for s in summaries
+            if (n := s.get("unmatched_samples", {}).get(reason))
+        ]
+        text += f" {words}: {'; '.join(counts)}." if counts else ""
+    return text
 
 
 def preamble(summaries: list[dict[str, Any]], published: dict[str, Any]) -> str:

@@ -64,9 +64,13 @@ NO_RESPONSE = "no_response"
 # A reply that stopped at max_tokens before its answer was whole: counted apart from malformed
 # answers, since the cure is a larger limit (or structured output), not a better model.
 CUT_OFF = "cut_off"
+# A whole reply that does not follow the schema its request asked the model to follow (structured
+# output, crucible.llm.schema_check): unmatched, whatever a lenient reading of its text finds.
+OFF_SCHEMA = "off_schema"
 REASONS = (
     NO_RESPONSE,
     CUT_OFF,
+    OFF_SCHEMA,
     NO_JSON,
     BAD_JSON,
     BAD_FIELDS,

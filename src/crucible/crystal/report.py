@@ -261,6 +261,7 @@ PERCENT_COLUMNS = tuple(c for c in TABLE_COLUMNS if c.startswith("match_rate"))
 REASON_WORDS = {
     parsing.NO_RESPONSE: "no response",
     parsing.CUT_OFF: "cut off at the token limit",
+    parsing.OFF_SCHEMA: "off the answer schema",
     parsing.NO_JSON: "no JSON",
     parsing.BAD_JSON: "bad JSON",
     parsing.BAD_FIELDS: "bad fields",
@@ -398,14 +399,17 @@ def score_response_file(
 
     from crucible.core.io import read_json, write_json, write_parquet
     from crucible.crystal.csp import prompt_groups, read_dedup_ids
-    from crucible.crystal.scoring import cut_off_items, item_responses, mark_cut_off, score_items_by_convention
+    from crucible.crystal.replies import cut_off_items, item_responses, mark_cut_off, mark_off_schema, off_schema_items
+    from crucible.crystal.scoring import score_items_by_convention
     from crucible.llm.files import read_prompt_records
 
     items = read_prompt_records(prompts)
     answers = item_responses(responses, items, prompts)
     by_convention = score_items_by_convention(answers, items, CONVENTION_NAMES, timeout=timeout, progress=progress)
-    cut_off = cut_off_items(responses)
-    by_convention = {name: mark_cut_off(scores, cut_off) for name, scores in by_convention.items()}
+    cut_off, off_schema = cut_off_items(responses), off_schema_items(responses)
+    by_convention = {
+        name: mark_off_schema(mark_cut_off(scores, cut_off), off_schema) for name, scores in by_convention.items()
+    }
     df = scores_frame(by_convention[DEFAULT_CONVENTION], items, by_convention)
     sidecar = read_json(info) if info and Path(info).exists() else {}
     summary = summarize(df, generator, sidecar, read_dedup_ids(audit), prompt_groups(items))

@@ -43,7 +43,8 @@ SAMPLE_ID_SEPARATOR = "#"
 class Sample:
     """One sample of one item: ``payload`` is answer text, CIF text or a pymatgen Structure dict
     (``kind`` says which); ``None`` with ``error`` when the model produced nothing. ``cut_off``
-    says why a language model's reply is unfinished ("cut off at max_tokens=N"), else None."""
+    says why a language model's reply is unfinished ("cut off at max_tokens=N"), ``off_schema``
+    why it does not follow the schema its request asked for ("off-schema: ..."), else None."""
 
     id: str
     number: int
@@ -51,6 +52,7 @@ class Sample:
     payload: Any
     error: str | None = None
     cut_off: str | None = None
+    off_schema: str | None = None
 
 
 def sample_prompt_id(item_id: str, number: int) -> str:
@@ -127,7 +129,7 @@ def _from_jsonl(path: Path) -> Iterator[tuple[str, Sample]]:
 
 
 def _from_responses(path: Path) -> Iterator[tuple[str, Sample]]:
-    from crucible.llm.files import cut_off_reason
+    from crucible.llm.files import cut_off_reason, off_schema_reason
 
     for where, obj in _jsonl_records(path):
         full = _string_id(obj.get("id"), where)
@@ -139,7 +141,7 @@ def _from_responses(path: Path) -> Iterator[tuple[str, Sample]]:
             )
         text, error = _optional_text(obj, "response", where), _optional_text(obj, "error", where)
         error = None if text is not None else (error or "no response")
-        yield where, Sample(ident, number, TEXT, text, error, cut_off_reason(obj))
+        yield where, Sample(ident, number, TEXT, text, error, cut_off_reason(obj), off_schema_reason(obj))
 
 
 def _from_extxyz(path: Path) -> Iterator[tuple[str, Sample]]:

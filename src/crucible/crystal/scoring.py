@@ -31,12 +31,11 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing as mp
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.errors import ConfigError
 from crucible.crystal import parsing
 
 log = logging.getLogger(__name__)
@@ -434,46 +433,6 @@ class MatcherWorker:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def item_responses(
-    responses_path: str | os.PathLike, items: Iterable[dict[str, Any]], prompts_path: str | os.PathLike = "the prompts"
-) -> dict[str, str | None]:
-    """``{id: response text}`` of a response file (read through :mod:`crucible.llm.files`).
-
-    An id that is not an item of the prompt set is refused naming the file and line, one given
-    twice naming both lines; an item without a line is scored ``no_response``.
-    """
-    from crucible.llm.files import iter_responses, once_per_id
-
-    known = {it["id"] for it in items}
-    responses: dict[str, str | None] = {}
-    for lineno, rec in once_per_id(iter_responses(responses_path), responses_path):
-        if rec["id"] not in known:
-            raise DataValidationError(
-                f"{responses_path}: line {lineno}: id {rec['id']!r} is not an item of {prompts_path}"
-            )
-        responses[rec["id"]] = rec["response"]
-    return responses
-
-
-def cut_off_items(responses_path: str | os.PathLike) -> dict[str, str]:
-    """``{id: "cut off at max_tokens=N"}`` for each reply of a response file that hit the
-    token limit (``finish_reason: "length"``); files without the field have none."""
-    from crucible.llm.files import cut_off_reason, iter_responses
-
-    return {row["id"]: why for _, row in iter_responses(responses_path) if (why := cut_off_reason(row))}
-
-
-def mark_cut_off(scores: list[ItemScore], cut_off: dict[str, str]) -> list[ItemScore]:
-    """``scores`` with each unfinished answer of a cut-off reply counted as ``cut_off`` (the
-    parse failure kept in the detail); a cut-off reply that still parsed keeps its score."""
-    return [
-        ItemScore(s.id, s.matched, s.rms_dist, parsing.CUT_OFF, f"{cut_off[s.id]}; {s.reason}: {s.detail}")
-        if s.id in cut_off and s.reason in parsing.FORMAT_FAILURES
-        else s
-        for s in scores
-    ]
 
 
 def score_items(

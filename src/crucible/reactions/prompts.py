@@ -255,7 +255,7 @@ def predictions_from_responses(
     :func:`crucible.llm.files.iter_responses` gives them): a reply without a usable answer is an
     :class:`~crucible.reactions.scoring.InvalidAnswer` with its reason. An id outside the
     question set is an error naming ``source`` and the line; an id on two lines one naming both."""
-    from crucible.llm.files import cut_off_reason, once_per_id
+    from crucible.llm.files import cut_off_reason, off_schema_reason, once_per_id
     from crucible.reactions.scoring import InvalidAnswer
 
     ids = {q["id"]: q for q in questions}
@@ -266,6 +266,10 @@ def predictions_from_responses(
             raise DataValidationError(f"{source}: line {lineno}: id {rec['id']!r} is not a question of this set")
         if rec.get("response") is None:
             out[rec["id"]] = InvalidAnswer(f"no reply ({rec.get('error') or 'the response is null'})")
+            continue
+        off = off_schema_reason(rec)
+        if off:  # not the answer format the request asked for: invalid, whatever its text says
+            out[rec["id"]] = InvalidAnswer(off, off_schema=True)
             continue
         answer, why = read_conditions_answer(rec["response"], q)
         cut = cut_off_reason(rec)

@@ -31,6 +31,7 @@ COLUMNS = [
     "best_hit_rate_among_scored",
     "num_invalid",
     "num_cut_off",
+    "num_off_schema",
 ]
 
 
@@ -62,6 +63,7 @@ def results_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 
                     "best_hit_rate_among_scored": summ.get("best_hit_rate_among_scored"),
                     "num_invalid": summ["num_invalid"],
                     "num_cut_off": summ.get("num_cut_off", 0),
+                    "num_off_schema": summ.get("num_off_schema", 0),
                 }
             )
             expected = sc.get("expected", {}).get(qtype)
@@ -75,11 +77,12 @@ def results_table(scores: list[dict[str, Any]], n_boot: int = 1000, seed: int = 
                         "ci95_high": None,
                         "num_invalid": 0,
                         "num_cut_off": 0,
+                        "num_off_schema": 0,
                         **expected,
                     }
                 )
     df = pd.DataFrame(rows, columns=COLUMNS)
-    counts = ("n", "num_invalid", "num_cut_off")
+    counts = ("n", "num_invalid", "num_cut_off", "num_off_schema")
     return df.astype({c: "int64" for c in counts}).astype(
         {c: "float64" for c in COLUMNS if c not in ("model", "question_type", *counts)}
     )
@@ -147,6 +150,7 @@ RESULTS_HEADERS = {
     "best_hit_rate_among_scored": "fill-in: best combination (share of real ones)",
     "num_invalid": "invalid answers",
     "num_cut_off": "of which cut off at the token limit",
+    "num_off_schema": "of which off the answer schema",
 }
 PAIRED_HEADERS = {
     "with_references": "with references",

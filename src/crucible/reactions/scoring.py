@@ -19,7 +19,7 @@ formulas below are from its README, the code itself was not available to check):
   relative score 1.
 
 Invalid predictions (missing id, not an integer, out of range, unknown key, a reply without a
-usable answer) are counted and listed in the score file with their reason; they never stop the
+usable answer, a reply off the schema its request asked for) are counted and listed in the score file with their reason; they never stop the
 run. A prediction file that belongs to another
 question set is refused (:class:`PredictionFileError`).
 """
@@ -150,15 +150,21 @@ def load_predictions(
                 f"(sha256 {doc['questions_sha256'][:12]}…), not this one ({questions_sha256[:12]}…)"
             )
         invalid = doc.get("invalid") or {}
-        cut_off = doc.get("cut_off") or []
+        kinds = {kind: set(map(str, doc.get(kind) or [])) for kind in ("cut_off", "off_schema")}
         doc = doc["predictions"]
-        if not set(map(str, cut_off)) <= set(invalid):
-            raise PredictionFileError(f"{path}: 'cut_off' must be a list of ids that are also under 'invalid'")
+        for kind, ids in kinds.items():
+            if not ids <= set(invalid):
+                raise PredictionFileError(f"{path}: {kind!r} must be a list of ids that are also under 'invalid'")
         both = sorted(set(doc) & set(invalid))
         if both:
             raise PredictionFileError(f"{path}: {both[0]!r} is both a prediction and invalid")
-        cut = set(map(str, cut_off))
-        doc = {**doc, **{k: InvalidAnswer(str(v), k in cut) for k, v in invalid.items()}}
+        doc = {
+            **doc,
+            **{
+                k: InvalidAnswer(str(v), k in kinds["cut_off"], off_schema=k in kinds["off_schema"])
+                for k, v in invalid.items()
+            },
+        }
     ids = {q["id"] for q in questions}
     if doc and not ids.intersection(doc):
         example = next(iter(sorted(doc)))
@@ -175,23 +181,31 @@ class InvalidAnswer:
     this reason in the score file instead of "missing"; stored in a prediction file as
     ``"invalid": {id: reason}`` beside ``"predictions"``. ``cut_off``: the reply stopped at
     max_tokens before its answer (listed under ``"cut_off"``, and counted apart from malformed
-    answers as ``num_cut_off``)."""
+    answers as ``num_cut_off``). ``off_schema``: the reply does not follow the schema its request
+    asked the model to follow (structured output; listed under ``"off_schema"``, counted as
+    ``num_off_schema``), whatever answer a lenient reading of its text would find."""
 
-    __slots__ = ("reason", "cut_off")
+    __slots__ = ("reason", "cut_off", "off_schema")
 
-    def __init__(self, reason: str, cut_off: bool = False):
+    def __init__(self, reason: str, cut_off: bool = False, off_schema: bool = False):
         self.reason = reason
         self.cut_off = bool(cut_off)
+        self.off_schema = bool(off_schema)
+
+    def _fields(self) -> tuple[str, bool, bool]:
+        return self.reason, self.cut_off, self.off_schema
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, InvalidAnswer) and (other.reason, other.cut_off) == (self.reason, self.cut_off)
+        return isinstance(other, InvalidAnswer) and other._fields() == self._fields()
 
     def __repr__(self) -> str:
-        return f"InvalidAnswer({self.reason!r}{', cut_off=True' if self.cut_off else ''})"
+        flags = "".join(f", {name}=True" for name in ("cut_off", "off_schema") if getattr(self, name))
+        return f"InvalidAnswer({self.reason!r}{flags})"
 
 
-def _num_cut_off(questions: list[dict[str, Any]], predictions: dict[str, Any]) -> int:
-    return sum(isinstance(p, InvalidAnswer) and p.cut_off for p in (predictions.get(q["id"]) for q in questions))
+def _num_invalid_of_kind(questions: list[dict[str, Any]], predictions: dict[str, Any], kind: str) -> int:
+    """How many of the questions' predictions are invalid answers of ``kind`` (cut_off, off_schema)."""
+    return sum(isinstance(p, InvalidAnswer) and getattr(p, kind) for p in (predictions.get(q["id"]) for q in questions))
 
 
 def _as_index(value: Any, n: int) -> tuple[int | None, str | None]:
@@ -236,7 +250,9 @@ def score_multiple_choice(questions: list[dict[str, Any]], predictions: dict[str
         "num_questions": n,
         "num_valid": n - len(invalid),
         "num_invalid": len(invalid),
-        "num_cut_off": _num_cut_off(questions, predictions),  # of the invalid: replies cut off at max_tokens
+        "num_cut_off": _num_invalid_of_kind(questions, predictions, "cut_off"),  # of the invalid: at max_tokens
+        # of the invalid: replies that broke the schema their request asked for
+        "num_off_schema": _num_invalid_of_kind(questions, predictions, "off_schema"),
         "avg_relative_score": float(np.mean([r["relative_score"] for r in per_question])) if n else None,
         "exact_match_accuracy": float(np.mean([r["exact_match"] for r in per_question])) if n else None,
         "avg_yield_ratio": float(np.mean(ratios)) if ratios else None,
@@ -301,7 +317,9 @@ def score_fill_in_blank(questions: list[dict[str, Any]], predictions: dict[str, 
         "num_scored": len(scored),
         "num_unhit": sum(r["status"] == "unhit" for r in per_question),
         "num_invalid": len(invalid),
-        "num_cut_off": _num_cut_off(questions, predictions),  # of the invalid: replies cut off at max_tokens
+        "num_cut_off": _num_invalid_of_kind(questions, predictions, "cut_off"),  # of the invalid: at max_tokens
+        # of the invalid: replies that broke the schema their request asked for
+        "num_off_schema": _num_invalid_of_kind(questions, predictions, "off_schema"),
         "hit_rate": len(scored) / n if n else None,
         "avg_relative_score": float(np.mean(scored)) if scored else None,
         "best_hit_rate_among_scored": float(np.mean([s >= RELATIVE_ONE for s in scored])) if scored else None,
@@ -327,9 +345,10 @@ def prediction_record(model: str, questions_path: str | os.PathLike, predictions
     invalid = {k: v.reason for k, v in predictions.items() if isinstance(v, InvalidAnswer)}
     if invalid:
         record["invalid"] = invalid
-    cut_off = sorted(k for k, v in predictions.items() if isinstance(v, InvalidAnswer) and v.cut_off)
-    if cut_off:
-        record["cut_off"] = cut_off
+    for kind in ("cut_off", "off_schema"):
+        ids = sorted(k for k, v in predictions.items() if isinstance(v, InvalidAnswer) and getattr(v, kind))
+        if ids:
+            record[kind] = ids
     return record
 
 
