@@ -79,7 +79,7 @@ def test_credentials_in_base_url_are_refused_without_repeating_them():
         workflow.llm_models({"llm": {"models": {"echo": entry}}})
     message = str(err.value)
     assert "llm.models.echo.base_url: credentials in the URL (user:password@) are refused" in message
-    assert "use http://gpu-7:8000/v1 and give the key through api_key_env" in message
+    assert "use http://gpu-7:8000/v1 and put the key in the variable that api_key_env names" in message
     assert "hunter2" not in message and "alice" not in message
     with pytest.raises(ConfigError, match="are refused"):
         workflow.llm_models({"llm": {"models": {"echo": {**entry, "base_url": "https://tok@api.example/v1"}}}})

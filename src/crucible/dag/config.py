@@ -84,13 +84,20 @@ def _with_switch(section_schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _schema_error_text(error: Any) -> str:
+    """The error with its key path; a value its schema marks ``writeOnly`` (it may hold a secret
+    put in the wrong place: ``api_key_env: hf_…``) masked, never quoted."""
+    from crucible.core.secrets import masked
+
     where = key_path(error.absolute_path)
     if error.validator == "additionalProperties":
         allowed = set((error.schema.get("properties") or {}))
         extra = sorted(k for k in error.instance if k not in allowed)
         known = ", ".join(sorted(allowed))
         return f"{where}: unexpected key {', '.join(repr(k) for k in extra)} (known keys: {known})"
-    return f"{where}: {error.message}"
+    message = error.message
+    if isinstance(error.instance, str) and error.schema.get("writeOnly"):
+        message = message.replace(repr(error.instance), masked(error.instance)).replace(error.instance, "…")
+    return f"{where}: {message}"
 
 
 def check_schema(config: Mapping[str, Any], schema_doc: Mapping[str, Any] | None = None) -> None:
@@ -100,8 +107,11 @@ def check_schema(config: Mapping[str, Any], schema_doc: Mapping[str, Any] | None
     validator = jsonschema.Draft202012Validator(schema() if schema_doc is None else schema_doc)
     errors = sorted(validator.iter_errors(config), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if errors:
+        from crucible.core.secrets import scrub
+
         error = jsonschema.exceptions.best_match(errors)
-        raise ConfigError(f"config error at {_schema_error_text(error)}")
+        # scrubbed: the message goes to Snakemake's log and .snakemake/log, and may quote a key
+        raise ConfigError(scrub(f"config error at {_schema_error_text(error)}"))
 
 
 def _filling_validator(schema_doc: Mapping[str, Any]):
@@ -148,16 +158,22 @@ def section(config: Mapping[str, Any], name: str) -> dict[str, Any]:
 def check_config(config: Mapping[str, Any]) -> None:
     """Everything that can be known wrong before a job starts: the schema, then each family's own
     start-up checks (unknown model names, inputs a model cannot get, ...); raise :class:`ConfigError`."""
+    from crucible.core.secrets import scrub
     from crucible.dag.config_names import check_config_names
     from crucible.dag.families import families
 
     check_expanded(config, "config")  # before anything walks it: a bomb from --config or a merge
-    check_schema(config)
-    check_config_names(config)
-    for package in SERVICE_SECTIONS.values():
-        importlib.import_module(f"{package}.workflow").check(dict(config))
-    for f in families():
-        f.check(dict(config))
+    try:
+        check_schema(config)
+        check_config_names(config)
+        for package in SERVICE_SECTIONS.values():
+            importlib.import_module(f"{package}.workflow").check(dict(config))
+        for f in families():
+            f.check(dict(config))
+    except ConfigError as exc:
+        # whatever check refused a value, its message reaches Snakemake's logs: no key, no URL's
+        # password or query string in it
+        raise ConfigError(scrub(str(exc))) from None
 
 
 def check_output_dirs(

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from crucible.core.errors import ConfigError
 
@@ -49,6 +50,8 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"{where}: backend {backend} needs {', '.join(missing)}")
     if backend == "openai":
         _check_base_url(where, str(entry["base_url"]))
+        if entry.get("api_key_env") is not None:
+            check_api_key_env(where, entry["api_key_env"])
     spec = dict(entry)
     if backend == "openai":
         spec = {**OPENAI_DEFAULTS, **spec}
@@ -124,17 +127,50 @@ def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+KEY_FIX = "put the key in an environment variable and give that variable's NAME as api_key_env"
+
+
+def check_api_key_env(where: str, value: Any) -> None:
+    """``api_key_env`` is the NAME of an environment variable, never the key: a value that is no
+    such name, or that has the form of a key (``hf_…``, ``sk-…``, a long random word), is refused
+    showing at most its known prefix and its length, since the message goes to the logs."""
+    from crucible.core.secrets import looks_like_key, masked
+
+    if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
+        shown = masked(value) if isinstance(value, str) else f"a {type(value).__name__}"
+        raise ConfigError(
+            f"{where}.api_key_env: {shown} is not the name of an environment variable (letters, digits and _, "
+            f"not starting with a digit); {KEY_FIX}"
+        )
+    if looks_like_key(value):
+        raise ConfigError(
+            f"{where}.api_key_env: {masked(value)} has the form of a key, not of a variable's name; {KEY_FIX}"
+        )
+
+
 def _check_base_url(where: str, url: str) -> None:
     """No credentials in the address: the URL is logged and recorded, and the client would send
-    them as HTTP Basic auth instead of the configured key. The message does not repeat them."""
+    them as HTTP Basic auth instead of the configured key; nor a query string or fragment
+    (``?api_key=…``), which would be recorded with it. The message does not repeat them."""
+    from crucible.core.secrets import public_url
+
     parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
-        host = parts.hostname or ""
-        shown = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    fix = "put the key in the variable that api_key_env names (the NAME of an environment variable holding it)"
+    try:
+        has_userinfo = parts.username is not None or parts.password is not None or "@" in parts.netloc
+    except ValueError:
+        has_userinfo = "@" in parts.netloc
+    shown = public_url(urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", "")))
+    if has_userinfo:
         raise ConfigError(
             f"{where}.base_url: credentials in the URL (user:password@) are refused, because the URL is "
-            f"written to logs and records; use {shown} and give the key through api_key_env, the NAME of an "
-            f"environment variable holding it"
+            f"written to logs and records; use {shown} and {fix}"
+        )
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise ConfigError(
+            f"{where}.base_url: a query string or fragment in the URL (?…) is refused, because the URL is written "
+            f"to logs and records and a key in it would be too; use {shown} and {fix}"
         )
 
 
