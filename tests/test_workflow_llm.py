@@ -168,3 +168,69 @@ def test_dag_with_structured_output_stops_at_a_server_that_ignores_it(tmp_path, 
     assert [json.loads(r["response"]) for r in rows] == [{"answer": 0}, {"answer": 0}]
     record = json.loads((tmp_path / targets[0].replace(".jsonl", ".json")).read_text())
     assert record["structured_output"]["canary"]["passed"] and record["n_not_matching_schema"] == 0
+
+
+# --- issue 46 item 5: planted secrets, none of them in any file a run writes ------------------
+
+HF_TOKEN = "hf_" + "PlAnTeDtOkEn0123456789abcdefGHIJ"
+SK_TOKEN = "sk-" + "planted-Q9w8E7r6T5y4U3i2O1p0"
+QUERY_KEY = "QueryKey" + "0a9b8c7d6e5f4g3h"
+PASSWORD = "Pass" + "W0rdPlanted77xyz"
+ENV_KEY = "sk-" + "envPlanted-5e4d3c2b1a0z9y8x7w"
+
+
+@pytest.mark.slow
+def test_dag_with_planted_secrets_writes_none_of_them(tmp_path, chat_server, venv_env):
+    """A token in api_key_env (one that passes the name pattern, one that does not), a password
+    in base_url's userinfo and a key in its query string are refused at planning, each message
+    naming the fix and not the value; a key in the variable itself, echoed back by a server that
+    refuses it (HTTP 401), is redacted. Then no file under logs/, results/ or .snakemake/ holds
+    any of them, nor Snakemake's output."""
+    env = {
+        **venv_env,
+        "CRUCIBLE_DAG_KEY": ENV_KEY,
+        "NO_PROXY": "127.0.0.1",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    cfg = config(chat_server.base_url)
+    cfg["llm"]["models"]["echo"]["max_retries"] = 0
+    ds = "bench-ds"
+    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #401"])
+    target = f"results/crystal/{ds}/responses/echo.jsonl"
+    base = chat_server.base_url
+    planted = [
+        ({"api_key_env": HF_TOKEN}, "has the form of a key, not of a variable's name", HF_TOKEN),
+        ({"api_key_env": SK_TOKEN}, "api_key_env: sk-… (31 characters) does not match", SK_TOKEN),
+        ({"base_url": base.replace("http://", f"http://user:{PASSWORD}@")}, "(user:password@) are refused", PASSWORD),
+        ({"base_url": f"{base}?api_key={QUERY_KEY}"}, "a query string or fragment in the URL", QUERY_KEY),
+    ]
+    printed = ""
+    for change, says, secret in planted:
+        bad = json.loads(json.dumps(cfg))
+        bad["llm"]["models"]["echo"].update(change)
+        proc = run_snakemake(tmp_path, bad, target, env=env, timeout=600)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and says in out, out[-3000:]
+        assert secret not in out and "put the key in" in out, out[-3000:]
+        printed += out
+    assert chat_server.count() == 0, "nothing was sent with a refused config"
+
+    proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert {auth for _, auth in chat_server.requests} == {f"Bearer {ENV_KEY}"}, "the key was sent, as a header"
+    failed = json.loads((tmp_path / f"results/crystal/{ds}/responses/failed/echo.json").read_text())
+    assert [f["id"] for f in failed["failed"]] == ["q001"] and "Incorrect API key provided: ***" in failed["failed"][0][
+        "error"
+    ]
+    cfg["llm"]["models"]["echo"]["max_failed_fraction"] = 0.5
+    again = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    printed += out + again.stdout + again.stderr
+    record = json.loads((tmp_path / target.replace(".jsonl", ".json")).read_text())
+    assert record["base_url"] == base and record["api_key_env"] == "CRUCIBLE_DAG_KEY"
+    assert (tmp_path / ".snakemake/log").is_dir() and any((tmp_path / "logs").rglob("*.log"))
+    for secret in (HF_TOKEN, SK_TOKEN, PASSWORD, QUERY_KEY, ENV_KEY):
+        for part in (secret, secret[3:15]):
+            assert files_containing(tmp_path, part) == [], part
+            assert part not in printed, part

@@ -97,6 +97,8 @@ def _schema_error_text(error: Any) -> str:
     message = error.message
     if isinstance(error.instance, str) and error.schema.get("writeOnly"):
         message = message.replace(repr(error.instance), masked(error.instance)).replace(error.instance, "…")
+        if error.schema.get("description"):  # what belongs there, since the value is not shown
+            message += f"; expected: {error.schema['description']}"
     return f"{where}: {message}"
 
 
