@@ -141,15 +141,16 @@ def _responses_case():
 
     def read(path):
         replay = files.read_replay(path, ["a", "b"])
-        return sorted((c.id, c.response, c.error, c.model_id) for c in replay.values())
+        return sorted((c.id, c.response, c.error, c.model_id, c.off_schema) for c in replay.values())
 
     doc = [
-        {"id": "a", "response": "x", "error": None, "model": "m", "finish_reason": "stop", "completion_tokens": 3},
+        {"id": "a", "response": "x", "error": None, "model": "m", "finish_reason": "stop", "completion_tokens": 3,
+         "off_schema": "not JSON as a whole"},
         {"id": "b", "response": None, "error": "e"},
-    ]
+    ]  # fmt: skip
     fields = [((0, "id"), "nonempty"), ((0, "response"), "optional_text"), ((0, "error"), "optional_text"),
               ((0, "model"), "optional_text"), ((0, "finish_reason"), "optional_text"),
-              ((0, "completion_tokens"), "optional_index")]  # fmt: skip
+              ((0, "completion_tokens"), "optional_index"), ((0, "off_schema"), "optional_text")]  # fmt: skip
     return Case("llm-responses", doc, read, fields, required=[(0, "id")], lines=True, suffix=".jsonl")
 
 
@@ -165,10 +166,10 @@ def _predictions_case():
         return sorted((k, repr(v)) for k, v in got.items())
 
     doc = {"model": "m", "questions_file": "q.json", "questions_sha256": SHA, "predictions": {"q1": 2},
-           "invalid": {"q2": "no reply"}, "cut_off": ["q2"]}  # fmt: skip
+           "invalid": {"q2": "no reply"}, "cut_off": ["q2"], "off_schema": ["q2"]}  # fmt: skip
     fields = [(("model",), "text"), (("questions_file",), "text"), (("questions_sha256",), "sha256"),
               (("invalid", "q2"), "text"), (("predictions",), "object"), (("invalid",), "object"),
-              (("cut_off",), "text_list")]  # fmt: skip
+              (("cut_off",), "text_list"), (("off_schema",), "text_list")]  # fmt: skip
     return Case("reactions-predictions", doc, read, fields, required=[("predictions",)])
 
 

@@ -35,7 +35,7 @@ NOT_USER_FILES = {
     "run_summary.py": "Snakemake's logs",
     "crystal/workflow.py": "the generator params JSON it wrote itself",
     "core/fingerprint.py": "its own digest cache",
-    "llm/generate.py": "a model's reply text, checked against its prompt's schema",
+    "llm/schema_check.py": "a model's reply text, checked against its prompt's schema",
     "identity/records.py": "its own identity records and name book, CRUCIBLE_JOB",
     "identity/code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
     "identity/job_code.py": "its own code digest cache",
