@@ -229,7 +229,7 @@ def test_a_crystal_answer_with_a_key_given_twice_is_a_parse_failure():
 
 def test_a_schema_check_of_replies_counts_a_key_given_twice_as_off_schema():
     from crucible.llm.files import Completion, Prompt
-    from crucible.llm.generate import schema_violations
+    from crucible.llm.schema_check import schema_violations
 
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     prompts = [Prompt(id=i, messages=({"role": "user", "content": "q"},), response_schema=schema) for i in ("a", "b")]

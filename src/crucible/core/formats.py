@@ -419,8 +419,7 @@ LLM_RESPONSE = declare(
             # why the reply ended ("stop", "length": cut off at max_tokens), and its token count
             "finish_reason": OPTIONAL_TEXT,
             "completion_tokens": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_INDEX},
-            # why a whole reply does not follow the schema its request asked for (crucible.llm.schema_check)
-            "off_schema": OPTIONAL_TEXT,
+            "off_schema": OPTIONAL_TEXT,  # why a whole reply breaks its request's schema (llm.schema_check)
         },
     },
 )
@@ -438,10 +437,8 @@ REACTION_PREDICTIONS = declare(
             "questions_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "predictions": {"type": "object"},
             "invalid": {"type": "object", "additionalProperties": TEXT},
-            # the invalid answers that were replies cut off at max_tokens
-            "cut_off": {"type": "array", "items": TEXT},
-            # the invalid answers that were replies off the schema their request asked for
-            "off_schema": {"type": "array", "items": TEXT},
+            "cut_off": {"type": "array", "items": TEXT},  # the invalid answers: replies cut off at max_tokens
+            "off_schema": {"type": "array", "items": TEXT},  # the invalid answers: replies off their schema
         },
     },
 )
