@@ -152,7 +152,9 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
             failed_points[key] = bad
             scored = [p for p in bad if in_scored_window(symbol, p["distance"], float(grid.max()))]
             if scored:
-                excluded[key] = f"non-finite at a scored separation: {scored[0]['distance']:.6g} Å, {scored[0]['reason']}"
+                excluded[key] = (
+                    f"non-finite at a scored separation: {scored[0]['distance']:.6g} Å, {scored[0]['reason']}"
+                )
                 continue
         curves[key] = curve
     return {

@@ -246,14 +246,15 @@ def low_quality_references(reference: Mapping[str, Curve]) -> set[str]:
             continue
         if not np.isfinite(e[mask]).all():
             out.add(symbol)
-        elif energy_jump(d[mask], e[mask]) >= LOW_QUALITY_JUMP and energy_diff_flips(d[mask], e[mask]) >= LOW_QUALITY_FLIPS:
+        elif (
+            energy_jump(d[mask], e[mask]) >= LOW_QUALITY_JUMP
+            and energy_diff_flips(d[mask], e[mask]) >= LOW_QUALITY_FLIPS
+        ):
             out.add(symbol)
     return out
 
 
-def element_metrics(
-    symbol: str, pred: Curve, ref: Curve | None, low_quality: bool = False
-) -> dict[str, float] | None:
+def element_metrics(symbol: str, pred: Curve, ref: Curve | None, low_quality: bool = False) -> dict[str, float] | None:
     """The metrics of one element's predicted curve (None where it is not scored)."""
     d, e, f = pred["distances"], pred["energies"], pred["forces"]
     largest = float(d.max())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from crucible.io import InFile
@@ -59,3 +60,87 @@ def write_curves(
         pot.device,
         out,
     )
+
+
+def _scored(inputs: list[InFile], reference: InFile) -> tuple[dict[str, dict[str, Any]], dict]:
+    from crucible.discovery.curves import homo_curves, read_curves
+    from crucible.discovery.data import read_reference
+    from crucible.discovery.metrics import means, per_element
+    from crucible.discovery.report import model_of
+
+    ref = read_reference(reference)
+    out = {}
+    for path in sorted(inputs, key=lambda p: model_of(p)):
+        data = read_curves(path)
+        values = per_element(homo_curves(data), ref)
+        meta = (data.get("run_metadata") or {}).get("crucible") or {}
+        out[model_of(path)] = {**means(values), "n_elements": len(values), "device": meta.get("device", "?")}
+    return out, ref
+
+
+def write_table(
+    inputs: list[InFile], reference: InFile, cards: list[InFile], out_csv: str, out_md: str, out_tex: str
+) -> None:
+    """``crucible discovery table``: the diatomics table, a row per curves file beside the
+    published rows of the model cards.
+
+    Args:
+        inputs: curves files results/discovery/diatomics/{potential}.json.gz
+        reference: the leaderboard's PBE dimer curves (pinned: discovery/diatomics/pbe-reference)
+        cards: the leaderboard's model cards (pinned: discovery/cards/<model>), in any order
+        out_csv: the table as CSV
+        out_md: the table as Markdown
+        out_tex: the table as LaTeX
+    """
+    from crucible.discovery.data import CARD_ROLE_PREFIX, published_row
+    from crucible.discovery.report import HEADERS, TITLE, caption, table
+    from crucible.report.tables import write_table as write
+    from crucible.sources import roles
+
+    by_file = {}
+    for role, pin in roles(prefix=CARD_ROLE_PREFIX).items():
+        by_file[Path(pin.location).name] = role
+    published = []
+    for card in cards:
+        row = published_row(card, by_file.get(Path(card).name))
+        if row is not None:
+            published.append(row)
+    ours, _ = _scored(inputs, reference)
+    df = table(ours, published)
+    write(df, csv=out_csv, md=out_md, tex=out_tex, title=TITLE, caption=caption(df), headers=HEADERS, digits=4)
+
+
+def write_curve_figure(curves: InFile, reference: InFile, out_png: str, out_pdf: str) -> None:
+    """``crucible discovery curves-figure``: every dimer curve of one potential against PBE.
+
+    Args:
+        curves: the potential's curves file results/discovery/diatomics/{potential}.json.gz
+        reference: as in :func:`crucible.discovery.run.write_table`
+        out_png: the grid as PNG
+        out_pdf: the grid as PDF
+    """
+    from crucible.discovery.curves import homo_curves, read_curves, symbols
+    from crucible.discovery.data import read_reference
+    from crucible.discovery.report import curve_grid, model_of
+    from crucible.report.figures import save_figure
+
+    data = read_curves(curves)
+    missing = (data.get("run_metadata") or {}).get("excluded_formula_reasons") or {}
+    fig = curve_grid(model_of(curves), homo_curves(data), read_reference(reference), symbols(), missing)
+    save_figure(fig, out_png, out_pdf)
+
+
+def write_metrics_figure(table: InFile, out_png: str, out_pdf: str) -> None:
+    """``crucible discovery metrics-figure``: each metric of ours beside the published rows.
+
+    Args:
+        table: the diatomics table's CSV
+        out_png: the figure as PNG
+        out_pdf: the figure as PDF
+    """
+    import pandas as pd
+
+    from crucible.discovery.report import metrics_figure
+    from crucible.report.figures import save_figure
+
+    save_figure(metrics_figure(pd.read_csv(table, keep_default_na=False, na_values=[""])), out_png, out_pdf)
