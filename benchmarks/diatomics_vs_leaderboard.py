@@ -70,7 +70,9 @@ def load_leaderboard(checkout: Path):
             "matbench_discovery.metrics": metrics,
         }
     )
-    spec = importlib.util.spec_from_file_location(PACKAGE, pkg_dir / "__init__.py", submodule_search_locations=[str(pkg_dir)])
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, pkg_dir / "__init__.py", submodule_search_locations=[str(pkg_dir)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[PACKAGE] = module
     spec.loader.exec_module(module)
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkout", type=Path)
     parser.add_argument("curves", type=Path, nargs="+")
-    parser.add_argument("--reference", type=Path, default=None, help="default: the checkout's site/src/lib/diatomics-dft.json.gz")
+    parser.add_argument(
+        "--reference", type=Path, default=None, help="default: the checkout's site/src/lib/diatomics-dft.json.gz"
+    )
     parser.add_argument("--rtol", type=float, default=1e-9)
     args = parser.parse_args(argv)
     reference = args.reference or args.checkout / "site" / "src" / "lib" / "diatomics-dft.json.gz"
@@ -123,10 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.curves:
         a, b = ours(path, reference), theirs(lb, path, reference)
         if set(a) != set(b):
-            bad_keys.append(f"{path}: elements scored differ: ours only {sorted(set(a) - set(b))}, theirs only {sorted(set(b) - set(a))}")
+            bad_keys.append(
+                f"{path}: elements scored differ: ours only {sorted(set(a) - set(b))}, theirs only {sorted(set(b) - set(a))}"
+            )
         for symbol in sorted(set(a) & set(b)):
             if set(a[symbol]) != set(map(str, b[symbol])):
-                bad_keys.append(f"{path}: {symbol}: metrics differ: {sorted(a[symbol])} vs {sorted(map(str, b[symbol]))}")
+                bad_keys.append(
+                    f"{path}: {symbol}: metrics differ: {sorted(a[symbol])} vs {sorted(map(str, b[symbol]))}"
+                )
             for m in METRICS:
                 if m in a[symbol] and m in b[symbol]:
                     rel, ab = diff(a[symbol][m], float(b[symbol][m]))
