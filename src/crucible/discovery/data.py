@@ -32,7 +32,11 @@ def read_reference(path: InFile | None = None) -> dict[str, dict[str, np.ndarray
     """``{symbol: {distances, energies, forces}}`` of the PBE curves, read through their pin."""
     from crucible.sources import pinned
 
-    path = pinned(REFERENCE_ROLE, path)
+    return parse_reference(pinned(REFERENCE_ROLE, path))
+
+
+def parse_reference(path: InFile) -> dict[str, dict[str, np.ndarray]]:
+    """The PBE curves of a file of the reference's format (no pin checked: :func:`read_reference`)."""
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             doc = json.load(fh)
