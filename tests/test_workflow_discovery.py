@@ -29,7 +29,7 @@ def dag(tmp_path_factory, venv_env):
     if not (SHARED / "diatomics-dft.json.gz").is_file():
         pytest.skip(f"no copies of the leaderboard's files at {SHARED}")
     www = tmp_path_factory.mktemp("mbd_www")
-    for role, pin in sources.roles(prefix="discovery/").items():
+    for pin in sources.roles(prefix="discovery/").values():
         spec = sources.load_sources()["artifacts"][pin.artifact]
         name = spec["mirror_path"].rsplit("/", 1)[-1]
         src = SHARED / name if name.endswith(".json.gz") else SHARED / "models" / name

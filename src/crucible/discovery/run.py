@@ -42,6 +42,7 @@ def write_curves(
     unknown = [s for s in names if s not in every]
     if unknown or not names:
         raise ConfigError(f"--elements: {', '.join(unknown) or 'empty'} not among H…U")
+    names = [s for s in every if s in set(names)]  # by atomic number, as the leaderboard's file
     t0 = time.process_time()
     pot = load_potential(potential, device=device, threads=threads, custom=custom_potentials or {})
     t_load = time.process_time() - t0
