@@ -1,7 +1,7 @@
 """Our diatomics metrics against the Matbench Discovery leaderboard's own code, on our curve files.
 
     python benchmarks/diatomics_vs_leaderboard.py CHECKOUT results/discovery/diatomics/*.json.gz \
-        [--reference resources/downloads/mbd-diatomics-dft.json.gz]
+        [--reference PBE_CURVES]
 
 CHECKOUT is a checkout of janosh/matbench-discovery (the commit config/sources.yaml pins), e.g.
 ``git --git-dir=MIRROR archive <commit> matbench_discovery site/src/lib | tar x -C CHECKOUT``.
@@ -13,6 +13,9 @@ from the rest of ``matbench_discovery`` is stood in for here (the package root, 
 downloads the WBM summary at import time, and the ``MbdKey`` names of the twelve metrics), so
 nothing is downloaded. The means are taken as its ``write_metrics_to_yaml`` takes them (over the
 finite values), before its rounding to four significant digits.
+
+PBE_CURVES defaults to the checkout's site/src/lib/diatomics-dft.json.gz; either way it is read by
+our side through its pin (role discovery/diatomics/pbe-reference).
 
 Prints, per metric, the largest relative and absolute difference over every element and file,
 and over the files' means. Exit status 1 when any relative difference exceeds --rtol (1e-9).

@@ -23,7 +23,7 @@ ROLE = "discovery/cards/chgnet-0.3.0"
 def mirror(tmp_path):
     """The repository's layout on 127.0.0.1, holding the card where upstream keeps it."""
     root = tmp_path / "www"
-    mirror_path = sources.load_sources()["artifacts"]["mbd-card-chgnet-0.3.0"]["mirror_path"]
+    mirror_path = sources.load_sources()["artifacts"][sources.find_pin(ROLE).artifact]["mirror_path"]
     (root / mirror_path).parent.mkdir(parents=True)
     shutil.copy(CARD, root / mirror_path)
     server = StaticFileServer(root)
@@ -42,7 +42,7 @@ def test_card_is_fetched_by_the_real_download_code_and_checked(tmp_path, mirror)
     served.write_bytes(CARD.read_bytes().replace(b"pbe_energy_mae: 3.205", b"pbe_energy_mae: 1.000"))
     with pytest.raises(HashMismatchError, match="SHA-256 mismatch"):
         sources.provide(ROLE, tmp_path / "fresh", url_prefix=server.url)
-    assert not (tmp_path / "fresh" / "downloads" / "mbd-card-chgnet-0.3.0.yml").exists()
+    assert not sources.resource_path(ROLE, resources=tmp_path / "fresh").exists()
 
 
 def test_every_card_and_the_reference_have_a_role_and_both_pins():
@@ -61,7 +61,7 @@ def test_published_row_of_the_card():
 
 
 def test_pinned_read_refuses_an_edited_card(tmp_path):
-    edited = tmp_path / "mbd-card-chgnet-0.3.0.yml"
+    edited = tmp_path / sources.resource_path(ROLE).name
     edited.write_bytes(CARD.read_bytes() + b"\n")
     with pytest.raises(HashMismatchError, match="differs from the pin"):
         data.published_row(edited, ROLE)

@@ -43,6 +43,10 @@ def test_unknown_potential_or_element_is_refused_naming_the_key():
 
 
 def test_the_reference_and_cards_are_where_the_fetch_rule_puts_them():
-    assert wf.reference_file() == "resources/downloads/mbd-diatomics-dft.json.gz"
+    from crucible.discovery.data import REFERENCE_ROLE
+    from crucible.sources import resource_path
+
+    assert wf.reference_file() == str(resource_path(REFERENCE_ROLE))
+    assert wf.reference_file().startswith("resources/downloads/")
     cards = wf.card_files()
-    assert len(cards) == 35 and "resources/downloads/mbd-card-chgnet-0.3.0.yml" in cards
+    assert len(cards) == 35 and str(resource_path("discovery/cards/chgnet-0.3.0")) in cards
