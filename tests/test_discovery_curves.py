@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from ase.calculators.calculator import Calculator, all_changes
 
+from crucible.core.errors import DataValidationError
 from crucible.discovery import curves
-from crucible.errors import DataValidationError
 from crucible.potentials.registry import load_potential
 from crucible.potentials.spec import Potential
 

@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from crucible import sources
+from crucible.core.errors import DataValidationError, HashMismatchError
 from crucible.discovery import data
-from crucible.errors import DataValidationError, HashMismatchError
+from crucible.sources import downloads as sources
 
 from helpers import REPO, StaticFileServer
 

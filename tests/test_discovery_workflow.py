@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from crucible.config import check_schema
+from crucible.core.errors import ConfigError
+from crucible.dag.config import check_schema
 from crucible.discovery import workflow as wf
-from crucible.errors import ConfigError
 
 
 def _config(**diatomics):
@@ -44,7 +44,7 @@ def test_unknown_potential_or_element_is_refused_naming_the_key():
 
 def test_the_reference_and_cards_are_where_the_fetch_rule_puts_them():
     from crucible.discovery.data import REFERENCE_ROLE
-    from crucible.sources import resource_path
+    from crucible.sources.downloads import resource_path
 
     assert wf.reference_file() == str(resource_path(REFERENCE_ROLE))
     assert wf.reference_file().startswith("resources/downloads/")

@@ -13,8 +13,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from crucible import sources
 from crucible.discovery.workflow import final_outputs
+from crucible.sources import downloads as sources
 
 from helpers import REPO, StaticFileServer, load_test_config, run_snakemake
 

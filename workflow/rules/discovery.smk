@@ -5,7 +5,7 @@
 # The curve rule has a GPU variant (run_diatomics_gpu, gpu=1, sent to a GPU partition by the SLURM
 # profile) for the potentials whose spec says gpu; emt and a user's `device: cpu` potential run in
 # the plain rule and ask for no GPU.
-from crucible import stage
+from crucible.stages import declaration as stage
 from crucible.discovery import workflow as discovery_wf
 from crucible.potentials import workflow as potentials_wf
 

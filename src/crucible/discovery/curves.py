@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from crucible.errors import DataValidationError
+from crucible.core.errors import DataValidationError
 
 log = logging.getLogger(__name__)
 

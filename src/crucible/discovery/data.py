@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from crucible.core.errors import DataValidationError
+from crucible.core.io import InFile
 from crucible.discovery.metrics import METRICS
-from crucible.errors import DataValidationError
-from crucible.io import InFile
 
 REFERENCE_ROLE = "discovery/diatomics/pbe-reference"
 CARD_ROLE_PREFIX = "discovery/cards/"
@@ -23,14 +23,14 @@ FUNCTIONAL = "PBE"
 
 
 def card_roles() -> list[str]:
-    from crucible.sources import roles
+    from crucible.sources.downloads import roles
 
     return list(roles(prefix=CARD_ROLE_PREFIX))
 
 
 def read_reference(path: InFile | None = None) -> dict[str, dict[str, np.ndarray]]:
     """``{symbol: {distances, energies, forces}}`` of the PBE curves, read through their pin."""
-    from crucible.sources import pinned
+    from crucible.sources.downloads import pinned
 
     return parse_reference(pinned(REFERENCE_ROLE, path))
 
@@ -66,7 +66,7 @@ def published_row(path: InFile, role: str | None = None) -> dict[str, Any] | Non
     (NaN where the card has none); None for a card without a diatomics block."""
     import yaml
 
-    from crucible.sources import pinned
+    from crucible.sources.downloads import pinned
 
     path = pinned(role, path) if role else Path(path)
     try:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crucible.io import InFile
+from crucible.core.io import InFile
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,9 @@ def write_curves(
         custom_potentials: JSON of config's potentials: entry of a user's potential named by --potential
         elements: 'all' (H…U) or comma-separated symbols, e.g. H,Cu (a slice, for tests)
     """
+    from crucible.core.errors import ConfigError
+    from crucible.core.io import write_bytes
     from crucible.discovery.curves import compute_curves, dumps, symbols
-    from crucible.errors import ConfigError
-    from crucible.io import write_bytes
     from crucible.potentials.registry import load_potential
 
     every = symbols()
@@ -96,7 +96,7 @@ def write_table(
     from crucible.discovery.data import CARD_ROLE_PREFIX, published_row
     from crucible.discovery.report import HEADERS, TITLE, caption, table
     from crucible.report.tables import write_table as write
-    from crucible.sources import roles
+    from crucible.sources.downloads import roles
 
     by_file = {}
     for role, pin in roles(prefix=CARD_ROLE_PREFIX).items():

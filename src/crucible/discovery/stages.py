@@ -1,6 +1,6 @@
 """``crucible discovery ...``: Matbench Discovery's diatomics task (curves, table, figures)."""
 
-from crucible.stage import Stage
+from crucible.stages.declaration import Stage
 
 STAGES = (
     Stage("curves", "a potential's homonuclear dimer curves H…U, leaderboard format", ".run:write_curves"),

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from crucible.config import section
-from crucible.errors import ConfigError
-from crucible.families import Family
-from crucible.identity import Meaning
+from crucible.core.errors import ConfigError
+from crucible.dag.config import section
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
+from crucible.identity.records import Meaning
 from crucible.potentials import workflow as potentials_wf
-from crucible.workflow import alternation
 
 CURVES = "results/discovery/diatomics/{potential}.json.gz"
 TABLE = "results/tables/discovery_diatomics.{ext}"
@@ -67,14 +67,14 @@ def curve_files(config: dict[str, Any]) -> list[str]:
 def card_files() -> list[str]:
     """Where the fetch stage puts the leaderboard's model cards (their roles, config/sources.yaml)."""
     from crucible.discovery.data import card_roles
-    from crucible.sources import resource_path
+    from crucible.sources.downloads import resource_path
 
     return [str(resource_path(role)) for role in card_roles()]
 
 
 def reference_file() -> str:
     from crucible.discovery.data import REFERENCE_ROLE
-    from crucible.sources import resource_path
+    from crucible.sources.downloads import resource_path
 
     return str(resource_path(REFERENCE_ROLE))
 
