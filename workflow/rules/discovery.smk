@@ -23,7 +23,9 @@ rule run_diatomics:
         potential=discovery_wf.potentials_on(config, "cpu"),
     conda:
         "../../envs/mlip.yaml"
-    threads: 2
+    # one thread: a two-atom single point is too small to split, and a second torch thread only
+    # spins: chgnet-0.3.0 on H…Ca took 35 CPU-s on two threads, 21 on one (80 CPU-s for H…U)
+    threads: 1
     resources:
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
@@ -44,7 +46,7 @@ rule run_diatomics:
 use rule run_diatomics as run_diatomics_gpu with:
     wildcard_constraints:
         potential=discovery_wf.potentials_on(config, "gpu"),
-    threads: 2
+    threads: 1
     resources:
         gpu=1,
         mem_mb=lambda wc, attempt: 6000 * attempt,
