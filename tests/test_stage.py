@@ -181,7 +181,9 @@ def test_no_option_is_spelled_outside_its_declaration():
         "stages/groups.py",
         *(m.replace(".", "/")[9:] + ".py" for m, _ in GROUPS.values()),
     ]
-    assert sum(len((root / f).read_text().splitlines()) for f in cli) <= 1000
+    # 1000 until the sixth family, discovery: its stages.py (10 lines) and GROUPS entry; a family's
+    # commands are declared in its own stages.py, which this sum counts as help.
+    assert sum(len((root / f).read_text().splitlines()) for f in cli) <= 1010
 
 
 def test_a_download_has_no_identity_and_fixed_counts_and_positionals_render():

@@ -61,10 +61,12 @@ NO_TORCH = {
         ("crystal", c)
         for c in ("audit", "build-items", "csp-table", "figure", "sample-prompts", "score", "score-samples", "table")
     ),
+    *(("discovery", c) for c in ("table", "curves-figure", "metrics-figure")),
 }
 
 TORCH = [
     ("mlip", "eos"),
+    ("discovery", "curves"),
     ("mlip", "s2ef-predict"),
     ("catalysis", "relax"),
     ("catalysis", "relative"),

@@ -24,6 +24,7 @@ FAMILY_PACKAGES = (
     "crucible.llm",
     "crucible.catalysis",
     "crucible.crystal",
+    "crucible.discovery",
 )
 
 

@@ -1,0 +1,160 @@
+"""The diatomics table (ours beside the leaderboard's published rows) and its figures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from crucible.discovery.metrics import METRICS
+
+HEADERS = {
+    "model": "model",
+    "source": "source",
+    "date": "date",
+    "n_elements": "elements scored",
+    "pbe_energy_mae": "PBE energy MAE (eV)",
+    "pbe_force_mae": "PBE force MAE (eV/Å)",
+    "pbe_wall_dist_mae": "PBE wall distance MAE (Å)",
+    "pbe_bond_length_error": "PBE bond length error (Å)",
+    "pbe_well_depth_error": "PBE well depth error (eV)",
+    "pbe_vib_freq_error": "PBE vib. freq. error (cm⁻¹)",
+    "tortuosity": "tortuosity",
+    "energy_diff_flips": "energy diff flips",
+    "energy_jump": "energy jump (eV)",
+    "force_flips": "force flips",
+    "force_total_variation": "force total variation (eV/Å)",
+    "force_jump": "force jump (eV/Å)",
+}
+COLUMNS = tuple(HEADERS)
+TITLE = "Matbench Discovery diatomics: homonuclear dimer curves H…U against PBE"
+
+
+def table(ours: Mapping[str, Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per potential of ours (``source`` crucible, with the device it ran on), then the
+    published rows sorted by model; the metrics are means over the scored elements."""
+    rows = []
+    for name in sorted(ours):
+        m = ours[name]
+        rows.append(
+            {
+                "model": name,
+                "source": f"crucible ({m['device']})",
+                "date": "",
+                "n_elements": int(m["n_elements"]),
+                **{k: float(m[k]) for k in METRICS},
+            }
+        )
+    for p in sorted(published, key=lambda r: r["model"]):
+        rows.append(
+            {
+                "model": p["model"],
+                "source": "published",
+                "date": p["date"],
+                "n_elements": None,
+                **{k: p[k] for k in METRICS},
+            }
+        )
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df["n_elements"] = df["n_elements"].astype("Int64")
+    return df
+
+
+def caption(df: pd.DataFrame) -> str:
+    n_ours = int((df["source"] != "published").sum())
+    return (
+        f"{n_ours} potential(s) run here beside the {int((df['source'] == 'published').sum())} published rows of the "
+        "leaderboard's model cards (commit 2c7f9fc, date of each card's diatomics run); 92 dimers, 119 separations "
+        "0.1-6.0 Å, each metric the mean over the elements it scores (Materials Project elements, PBE-relative "
+        "metrics without the 8 low-quality references); published values are rounded to 4 significant digits."
+    )
+
+
+def curve_grid(
+    name: str,
+    curves: Mapping[str, Mapping[str, np.ndarray]],
+    reference: Mapping[str, Mapping[str, np.ndarray]],
+    symbols: Sequence[str],
+    missing: Mapping[str, str],
+):
+    """Each dimer's energy curve (shifted to 0 at its largest separation), ours against PBE."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ncols = 10
+    nrows = math.ceil(len(symbols) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.0 * ncols, 1.6 * nrows), squeeze=False)
+    for ax, symbol in zip(axes.flat, symbols):
+        ref = reference.get(symbol)
+        lows = []
+        if ref is not None:
+            e = ref["energies"] - ref["energies"][-1]
+            ax.plot(ref["distances"], e, color="0.4", lw=1.0, label="PBE")
+            lows.append(e.min())
+        cur = curves.get(symbol)
+        if cur is not None:
+            e = cur["energies"] - cur["energies"][-1]
+            ax.plot(cur["distances"], e, color="tab:blue", lw=1.0, label=name)
+            lows.append(e.min())
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                missing.get(f"{symbol}-{symbol}", "no curve").split(":")[0],
+                ha="center",
+                va="center",
+                fontsize=6,
+                transform=ax.transAxes,
+                color="tab:red",
+            )
+        low = min(lows) if lows else -1.0
+        ax.set_ylim(min(low, -0.5) * 1.2, max(5.0, -low))
+        ax.set_xlim(0, 6)
+        ax.set_title(symbol, fontsize=8, pad=2)
+        ax.tick_params(labelsize=5, length=2)
+    for ax in list(axes.flat)[len(symbols) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{name}: dimer energy (eV, 0 at 6 Å) against separation (Å); grey PBE, blue {name}", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    return fig
+
+
+def metrics_figure(df: pd.DataFrame):
+    """Each metric: the published rows (grey) and ours (coloured), on a log axis where positive."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ours = df[df["source"] != "published"]
+    pub = df[df["source"] == "published"]
+    fig, axes = plt.subplots(3, 4, figsize=(14, 8))
+    colors = plt.get_cmap("tab10")
+    for ax, m in zip(axes.flat, METRICS):
+        vals = pub[m].dropna().to_numpy(dtype=float)
+        ax.scatter(vals, np.zeros_like(vals), color="0.6", s=14, label="published")
+        for k, (_, row) in enumerate(ours.iterrows()):
+            if math.isfinite(row[m]):
+                ax.scatter([row[m]], [0.3 + 0.15 * k], color=colors(k % 10), s=30, marker="D", label=row["model"])
+        pos = np.concatenate([vals, ours[m].to_numpy(dtype=float)])
+        pos = pos[np.isfinite(pos)]
+        if len(pos) and (pos > 0).all():
+            ax.set_xscale("log")
+        ax.set_yticks([])
+        ax.set_ylim(-0.5, 0.5 + 0.15 * len(ours))
+        ax.set_title(HEADERS[m], fontsize=9)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.suptitle("Diatomics metrics: ours beside the leaderboard's published rows (lower is better)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    return fig
+
+
+def model_of(path: str | Path) -> str:
+    name = Path(path).name
+    return name[: -len(".json.gz")] if name.endswith(".json.gz") else Path(path).stem

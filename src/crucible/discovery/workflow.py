@@ -1,0 +1,122 @@
+"""What the discovery part of the DAG builds, as pure functions of the config dict.
+
+``workflow/rules/discovery.smk`` calls these. Per potential: its dimer curves
+(``results/discovery/diatomics/{potential}.json.gz``, the leaderboard's prediction format) and
+their grid figure; over the configured potentials: the diatomics table beside the published
+rows of the leaderboard's model cards, and the metrics figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crucible.core.errors import ConfigError
+from crucible.dag.config import section
+from crucible.dag.families import Family
+from crucible.dag.workflow import alternation
+from crucible.identity.records import Meaning
+from crucible.potentials import workflow as potentials_wf
+
+CURVES = "results/discovery/diatomics/{potential}.json.gz"
+TABLE = "results/tables/discovery_diatomics.{ext}"
+CURVE_FIGURE = "results/figures/discovery_diatomics_curves_{potential}.{ext}"
+METRICS_FIGURE = "results/figures/discovery_diatomics_metrics.{ext}"
+
+
+def _section(config: dict[str, Any]) -> dict[str, Any]:
+    return section(config, "discovery")
+
+
+def potentials(config: dict[str, Any]) -> list[str]:
+    return list(_section(config)["diatomics"]["potentials"])
+
+
+def potentials_on(config: dict[str, Any], device: str) -> str:
+    """The ``potential`` constraint of run_diatomics (cpu) or run_diatomics_gpu."""
+    return alternation(potentials_wf.potentials_on(config, device, potentials_wf.potential_names(config)))
+
+
+def elements(config: dict[str, Any]) -> str:
+    """The curves command's --elements: 'all' or the configured symbols, sorted."""
+    value = _section(config)["diatomics"]["elements"]
+    return value if isinstance(value, str) else ",".join(sorted(value))
+
+
+def curves_format() -> int:
+    """The meaning of the curves file (:data:`crucible.discovery.curves.CURVES_FORMAT`), a param."""
+    from crucible.discovery.curves import CURVES_FORMAT
+
+    return CURVES_FORMAT
+
+
+def check(config: dict[str, Any]) -> None:
+    from crucible.discovery.curves import symbols
+
+    potentials_wf.check_potential_names(config, potentials(config), "discovery.diatomics.potentials")
+    value = _section(config)["diatomics"]["elements"]
+    if not isinstance(value, str):
+        unknown = sorted(set(value) - set(symbols()))
+        if unknown:
+            raise ConfigError(f"config discovery.diatomics.elements: {', '.join(unknown)} not among H…U")
+
+
+def curve_files(config: dict[str, Any]) -> list[str]:
+    return [CURVES.format(potential=p) for p in potentials(config)]
+
+
+def card_files() -> list[str]:
+    """Where the fetch stage puts the leaderboard's model cards (their roles, config/sources.yaml)."""
+    from crucible.discovery.data import card_roles
+    from crucible.sources.downloads import resource_path
+
+    return [str(resource_path(role)) for role in card_roles()]
+
+
+def reference_file() -> str:
+    from crucible.discovery.data import REFERENCE_ROLE
+    from crucible.sources.downloads import resource_path
+
+    return str(resource_path(REFERENCE_ROLE))
+
+
+def names(config: dict[str, Any]) -> dict[str, Meaning]:
+    if "discovery" not in config or not potentials(config):
+        return {}
+    out = {
+        "discovery/settings": Meaning(
+            {"elements": elements(config)},
+            "discovery.diatomics",
+            "use another --directory",
+            rules=(
+                "run_diatomics",
+                "run_diatomics_gpu",
+                "tabulate_diatomics",
+                "plot_diatomic_curves",
+                "plot_diatomics",
+            ),
+        )
+    }
+    return out | potentials_wf.potential_meanings(config, potentials(config))
+
+
+def final_outputs(config: dict[str, Any]) -> list[str]:
+    ps = potentials(config)
+    if not ps:
+        return []
+    out = curve_files(config)
+    out += [TABLE.format(ext=e) for e in ("csv", "md", "tex")]
+    out += [METRICS_FIGURE.format(ext=e) for e in ("png", "pdf")]
+    out += [CURVE_FIGURE.format(potential=p, ext=e) for p in ps for e in ("png", "pdf")]
+    return out
+
+
+FAMILY = Family(
+    name="discovery",
+    package="crucible.discovery",
+    final_outputs=final_outputs,
+    check=check,
+    captions=("discovery_diatomics.rst", "discovery_diatomics_curves.rst", "discovery_diatomics_metrics.rst"),
+    envs=("mlip.yaml",),
+    built=lambda c: {"diatomics potentials": potentials(c)},
+    names=names,
+)

@@ -1,0 +1,118 @@
+# Matbench Discovery's diatomics task: each potential's homonuclear dimer curves H…U in the
+# leaderboard's prediction format, scored against its PBE curves beside the published rows of its
+# model cards (both pinned in config/sources.yaml). Thin rules: every step is a
+# `crucible discovery ...` command; config reaches them only through crucible.discovery.workflow.
+# The curve rule has a GPU variant (run_diatomics_gpu, gpu=1, sent to a GPU partition by the SLURM
+# profile) for the potentials whose spec says gpu; emt and a user's `device: cpu` potential run in
+# the plain rule and ask for no GPU.
+from crucible.stages import declaration as stage
+from crucible.discovery import workflow as discovery_wf
+from crucible.potentials import workflow as potentials_wf
+
+
+rule run_diatomics:
+    input:
+        potential=lambda wc: potentials_wf.custom_potential_sources(config, wc.potential),
+    output:
+        "results/discovery/diatomics/{potential}.json.gz",
+    log:
+        "logs/discovery/diatomics/{potential}.log",
+    benchmark:
+        "benchmarks/runs/discovery/diatomics_{potential}.tsv"
+    wildcard_constraints:
+        potential=discovery_wf.potentials_on(config, "cpu"),
+    conda:
+        "../../envs/mlip.yaml"
+    # one thread: a two-atom single point is too small to split, and a second torch thread only
+    # spins: chgnet-0.3.0 on H…Ca took 35 CPU-s on two threads, 21 on one (80 CPU-s for H…U)
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
+    params:
+        elements=lambda wc: discovery_wf.elements(config),
+        custom_potentials=lambda wc: potentials_wf.custom_potential_json(config, wc.potential),
+        # a curves file of an older meaning reruns
+        curves_format=discovery_wf.curves_format(),
+    shell:
+        stage.shell(
+            "discovery curves",
+            potential="{wildcards.potential:q}",
+            device=None,
+            out="{output:q}",
+        )
+
+
+use rule run_diatomics as run_diatomics_gpu with:
+    wildcard_constraints:
+        potential=discovery_wf.potentials_on(config, "gpu"),
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
+
+
+rule tabulate_diatomics:
+    input:
+        inputs=lambda wc: discovery_wf.curve_files(config),
+        reference=discovery_wf.reference_file(),
+        cards=discovery_wf.card_files(),
+    output:
+        out_csv=report(
+            "results/tables/discovery_diatomics.csv", caption="../report/discovery_diatomics.rst", category="Discovery"
+        ),
+        out_md="results/tables/discovery_diatomics.md",
+        out_tex="results/tables/discovery_diatomics.tex",
+    log:
+        "logs/discovery/diatomics_table.log",
+    benchmark:
+        "benchmarks/runs/discovery/diatomics_table.tsv"
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery table")
+
+
+rule plot_diatomic_curves:
+    input:
+        curves="results/discovery/diatomics/{potential}.json.gz",
+        reference=discovery_wf.reference_file(),
+    output:
+        out_png=report(
+            "results/figures/discovery_diatomics_curves_{potential}.png",
+            caption="../report/discovery_diatomics_curves.rst",
+            category="Discovery",
+            labels={"potential": "{potential}"},
+        ),
+        out_pdf="results/figures/discovery_diatomics_curves_{potential}.pdf",
+    log:
+        "logs/discovery/diatomics_curves_{potential}.log",
+    benchmark:
+        "benchmarks/runs/discovery/diatomics_curves_{potential}.tsv"
+    wildcard_constraints:
+        potential=discovery_wf.potentials_on(config, "cpu") + "|" + discovery_wf.potentials_on(config, "gpu"),
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery curves-figure")
+
+
+rule plot_diatomics:
+    input:
+        table=rules.tabulate_diatomics.output.out_csv,
+    output:
+        out_png=report(
+            "results/figures/discovery_diatomics_metrics.png",
+            caption="../report/discovery_diatomics_metrics.rst",
+            category="Discovery",
+        ),
+        out_pdf="results/figures/discovery_diatomics_metrics.pdf",
+    log:
+        "logs/discovery/diatomics_metrics_figure.log",
+    benchmark:
+        "benchmarks/runs/discovery/diatomics_metrics_figure.tsv"
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery metrics-figure")
