@@ -180,7 +180,7 @@ def test_a_config_with_only_one_section_is_complete(family):
     check_config(config)
     filled = fill_defaults(json_copy(config))
     # every family's section and the shared potentials: section
-    assert set(filled) == {"matbench", "mlip", "crystal", "reactions", "catalysis", "llm", "potentials"}
+    assert set(filled) == {"matbench", "mlip", "crystal", "reactions", "catalysis", "discovery", "llm", "potentials"}
     assert filled["potentials"] == {}
     # the other families' sections hold their defaults only: none of them builds anything
     for other in set(filled) - {family, "potentials"}:
