@@ -125,7 +125,7 @@ def test_reader_names_the_file_curve_and_field(tmp_path, curve, message):
 def test_reader_refuses_what_is_not_a_curves_file(tmp_path):
     bad = tmp_path / "bad.json.gz"
     bad.write_bytes(b"not gzip")
-    with pytest.raises(DataValidationError, match="not a gzipped JSON"):
+    with pytest.raises(DataValidationError, match="not valid JSON"):
         curves.read_curves(bad)
     with pytest.raises(DataValidationError, match="top-level 'distances'"):
         curves.read_curves(_write(tmp_path / "y.json.gz", {"homo-nuclear": {}}))

@@ -91,7 +91,7 @@ rule plot_diatomic_curves:
     benchmark:
         "benchmarks/runs/discovery/diatomics_curves_{potential}.tsv"
     wildcard_constraints:
-        potential=discovery_wf.potentials_on(config, "cpu") + "|" + discovery_wf.potentials_on(config, "gpu"),
+        potential=discovery_wf.potentials_plotted(config),
     conda:
         "../../envs/mlip.yaml"
     shell:

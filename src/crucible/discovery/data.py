@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import re
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from crucible.core import formats
 from crucible.core.errors import DataValidationError
 from crucible.core.io import InFile
 from crucible.discovery.metrics import METRICS
@@ -37,12 +36,10 @@ def read_reference(path: InFile | None = None) -> dict[str, dict[str, np.ndarray
 
 def parse_reference(path: InFile) -> dict[str, dict[str, np.ndarray]]:
     """The PBE curves of a file of the reference's format (no pin checked: :func:`read_reference`)."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            doc = json.load(fh)
-        curves = doc[FUNCTIONAL]
-    except (OSError, ValueError, KeyError) as exc:
-        raise DataValidationError(f"{path}: no {FUNCTIONAL} curves: {exc}") from exc
+    doc = formats.read_json(path)
+    curves = doc.get(FUNCTIONAL) if isinstance(doc, dict) else None
+    if not isinstance(curves, dict):
+        raise DataValidationError(f"{path}: no {FUNCTIONAL} curves (a top-level object {FUNCTIONAL!r} is expected)")
     out = {}
     for key, curve in curves.items():
         symbol = key.partition("-")[0]
@@ -64,15 +61,11 @@ def published_row(path: InFile, role: str | None = None) -> dict[str, Any] | Non
     """A card's published diatomics row: ``model`` (its model_key), ``date`` (of its diatomics
     prediction file, else the date the model joined the benchmark) and the twelve metrics
     (NaN where the card has none); None for a card without a diatomics block."""
-    import yaml
-
+    from crucible.core.yaml_files import load_mapping
     from crucible.sources.downloads import pinned
 
     path = pinned(role, path) if role else Path(path)
-    try:
-        card = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise DataValidationError(f"{path}: not a model card: {exc}") from exc
+    card = load_mapping(path)
     block = ((card or {}).get("metrics") or {}).get("diatomics")
     if not isinstance(block, dict):
         return None

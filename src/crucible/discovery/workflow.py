@@ -36,6 +36,12 @@ def potentials_on(config: dict[str, Any], device: str) -> str:
     return alternation(potentials_wf.potentials_on(config, device, potentials_wf.potential_names(config)))
 
 
+def potentials_plotted(config: dict[str, Any]) -> str:
+    """The ``potential`` constraint of plot_diatomic_curves: every potential the curves may come
+    from, CPU and GPU rule alike."""
+    return alternation(potentials_wf.potential_names(config))
+
+
 def elements(config: dict[str, Any]) -> str:
     """The curves command's --elements: 'all' or the configured symbols, sorted."""
     value = _section(config)["diatomics"]["elements"]
