@@ -256,11 +256,12 @@ def repinned(role: str, path: Path) -> dict:
     that a test reaches the checks behind the pin (row, field, metadata)."""
     import copy
 
-    from crucible.sources.downloads import find_pin, sha256_file
+    from crucible.core.hashes import file_sha256
+    from crucible.sources.downloads import find_pin
 
     doc = copy.deepcopy(sources())
     pin = find_pin(role, doc)
-    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = sha256_file(path)
+    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = file_sha256(path)
     return doc
 
 
@@ -272,14 +273,15 @@ def slice_sources(dataset: str = "perov-5", **files: Path) -> dict:
     pins are the git blobs of the full upstream files."""
     import copy
 
-    from crucible.sources.downloads import find_pin, sha256_file
+    from crucible.core.hashes import file_sha256
+    from crucible.sources.downloads import find_pin
 
     files = files or {s: REPO / "tests" / "data" / "cdvae" / "perov_5" / f"{s}.csv" for s in ("train", "test")}
     doc = copy.deepcopy(sources())
     for split, path in files.items():
         spec = doc["artifacts"][find_pin(f"crystal/{dataset}/{split}", doc).artifact]
         spec.pop("git_blob", None)
-        spec["sha256"] = sha256_file(path)
+        spec["sha256"] = file_sha256(path)
     return doc
 
 

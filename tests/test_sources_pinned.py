@@ -13,6 +13,7 @@ import time
 import pytest
 
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.sources import downloads as sources
 
 from helpers import StaticFileServer
@@ -59,7 +60,7 @@ def test_an_edited_file_stops_naming_the_file_both_hashes_and_the_remedy(tmp_pat
     with pytest.raises(HashMismatchError) as err:
         sources.pinned("test/table", path, sources=_doc())
     msg = str(err.value)
-    assert str(path) in msg and SHA in msg and sources.sha256_file(path) in msg
+    assert str(path) in msg and SHA in msg and file_sha256(path) in msg
     assert "member table.csv of artifact pkg-1.0" in msg and "extracted" in msg
     assert "Delete it and rerun" in msg and "crucible sources provide --role test/table" in msg
 
@@ -180,9 +181,7 @@ def test_provide_fetches_extracts_and_restores_an_edited_member(tmp_path):
     server = StaticFileServer(www)
     try:
         doc = _doc()
-        doc["artifacts"]["pkg-1.0"].update(
-            kind="http", url=f"{server.url}/{archive.name}", sha256=sources.sha256_file(archive)
-        )
+        doc["artifacts"]["pkg-1.0"].update(kind="http", url=f"{server.url}/{archive.name}", sha256=file_sha256(archive))
         resources = tmp_path / "resources"
         path = sources.provide("test/table", resources, sources=doc)
         assert path == resources / "extracted" / "pkg-1.0" / "table.csv" and path.read_bytes() == PAYLOAD

@@ -261,19 +261,19 @@ def record_path(output: str | os.PathLike) -> Path:
     return path.parent / RECORD_DIR / f"{path.name}.json"
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, or of a folder's files (relative names and contents, sorted). A file's is
-    kept in crucible.core.fingerprint's cache, keyed by its stat with the ctime, which no one can set
-    back: a file edited with its mtime restored is hashed anew."""
-    from crucible.core.fingerprint import file_sha256 as cached_sha256
+def output_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a job's input or output: a file's (:func:`crucible.core.hashes.file_sha256`, from
+    its stat-keyed cache: a file edited with its mtime restored is still hashed anew), or a
+    folder's files (relative names and contents, sorted; the identity records left out)."""
+    from crucible.core.hashes import file_sha256
 
     path = Path(path)
     if path.is_dir():
         h = hashlib.sha256()
         for file in sorted(p for p in path.rglob("*") if p.is_file() and RECORD_DIR not in p.parts):
-            h.update(str(file.relative_to(path)).encode() + b"\0" + file_sha256(file).encode() + b"\0")
+            h.update(str(file.relative_to(path)).encode() + b"\0" + output_sha256(file).encode() + b"\0")
         return h.hexdigest()
-    return cached_sha256(path)
+    return file_sha256(path, cached=True)
 
 
 def verify_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
@@ -289,7 +289,7 @@ def verify_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
             f"{path}: its identity record ({record_path(path)}) holds no SHA-256 of it (made by an earlier "
             f"crucible): it cannot be checked; rebuild it (snakemake --forcerun {record.get('rule') or 'RULE'})"
         )
-    actual = file_sha256(path)
+    actual = output_sha256(path)
     if actual != recorded:
         raise IdentityError(
             f"{path}: changed since {made_by} made it: its SHA-256 is {actual}, the job that wrote it recorded "
@@ -449,7 +449,7 @@ class JobRecord:
         """One record per existing output; returns the job's identity."""
         from crucible.core.io import write_json
 
-        inputs = {path: file_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
+        inputs = {path: output_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
         body = {
             "format": RECORD_FORMAT,
             "rule": self.rule,
@@ -465,7 +465,7 @@ class JobRecord:
                 continue
             path = record_path(output)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_json({"identity": identity, **body, "output": output, "sha256": file_sha256(output)}, path)
+            write_json({"identity": identity, **body, "output": output, "sha256": output_sha256(output)}, path)
         return identity
 
 

@@ -7,15 +7,14 @@ response file is written once, at the end, in the prompt set's order.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from crucible import __version__
 from crucible.core.errors import CrucibleError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json
 from crucible.llm.asking import generate
 from crucible.llm.backend import Backend, StructuredOutputError, too_many_failed
@@ -107,7 +106,7 @@ def run_stage(
         "model": backend.model,
         "params": params,
         "prompts_file": str(prompts_path),
-        "prompts_sha256": hashlib.sha256(Path(prompts_path).read_bytes()).hexdigest(),
+        "prompts_sha256": file_sha256(prompts_path),
         "prompt_set_hash": prompt_set_hash(prompts),
         "prompt_template_hashes": template_hashes,
         # one hash per distinct schema (crystal's depends on the item's site count)

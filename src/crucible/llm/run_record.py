@@ -3,13 +3,13 @@ checkpoint or address answered, and, for a failed run, each failed item's reason
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from crucible.core.hashes import file_sha256
 from crucible.core.io import write_json
 from crucible.llm.backend import Backend
 from crucible.llm.files import Completion
@@ -31,11 +31,7 @@ def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         return {"sha256": None, "role": None}
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = file_sha256(path)
     role = None
     try:
         from crucible.sources.downloads import roles

@@ -32,8 +32,9 @@ import pyarrow as pa
 from crucible import __version__
 from crucible.core import formats
 from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json, write_parquet
-from crucible.sources.downloads import find_pin, pinned, sha256_file, sources_doc
+from crucible.sources.downloads import find_pin, pinned, sources_doc
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +418,7 @@ def make_card(
         "dataset": spec.name,
         "reference": spec.reference,
         "source_file": Path(path).name,
-        "source_sha256": sha256_file(path),
+        "source_sha256": file_sha256(path),
         "artifact": find_pin(spec.role, sources).artifact if spec.role else "",
         "crucible_version": __version__,
         "raw_rows": raw_rows,

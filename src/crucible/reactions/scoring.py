@@ -26,7 +26,6 @@ question set is refused (:class:`PredictionFileError`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -36,6 +35,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from crucible.core.errors import DataValidationError, PredictionFileError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile
 
 MC_TYPES = (
@@ -119,7 +119,7 @@ def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def questions_fingerprint(path: str | os.PathLike) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_sha256(path)
 
 
 def load_predictions(

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import crucible
+from crucible.core.hashes import file_sha256
 from crucible.dag import families as registry
 from crucible.dag.config import section
-from crucible.sources.downloads import locate, locked_sha256, read_lock, sha256_file
+from crucible.sources.downloads import locate, locked_sha256, read_lock
 
 # The config key under which the Snakefile puts the front page for the report template: no
 # family's section, and the schema refuses it in a config file, so a user cannot set it.
@@ -132,7 +133,7 @@ def _state(path: Path, pin: str | None) -> str:
         return "absent"
     if pin is None:
         return "no SHA-256 pin yet"
-    return "matches the pin" if sha256_file(path) == pin else "DIFFERS from the pin"
+    return "matches the pin" if file_sha256(path) == pin else "DIFFERS from the pin"
 
 
 def sources_read(jobs: Iterable[Job], sources: Mapping[str, Any], root: str | os.PathLike = ".") -> list[SourceFile]:
@@ -152,7 +153,7 @@ def sources_read(jobs: Iterable[Job], sources: Mapping[str, Any], root: str | os
         artifact, member = locate(path, dict(sources)) or (None, None)
         if artifact is None:
             on_disk = root / path
-            sha = sha256_file(on_disk) if on_disk.is_file() else None
+            sha = file_sha256(on_disk) if on_disk.is_file() else None
             state = "no pin to compare with" if sha else "absent"
             out.append(
                 SourceFile(path, None, "not in config/sources.yaml (SHA-256 of the file now)", sha, False, state)
@@ -185,7 +186,7 @@ def inputs_read_as_they_are(jobs: Sequence[Job], root: str | os.PathLike = ".") 
         if path.startswith("resources/"):
             continue
         full = root / path if not Path(path).is_absolute() else Path(path)
-        out.append((path, sha256_file(full) if full.is_file() else None))
+        out.append((path, file_sha256(full) if full.is_file() else None))
     return out
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from crucible.core.archives import extract
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
-from crucible.core.hashes import CHUNK, check_hash, git_blob_id, sha256_file
+from crucible.core.hashes import CHUNK, check_hash, file_sha256, git_blob_id
 from crucible.core.io import atomic_path
 
 # Read and checked in crucible.sources.pins; named here too, since library code and tests ask
@@ -136,7 +136,7 @@ def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -
 
 def move_aside(path: Path) -> Path:
     """Keep a file that failed its hash check for inspection, named by its own hash."""
-    aside = path.with_name(f"{path.name}.bad-{sha256_file(path)[:12]}")
+    aside = path.with_name(f"{path.name}.bad-{file_sha256(path)[:12]}")
     os.replace(path, aside)
     return aside
 
@@ -194,7 +194,7 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
     SHA-256 (sources file, else lock file) when known; a git blob id is checked as well. An
     artifact with no pin at all is refused, naming the hash received and the line that pins it.
     """
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     expected = spec.get("sha256") or locked
     if expected and actual != expected.lower():
         where = "pinned" if spec.get("sha256") else "recorded in the lock file"
@@ -249,7 +249,7 @@ def fetch(
                 _check_pins(name, spec, dest, locked, sources_file)
                 log.info("%s: already present and matching its pins, not downloading", name)
                 if lock and not locked and not spec.get("sha256"):
-                    _record_lock(lock, name, sha256_file(dest), spec)
+                    _record_lock(lock, name, file_sha256(dest), spec)
                 return dest
             except HashMismatchError:
                 log.warning(
@@ -268,7 +268,7 @@ def fetch(
                 except HashMismatchError as exc:
                     if not (spec.get("sha256") or locked or spec.get("git_blob")):
                         raise  # nothing pins it: fetching again cannot help
-                    aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
+                    aside = dest.with_name(f"{dest.name}.bad-{file_sha256(path)[:12]}")
                     os.replace(path, aside)
                     kept.append(aside)
                     log.warning("%s (attempt %d of %d); kept as %s", exc, attempt, FETCH_ATTEMPTS, aside)
@@ -284,7 +284,7 @@ def fetch(
             f"kept as {', '.join(str(p) for p in kept)}"
         )
     if dest.exists():
-        if sha256_file(dest) == spec["sha256"].lower():
+        if file_sha256(dest) == spec["sha256"].lower():
             log.info("%s: already present with the pinned SHA-256, not downloading", name)
             return dest
         log.warning("%s: %s exists but its hash differs; kept as %s, downloading again", name, dest, move_aside(dest))
@@ -297,7 +297,7 @@ def fetch(
             try:
                 check_hash(path, spec["sha256"], name)
             except HashMismatchError as exc:
-                aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
+                aside = dest.with_name(f"{dest.name}.bad-{file_sha256(path)[:12]}")
                 os.replace(path, aside)
                 kept.append(aside)
                 log.warning("%s (attempt %d of %d); kept as %s", exc, attempt, FETCH_ATTEMPTS, aside)
@@ -307,7 +307,7 @@ def fetch(
         return dest
     raise HashMismatchError(
         f"artifact {name!r} fetched twice and its SHA-256 differs from the pin both times: expected "
-        f"{spec['sha256'].lower()}, got {', '.join(sha256_file(p) for p in kept)}; the downloads are kept as "
+        f"{spec['sha256'].lower()}, got {', '.join(file_sha256(p) for p in kept)}; the downloads are kept as "
         f"{', '.join(str(p) for p in kept)}"
     )
 
@@ -410,7 +410,7 @@ def pinned(
         expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob)
         where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
     if expected:
-        actual = sha256_file(path)
+        actual = file_sha256(path)
         if actual != expected:
             raise HashMismatchError(
                 f"{path}: SHA-256 {actual} differs from the pin {expected} of {pin.what} {where}; "
@@ -440,7 +440,7 @@ def _pinned_installed(pin: Pin, path: str | os.PathLike | None) -> Path:
             f"{path}: missing; it should hold {pin.what}, pinned from {pin.package} {pin.version} "
             f"(installed: {_installed_version(pin.package)}). {fix}"
         )
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     if actual != pin.sha256:
         raise HashMismatchError(
             f"{path}: SHA-256 {actual} differs from the pin {pin.sha256} of {pin.what} in config/sources.yaml, "
@@ -471,7 +471,7 @@ def provide(
     target = resources / pin.location
     if pin.member is None:
         fetch(pin.artifact, spec, target, lock=lock)
-    elif not (target.is_file() and sha256_file(target) == pin.sha256):
+    elif not (target.is_file() and file_sha256(target) == pin.sha256):
         if target.exists():
             log.warning("%s: differs from its pin; extracting it again", target)
         archive = fetch(pin.artifact, spec, resources / "downloads" / spec["filename"], lock=lock)
@@ -495,7 +495,7 @@ def verify_pinned(
     what: str = "file",
     where: str = "the config",
     *,
-    digest: Callable[[str | os.PathLike], str] = sha256_file,
+    digest: Callable[[str | os.PathLike], str] = file_sha256,
 ) -> str:
     """Check a file pinned outside ``config/sources.yaml`` (a matminer download, a user dataset)
     where it is read, hashed by ``digest`` (:func:`dataset_sha256` for a dataset that may be a
