@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from crucible.core import formats
+from crucible.core import strict_json
 from crucible.core.errors import DataValidationError
 from crucible.core.io import InFile
 from crucible.discovery.metrics import METRICS
@@ -36,7 +36,7 @@ def read_reference(path: InFile | None = None) -> dict[str, dict[str, np.ndarray
 
 def parse_reference(path: InFile) -> dict[str, dict[str, np.ndarray]]:
     """The PBE curves of a file of the reference's format (no pin checked: :func:`read_reference`)."""
-    doc = formats.read_json(path)
+    doc = strict_json.read_json(path)
     curves = doc.get(FUNCTIONAL) if isinstance(doc, dict) else None
     if not isinstance(curves, dict):
         raise DataValidationError(f"{path}: no {FUNCTIONAL} curves (a top-level object {FUNCTIONAL!r} is expected)")

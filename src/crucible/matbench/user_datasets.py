@@ -77,7 +77,7 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
     check_spec(name, spec)
     verify_pinned(raw_path, spec["sha256"], f"user dataset {name!r}", f"config matbench.user_datasets.{name}.sha256")
     meta = {"input_type": spec["input"], "target": spec["target"], "task_type": spec["task_type"]}
-    from crucible.core.formats import check_size
+    from crucible.core.reading import check_size
 
     check_size(raw_path)  # before matminer inflates the whole file
     try:

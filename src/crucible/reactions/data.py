@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crucible import __version__
-from crucible.core import formats
+from crucible.core import reading
 from crucible.core.errors import ConfigError, DataValidationError
 from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json, write_parquet
@@ -248,7 +248,7 @@ def ee_from_ddg(ddg_kcal: np.ndarray, temperature: float = T_THIOL) -> np.ndarra
 def read_raw(spec: DatasetSpec, path: str | os.PathLike) -> pd.DataFrame:
     """The raw table, one row per source row, columns as in the clean schema (not yet averaged)."""
     source = str(path)
-    raw = formats.read_csv(path, spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
+    raw = reading.read_csv(path, spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
     needed = [
         *spec.substrate_columns,
         *(c.column for c in spec.conditions),
@@ -363,7 +363,7 @@ def clean_table(
     df = df[[f.name for f in clean_schema(keys)]]
     card = make_card(spec, df, raw_rows=len(raw), n_dup_groups=n_dup_groups, path=path, sources=sources)
     if spec.utility == "ddg_kcal":
-        raw_ee = ee_from_ddg(pd.to_numeric(formats.read_csv(path, spec.encoding)[spec.utility_column]).to_numpy())
+        raw_ee = ee_from_ddg(pd.to_numeric(reading.read_csv(path, spec.encoding)[spec.utility_column]).to_numpy())
         card["ee_from_ddg"] = _ee_integer_check(raw_ee)
     return df, card
 
@@ -388,7 +388,7 @@ def _constants(spec: DatasetSpec, path: str | os.PathLike) -> dict[str, str]:
     Suzuki table's ``~`` bonds in ``CC(=O)O~CC(=O)O~[Pd]``)."""
     if not spec.constant_conditions:
         return {}
-    raw = formats.read_csv(path, spec.encoding, dtype=str)
+    raw = reading.read_csv(path, spec.encoding, dtype=str)
     out = {}
     for key, column in sorted(spec.constant_conditions.items()):
         values = sorted(raw[column].dropna().unique())

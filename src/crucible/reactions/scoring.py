@@ -94,20 +94,22 @@ def relative_score(predicted_effective: float, best_effective: float) -> float:
 
 def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
     """A question file: a JSON list, ``{"samples"|"questions": [...]}``, or JSON lines."""
-    from crucible.core import formats
+    from crucible.core import reading, strict_json
 
     path = Path(path)
-    text = formats.read_text(path)
+    text = reading.read_text(path)
     try:
         json.loads(text)
     except json.JSONDecodeError:  # JSON lines, each line strictly parsed
         doc = [
-            formats.parse_json(line, f"{path}: line {n}") for n, line in enumerate(text.split("\n"), 1) if line.strip()
+            strict_json.parse_json(line, f"{path}: line {n}")
+            for n, line in enumerate(text.split("\n"), 1)
+            if line.strip()
         ]
     except RecursionError:
         raise DataValidationError(f"{path}: JSON nested too deeply") from None
     else:
-        doc = formats.parse_json(text, str(path))
+        doc = strict_json.parse_json(text, str(path))
     if isinstance(doc, dict):
         doc = doc.get("samples", doc.get("questions"))
     if not isinstance(doc, list):
@@ -130,11 +132,11 @@ def load_predictions(
     The wrapped form ``{"questions_sha256", "predictions"}`` is refused when it names another
     question file; a plain map is refused when none of its ids is a question of this set.
     """
-    from crucible.core import formats
+    from crucible.core import formats, strict_json
 
     path = Path(path)
     try:
-        doc = formats.read_json(path)
+        doc = strict_json.read_json(path)
     except DataValidationError as exc:
         raise PredictionFileError(str(exc)) from None
     if not isinstance(doc, dict):
