@@ -325,14 +325,15 @@ def test_every_family_declares_its_names():
 
 def test_an_unused_custom_model_changes_no_job_param():
     from crucible.dag.config import fill_defaults
+    from crucible.matbench import selection as mb_sel
     from crucible.matbench import workflow as mb
 
     config = {"matbench": {"tasks": ["matbench_steels"], "models": ["dummy", "gbm-magpie"]}}
     fill_defaults(config)
-    before = {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb.models(config)}
+    before = {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb_sel.models(config)}
     book = NameBook.of(config, [mb.FAMILY]).digests()
     config["matbench"]["custom_models"]["unused"] = {"class": "mymodels:Mine", "params": {}}
-    assert {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb.models(config)} == before
+    assert {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb_sel.models(config)} == before
     assert NameBook.of(config, [mb.FAMILY]).digests() == book
 
 

@@ -66,7 +66,7 @@ rule plot_matbench_model:
     benchmark:
         "benchmarks/runs/matbench/figures/{model}/{task}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
+        model=shared_wf.alternation(matbench_sel.models(config)),
     priority: shared_wf.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
