@@ -16,6 +16,7 @@ from crucible.core.errors import DataValidationError, HashMismatchError
 from crucible.core.hashes import file_sha256
 from crucible.crystal import data, items
 from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import REPO, StaticFileServer
 
@@ -134,7 +135,7 @@ def test_git_blob_id_is_what_git_computes():
 def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
     url, root, hits = www
     blob = sources.git_blob_id(PEROV / "test.csv")
-    srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": blob}}))
+    srcs = pinned_files.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": blob}}))
     spec = srcs["artifacts"]["perov-test"]
     lock = tmp_path / "sources.lock.json"
     dest = tmp_path / "dl" / "perov-test.csv"
@@ -154,7 +155,7 @@ def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
 
 def test_wrong_blob_pin_stops_and_leaves_nothing(tmp_path, www):
     url, _, _ = www
-    srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": "0" * 40}}))
+    srcs = pinned_files.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": "0" * 40}}))
     dest = tmp_path / "dl" / "x.csv"
     with pytest.raises(HashMismatchError, match="git blob id mismatch"):
         sources.fetch("perov-test", srcs["artifacts"]["perov-test"], dest, lock=tmp_path / "l.json")

@@ -139,16 +139,16 @@ def test_version_tracks_matminer_and_tables_are_pinned(tmp_path, monkeypatch):
     import matminer
 
     from crucible.core.errors import HashMismatchError
-    from crucible.sources import downloads as sources
+    from crucible.sources import pinned_files
 
     assert MAGPIE_VERSION.startswith(matminer.__version__ + "-")
-    real = sources.package_dir("matminer")
+    real = pinned_files.package_dir("matminer")
     root = tmp_path / "matminer"
     shutil.copytree(
         real / "utils" / "data_files" / "magpie_elementdata", root / "utils" / "data_files" / "magpie_elementdata"
     )
-    original = sources.package_dir
-    monkeypatch.setattr(sources, "package_dir", lambda p: root if p == "matminer" else original(p))
+    original = pinned_files.package_dir
+    monkeypatch.setattr(pinned_files, "package_dir", lambda p: root if p == "matminer" else original(p))
     fmagpie._tables.cache_clear()
     try:
         assert fmagpie._version() == MAGPIE_VERSION

@@ -12,7 +12,7 @@ from crucible.core.errors import ConfigError
 from crucible.matbench import raw_files
 from crucible.matbench import selection as sel
 from crucible.matbench import workflow as wf
-from crucible.sources.downloads import find_pin
+from crucible.sources.pinned_files import find_pin
 
 
 def _config(**matbench):

@@ -20,7 +20,7 @@ from crucible.core.errors import ConfigError
 from crucible.dag.config import check_config, fill_defaults
 from crucible.dag.families import families
 from crucible.report import front_page as fp
-from crucible.sources.downloads import find_pin, load_sources, resource_path
+from crucible.sources.pinned_files import find_pin, load_sources, resource_path
 
 from helpers import REPO, SOURCES_FILE
 
@@ -38,7 +38,7 @@ def _config(**sections) -> dict:
 
 
 def _pin(role: str) -> str:
-    from crucible.sources.downloads import find_pin
+    from crucible.sources.pinned_files import find_pin
 
     return find_pin(role).sha256
 

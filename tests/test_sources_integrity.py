@@ -16,7 +16,8 @@ import pytest
 from crucible.core.errors import HashMismatchError
 from crucible.core.hashes import file_sha256
 from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
-from crucible.sources.downloads import fetch, find_pin
+from crucible.sources.downloads import fetch
+from crucible.sources.pinned_files import find_pin
 
 STEELS = mirror_role("matbench_steels")
 STEELS_PIN = find_pin(STEELS).sha256

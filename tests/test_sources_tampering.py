@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crucible.core.hashes import file_sha256
-from crucible.sources.downloads import find_pin, resource_path
+from crucible.sources.pinned_files import find_pin, resource_path
 
 from helpers import StaticFileServer, archive_file, run_snakemake, write_li_o_dataset
 

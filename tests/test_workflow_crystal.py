@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from crucible.crystal import workflow
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 from helpers import load_test_config, provide_downloads, run_snakemake, test_config
 

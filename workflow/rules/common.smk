@@ -14,7 +14,7 @@ from crucible.dag import workflow as shared_wf
 from crucible.dag.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.core.errors import ConfigError
 from crucible.identity.records import NameBook, names_of_jobs
-from crucible.sources.downloads import load_sources
+from crucible.sources.pinned_files import load_sources
 
 FAMILIES = families.families()
 # Snakemake's scheduler otherwise wakes once a second more for every job that has finished

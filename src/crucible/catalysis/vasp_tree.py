@@ -5,7 +5,7 @@ with CONTCAR + OSZICAR; a stoichiometry map (``coefficients``: adsorbate → {sl
 ...gas}) says how each adsorption energy is summed. Selective-Dynamics flags become ``FixAtoms``
 through ASE's POSCAR reader. Unlike CatBench's preprocessing, which deletes every other file,
 this only ever opens files for reading, and it reads no symbolic link, as the tree's pin
-(:func:`crucible.sources.downloads.dataset_sha256`) hashes none.
+(:func:`crucible.sources.pinned_files.dataset_sha256`) hashes none.
 """
 
 from __future__ import annotations

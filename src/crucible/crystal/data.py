@@ -11,7 +11,7 @@ Sources:
 
 Every loader returns ``[(id, Structure, split_or_None)]`` sorted by id. Disordered sites are
 refused with the file and row named: the benchmark's answer format has one element per site.
-The built-in sets are read through :func:`crucible.sources.downloads.pinned` (role ``crystal/<dataset>``
+The built-in sets are read through :func:`crucible.sources.pinned_files.pinned` (role ``crystal/<dataset>``
 or ``crystal/<dataset>/<split>`` in config/sources.yaml): a file edited after its fetch stops.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from crucible.core.errors import DataValidationError
 from crucible.crystal.parsing import cif_blocks
-from crucible.sources.downloads import pinned
+from crucible.sources.pinned_files import pinned
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from crucible.dag import config as _config
 from crucible.dag.families import Family
 from crucible.dag.workflow import alternation
 from crucible.llm import workflow as llm_workflow
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:

@@ -22,14 +22,14 @@ FUNCTIONAL = "PBE"
 
 
 def card_roles() -> list[str]:
-    from crucible.sources.downloads import roles
+    from crucible.sources.pinned_files import roles
 
     return list(roles(prefix=CARD_ROLE_PREFIX))
 
 
 def read_reference(path: InFile | None = None) -> dict[str, dict[str, np.ndarray]]:
     """``{symbol: {distances, energies, forces}}`` of the PBE curves, read through their pin."""
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     return parse_reference(pinned(REFERENCE_ROLE, path))
 
@@ -62,7 +62,7 @@ def published_row(path: InFile, role: str | None = None) -> dict[str, Any] | Non
     prediction file, else the date the model joined the benchmark) and the twelve metrics
     (NaN where the card has none); None for a card without a diatomics block."""
     from crucible.core.yaml_files import load_mapping
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     path = pinned(role, path) if role else Path(path)
     card = load_mapping(path)

@@ -96,7 +96,7 @@ def write_table(
     from crucible.discovery.data import CARD_ROLE_PREFIX, published_row
     from crucible.discovery.report import HEADERS, TITLE, caption, table
     from crucible.report.tables import write_table as write
-    from crucible.sources.downloads import roles
+    from crucible.sources.pinned_files import roles
 
     by_file = {}
     for role, pin in roles(prefix=CARD_ROLE_PREFIX).items():

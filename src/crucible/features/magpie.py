@@ -122,7 +122,7 @@ def _tables() -> tuple[np.ndarray, str]:
     """(property table indexed [Z, feature], with row 0 unused; sha256 of the raw tables)."""
     digest = hashlib.sha256()
     table = np.full((_N_Z + 1, len(FEATURES)), np.nan)
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     for j, name in enumerate(FEATURES):
         path = pinned(TABLE_ROLE.format(name))  # checked against its SHA-256 before it is read

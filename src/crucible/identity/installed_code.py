@@ -31,7 +31,7 @@ from crucible.core.hashes import file_sha256
 
 CACHE_FORMAT = 2
 # What a distribution runs: its Python source and its extension modules. Its data files are not
-# read here (a job reads those it needs; pinned ones are checked by crucible.sources.downloads).
+# read here (a job reads those it needs; pinned ones are checked by crucible.sources.pinned_files).
 CODE = frozenset({".py", ".so", ".pyd"})
 
 

@@ -34,7 +34,7 @@ def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
     sha = file_sha256(path)
     role = None
     try:
-        from crucible.sources.downloads import roles
+        from crucible.sources.pinned_files import roles
 
         role = next((name for name, pin in sorted(roles().items()) if getattr(pin, "sha256", None) == sha), None)
     except Exception as exc:  # noqa: BLE001 - the record says what it can; no pins file is no error

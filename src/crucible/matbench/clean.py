@@ -22,7 +22,7 @@ from crucible.core.errors import ConfigError, DataValidationError
 from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json, write_parquet
 from crucible.matbench.tasks import make_mbids, mirror_role, task_metadata
-from crucible.sources.downloads import pinned
+from crucible.sources.pinned_files import pinned
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ def write_clean_task(
         task: Matbench task, e.g. matbench_steels
     """
     from crucible.matbench.tasks import load_metadata
-    from crucible.sources.downloads import verify_pinned
+    from crucible.sources.pinned_files import verify_pinned
 
     if raw_sha256 and source == "matminer":
         verify_pinned(raw, raw_sha256, "raw task file", "matminer's catalogue (or matbench.matminer.sha256)")

@@ -72,7 +72,7 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
     checked against the dataset's pin first: one edited after its fetch stops here."""
     from crucible.core.hashes import file_sha256
     from crucible.matbench.clean import mean_absolute_deviation, read_matminer
-    from crucible.sources.downloads import verify_pinned
+    from crucible.sources.pinned_files import verify_pinned
 
     check_spec(name, spec)
     verify_pinned(raw_path, spec["sha256"], f"user dataset {name!r}", f"config matbench.user_datasets.{name}.sha256")

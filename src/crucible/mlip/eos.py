@@ -1,7 +1,7 @@
 """Equation-of-state benchmark on the 71 elemental crystals of the Delta test.
 
 For each element of ase's ``dcdft`` collection (``collections/dcdft.json`` of the installed ase,
-pinned as the role ``mlip/eos/dcdft`` and read through :func:`crucible.sources.downloads.pinned`) the crystal is scaled isotropically (fractional
+pinned as the role ``mlip/eos/dcdft`` and read through :func:`crucible.sources.pinned_files.pinned`) the crystal is scaled isotropically (fractional
 positions fixed) to volumes spanning ``volume_range`` times the WIEN2k equilibrium volume, the
 potential's energies per atom are fitted with the third-order Birch–Murnaghan form used by
 CatBench (its ``eos`` utilities; the fit and the gauge: :mod:`crucible.mlip.birch_murnaghan`), and the fit is compared with the WIEN2k reference through the Delta
@@ -49,7 +49,7 @@ def _collection(path: str):
 def dcdft():
     """ase's dcdft collection read from the pinned file, its SHA-256 checked on every call (the
     parsed file is kept per path: a file that still matches its pin holds the same bytes)."""
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     return _collection(str(pinned(DCDFT_ROLE)))
 

@@ -34,7 +34,7 @@ from crucible.core import reading
 from crucible.core.errors import ConfigError, DataValidationError
 from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json, write_parquet
-from crucible.sources.downloads import find_pin, pinned, sources_doc
+from crucible.sources.pinned_files import find_pin, pinned, sources_doc
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,9 @@ class DatasetSpec:
     """How to read one raw table: where it is, which columns are substrate and conditions."""
 
     name: str
-    role: str  # of the pinned table in config/sources.yaml (crucible.sources.downloads.pinned); "" for a user's table
+    role: (
+        str  # of the pinned table in config/sources.yaml (crucible.sources.pinned_files.pinned); "" for a user's table
+    )
     substrate_columns: tuple[str, ...]
     conditions: tuple[ConditionColumn, ...]
     utility_column: str

@@ -18,7 +18,7 @@ from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 # Built-in tables with a single substrate: the leave-one-substrate-out baselines have nothing to
 # learn from there.

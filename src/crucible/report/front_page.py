@@ -23,7 +23,8 @@ import crucible
 from crucible.core.hashes import file_sha256
 from crucible.dag import families as registry
 from crucible.dag.config import section
-from crucible.sources.downloads import locate, locked_sha256, read_lock
+from crucible.sources.downloads import locked_sha256, read_lock
+from crucible.sources.pinned_files import locate
 
 # The config key under which the Snakefile puts the front page for the report template: no
 # family's section, and the schema refuses it in a config file, so a user cannot set it.
