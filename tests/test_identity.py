@@ -12,11 +12,12 @@ import pytest
 
 from crucible.cli import GROUPS, group_parser
 from crucible.core.errors import ConfigError
-from crucible.identity import code_closure, installed_code, job_code
+from crucible.identity import code_closure, installed_code, job_code, name_book
 from crucible.identity import records as identity
 from crucible.identity.code_closure import import_closure
 from crucible.identity.job_code import code_identity
-from crucible.identity.records import JobRecord, Meaning, NameBook, record_path
+from crucible.identity.name_book import Meaning, NameBook
+from crucible.identity.records import JobRecord, record_path
 
 from helpers import REPO
 
@@ -181,7 +182,7 @@ def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
     ]
     new.record(["matbench/model/gbm-magpie", "matbench/model/dummy"], book_file)
     new.record(["matbench/model/dummy"], book_file, run="matbench=quick")
-    book = identity.read_name_book(book_file)
+    book = name_book.read_name_book(book_file)
     assert book["matbench/model/gbm-magpie"]["runs"] == ["default"]
     assert book["matbench/model/dummy"]["runs"] == ["default", "matbench=quick"]
     # a record of an older crucible says no runs: a new meaning is refused, as before
@@ -189,10 +190,10 @@ def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
     book_file.write_text(json.dumps(book))
     with pytest.raises(ConfigError, match="did not record its runs"):
         old.check_recorded(book_file)
-    identity.forget_names(["matbench/model/gbm-magpie"], book_file)
+    name_book.forget_names(["matbench/model/gbm-magpie"], book_file)
     assert old.check_recorded(book_file) == ["matbench/model/gbm-magpie"] and old.changes == []
     with pytest.raises(ConfigError, match="no name 'nope'"):
-        identity.forget_names(["nope"], book_file)
+        name_book.forget_names(["nope"], book_file)
 
 
 def test_one_name_two_meanings_in_one_config_is_refused():

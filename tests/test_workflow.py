@@ -16,7 +16,7 @@ import json
 import pandas as pd
 import pytest
 
-from crucible.identity.records import NAME_BOOK_FILE, forget_names
+from crucible.identity.name_book import NAME_BOOK_FILE, forget_names
 from crucible.matbench import selection as matbench_sel
 
 from helpers import REPO, load_test_config, provide_downloads, run_snakemake, test_config

@@ -92,8 +92,8 @@ def generator_params(config: dict[str, Any], name: str) -> str:
 
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
-    """Every name a crystal run is made of, with its meaning (see crucible.identity.records.NameBook)."""
-    from crucible.identity.records import Meaning, settings
+    """Every name a crystal run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
+    from crucible.identity.name_book import Meaning, settings
     from crucible.potentials.workflow import potential_meanings
 
     if "crystal" not in config:

@@ -14,7 +14,7 @@ from crucible.core.errors import ConfigError
 from crucible.dag.config import section
 from crucible.dag.families import Family
 from crucible.dag.workflow import alternation
-from crucible.identity.records import Meaning
+from crucible.identity.name_book import Meaning
 from crucible.potentials import workflow as potentials_wf
 
 CURVES = "results/discovery/diatomics/{potential}.json.gz"

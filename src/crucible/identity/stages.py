@@ -7,17 +7,19 @@ crucible names record --output FILE     the identity record of one output
 
 from __future__ import annotations
 
-from crucible.identity.records import NAME_BOOK_FILE  # crucible.cli imports crucible.identity.records anyway
+from crucible.identity.name_book import (
+    NAME_BOOK_FILE,  # light: the records it stands on are imported by crucible.cli anyway
+)
 from crucible.stages.declaration import Opt, Stage
 
 _BOOK = Opt("book", default=str(NAME_BOOK_FILE))
 
 STAGES = (
-    Stage("show", "every recorded name with its meaning", ".records:show_names", _BOOK),
+    Stage("show", "every recorded name with its meaning", ".name_book:show_names", _BOOK),
     Stage(
         "forget",
         "drop recorded names, so that the next run may give them a new meaning",
-        ".records:forget",
+        ".name_book:forget",
         Opt("keys", many=True, positional=True, metavar="KEY"),
         _BOOK,
     ),

@@ -168,7 +168,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
     less where and how patiently it is asked (:func:`crucible.llm.spec.answering_sha256`; never
     the entry, which may name a key's variable or a private endpoint). With the address in it, a
     server restarted on another port or node made the results folder refuse the config."""
-    from crucible.identity.records import Meaning
+    from crucible.identity.name_book import Meaning
     from crucible.llm.spec import answering_sha256
 
     # only the models defined here: a benchmark may score response files made elsewhere
@@ -187,7 +187,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
 
 def _loaded_files(entry: dict[str, Any]) -> tuple[str, ...]:
     """What a model's jobs load by path (a local model's folder of weights): hashed into the code
-    identity of exactly those jobs (crucible.identity.records.Meaning.files). A replay's path is a
+    identity of exactly those jobs (crucible.identity.name_book.Meaning.files). A replay's path is a
     template of the jobs' own inputs, checked as inputs are."""
     path = entry.get("path") if entry.get("backend") == "transformers" else None
     return (str(path),) if path else ()

@@ -92,8 +92,8 @@ def models(config: dict[str, Any], dataset: str) -> list[str]:
 
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
-    """Every name a reactions run is made of, with its meaning (see crucible.identity.records.NameBook)."""
-    from crucible.identity.records import Meaning, settings
+    """Every name a reactions run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
+    from crucible.identity.name_book import Meaning, settings
 
     if "reactions" not in config:
         return {}

@@ -199,7 +199,8 @@ def name_meanings(jobs: Iterable[Job], root: str | os.PathLike = ".") -> list[tu
     identity records (crucible.identity.records), with the meaning recorded in results/. Outputs that
     disagree on a name's meaning are an IdentityError naming them: the page never summarises a mix."""
     from crucible.identity.code_closure import canonical_json
-    from crucible.identity.records import NAME_BOOK_FILE, IdentityError, read_name_book, read_record
+    from crucible.identity.name_book import NAME_BOOK_FILE, read_name_book
+    from crucible.identity.records import IdentityError, read_record
 
     seen: dict[str, tuple[str, str]] = {}
     for job in jobs:
