@@ -294,12 +294,13 @@ def test_a_file_name_cannot_inject_markup_into_the_front_page(tmp_path):
     from docutils.core import publish_parts
 
     from crucible.report import front_page as fp
+    from crucible.report import run_facts
 
     name = "x``, `y <javascript:alert(1)>`__ ``z\n.csv"
     (tmp_path / name).write_text("1\n")
     rst = fp.render(
         {"reactions": {"datasets": ["buchwald-hartwig"]}},
-        [fp.Job("a", (name,), ("results/o",))],
+        [run_facts.Job("a", (name,), ("results/o",))],
         sources={"artifacts": {}},
         configfiles=[name],
         repo=tmp_path,
