@@ -180,7 +180,7 @@ def clean(
     :class:`~crucible.catalysis.adsorption.Reactions`: what it dropped and noted goes into the card."""
     import pandas as pd
 
-    from crucible.catalysis.identity import relaxation_groups
+    from crucible.catalysis.equivalence import relaxation_groups
     from crucible.core.io import write_json, write_parquet
 
     check_filtering(filtering)
