@@ -127,7 +127,7 @@ def _at(schema: dict, path: str):
 def _registries():
     from crucible.catalysis import FORMATS, RELATIVE_TASKS
     from crucible.crystal.generators import GENERATORS
-    from crucible.llm.spec import BACKENDS, PARAM_KEYS
+    from crucible.llm.model_entry import BACKENDS, PARAM_KEYS
     from crucible.matbench.clean import RAW_ORIGINS
     from crucible.matbench.tasks import TASKS
     from crucible.reactions.baselines import BASELINES

@@ -355,10 +355,10 @@ def test_records_live_beside_their_outputs():
 
 def test_every_rule_hands_its_command_the_job_identity():
     """Each shell line of the rule files that runs a crucible command (downloads aside) begins with
-    the job's identity (crucible.dag.workflow.JOB_PREFIX): a rule without it would write no records."""
+    the job's identity (crucible.dag.rules.JOB_PREFIX): a rule without it would write no records."""
     import re
 
-    from crucible.dag.workflow import JOB_PREFIX
+    from crucible.dag.rules import JOB_PREFIX
 
     missing = []
     for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):

@@ -86,7 +86,7 @@ def test_credentials_in_base_url_are_refused_without_repeating_them():
 
 
 def test_the_job_reads_its_model_from_the_config_files_by_name(tmp_path):
-    from crucible.llm.spec import entry_from_config_files
+    from crucible.llm.model_entry import entry_from_config_files
 
     base, extra = tmp_path / "config.yaml", tmp_path / "site.yaml"
     base.write_text("llm:\n  models:\n    echo: {backend: openai, model: a, base_url: 'http://h:1/v1'}\n")

@@ -183,7 +183,7 @@ def test_a_yaml_file_of_the_wrong_shape_is_refused_naming_the_file(tmp_path, nam
 
 
 def test_a_language_model_jobs_config_files_are_read_strictly(tmp_path):
-    from crucible.llm.spec import entry_from_config_files
+    from crucible.llm.model_entry import entry_from_config_files
 
     path = tmp_path / "config.yaml"
     path.write_text(
@@ -268,7 +268,7 @@ def test_parse_json_refuses_repeats_and_lone_surrogates_by_line_and_field(text, 
 def test_a_model_spec_and_a_results_file_with_a_key_given_twice_are_refused(tmp_path):
     import gzip
 
-    from crucible.llm.spec import model_entry
+    from crucible.llm.model_entry import model_entry
     from crucible.matbench.resultsfile import read_results_file
 
     with pytest.raises(ConfigError, match="--model-spec: key 'model' is given twice"):

@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from crucible.dag import families
 from crucible.dag import snakemake_scheduler
-from crucible.dag import workflow as shared_wf
+from crucible.dag import rules as shared_rules
 from crucible.dag.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.core.errors import ConfigError
 from crucible.identity.records import names_of_jobs

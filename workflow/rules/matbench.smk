@@ -51,7 +51,7 @@ rule clean_matbench_task:
         "logs/matbench/clean/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/clean/{task}.tsv"
-    priority: shared_wf.PRIORITY["prepare"]
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     resources:
@@ -84,7 +84,7 @@ rule make_matbench_folds:
         "logs/matbench/folds/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/folds/{task}.tsv"
-    priority: shared_wf.PRIORITY["prepare"]
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     resources:
@@ -126,7 +126,7 @@ rule tabulate_matbench_tasks:
         f"logs/matbench/{matbench_wf.run_name(config)}/tasks_table.log",
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/tasks_table.tsv"
-    priority: shared_wf.PRIORITY["summarize"]
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -214,7 +214,7 @@ use rule predict_matbench as predict_matbench_gpu with:
         **rules.predict_matbench.output,
         weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_sel.models_of_kind(config, "gpu")),
+        model=shared_rules.alternation(matbench_sel.models_of_kind(config, "gpu")),
     conda:
         "../../envs/torch.yaml"
     threads: 2
@@ -241,8 +241,8 @@ rule import_matbench_predictions:
     benchmark:
         "benchmarks/runs/matbench/import/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_sel.models_of_kind(config, "files")),
-    priority: shared_wf.PRIORITY["prepare"]
+        model=shared_rules.alternation(matbench_sel.models_of_kind(config, "files")),
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -262,8 +262,8 @@ rule score_matbench:
     benchmark:
         "benchmarks/runs/matbench/score/{model}/{task}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_sel.models(config)),
-    priority: shared_wf.PRIORITY["summarize"]
+        model=shared_rules.alternation(matbench_sel.models(config)),
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -293,8 +293,8 @@ rule write_matbench_results:
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/results_file/{{model}}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_sel.models(config)),
-    priority: shared_wf.PRIORITY["summarize"]
+        model=shared_rules.alternation(matbench_sel.models(config)),
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     params:

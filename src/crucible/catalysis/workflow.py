@@ -33,7 +33,7 @@ from crucible.catalysis.calculation import DEFAULTS
 from crucible.core.errors import ConfigError
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 
 THRESHOLD_KEYS = (
     "disp_thrs",

@@ -11,7 +11,7 @@ from crucible.core.errors import ConfigError
 from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 from crucible.llm import workflow as llm_workflow
 from crucible.sources.pinned_files import resource_path
 

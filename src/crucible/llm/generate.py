@@ -20,8 +20,8 @@ from crucible.llm.asking import generate
 from crucible.llm.backend import Backend, StructuredOutputError, too_many_failed
 from crucible.llm.cache import ResponseCache
 from crucible.llm.files import prompt_set_hash, read_prompts, schema_sha256, write_responses
+from crucible.llm.model_entry import model_spec
 from crucible.llm.run_record import checkpoint_identity, constraint_record, failure_file, public_url, write_failures
-from crucible.llm.spec import model_spec
 
 __all__ = ["GenerationFailedError", "StructuredOutputError", "generate", "make_backend", "run_stage"]
 
@@ -188,7 +188,7 @@ def generate_responses(
         config_file: a crucible config.yaml to read llm.models.<model> from; repeated: merged in order, later ones
             winning
     """
-    from crucible.llm.spec import model_entry
+    from crucible.llm.model_entry import model_entry
 
     entry = model_entry(model, model_spec, config_file, sha256=model_sha256)
     if entry.get("backend") == "transformers":

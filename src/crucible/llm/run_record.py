@@ -44,7 +44,7 @@ def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
 
 def public_url(url: str) -> str:
     """The base URL without any user:password@ part, query string or fragment: what a record may
-    hold. The config refuses all three (crucible.llm.spec); this holds for a backend made by hand."""
+    hold. The config refuses all three (crucible.llm.model_entry); this holds for a backend made by hand."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:

@@ -15,7 +15,7 @@ from typing import Any
 
 from crucible.core.errors import ConfigError
 from crucible.dag.config import section
-from crucible.dag.workflow import PRIORITY
+from crucible.dag.rules import PRIORITY
 from crucible.matbench.tasks import TASKS
 
 # cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 from crucible.matbench.meanings import names
 from crucible.matbench.selection import (
     EMBED_KIND,

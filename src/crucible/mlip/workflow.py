@@ -13,7 +13,7 @@ from typing import Any
 from crucible.core.errors import ConfigError
 from crucible.dag.config import section
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 from crucible.identity.name_book import Meaning
 from crucible.potentials import workflow as potentials_wf
 

@@ -12,7 +12,7 @@ from typing import Any
 from crucible.core.errors import ConfigError
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 from crucible.llm import workflow as llm_workflow
 from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
