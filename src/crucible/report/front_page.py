@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from crucible.dag import families as registry
+from crucible.dag import families as dag_families
 from crucible.dag.config import section
 from crucible.report.run_facts import (
     Job,
@@ -47,21 +47,21 @@ class FamilyRun:
     n_outputs: int
 
 
-def built_by(family: registry.Family, config: dict[str, Any]) -> dict[str, list[str]]:
+def built_by(family: dag_families.Family, config: dict[str, Any]) -> dict[str, list[str]]:
     """What a run of ``config`` builds in ``family``: its :attr:`~crucible.dag.families.Family.built`,
     or the section's lists of names."""
     if family.built is not None:
         return family.built(config)
-    if not registry.enabled(config, family.name):
+    if not dag_families.enabled(config, family.name):
         return {}
     lists = {k: v for k, v in section(config, family.name).items() if isinstance(v, list)}
     return {k.replace("_", " "): [str(x) for x in v] for k, v in lists.items() if all(isinstance(x, str) for x in v)}
 
 
 def families_run(config: Mapping[str, Any]) -> list[FamilyRun]:
-    """Every registered family with final outputs for ``config``, in registry order."""
+    """Every registered family with final outputs for ``config``, in their declared order."""
     out = []
-    for family in registry.families():
+    for family in dag_families.families():
         outputs = family.final_outputs(dict(config))
         if outputs:
             built = {axis: list(names) for axis, names in built_by(family, dict(config)).items() if names}
@@ -71,7 +71,7 @@ def families_run(config: Mapping[str, Any]) -> list[FamilyRun]:
 
 def families_not_run(config: Mapping[str, Any]) -> list[str]:
     ran = {f.name for f in families_run(config)}
-    return [f.name for f in registry.families() if f.name not in ran]
+    return [f.name for f in dag_families.families() if f.name not in ran]
 
 
 # --------------------------------------------------------------------------- the page
