@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
+from crucible.core.archives import extract
 from crucible.core.io import InFile
-from crucible.sources import downloads as _sources
-from crucible.sources import pinned_files
+from crucible.sources import downloads, pinned_files
 
 
 def fetch_artifact(
@@ -40,7 +40,7 @@ def fetch_artifact(
         if url_prefix and spec["kind"] == "http":
             # a mirror keeps the upstream layout below the prefix (mirror_path), else the file name
             spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
-    _sources.fetch(name, spec, out, lock=lock, sources_file=sources)
+    downloads.fetch(name, spec, out, lock=lock, sources_file=sources)
 
 
 def extract_members(
@@ -60,7 +60,7 @@ def extract_members(
         sources: as in :func:`crucible.sources.artifacts.fetch_artifact`
     """
     spec = pinned_files.get_artifact(pinned_files.load_sources(sources), artifact)
-    _sources.extract(artifact, spec, archive, out_dir, members or None)
+    extract(artifact, spec, archive, out_dir, members or None)
 
 
 def provide_role(
