@@ -57,7 +57,7 @@ for _family in FAMILIES:
 
 # Every job carries its identity (workflow/rules/common.smk, crucible.identity.records).
 for _rule in workflow.rules:
-    shared_wf.attach_identity(_rule, NAMES, RULE_FAMILIES)
+    shared_rules.attach_identity(_rule, NAMES, RULE_FAMILIES)
 
 
 rule all:
@@ -73,7 +73,7 @@ rule all:
 if not workflow.output_settings.printshellcmds:
     for _rule in workflow.rules:
         if _rule.message is None:
-            _rule.message = shared_wf.job_message(_rule.name, _rule.wildcard_names)
+            _rule.message = shared_rules.job_message(_rule.name, _rule.wildcard_names)
 
 
 # The names this run's jobs are made of are recorded as they mean now, with this run among their

@@ -46,7 +46,7 @@ from sklearn.model_selection import KFold, train_test_split
 
 from crucible.matbench.tasks import mirror_role
 from crucible.models.comp_transformer import CompTransformer
-from crucible.sources.downloads import find_pin, load_sources
+from crucible.sources.pinned_files import find_pin, load_sources
 
 # Every file name and hash comes from config/sources.yaml, asked for by role: the artifact that
 # holds the composition mirror (its wheel) and, in it, each task's CSV and the mat2vec table.

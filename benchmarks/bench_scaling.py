@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_scaling.py --resources DIR [--quick]
 
 DIR holds the composition mirror's CSVs where the fetch stage extracts them (any crucible working
-directory after a fetch; ``crucible.sources.downloads.resource_path`` of role ``matbench/mirror/<task>``). Each point runs in its own process (one thread), so peak memory is that process's
+directory after a fetch; ``crucible.sources.pinned_files.resource_path`` of role ``matbench/mirror/<task>``). Each point runs in its own process (one thread), so peak memory is that process's
 maximum RSS (interpreter and imports included). Time is the process's CPU time of the stage's
 work (imports and data loading excluded), with its wall time beside it: with one thread the two
 agree on an idle core, and CPU time stays meaningful on a shared machine, where wall time does not. Rows are drawn
@@ -65,7 +65,7 @@ def measure(stage: str, size: int, resources: Path) -> dict[str, float]:
         run_eos(EMT(), elements, 7, (0.94, 1.06), model="emt", progress=False)
         return {"seconds": time.process_time() - t0, "wall_seconds": time.perf_counter() - w0}
     from crucible.matbench.tasks import mirror_role
-    from crucible.sources.downloads import resource_path
+    from crucible.sources.pinned_files import resource_path
 
     df = pd.read_csv(resources / resource_path(mirror_role("matbench_mp_e_form")))
     rng = np.random.default_rng(0)

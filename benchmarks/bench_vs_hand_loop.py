@@ -42,7 +42,7 @@ from crucible.matbench.tasks import (  # noqa: E402
     VALIDATION_ROLE,
     mirror_role,
 )
-from crucible.sources.downloads import resource_path  # noqa: E402
+from crucible.sources.pinned_files import resource_path  # noqa: E402
 
 # Task names and types are facts of Matbench, not of crucible's code: one home for them.
 ALL_TASKS = list(TASKS)

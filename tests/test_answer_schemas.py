@@ -11,7 +11,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 
 from crucible.crystal import data, items
-from crucible.crystal.generators import answer_from_structure
+from crucible.crystal.generation import answer_from_structure
 from crucible.crystal.parsing import ParsedCrystal, parse_crystal_response
 from crucible.llm.files import read_prompts
 from crucible.reactions import prompts as rxn_prompts

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from crucible.catalysis import analysis as A
+from crucible.catalysis import scoring
 from crucible.catalysis.calculation import median_seed, seed_range
 from crucible.catalysis.catbench_files import catbench_result
 
@@ -298,7 +299,7 @@ def test_score_files_write_the_analysis_the_anomaly_lists_and_the_reactions(tmp_
     chunks[0].write_text(json.dumps({"reactions": [normal, energy, unphys]}))
     chunks[1].write_text(json.dumps({"reactions": [repro, migr, bad]}))
     out, out_rx, out_anomaly = tmp_path / "a.json", tmp_path / "r.parquet", tmp_path / "anomaly.json"
-    rec = A.score_calculation_files(chunks, {"energy_thrs": 2.0}, "emt", out, out_rx, out_anomaly)
+    rec = scoring.score_calculation_files(chunks, {"energy_thrs": 2.0}, "emt", out, out_rx, out_anomaly)
     written = json.loads(out.read_text())
     assert written["model"] == "emt" and written["thresholds"]["energy_thrs"] == 2.0
     det = written["anomaly_detection"]
@@ -316,7 +317,7 @@ def test_score_files_write_the_analysis_the_anomaly_lists_and_the_reactions(tmp_
     assert rec["anomaly"]["Anomaly_total"] == 3 and rec["anomaly_shifted"] == rec["anomaly"]
     assert len(written["sensitivity"]) == len(A.DISP_GRID) + len(A.BOND_GRID)
     rx = pd.read_parquet(out_rx)
-    assert list(rx.columns) == A.REACTION_COLUMNS + ["model", "mlip_ads_eng_shifted", "class_shifted"]
+    assert list(rx.columns) == scoring.REACTION_COLUMNS + ["model", "mlip_ads_eng_shifted", "class_shifted"]
     assert sorted(rx["reaction_id"]) == ["e", "m", "n", "p", "u", "z"] and set(rx["model"]) == {"emt"}
     assert rx["mlip_ads_eng_shifted"].equals(rx["mlip_ads_eng"])  # NaN for the failed one too
 
@@ -333,6 +334,6 @@ def test_shifted_anomaly_row_recounts_only_the_energy_test():
         "Anomaly_energy_anomaly": 2,
     }
     shifted = pd.DataFrame({"class": ["normal", "normal", "normal", "energy_anomaly", "calculation_error"]})
-    row = A.shifted_anomaly_row(base, shifted)
+    row = scoring.shifted_anomaly_row(base, shifted)
     assert row["Num_normal"] == 3 and row["Anomaly_energy_anomaly"] == 1 and row["Anomaly_total"] == 3
     assert row["Num_adsorbate_migration"] == 2 and base["Num_normal"] == 1  # the input is not changed

@@ -183,7 +183,7 @@ def test_slab_relaxed_once_per_seed_and_its_reuse_counts_nothing(catalysis_demo,
 
 
 def test_steps_total_does_not_depend_on_the_number_of_chunks(catalysis_demo, tmp_path):
-    from crucible.catalysis.identity import relaxation_groups
+    from crucible.catalysis.equivalence import relaxation_groups
 
     reactions = _reactions(catalysis_demo)
     groups = relaxation_groups(reactions)

@@ -16,7 +16,7 @@ from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.clean import clean, load_reactions
 from crucible.catalysis.vasp_tree import read_vasp_tree
 from crucible.core.errors import DataValidationError
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 
 def _summary(reactions):
@@ -100,7 +100,7 @@ def test_vasp_tree_is_only_read(catalysis_demo, tmp_path):
             out / "r.parquet",
             out / "s.db",
             out / "card.json",
-            source={"format": "vasp-tree", "path": str(tree), "sha256": sources.dataset_sha256(tree)},
+            source={"format": "vasp-tree", "path": str(tree), "sha256": pinned_files.dataset_sha256(tree)},
         )
         assert _snapshot(tree) == before
         assert sorted(os.listdir(tree)) == sorted(os.listdir(catalysis_demo / "emt-demo_vasp"))

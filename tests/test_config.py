@@ -127,7 +127,7 @@ def _at(schema: dict, path: str):
 def _registries():
     from crucible.catalysis import FORMATS, RELATIVE_TASKS
     from crucible.crystal.generators import GENERATORS
-    from crucible.llm.spec import BACKENDS, PARAM_KEYS
+    from crucible.llm.model_entry import BACKENDS, PARAM_KEYS
     from crucible.matbench.clean import RAW_ORIGINS
     from crucible.matbench.tasks import TASKS
     from crucible.reactions.baselines import BASELINES
@@ -157,15 +157,15 @@ def test_schema_enums_are_the_python_registries(family, path, names):
 def test_model_names_the_schema_cannot_list_are_checked_against_the_registries():
     """Matbench models (custom ones too) and potentials are free strings in the schema: the
     families' start-up checks take exactly the registered names."""
-    from crucible.matbench import workflow as matbench_wf
+    from crucible.matbench import selection as matbench_sel
     from crucible.mlip import workflow as mlip_wf
     from crucible.models.registry import builtin_models
     from crucible.potentials.registry import registered_models
 
     config = {"matbench": {"tasks": ["matbench_steels"], "models": sorted(builtin_models())}}
-    assert {matbench_wf.model_kind(config, m) for m in builtin_models()} <= set(matbench_wf.MODEL_KINDS)
+    assert {matbench_sel.model_kind(config, m) for m in builtin_models()} <= set(matbench_sel.MODEL_KINDS)
     with pytest.raises(ConfigError, match="unknown model 'not-a-model'"):
-        matbench_wf.check({"matbench": {"tasks": ["matbench_steels"], "models": ["not-a-model"]}})
+        matbench_sel.check({"matbench": {"tasks": ["matbench_steels"], "models": ["not-a-model"]}})
     mlip_wf.check({"mlip": {"models": list(registered_models())}})
     with pytest.raises(ConfigError):
         mlip_wf.check({"mlip": {"models": ["not-a-potential"]}})

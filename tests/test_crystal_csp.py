@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crucible.crystal import csp, data, generators, items, parsing, samples
+from crucible.crystal import csp, data, generation, generators, items, parsing, samples
 from crucible.crystal.scoring import (
     CIF,
     CONVENTIONS,
@@ -325,7 +325,7 @@ def test_language_model_samples_come_from_the_repeated_prompt_set(perov, tmp_pat
     assert all(r["messages"] == it["messages"] for r, it in zip(repeated, sub * 2))
     # each sample is held to its item's answer schema (structured output)
     assert all(r["response_schema"] == it["response_schema"] for r, it in zip(repeated, sub * 2))
-    right = generators.answer_from_structure(reference_structure(sub[0]["ground_truth"]), sub[0]["meta"]["elements"])
+    right = generation.answer_from_structure(reference_structure(sub[0]["ground_truth"]), sub[0]["meta"]["elements"])
     lines = [{"id": r["id"], "response": "no idea", "error": None} for r in repeated]
     lines[3] = {"id": f"{sub[0]['id']}#1", "response": right, "error": None}
     lines[1] = {"id": f"{sub[1]['id']}#0", "response": None, "error": "HTTP 500"}
@@ -348,7 +348,7 @@ def test_a_sample_cut_off_at_the_token_limit_is_counted_apart(perov, tmp_path):
 
     test, _ = perov
     sub = test[:2]
-    right = generators.answer_from_structure(reference_structure(sub[0]["ground_truth"]), sub[0]["meta"]["elements"])
+    right = generation.answer_from_structure(reference_structure(sub[0]["ground_truth"]), sub[0]["meta"]["elements"])
     lines = [
         {"id": f"{sub[0]['id']}#0", "response": right, "finish_reason": "length", "completion_tokens": 64},
         {

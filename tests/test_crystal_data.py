@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from crucible.core.errors import DataValidationError, HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.crystal import data, items
 from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import REPO, StaticFileServer
 
@@ -133,13 +135,13 @@ def test_git_blob_id_is_what_git_computes():
 def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
     url, root, hits = www
     blob = sources.git_blob_id(PEROV / "test.csv")
-    srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": blob}}))
+    srcs = pinned_files.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": blob}}))
     spec = srcs["artifacts"]["perov-test"]
     lock = tmp_path / "sources.lock.json"
     dest = tmp_path / "dl" / "perov-test.csv"
     sources.fetch("perov-test", spec, dest, lock=lock)
     assert dest.read_bytes() == (PEROV / "test.csv").read_bytes()
-    recorded = {"sha256": sources.sha256_file(PEROV / "test.csv"), "git_blob": blob, "url": spec["url"]}
+    recorded = {"sha256": file_sha256(PEROV / "test.csv"), "git_blob": blob, "url": spec["url"]}
     assert json.loads(lock.read_text()) == {"perov-test": recorded}
     sources.fetch("perov-test", spec, dest, lock=lock)
     assert hits == ["/perov_5/test.csv"]  # present and matching: not fetched again
@@ -153,7 +155,7 @@ def test_blob_pinned_download_records_sha256_then_checks_it(tmp_path, www):
 
 def test_wrong_blob_pin_stops_and_leaves_nothing(tmp_path, www):
     url, _, _ = www
-    srcs = sources.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": "0" * 40}}))
+    srcs = pinned_files.load_sources(_cdvae_sources(tmp_path, url, {"test": {"git_blob": "0" * 40}}))
     dest = tmp_path / "dl" / "x.csv"
     with pytest.raises(HashMismatchError, match="git blob id mismatch"):
         sources.fetch("perov-test", srcs["artifacts"]["perov-test"], dest, lock=tmp_path / "l.json")
@@ -182,7 +184,7 @@ def test_no_pin_refuses_naming_hash_and_line(tmp_path, www, venv_env):
         capture_output=True,
         text=True,
     )
-    sha = sources.sha256_file(PEROV / "test.csv")
+    sha = file_sha256(PEROV / "test.csv")
     assert proc.returncode == 2
     assert f"Received SHA-256 {sha}" in proc.stderr and f"sha256: {sha}" in proc.stderr
     assert "perov-test" in proc.stderr and str(path) in proc.stderr

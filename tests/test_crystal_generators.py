@@ -7,7 +7,16 @@ import json
 import pytest
 
 from crucible.core.errors import ConfigError
-from crucible.crystal import data, generators, items, parsing, scoring
+from crucible.crystal import (
+    data,
+    generators,
+    items,
+    mlip_search,
+    parsing,
+    random_generators,
+    scoring,
+    template_generator,
+)
 
 from helpers import REPO
 
@@ -30,7 +39,7 @@ def _blind(item):
 
 def test_template_answers_parse_with_the_prompted_site_count(aflow_items):
     prompts, train = aflow_items
-    gen = generators.TemplateGenerator(train)
+    gen = template_generator.TemplateGenerator(train)
     for item in prompts[:40]:
         parsed = parsing.parse_crystal_response(gen.answer(_blind(item)))
         assert isinstance(parsed, parsing.ParsedCrystal), item["id"]
@@ -48,7 +57,7 @@ def test_template_substitutes_species_and_rescales_volume():
         "Fm-3m", Lattice.cubic(6.6), ["K", "Br"], [[0, 0, 0], [0.5, 0.5, 0.5]]
     ).get_primitive_structure()
     item = items.make_item("t", "kbr", kbr, "composition-v1", TEMPLATES["composition-v1"], {"AB"})
-    text = generators.TemplateGenerator(train).answer(_blind(item))
+    text = template_generator.TemplateGenerator(train).answer(_blind(item))
     assert '"element": "K"' in text and '"element": "Br"' in text
     parsed = parsing.parse_crystal_response(text)
     assert parsed.lattice_parameters[0] > nacl.lattice.a  # K, Br are bigger than Na, Cl
@@ -125,7 +134,7 @@ def test_tiny_mlip_search_with_emt():
     item = items.make_item(
         "t", "cu3au", cu3au, "composition-spacegroup-v1", TEMPLATES["composition-spacegroup-v1"], set()
     )
-    gen = generators.MlipSearchGenerator(model="emt", n_candidates=2, steps=40, fmax=0.1)
+    gen = mlip_search.MlipSearchGenerator(model="emt", n_candidates=2, steps=40, fmax=0.1)
     energies = []
     orig_relax = gen._relax
 
@@ -160,7 +169,7 @@ def test_chance_cells_have_the_composition_and_site_count_and_are_seeded(aflow_i
     from collections import Counter
 
     prompts, _ = aflow_items
-    gen = generators.ChanceGenerator(seed=3)
+    gen = random_generators.ChanceGenerator(seed=3)
     for item in prompts[:40]:
         text = gen.answer(_blind(item))
         parsed = parsing.parse_crystal_response(text)
@@ -170,7 +179,7 @@ def test_chance_cells_have_the_composition_and_site_count_and_are_seeded(aflow_i
         elements = Counter(s["element"] for s in sites)
         assert elements == dict(zip(item["meta"]["elements"], item["meta"]["element_counts"]))
         assert all(60 <= angle <= 120 for angle in parsed.lattice_parameters[3:])
-        assert generators.ChanceGenerator(seed=3).answer(_blind(item)) == text
+        assert random_generators.ChanceGenerator(seed=3).answer(_blind(item)) == text
         draws = gen.samples(_blind(item), 4)
         assert draws[0] == text and len(set(draws)) == 4
 

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-from crucible.crystal import csp, data, generators, items, metre, samples
+from crucible.crystal import csp, data, generation, items, metre, samples
 from crucible.crystal.scoring import CIF, CONVENTIONS, TEXT, reference_structure, sample_as_structure
 
 from helpers import REPO
@@ -59,7 +59,7 @@ def drawn(carbon):
             samples.Sample(it["id"], 0, CIF, nxt),
             samples.Sample(it["id"], 1, CIF, _sheared(refs[n]).to(fmt="cif")),
         ]
-    text = generators.answer_from_structure(refs[CHOSEN.index("C-9588-6827-42")], ["C"])
+    text = generation.answer_from_structure(refs[CHOSEN.index("C-9588-6827-42")], ["C"])
     out["C-80144-1745-9"][1] = samples.Sample("C-80144-1745-9", 1, TEXT, text)
     return out
 

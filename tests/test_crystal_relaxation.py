@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from crucible.crystal import csp, generators, relaxation, samples
+from crucible.crystal import csp, generation, relaxation, samples
 from crucible.crystal.items import ground_truth, write_jsonl
 from crucible.crystal.scoring import CIF, TEXT, score_sample
 
@@ -42,7 +42,7 @@ def case():
     drawn = {
         "cu": [
             samples.Sample("cu", 0, CIF, off.to(fmt="cif")),
-            samples.Sample("cu", 1, TEXT, generators.answer_from_structure(off, ["Cu"])),
+            samples.Sample("cu", 1, TEXT, generation.answer_from_structure(off, ["Cu"])),
         ],
         "nacl": [samples.Sample("nacl", 0, CIF, nacl.to(fmt="cif")), samples.Sample("nacl", 1, CIF, None, "no sample")],
     }

@@ -14,7 +14,7 @@ import pytest
 from crucible.core.errors import DataValidationError
 from crucible.crystal import figures as crystal_figures
 from crucible.crystal import items, parsing, report
-from crucible.crystal.generators import answer_from_structure
+from crucible.crystal.generation import answer_from_structure
 from crucible.crystal.scoring import reference_structure
 
 from helpers import REPO

@@ -138,7 +138,7 @@ def test_matches_equal_pymatgens_own_call_on_real_crystals(aflow_file):
     """Every matched pair: our RMS is exactly StructureMatcher(0.3, 0.5, 10).get_rms_dist(pred, ref)[0]."""
     from pymatgen.analysis.structure_matcher import StructureMatcher
 
-    from crucible.crystal import data, generators, items
+    from crucible.crystal import data, generation, items, template_generator
 
     train, test = data.load_dataset("aflow", [str(aflow_file)], 0.5, 0, 8)
     tpl = {"system": "s", "user": "{reduced_formula}"}
@@ -146,8 +146,8 @@ def test_matches_equal_pymatgens_own_call_on_real_crystals(aflow_file):
     answers = {}
     for p in prompts:  # the reference itself, a perturbed copy, and the template generator's guess
         ref = scoring.reference_structure(p["ground_truth"])
-        answers[p["id"]] = generators.answer_from_structure(ref, p["meta"]["elements"])
-    gen = generators.TemplateGenerator(train_rec)
+        answers[p["id"]] = generation.answer_from_structure(ref, p["meta"]["elements"])
+    gen = template_generator.TemplateGenerator(train_rec)
     guesses = {p["id"]: gen.answer(p) for p in prompts}
     matcher = StructureMatcher(ltol=0.3, stol=0.5, angle_tol=10)
     matched = 0

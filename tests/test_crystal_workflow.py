@@ -9,7 +9,7 @@ import pytest
 
 from crucible.core.errors import ConfigError
 from crucible.crystal import workflow as wf
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 
 class Wildcards:

@@ -11,7 +11,7 @@ import pytest
 
 from crucible.core.errors import DataValidationError, HashMismatchError
 from crucible.discovery import data
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import REPO, StaticFileServer
 
@@ -23,7 +23,7 @@ ROLE = "discovery/cards/chgnet-0.3.0"
 def mirror(tmp_path):
     """The repository's layout on 127.0.0.1, holding the card where upstream keeps it."""
     root = tmp_path / "www"
-    mirror_path = sources.load_sources()["artifacts"][sources.find_pin(ROLE).artifact]["mirror_path"]
+    mirror_path = pinned_files.load_sources()["artifacts"][pinned_files.find_pin(ROLE).artifact]["mirror_path"]
     (root / mirror_path).parent.mkdir(parents=True)
     shutil.copy(CARD, root / mirror_path)
     server = StaticFileServer(root)
@@ -33,23 +33,23 @@ def mirror(tmp_path):
 
 def test_card_is_fetched_by_the_real_download_code_and_checked(tmp_path, mirror):
     server, served = mirror
-    got = sources.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
+    got = pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
     assert got.read_bytes() == CARD.read_bytes()
     assert server.hits == ["/models/chgnet/chgnet-0.3.0.yml"]
-    sources.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
+    pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
     assert len(server.hits) == 1  # present with its pin: not fetched again
     # upstream changes the card: a fresh fetch is refused, nothing is left under its name
     served.write_bytes(CARD.read_bytes().replace(b"pbe_energy_mae: 3.205", b"pbe_energy_mae: 1.000"))
     with pytest.raises(HashMismatchError, match="SHA-256 mismatch"):
-        sources.provide(ROLE, tmp_path / "fresh", url_prefix=server.url)
-    assert not sources.resource_path(ROLE, resources=tmp_path / "fresh").exists()
+        pinned_files.provide(ROLE, tmp_path / "fresh", url_prefix=server.url)
+    assert not pinned_files.resource_path(ROLE, resources=tmp_path / "fresh").exists()
 
 
 def test_every_card_and_the_reference_have_a_role_and_both_pins():
-    pins = sources.roles(prefix="discovery/")
+    pins = pinned_files.roles(prefix="discovery/")
     assert len(data.card_roles()) == 35 and data.REFERENCE_ROLE in pins
     for role, pin in pins.items():
-        spec = sources.load_sources()["artifacts"][pin.artifact]
+        spec = pinned_files.load_sources()["artifacts"][pin.artifact]
         assert spec["sha256"] and spec["git_blob"], role
         assert "/2c7f9fc42d018711dc2f5df573d225ea6d2d17b2/" in spec["url"], role
 
@@ -61,7 +61,7 @@ def test_published_row_of_the_card():
 
 
 def test_pinned_read_refuses_an_edited_card(tmp_path):
-    edited = tmp_path / sources.resource_path(ROLE).name
+    edited = tmp_path / pinned_files.resource_path(ROLE).name
     edited.write_bytes(CARD.read_bytes() + b"\n")
     with pytest.raises(HashMismatchError, match="differs from the pin"):
         data.published_row(edited, ROLE)

@@ -44,7 +44,7 @@ def test_unknown_potential_or_element_is_refused_naming_the_key():
 
 def test_the_reference_and_cards_are_where_the_fetch_rule_puts_them():
     from crucible.discovery.data import REFERENCE_ROLE
-    from crucible.sources.downloads import resource_path
+    from crucible.sources.pinned_files import resource_path
 
     assert wf.reference_file() == str(resource_path(REFERENCE_ROLE))
     assert wf.reference_file().startswith("resources/downloads/")

@@ -15,6 +15,7 @@ from crucible.features import MAGPIE_COLUMNS, MAGPIE_VERSION
 from crucible.features import cache as fcache
 from crucible.features import magpie as fmagpie
 from crucible.features import magpie_features as magpie
+from crucible.features.formulas import parse_formulas
 
 # Formulas that exercise the parser beyond the Matbench data.
 EDGE_FORMULAS = [
@@ -91,7 +92,7 @@ def test_parser_agrees_with_pymatgen(task_formulas):
     from pymatgen.core import Composition
 
     formulas = sorted({f for fs in task_formulas.values() for f in fs}) + EDGE_FORMULAS
-    parsed = fmagpie.parse_formulas(formulas)
+    parsed = parse_formulas(formulas)
     offsets = np.concatenate([[0], np.cumsum(parsed.counts)])
     mismatches = []
     for i, f in enumerate(formulas):
@@ -139,16 +140,16 @@ def test_version_tracks_matminer_and_tables_are_pinned(tmp_path, monkeypatch):
     import matminer
 
     from crucible.core.errors import HashMismatchError
-    from crucible.sources import downloads as sources
+    from crucible.sources import pinned_files
 
     assert MAGPIE_VERSION.startswith(matminer.__version__ + "-")
-    real = sources.package_dir("matminer")
+    real = pinned_files.package_dir("matminer")
     root = tmp_path / "matminer"
     shutil.copytree(
         real / "utils" / "data_files" / "magpie_elementdata", root / "utils" / "data_files" / "magpie_elementdata"
     )
-    original = sources.package_dir
-    monkeypatch.setattr(sources, "package_dir", lambda p: root if p == "matminer" else original(p))
+    original = pinned_files.package_dir
+    monkeypatch.setattr(pinned_files, "package_dir", lambda p: root if p == "matminer" else original(p))
     fmagpie._tables.cache_clear()
     try:
         assert fmagpie._version() == MAGPIE_VERSION

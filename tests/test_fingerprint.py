@@ -13,10 +13,10 @@ from crucible.catalysis import demo
 from crucible.catalysis.clean import read_dataset
 from crucible.catalysis.relative import read_surface_tree
 from crucible.catalysis.vasp_tree import read_vasp_tree
-from crucible.core import fingerprint
+from crucible.core import fingerprint, hashes
 from crucible.core.errors import HashMismatchError
 from crucible.core.fingerprint import LinkRefusedError
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 
 @pytest.fixture(autouse=True)
@@ -29,14 +29,15 @@ def test_file_digest_is_cached_by_stat_and_rehashed_after_a_write(tmp_path, monk
     path = tmp_path / "weights.bin"
     path.write_bytes(b"\0" * 3_000_000)
     reads = []
-    real = fingerprint._sha256_uncached
-    monkeypatch.setattr(fingerprint, "_sha256_uncached", lambda p: reads.append(p) or real(p))
-    first = fingerprint.file_sha256(path)
-    assert fingerprint.file_sha256(path) == first and len(reads) == 1  # the rerun reads nothing
+    real = hashes._read_sha256
+    monkeypatch.setattr(hashes, "_read_sha256", lambda p: reads.append(p) or real(p))
+    first = hashes.file_sha256(path, cached=True)
+    assert hashes.file_sha256(path, cached=True) == first and len(reads) == 1  # the rerun reads nothing
+    assert hashes.file_sha256(path) == first and len(reads) == 2  # a pin's check reads every byte
     with open(path, "r+b") as fh:  # one byte in the middle, as a fine-tune changes a middle tensor
         fh.seek(1_500_000)
         fh.write(b"\1")
-    assert fingerprint.file_sha256(path) != first and len(reads) == 2
+    assert hashes.file_sha256(path, cached=True) != first and len(reads) == 3
 
 
 def test_checkpoint_digest_sees_a_middle_byte_that_the_old_fingerprint_missed(tmp_path):
@@ -109,12 +110,12 @@ def _edit_energy(oszicar, shift: float) -> None:
 def test_vasp_tree_with_a_linked_folder_is_refused_by_pin_and_reader(vasp_tree, tmp_path):
     """rglob did not enter a linked folder while the reader did: an energy edited under it moved a
     reaction energy under an unchanged pin. Now hashing and reading both refuse the link."""
-    pin = sources.dataset_sha256(vasp_tree)
+    pin = pinned_files.dataset_sha256(vasp_tree)
     elsewhere = tmp_path / "elsewhere"
     shutil.move(vasp_tree / "Cu111", elsewhere)
     (vasp_tree / "Cu111").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(LinkRefusedError, match=r"Cu111: a symbolic link \(to .*elsewhere\).*cp -rL"):
-        sources.dataset_sha256(vasp_tree)
+        pinned_files.dataset_sha256(vasp_tree)
     with pytest.raises(LinkRefusedError, match="Cu111: a symbolic link"):
         read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)
     with pytest.raises(LinkRefusedError, match="Cu111: a symbolic link"):
@@ -125,7 +126,7 @@ def test_vasp_tree_with_a_linked_folder_is_refused_by_pin_and_reader(vasp_tree, 
 
 
 def test_vasp_tree_edit_in_a_real_folder_stops_at_the_pin(vasp_tree):
-    pin = sources.dataset_sha256(vasp_tree)
+    pin = pinned_files.dataset_sha256(vasp_tree)
     before = {r.reaction_id: r.dft_ads_eng for r in read_dataset("vasp-tree", vasp_tree, demo.COEFFICIENTS, sha256=pin)}
     assert before["Cu111_CO_site_0"] == pytest.approx(-0.0868, abs=1e-4)  # the issue: -1.0868 after the edit
     _edit_energy(vasp_tree / "Cu111" / "CO" / "site_0" / "OSZICAR", -1.0)
@@ -146,16 +147,16 @@ def test_linked_file_and_linked_root_are_refused_and_surface_trees_too(tmp_path)
     link_root = tmp_path / "vasp-link"
     link_root.symlink_to(out / "emt-demo_vasp", target_is_directory=True)
     with pytest.raises(LinkRefusedError, match="is a symbolic link"):
-        sources.dataset_sha256(link_root)
+        pinned_files.dataset_sha256(link_root)
 
 
 def test_tree_digest_keeps_the_catalysis_pin_format(vasp_tree):
     """Pins written before (sorted (relative path, SHA-256) lines) stay valid."""
     import hashlib
 
-    from crucible.sources.downloads import sha256_file
+    from crucible.core.hashes import file_sha256
 
     digest = hashlib.sha256()
     for f in sorted(p for p in vasp_tree.rglob("*") if p.is_file()):
-        digest.update(f"{f.relative_to(vasp_tree).as_posix()}\0{sha256_file(f)}\n".encode())
-    assert sources.dataset_sha256(vasp_tree) == digest.hexdigest()
+        digest.update(f"{f.relative_to(vasp_tree).as_posix()}\0{file_sha256(f)}\n".encode())
+    assert pinned_files.dataset_sha256(vasp_tree) == digest.hexdigest()

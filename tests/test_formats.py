@@ -13,7 +13,7 @@ import pytest
 from crucible.catalysis.catbench_files import read_catbench_json
 from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.vasp_tree import read_oszicar_energy
-from crucible.core import formats
+from crucible.core import formats, reading, strict_json
 from crucible.core.errors import ConfigError, DataValidationError
 from crucible.crystal import samples
 
@@ -34,27 +34,27 @@ from crucible.crystal import samples
 )
 def test_strict_json_refuses_what_json_loads_would_resolve_silently(text, message):
     with pytest.raises(DataValidationError, match=f"^where: .*(?:{message})"):
-        formats.parse_json(text, "where")
+        strict_json.parse_json(text, "where")
 
 
 def test_a_gzip_bomb_is_refused_at_the_bound_a_user_can_raise(tmp_path, monkeypatch):
     bomb = tmp_path / "bomb_adsorption.json.gz"
     bomb.write_bytes(gzip.compress(b'{"x": "' + b"0" * (3 * 2**20) + b'"}'))
     assert bomb.stat().st_size < 20_000
-    monkeypatch.setenv(formats.MAX_BYTES_ENV, "2")
-    with pytest.raises(DataValidationError, match=f"bomb_adsorption.json.gz: more than 2 MB.*{formats.MAX_BYTES_ENV}"):
+    monkeypatch.setenv(reading.MAX_BYTES_ENV, "2")
+    with pytest.raises(DataValidationError, match=f"bomb_adsorption.json.gz: more than 2 MB.*{reading.MAX_BYTES_ENV}"):
         read_catbench_json(bomb)
-    monkeypatch.setenv(formats.MAX_BYTES_ENV, "4")
+    monkeypatch.setenv(reading.MAX_BYTES_ENV, "4")
     with pytest.raises(DataValidationError, match="reaction 'x': field \\(the record\\)"):
         read_catbench_json(bomb)  # read whole under the raised bound; then it is no reaction
 
 
 def test_text_must_be_utf8_and_a_bom_is_dropped(tmp_path):
     (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"id": "a"}\n')
-    assert list(formats.iter_json_lines(tmp_path / "bom.jsonl")) == [(1, {"id": "a"})]
+    assert list(strict_json.iter_json_lines(tmp_path / "bom.jsonl")) == [(1, {"id": "a"})]
     (tmp_path / "latin.jsonl").write_bytes(b'{"id": "a"}\n{"id": "\xe9"}\n')
     with pytest.raises(DataValidationError, match="latin.jsonl: line 2: not UTF-8"):
-        list(formats.iter_json_lines(tmp_path / "latin.jsonl"))
+        list(strict_json.iter_json_lines(tmp_path / "latin.jsonl"))
 
 
 def test_an_integer_is_an_integer():
@@ -233,19 +233,19 @@ def test_links_are_refused_alike_in_a_folder_and_in_a_tar(tmp_path):
 
 
 def test_a_tar_bomb_is_refused_at_the_bound(tmp_path, monkeypatch):
-    monkeypatch.setenv(formats.MAX_BYTES_ENV, "1")
+    monkeypatch.setenv(reading.MAX_BYTES_ENV, "1")
     big = tmp_path / "a__0.cif"
     big.write_bytes(b"#" * (2 * 2**20))
     with tarfile.open(tmp_path / "s.tar.gz", "w:gz") as tar:
         tar.add(big, arcname="a__0.cif")
     with pytest.raises(DataValidationError, match="s.tar.gz: more than 1 MB"):
         samples.read_samples(tmp_path / "s.tar.gz", ITEMS)
-    monkeypatch.setenv(formats.MAX_MEMBERS_ENV, "1")
-    monkeypatch.setenv(formats.MAX_BYTES_ENV, "10")
+    monkeypatch.setenv(reading.MAX_MEMBERS_ENV, "1")
+    monkeypatch.setenv(reading.MAX_BYTES_ENV, "10")
     with tarfile.open(tmp_path / "two.tar", "w") as tar:
         tar.add(big, arcname="a__0.cif")
         tar.add(big, arcname="a__1.cif")
-    with pytest.raises(DataValidationError, match=f"two.tar: more than 1 members.*{formats.MAX_MEMBERS_ENV}"):
+    with pytest.raises(DataValidationError, match=f"two.tar: more than 1 members.*{reading.MAX_MEMBERS_ENV}"):
         samples.read_samples(tmp_path / "two.tar", ITEMS)
 
 
@@ -294,12 +294,13 @@ def test_a_file_name_cannot_inject_markup_into_the_front_page(tmp_path):
     from docutils.core import publish_parts
 
     from crucible.report import front_page as fp
+    from crucible.report import run_facts
 
     name = "x``, `y <javascript:alert(1)>`__ ``z\n.csv"
     (tmp_path / name).write_text("1\n")
     rst = fp.render(
         {"reactions": {"datasets": ["buchwald-hartwig"]}},
-        [fp.Job("a", (name,), ("results/o",))],
+        [run_facts.Job("a", (name,), ("results/o",))],
         sources={"artifacts": {}},
         configfiles=[name],
         repo=tmp_path,

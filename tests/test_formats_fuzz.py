@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crucible.core import formats
+from crucible.core import formats, reading
 from crucible.core.errors import DataValidationError
 
 FUZZ = settings(
@@ -399,7 +399,7 @@ def test_byte_mutations_give_the_same_records_or_a_refusal_naming_the_file(cases
 
     run()
     # a gzip bomb: refused at the bound, however small the file
-    monkeypatch.setenv(formats.MAX_BYTES_ENV, "1")
+    monkeypatch.setenv(reading.MAX_BYTES_ENV, "1")
     bomb = gzip.compress(data + b" " * (2 * 2**20), mtime=0)
     assert len(bomb) < 20_000 and _records_or_refusal(case, bomb, expected) == "refused"
 

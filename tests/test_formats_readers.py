@@ -1,6 +1,7 @@
-"""Every read of a file in the library goes through crucible.core.formats, except the reads listed
-here with what they read: a new reader of a user's file must declare its format there (and get
-a case in test_formats_fuzz.py) instead of calling json/pandas/gzip/tarfile itself."""
+"""Every read of a file in the library goes through crucible.core.reading (bytes, text, CSV) and
+crucible.core.strict_json, except the reads listed here with what they read: a new reader of a
+user's file must declare its format in crucible.core.formats (and get a case in
+test_formats_fuzz.py) instead of calling json/pandas/gzip/tarfile itself."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ RAW_READ = re.compile(r"json\.loads?\(|pd\.read_(?:csv|json)\(|gzip\.open\(|tarf
 
 # module -> what its own reads parse (none of them a file a user hands in as it is)
 NOT_USER_FILES = {
-    "core/formats.py": "the one reader",
-    "core/yaml_files.py": "the one YAML reader (its text through formats.read_text)",
+    "core/reading.py": "the one bounded reader of bytes, text and CSV",
+    "core/strict_json.py": "the one JSON parser",
+    "core/yaml_files.py": "the one YAML reader (its text through reading.read_text)",
     "core/io.py": "crucible's own stage files (written with NaN allowed) and parquet metadata",
     "dag/config.py": "the packaged schemas; a config section as JSON text",
-    "sources/downloads.py": "the lock, the pinned matminer catalogue",
+    "sources/downloads.py": "the lock",
+    "sources/pinned_files.py": "the pinned matminer catalogue",
     "core/archives.py": "pinned archives (SHA-256 checked before reading)",
     "catalysis/clean.py": "its own clean table's JSON columns",
     "catalysis/calculation.py": "a copy of a resumed record, through its own JSON text",
@@ -27,16 +30,17 @@ NOT_USER_FILES = {
     "llm/cache.py": "its own cache entries",
     "llm/openai_backend.py": "a server's HTTP response body",
     "matbench/clean.py": "the pinned composition mirror",
-    "matbench/resultsfile.py": "the text it just wrote (a results file is read with formats.read_json)",
+    "matbench/resultsfile.py": "the text it just wrote (a results file is read with strict_json.read_json)",
     "models/comp_transformer/estimator.py": "its own saved model",
     "reactions/report.py": "its own tables and question files",
     "reactions/scoring.py": "only to tell JSON from JSON lines; then formats parses",
-    "report/front_page.py": "Snakemake's benchmark files",
+    "report/run_facts.py": "Snakemake's benchmark files",
     "run_summary.py": "Snakemake's logs",
     "crystal/workflow.py": "the generator params JSON it wrote itself",
-    "core/fingerprint.py": "its own digest cache",
+    "core/hashes.py": "its own digest cache",
     "llm/schema_check.py": "a model's reply text, checked against its prompt's schema",
-    "identity/records.py": "its own identity records and name book, CRUCIBLE_JOB",
+    "identity/records.py": "its own identity records, CRUCIBLE_JOB",
+    "identity/name_book.py": "its own record of names",
     "identity/code_closure.py": "crucible's own source files and a user's modules, parsed, never imported",
     "identity/job_code.py": "its own code digest cache",
     "identity/installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
@@ -47,7 +51,7 @@ NOT_USER_FILES = {
 def test_every_raw_read_is_of_a_file_no_user_hands_in():
     found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if RAW_READ.search(p.read_text(encoding="utf-8")))
     unlisted = [m for m in found if m not in NOT_USER_FILES]
-    assert not unlisted, f"read a file through crucible.core.formats (or say here why not): {unlisted}"
+    assert not unlisted, f"read a file through crucible.core.reading / strict_json (or say here why not): {unlisted}"
     stale = sorted(set(NOT_USER_FILES) - set(found))
     assert not stale, f"no raw read left in {stale}: drop them from the list"
 

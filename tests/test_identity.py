@@ -12,11 +12,12 @@ import pytest
 
 from crucible.cli import GROUPS, group_parser
 from crucible.core.errors import ConfigError
-from crucible.identity import code_closure, installed_code, job_code
+from crucible.identity import code_closure, installed_code, job_code, name_book
 from crucible.identity import records as identity
 from crucible.identity.code_closure import import_closure
 from crucible.identity.job_code import code_identity
-from crucible.identity.records import JobRecord, Meaning, NameBook, record_path
+from crucible.identity.name_book import Meaning, NameBook
+from crucible.identity.records import JobRecord, record_path
 
 from helpers import REPO
 
@@ -181,7 +182,7 @@ def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
     ]
     new.record(["matbench/model/gbm-magpie", "matbench/model/dummy"], book_file)
     new.record(["matbench/model/dummy"], book_file, run="matbench=quick")
-    book = identity.read_name_book(book_file)
+    book = name_book.read_name_book(book_file)
     assert book["matbench/model/gbm-magpie"]["runs"] == ["default"]
     assert book["matbench/model/dummy"]["runs"] == ["default", "matbench=quick"]
     # a record of an older crucible says no runs: a new meaning is refused, as before
@@ -189,10 +190,10 @@ def test_name_book_refuses_a_new_meaning_and_names_both(tmp_path):
     book_file.write_text(json.dumps(book))
     with pytest.raises(ConfigError, match="did not record its runs"):
         old.check_recorded(book_file)
-    identity.forget_names(["matbench/model/gbm-magpie"], book_file)
+    name_book.forget_names(["matbench/model/gbm-magpie"], book_file)
     assert old.check_recorded(book_file) == ["matbench/model/gbm-magpie"] and old.changes == []
     with pytest.raises(ConfigError, match="no name 'nope'"):
-        identity.forget_names(["nope"], book_file)
+        name_book.forget_names(["nope"], book_file)
 
 
 def test_one_name_two_meanings_in_one_config_is_refused():
@@ -251,7 +252,7 @@ def test_job_records_propagate_names_and_refuse_a_mix(tmp_path):
     first = job.write_records(["crucible", "matbench", "leaderboard"], names)
     record = json.loads(record_path(table).read_text())
     assert record["identity"] == first and record["names"] == names
-    assert record["inputs"] == {str(a): identity.file_sha256(a)}
+    assert record["inputs"] == {str(a): identity.output_sha256(a)}
     a.write_text('{"edited": 1}')
     assert job.write_records(["crucible", "matbench", "leaderboard"], names) != first
 
@@ -266,7 +267,7 @@ def test_an_input_changed_after_its_job_recorded_it_is_refused(tmp_path, restore
     maker = JobRecord("matbench predict", "c0de", {}, [], [str(preds)], rule="predict_matbench")
     maker.write_records(["x"], {})
     recorded = json.loads(record_path(preds).read_text())
-    assert recorded["sha256"] == identity.file_sha256(preds) and recorded["rule"] == "predict_matbench"
+    assert recorded["sha256"] == identity.output_sha256(preds) and recorded["rule"] == "predict_matbench"
     reader = _job(tmp_path, {}, [preds], [score])
     assert reader.checked_input_names() == {}
     before = preds.stat()
@@ -276,7 +277,7 @@ def test_an_input_changed_after_its_job_recorded_it_is_refused(tmp_path, restore
     with pytest.raises(identity.IdentityError) as err:
         reader.checked_input_names()
     message = str(err.value)
-    assert str(preds) in message and recorded["sha256"] in message and identity.file_sha256(preds) in message
+    assert str(preds) in message and recorded["sha256"] in message and identity.output_sha256(preds) in message
     assert "rule predict_matbench" in message and not score.exists()
 
 
@@ -325,14 +326,15 @@ def test_every_family_declares_its_names():
 
 def test_an_unused_custom_model_changes_no_job_param():
     from crucible.dag.config import fill_defaults
+    from crucible.matbench import selection as mb_sel
     from crucible.matbench import workflow as mb
 
     config = {"matbench": {"tasks": ["matbench_steels"], "models": ["dummy", "gbm-magpie"]}}
     fill_defaults(config)
-    before = {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb.models(config)}
+    before = {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb_sel.models(config)}
     book = NameBook.of(config, [mb.FAMILY]).digests()
     config["matbench"]["custom_models"]["unused"] = {"class": "mymodels:Mine", "params": {}}
-    assert {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb.models(config)} == before
+    assert {m: (mb.custom_model_arg(config, m), mb.model_params(config, m)) for m in mb_sel.models(config)} == before
     assert NameBook.of(config, [mb.FAMILY]).digests() == book
 
 
@@ -353,10 +355,10 @@ def test_records_live_beside_their_outputs():
 
 def test_every_rule_hands_its_command_the_job_identity():
     """Each shell line of the rule files that runs a crucible command (downloads aside) begins with
-    the job's identity (crucible.dag.workflow.JOB_PREFIX): a rule without it would write no records."""
+    the job's identity (crucible.dag.rules.JOB_PREFIX): a rule without it would write no records."""
     import re
 
-    from crucible.dag.workflow import JOB_PREFIX
+    from crucible.dag.rules import JOB_PREFIX
 
     missing = []
     for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):

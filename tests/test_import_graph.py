@@ -85,8 +85,9 @@ def test_the_check_sees_circles_and_imports_against_the_layering(tmp_path):
     assert pairs == {("crucible.matbench.b", "crucible.reactions.c")}
 
 
-def test_no_module_over_550_lines():
-    """A module that grows past 550 lines is doing two jobs (issue 30); split it by what it does."""
+def test_no_module_over_500_lines():
+    """A module that grows past 500 lines is doing two jobs (issues 30 and 45); split it by what it
+    does, never by squeezing lines."""
     root = REPO / "src" / "crucible"
     sizes = {str(p.relative_to(root)): len(p.read_text(encoding="utf-8").splitlines()) for p in root.rglob("*.py")}
-    assert {name: n for name, n in sizes.items() if n > 550} == {}
+    assert {name: n for name, n in sizes.items() if n > 500} == {}

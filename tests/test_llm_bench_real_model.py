@@ -10,7 +10,7 @@ import importlib.util
 import pytest
 
 from crucible.dag.config import check_schema
-from crucible.llm.spec import model_spec
+from crucible.llm.model_entry import model_spec
 
 from helpers import REPO
 

@@ -14,7 +14,7 @@ import pytest
 
 from crucible.llm.cache import ResponseCache, request_key
 from crucible.llm.files import Completion
-from crucible.llm.spec import generation_params
+from crucible.llm.model_entry import generation_params
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -119,7 +119,7 @@ def test_prose_wrapping_the_right_structure_is_off_schema_in_the_crystal_table(a
     """Crystal reads the last long JSON value of a reply (OpenCompass): prose around the right
     structure matches when read so, and is unmatched, reason off_schema, under structured output."""
     from crucible.crystal import items, parsing, report
-    from crucible.crystal.generators import answer_from_structure
+    from crucible.crystal.generation import answer_from_structure
     from crucible.crystal.scoring import reference_structure
 
     prompts_path = tmp_path / "prompts.jsonl"
@@ -165,7 +165,7 @@ def test_an_off_schema_sample_is_unmatched_in_crystal_structure_prediction(cscl_
     from crucible.crystal import parsing
     from crucible.crystal.csp import score_samples
     from crucible.crystal.csp_table import preamble
-    from crucible.crystal.generators import answer_from_structure
+    from crucible.crystal.generation import answer_from_structure
     from crucible.crystal.samples import TEXT, Sample
     from crucible.crystal.scoring import reference_structure
 

@@ -308,7 +308,7 @@ def test_the_deadline_bounds_a_server_that_trickles(tmp_path, chat_server):
 
 
 def test_the_deadline_defaults_to_twice_the_timeout():
-    from crucible.llm.spec import model_spec
+    from crucible.llm.model_entry import model_spec
 
     spec = model_spec("m", {"backend": "openai", "model": "x", "base_url": "http://h/v1", "timeout_s": 7})
     assert spec["deadline_s"] == 14.0

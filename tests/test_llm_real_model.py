@@ -17,7 +17,7 @@ import pytest
 
 from crucible.llm.files import read_responses
 from crucible.llm.generate import run_stage
-from crucible.sources.downloads import find_pin
+from crucible.sources.pinned_files import find_pin
 
 from helpers import REAL_CHAT_MODEL, LlamaCppServer, real_chat_model, write_prompts
 

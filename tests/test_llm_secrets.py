@@ -10,8 +10,8 @@ import pytest
 from crucible.core.errors import ConfigError
 from crucible.core.secrets import looks_like_key, masked, scrub
 from crucible.dag.config import check_config
+from crucible.llm.model_entry import model_spec
 from crucible.llm.run_record import public_url
-from crucible.llm.spec import model_spec
 
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
 SK = "sk-proj-" + "Zq81xWv03Lk2mNn4Pp5Rr6"

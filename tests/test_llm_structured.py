@@ -12,7 +12,7 @@ import pytest
 from crucible.core.errors import ConfigError
 from crucible.llm.files import read_responses
 from crucible.llm.generate import StructuredOutputError, run_stage
-from crucible.llm.spec import model_spec, spec_sha256
+from crucible.llm.model_entry import model_spec, spec_sha256
 
 from helpers import write_prompts
 

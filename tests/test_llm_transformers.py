@@ -102,17 +102,17 @@ def test_a_gguf_file_is_named_by_its_content(tmp_path):
 def test_a_pinned_checkpoint_is_named_by_its_role_and_checked(tmp_path, monkeypatch):
     """A file where the fetch stage puts a role's file is named by the role and its pinned
     SHA-256, and refused when it no longer matches the pin."""
-    from crucible.sources import downloads as sources
+    from crucible.sources import pinned_files
     from crucible.sources import pins as sources_file
 
     monkeypatch.setenv("CRUCIBLE_HASH_CACHE", str(tmp_path / "hash-cache"))
     body = b"GGUF" + bytes(range(256)) * 4000
     digest = hashlib.sha256(body).hexdigest()
-    doc = sources.load_sources()
-    pin = sources.find_pin("llm/smollm2-135m-instruct-q4_1", doc)
+    doc = pinned_files.load_sources()
+    pin = pinned_files.find_pin("llm/smollm2-135m-instruct-q4_1", doc)
     doc["artifacts"][pin.artifact]["members"][pin.member]["sha256"] = digest
     monkeypatch.setattr(sources_file, "sources_doc", lambda s=None: doc)
-    monkeypatch.setattr(sources, "sources_doc", lambda s=None: doc)
+    monkeypatch.setattr(pinned_files, "sources_doc", lambda s=None: doc)
     path = tmp_path / "resources" / pin.location
     path.parent.mkdir(parents=True)
     path.write_bytes(body)

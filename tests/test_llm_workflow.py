@@ -9,7 +9,7 @@ import pytest
 
 from crucible.core.errors import ConfigError
 from crucible.identity import records as identity
-from crucible.identity.records import Meaning
+from crucible.identity.name_book import Meaning
 from crucible.llm import workflow
 
 from helpers import write_prompts
@@ -86,7 +86,7 @@ def test_credentials_in_base_url_are_refused_without_repeating_them():
 
 
 def test_the_job_reads_its_model_from_the_config_files_by_name(tmp_path):
-    from crucible.llm.spec import entry_from_config_files
+    from crucible.llm.model_entry import entry_from_config_files
 
     base, extra = tmp_path / "config.yaml", tmp_path / "site.yaml"
     base.write_text("llm:\n  models:\n    echo: {backend: openai, model: a, base_url: 'http://h:1/v1'}\n")
@@ -159,7 +159,7 @@ def test_a_model_asked_at_another_address_keeps_its_name():
 def test_a_local_models_weights_are_part_of_its_jobs_code_identity(tmp_path):
     """Issue 44 item 2: the folder a transformers entry loads is hashed into the code identity of
     the jobs made of that model's name, and an edit of one weight file changes it."""
-    from crucible.identity.records import NameBook
+    from crucible.identity.name_book import NameBook
 
     ckpt = tmp_path / "tiny"
     ckpt.mkdir()
@@ -179,7 +179,7 @@ def test_a_folder_named_under_the_whole_entry_takes_the_new_meaning(tmp_path):
     """Folders whose names were recorded under the whole entry's hash (before the address left
     it) record the new meaning instead of refusing the same config; another entry is refused."""
     from crucible.core.io import write_json
-    from crucible.identity.records import NameBook
+    from crucible.identity.name_book import NameBook
 
     cfg = {**config(), "crystal": {"datasets": ["aflow-prototypes"], "llm_models": ["echo", "tiny"]}}
     book = tmp_path / "names.json"

@@ -9,7 +9,7 @@ import yaml
 
 from crucible.core.errors import ConfigError, DataValidationError, HashMismatchError
 from crucible.matbench import clean, folds, tasks
-from crucible.matbench.inference import fit_predict
+from crucible.matbench.fold_fit import fit_predict
 from crucible.models.registry import get_spec
 
 from helpers import PUBLISHED_DUMMY_MAE, REPO, TEST_FOLD_SIZES, clean_task, repinned

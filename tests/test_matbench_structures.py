@@ -77,13 +77,13 @@ def test_user_dataset_names_and_folds(tmp_path):
     from sklearn.model_selection import KFold
 
     from crucible.core.errors import HashMismatchError
+    from crucible.core.hashes import file_sha256
     from crucible.matbench.user_datasets import build_user_folds, check_spec, clean_user_dataset
-    from crucible.sources.downloads import sha256_file
 
     raw = write_li_o_dataset(tmp_path / "li_o.json.gz")
     base = {
         "url": "http://x/y.json.gz",
-        "sha256": sha256_file(raw),
+        "sha256": file_sha256(raw),
         "input": "structure",
         "target": "band_gap",
         "task_type": "regression",

@@ -14,15 +14,9 @@ from crucible.core.errors import DataValidationError, PredictionFileError
 from crucible.matbench import clean, folds
 from crucible.matbench import resultsfile as rf
 from crucible.matbench.prediction_files import write_predictions
-from crucible.matbench.taskdata import (
-    TaskData,
-    card_values,
-    check_fold_paths,
-    score_prediction_files,
-    score_task_files,
-    split_per_task,
-    write_results_files,
-)
+from crucible.matbench.submission import split_per_task, write_results_files
+from crucible.matbench.task_scores import score_prediction_files, score_task_files
+from crucible.matbench.taskdata import TaskData, card_values, check_fold_paths
 from crucible.matbench.tasks import COMPOSITION_ONLY
 
 from helpers import PUBLISHED_DUMMY_MAE, TEST_FOLD_SIZES, clean_task

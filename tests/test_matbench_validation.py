@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from crucible.core.errors import CrucibleError
-from crucible.matbench.inference import fit_predict
+from crucible.matbench.fold_fit import fit_predict
 from crucible.models.registry import get_spec
 
 from helpers import clean_task

@@ -10,8 +10,9 @@ import pytest
 
 from crucible.core.errors import ConfigError
 from crucible.matbench import raw_files
+from crucible.matbench import selection as sel
 from crucible.matbench import workflow as wf
-from crucible.sources.downloads import find_pin
+from crucible.sources.pinned_files import find_pin
 
 
 def _config(**matbench):
@@ -29,7 +30,7 @@ def _config(**matbench):
 
 
 def test_tasks_follow_matbench_order_not_config_order():
-    assert wf.tasks(_config()) == ["matbench_steels", "matbench_expt_is_metal"]
+    assert sel.tasks(_config()) == ["matbench_steels", "matbench_expt_is_metal"]
 
 
 def test_models_are_routed_to_cpu_gpu_and_files():
@@ -39,15 +40,15 @@ def test_models_are_routed_to_cpu_gpu_and_files():
         custom_models={"mine": {"class": "sklearn.linear_model:Ridge", "input": "magpie"}},
         prediction_files={"theirs": {"dir": "/data/theirs"}},
     )
-    assert wf.models_of_kind(cfg, "cpu") == ["dummy", "mine"]
-    assert wf.models_of_kind(cfg, "gpu") == ["comp-transformer"]
-    assert wf.models_of_kind(cfg, "files") == ["theirs"]
+    assert sel.models_of_kind(cfg, "cpu") == ["dummy", "mine"]
+    assert sel.models_of_kind(cfg, "gpu") == ["comp-transformer"]
+    assert sel.models_of_kind(cfg, "files") == ["theirs"]
     assert wf.user_prediction_file(cfg, "theirs", "matbench_steels", 3) == "/data/theirs/matbench_steels/fold_3.parquet"
     assert wf.model_features(cfg, "mine", "matbench_steels") == wf.magpie_features("matbench_steels")
     assert wf.model_features(cfg, "dummy", "matbench_steels") == []
     # GPU models and imported files are never fitted per task
-    assert wf.job_granularity(cfg, "comp-transformer", "matbench_steels") == "fold"
-    assert wf.job_granularity(cfg, "theirs", "matbench_steels") == "fold"
+    assert sel.job_granularity(cfg, "comp-transformer", "matbench_steels") == "fold"
+    assert sel.job_granularity(cfg, "theirs", "matbench_steels") == "fold"
 
 
 def _rule_making(cfg, model, task, fold=2):
@@ -64,7 +65,7 @@ def _rule_making(cfg, model, task, fold=2):
     }
     making = []
     for granularity, patterns in outputs.items():
-        constraint = {"model": wf.cpu_model_pattern(cfg, granularity)}
+        constraint = {"model": sel.cpu_model_pattern(cfg, granularity)}
         for pattern in [patterns] if isinstance(patterns, str) else patterns:
             if re.match(regex_from_filepattern(update_wildcard_constraints(pattern, constraint, {})), path):
                 making.append(granularity)
@@ -78,7 +79,7 @@ def test_granularity_is_declared_per_model_and_task_size_and_one_rule_makes_each
         models=["dummy", "gbm-magpie", "rf-magpie", "mine"],
         custom_models={"mine": {"class": "sklearn.dummy:DummyRegressor", "input": "composition"}},
     )
-    assert wf.cpu_models(cfg) == ["dummy", "gbm-magpie", "rf-magpie", "mine"]  # user datasets: fold jobs for all
+    assert sel.cpu_models(cfg) == ["dummy", "gbm-magpie", "rf-magpie", "mine"]  # user datasets: fold jobs for all
     expected = {
         "dummy": {t: "task" for t in TASKS},  # a fit costs less than a job's start-up everywhere
         # gradient boosting: 1-5 s fits up to 20k rows go in one job per task, the mp tasks per fold
@@ -90,7 +91,7 @@ def test_granularity_is_declared_per_model_and_task_size_and_one_rule_makes_each
     assert expected["gbm-magpie"]["matbench_mp_gap"] == "fold"
     for model, by_task in expected.items():
         for task, granularity in by_task.items():
-            assert wf.job_granularity(cfg, model, task) == granularity, (model, task)
+            assert sel.job_granularity(cfg, model, task) == granularity, (model, task)
             for fold in wf.FOLDS:
                 # exactly one rule can make each fold file, and it is the declared one
                 assert _rule_making(cfg, model, task, fold) == [granularity], (model, task, fold)
@@ -99,9 +100,9 @@ def test_granularity_is_declared_per_model_and_task_size_and_one_rule_makes_each
     assert _rule_making(cfg, "gbm", "matbench_steels") == ["fold"]
     assert _rule_making(cfg, "gbm-magpie", "matbench_steels") == ["task"]
     with pytest.raises(ValueError, match="kind must be one of"):
-        wf.models_of_kind(cfg, "task")
+        sel.models_of_kind(cfg, "task")
     with pytest.raises(ValueError, match="granularity must be one of"):
-        wf.cpu_model_pattern(cfg, "fold-ish")
+        sel.cpu_model_pattern(cfg, "fold-ish")
     # no model of a granularity: a constraint that matches nothing
     assert _rule_making(_config(models=["rf-magpie"]), "dummy", "matbench_steels") == []
 
@@ -159,7 +160,7 @@ def test_a_per_task_job_writes_every_fold_file():
 
 def test_unknown_model_names_the_config_key():
     with pytest.raises(ConfigError, match=r"config matbench.models: unknown model 'gbm-magpi'"):
-        wf.check_models(_config(models=["gbm-magpi"]))
+        sel.check_models(_config(models=["gbm-magpi"]))
 
 
 def test_params_are_sorted_json_and_element_tables_resolve():
@@ -258,12 +259,12 @@ _LI_O = {
 
 def test_structure_models_stop_at_start_up_on_the_composition_mirror():
     with pytest.raises(ConfigError, match=r"^config matbench: .*set `matbench.source: matminer`"):
-        wf.check_models(_config(tasks=["matbench_jdft2d"], models=["rf-scm-magpie"]))
+        sel.check_models(_config(tasks=["matbench_jdft2d"], models=["rf-scm-magpie"]))
     with pytest.raises(ConfigError, match="needs crystal structures"):
-        wf.check_models(_config(tasks=["matbench_steels"], models=["mlip-embed"]))
+        sel.check_models(_config(tasks=["matbench_steels"], models=["mlip-embed"]))
     with pytest.raises(ConfigError, match="not a valid dataset name"):
-        wf.check_models(_config(models=["dummy"], user_datasets={"matbench_x": _LI_O}))
-    wf.check_models(_config(tasks=["matbench_jdft2d"], models=["rf-scm-magpie", "mlip-embed"], source="matminer"))
+        sel.check_models(_config(models=["dummy"], user_datasets={"matbench_x": _LI_O}))
+    sel.check_models(_config(tasks=["matbench_jdft2d"], models=["rf-scm-magpie", "mlip-embed"], source="matminer"))
 
 
 def test_structure_feature_caches_follow_model_and_task():
@@ -281,7 +282,7 @@ def test_structure_feature_caches_follow_model_and_task():
     assert wf.model_structure_features(cfg, "dummy", "li_o") == []
     assert wf.structure_table_pattern(cfg) == "matbench_jdft2d|user/li_o"
     assert wf.scm_features("matbench_jdft2d").startswith("results/features/scm-")
-    assert json.loads(wf.user_dataset_spec(cfg, "li_o")) == _LI_O
+    assert json.loads(sel.user_dataset_spec(cfg, "li_o")) == _LI_O
 
 
 def test_a_config_of_user_datasets_only_builds_only_their_targets():
@@ -323,5 +324,5 @@ def test_the_advice_for_another_meaning_is_a_config_that_is_accepted(entry):
     cfg["matbench"]["models"].append(f"{name}-2")
     check_config(cfg)
     fill_defaults(cfg)
-    wf.check(cfg)
+    sel.check(cfg)
     assert f"matbench/model/{name}-2" in wf.names(cfg)

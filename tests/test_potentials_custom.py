@@ -298,7 +298,7 @@ def test_parts_of_another_configuration_of_the_potential_are_not_resumed():
 def test_crystal_mlip_search_relaxes_with_it_and_its_sidecar_says_so():
     from pymatgen.core import Lattice, Structure
 
-    from crucible.crystal import generators, items
+    from crucible.crystal import generators, items, mlip_search
     from crucible.crystal.report import generator_table
 
     from helpers import REPO
@@ -319,9 +319,9 @@ def test_crystal_mlip_search_relaxes_with_it_and_its_sidecar_says_so():
         "scale": 2.0
     }
     # no optimizer step (twice the forces take other FIRE steps): twice EMT's energy, so it is what ran
-    gen = generators.MlipSearchGenerator(model="mine", custom_potentials={"mine": SCALED}, n_candidates=1, steps=0)
+    gen = mlip_search.MlipSearchGenerator(model="mine", custom_potentials={"mine": SCALED}, n_candidates=1, steps=0)
     energy, _ = gen._relax(cu3au)
-    reference = generators.MlipSearchGenerator(model="emt", n_candidates=1, steps=0)
+    reference = mlip_search.MlipSearchGenerator(model="emt", n_candidates=1, steps=0)
     assert math.isclose(energy, 2 * reference._relax(cu3au)[0], rel_tol=1e-9)
     summary = {"generator": "mlip-search", "match_rate": 0.0, "mean_rms_dist": None, "matched": 0, "total": 1}
     row = generator_table([{**summary, "failures": {}, "generation": info}]).iloc[0]

@@ -107,7 +107,7 @@ def test_cell_filter_relaxation_equals_what_mlip_search_did(steps):
 def test_mlip_search_generator_relaxes_with_the_cell_filter():
     from pymatgen.io.ase import AseAtomsAdaptor
 
-    from crucible.crystal.generators import MlipSearchGenerator
+    from crucible.crystal.mlip_search import MlipSearchGenerator
 
     gen = MlipSearchGenerator(model="emt", fmax=0.1, steps=60)
     strained = bulk("Cu", "fcc", a=3.75, cubic=True)

@@ -13,7 +13,7 @@ from helpers import clean_task
 
 
 def test_a_slow_fit_logs_a_heartbeat_with_model_task_and_fold(caplog, monkeypatch):
-    from crucible.matbench.inference import fit_predict
+    from crucible.matbench.fold_fit import fit_predict
     from crucible.models.registry import ModelSpec
 
     monkeypatch.setenv("CRUCIBLE_HEARTBEAT_S", "0.05")

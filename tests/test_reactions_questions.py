@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from crucible.reactions import question_table
 from crucible.reactions import questions as qb
+from crucible.reactions.scoring import MC_TYPES
 
 from helpers import clean_reaction_table, reaction_questions
 
@@ -33,7 +35,7 @@ def test_every_option_score_recomputed_from_the_table(dataset):
     sets, _ = reaction_questions(dataset)
     records = df.to_dict("records")
     n = 0
-    for qtype in qb.MC_TYPES:
+    for qtype in MC_TYPES:
         for q in sets[qtype]:
             rows = [records[e["row_index"]] for e in q["meta"]["option_source_entries"]]
             eff = [_effective(r) for r in rows]
@@ -186,6 +188,6 @@ def test_questions_of_fewer_than_two_options_are_not_built_and_counted(tmp_path)
         "all_varying_reference_control",
         "cross_substrate_reference",
     ):
-        assert left[qtype][qb.FEWER_THAN_TWO] == 2, qtype
+        assert left[qtype][question_table.FEWER_THAN_TWO] == 2, qtype
     # three rows leave no low-to-mid reference outside the options: counted, not silent
-    assert left["all_varying_reference"] == {qb.FEWER_THAN_TWO: 2, qb.FEW_REFERENCES: 1}
+    assert left["all_varying_reference"] == {question_table.FEWER_THAN_TWO: 2, question_table.FEW_REFERENCES: 1}

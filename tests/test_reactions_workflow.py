@@ -58,7 +58,7 @@ def test_user_datasets_under_their_old_name_custom_datasets_mean_the_same_with_a
     """One word for a user's own table in every family (user_datasets); the reactions key it had,
     custom_datasets, is read the same for one release and says so."""
     from crucible.dag.config import check_config
-    from crucible.identity.records import Meaning
+    from crucible.identity.name_book import Meaning
 
     new = {"reactions": {"datasets": ["mine"], "models": ["random"], "user_datasets": {"mine": USER_TABLE}}}
     old = {"reactions": {"datasets": ["mine"], "models": ["random"], "custom_datasets": {"mine": USER_TABLE}}}

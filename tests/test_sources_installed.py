@@ -14,20 +14,20 @@ import pytest
 from crucible.cli import main
 from crucible.core.errors import HashMismatchError
 from crucible.mlip import eos
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 
 @pytest.fixture
 def ase_copy(tmp_path, monkeypatch):
     """A copy of the files the installed ase's pins name, standing in for the package folder."""
-    real = sources.package_dir("ase")
+    real = pinned_files.package_dir("ase")
     root = tmp_path / "site" / "ase"
-    for pin in sources.roles().values():
+    for pin in pinned_files.roles().values():
         if pin.package == "ase":
             (root / pin.location).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(real / pin.location, root / pin.location)
-    original = sources.package_dir
-    monkeypatch.setattr(sources, "package_dir", lambda package: root if package == "ase" else original(package))
+    original = pinned_files.package_dir
+    monkeypatch.setattr(pinned_files, "package_dir", lambda package: root if package == "ase" else original(package))
     eos._collection.cache_clear()
     yield root
     eos._collection.cache_clear()
@@ -35,12 +35,12 @@ def ase_copy(tmp_path, monkeypatch):
 
 def test_every_installed_pin_matches_the_installed_package():
     """requirements.lock installs exactly the files pinned (else a clean clone could not run)."""
-    installed = {r: p for r, p in sources.roles().items() if p.package}
+    installed = {r: p for r, p in pinned_files.roles().items() if p.package}
     assert {p.package for p in installed.values()} == {"ase", "matminer"}
     assert {"mlip/eos/dcdft", "matminer/dataset-catalogue", "features/magpie/Number"} <= set(installed)
     for role in installed:
-        assert sources.pinned(role).is_file()
-        assert sources.provide(role) == sources.pinned(role)  # nothing to fetch
+        assert pinned_files.pinned(role).is_file()
+        assert pinned_files.provide(role) == pinned_files.pinned(role)  # nothing to fetch
 
 
 def _edit_cu_volume(root, new_volume: float) -> None:
@@ -87,19 +87,21 @@ def test_missing_installed_file_names_the_role_and_the_fix(ase_copy):
 def test_matminer_catalogue_and_magpie_tables_are_read_through_their_pins(tmp_path, monkeypatch):
     from crucible.features import magpie
 
-    real = sources.package_dir("matminer")
+    real = pinned_files.package_dir("matminer")
     root = tmp_path / "matminer"
-    for pin in sources.roles().values():
+    for pin in pinned_files.roles().values():
         if pin.package == "matminer":
             (root / pin.location).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(real / pin.location, root / pin.location)
-    original = sources.package_dir
-    monkeypatch.setattr(sources, "package_dir", lambda package: root if package == "matminer" else original(package))
-    assert "matbench_steels" in sources.matminer_metadata()
+    original = pinned_files.package_dir
+    monkeypatch.setattr(
+        pinned_files, "package_dir", lambda package: root if package == "matminer" else original(package)
+    )
+    assert "matbench_steels" in pinned_files.matminer_metadata()
     catalogue = root / "datasets" / "dataset_metadata.json"
     catalogue.write_text(catalogue.read_text().replace('"hash"', '"hash" ', 1))
     with pytest.raises(HashMismatchError, match="matminer/dataset-catalogue"):
-        sources.matminer_metadata()
+        pinned_files.matminer_metadata()
     table = root / "utils" / "data_files" / "magpie_elementdata" / "Number.table"
     table.write_text("0\n" + table.read_text())
     magpie._tables.cache_clear()
@@ -111,7 +113,7 @@ def test_matminer_catalogue_and_magpie_tables_are_read_through_their_pins(tmp_pa
 
 
 def test_installed_section_needs_version_role_and_sha(tmp_path):
-    doc = sources.load_sources()
+    doc = pinned_files.load_sources()
     doc["installed"]["ase"]["files"]["collections/g2.json"] = {"role": "x/g2"}
     bad = tmp_path / "sources.yaml"
     import yaml
@@ -120,4 +122,4 @@ def test_installed_section_needs_version_role_and_sha(tmp_path):
     with pytest.raises(
         Exception, match="installed package 'ase' file 'collections/g2.json': needs 'role' and 'sha256'"
     ):
-        sources.load_sources(bad)
+        pinned_files.load_sources(bad)

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from crucible.core.errors import HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
-from crucible.sources.downloads import fetch, find_pin, sha256_file
+from crucible.sources.downloads import fetch
+from crucible.sources.pinned_files import find_pin
 
 STEELS = mirror_role("matbench_steels")
 STEELS_PIN = find_pin(STEELS).sha256
@@ -143,7 +145,7 @@ def test_a_truncated_download_is_kept_aside_and_fetched_again_once(tmp_path):
         dest = fetch("data", {**SPEC, "url": server.url}, tmp_path / "data.json.gz")
     finally:
         server.close()
-    assert server.hits == 2 and sha256_file(dest) == SPEC["sha256"]
+    assert server.hits == 2 and file_sha256(dest) == SPEC["sha256"]
     aside = list(tmp_path.glob("data.json.gz.bad-*"))
     assert len(aside) == 1 and aside[0].read_bytes() == GOOD[:100]
 

@@ -1,4 +1,4 @@
-"""crucible.sources.downloads.pinned: a file of config/sources.yaml read by its role, its hash checked on
+"""crucible.sources.pinned_files.pinned: a file of config/sources.yaml read by its role, its hash checked on
 every call (good, edited, missing, pinned by git blob id through the lock file), and the roles
 every reader asks for exist in the real sources file."""
 
@@ -13,7 +13,9 @@ import time
 import pytest
 
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
+from crucible.core.hashes import file_sha256
 from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import StaticFileServer
 
@@ -49,47 +51,47 @@ def _extracted(root, payload=PAYLOAD):
 
 def test_a_good_file_comes_back_from_where_the_fetch_stage_puts_it(tmp_path):
     path = _extracted(tmp_path)
-    assert sources.pinned("test/table", sources=_doc(), resources=tmp_path) == path
-    assert sources.pinned("test/table", path, sources=_doc()) == path  # a rule's input, as given
-    assert sources.resource_path("test/table", _doc(), tmp_path) == path
+    assert pinned_files.pinned("test/table", sources=_doc(), resources=tmp_path) == path
+    assert pinned_files.pinned("test/table", path, sources=_doc()) == path  # a rule's input, as given
+    assert pinned_files.resource_path("test/table", _doc(), tmp_path) == path
 
 
 def test_an_edited_file_stops_naming_the_file_both_hashes_and_the_remedy(tmp_path):
     path = _extracted(tmp_path, PAYLOAD.replace(b"1.5", b"9.9"))
     with pytest.raises(HashMismatchError) as err:
-        sources.pinned("test/table", path, sources=_doc())
+        pinned_files.pinned("test/table", path, sources=_doc())
     msg = str(err.value)
-    assert str(path) in msg and SHA in msg and sources.sha256_file(path) in msg
+    assert str(path) in msg and SHA in msg and file_sha256(path) in msg
     assert "member table.csv of artifact pkg-1.0" in msg and "extracted" in msg
     assert "Delete it and rerun" in msg and "crucible sources provide --role test/table" in msg
 
 
 def test_every_call_hashes_again(tmp_path):
     path = _extracted(tmp_path)
-    sources.pinned("test/table", path, sources=_doc())
+    pinned_files.pinned("test/table", path, sources=_doc())
     path.write_bytes(PAYLOAD + b"Fe,0\n")  # edited between two reads of one process
     with pytest.raises(HashMismatchError, match="differs from the pin"):
-        sources.pinned("test/table", path, sources=_doc())
+        pinned_files.pinned("test/table", path, sources=_doc())
 
 
 def test_a_missing_file_says_how_to_get_it(tmp_path):
     with pytest.raises(CrucibleError, match=r"table.csv: missing; it should hold 'test/table'.*Rerun the workflow"):
-        sources.pinned("test/table", sources=_doc(), resources=tmp_path)
+        pinned_files.pinned("test/table", sources=_doc(), resources=tmp_path)
 
 
 def test_unknown_and_duplicated_roles_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"role 'test/tabel'; known: test/table"):
-        sources.pinned("test/tabel", sources=_doc())
+        pinned_files.pinned("test/tabel", sources=_doc())
     doc = _doc(git_blob="0" * 40, role="test/table")
     path = tmp_path / "sources.yaml"
     path.write_text(json.dumps(doc))  # JSON is YAML
     with pytest.raises(ConfigError, match="role 'test/table' is given to both"):
-        sources.load_sources(path)
+        pinned_files.load_sources(path)
     doc = _doc()
     doc["artifacts"]["pkg-1.0"]["role"] = "test/archive"
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match="an archive's members carry the roles"):
-        sources.load_sources(path)
+        pinned_files.load_sources(path)
 
 
 def test_a_blob_pinned_file_is_checked_against_the_lock_file_then_the_blob(tmp_path):
@@ -100,30 +102,30 @@ def test_a_blob_pinned_file_is_checked_against_the_lock_file_then_the_blob(tmp_p
     blob = sources.git_blob_id(path)
     doc = _doc(git_blob=blob, role="test/set/train")
     # no lock entry yet: the blob id is the pin
-    assert sources.pinned("test/set/train", sources=doc, resources=tmp_path) == path
+    assert pinned_files.pinned("test/set/train", sources=doc, resources=tmp_path) == path
     # the SHA-256 the verified fetch recorded is checked from then on
     lock = tmp_path / sources.LOCK_NAME
     lock.write_text(json.dumps({"set-train": SHA}))
-    assert sources.pinned("test/set/train", path, sources=doc, lock=lock) == path
+    assert pinned_files.pinned("test/set/train", path, sources=doc, lock=lock) == path
     path.write_bytes(PAYLOAD + b"C,0\n")
     with pytest.raises(HashMismatchError) as err:
-        sources.pinned("test/set/train", path, sources=doc, lock=lock)
+        pinned_files.pinned("test/set/train", path, sources=doc, lock=lock)
     assert f"recorded in {lock}" in str(err.value) and SHA in str(err.value) and "fetched again" in str(err.value)
     lock.unlink()
     with pytest.raises(
         HashMismatchError, match=rf"git blob id {sources.git_blob_id(path)} differs from the pin {blob}"
     ):
-        sources.pinned("test/set/train", path, sources=doc, resources=tmp_path)
+        pinned_files.pinned("test/set/train", path, sources=doc, resources=tmp_path)
     # a SHA-256 in the sources file wins over the lock file
     doc = _doc(git_blob=blob, role="test/set/train", sha256=SHA)
     path.write_bytes(PAYLOAD)
     lock.write_text(json.dumps({"set-train": "0" * 64}))
-    assert sources.pinned("test/set/train", path, sources=doc, lock=lock) == path
+    assert pinned_files.pinned("test/set/train", path, sources=doc, lock=lock) == path
 
 
 def test_real_cdvae_pins_go_through_the_lock_file():
     """The CDVAE sets of config/sources.yaml: pinned by blob, some also by SHA-256."""
-    pins = sources.roles(prefix="crystal/")
+    pins = pinned_files.roles(prefix="crystal/")
     cdvae = {r: p for r, p in pins.items() if p.git_blob}
     assert sorted(cdvae) == sorted(
         f"crystal/{d}/{s}" for d in ("mp-20", "perov-5", "carbon-24") for s in ("train", "val", "test")
@@ -148,7 +150,7 @@ def test_every_role_a_reader_asks_for_is_in_the_sources_file():
     wanted |= {mirror_role(t) for t in TASKS}
     wanted |= {spec.role for spec in DATASETS.values()}
     wanted |= {r for d in BUILTIN_DATASETS for r in dataset_roles(d)}
-    known = sources.roles()
+    known = pinned_files.roles()
     assert wanted <= set(known), sorted(wanted - set(known))
     assert sorted(builtin_tables()) == ["magpie", "mat2vec"]
     # each role names a pinned file: a member with its SHA-256, or a download pinned somehow
@@ -160,7 +162,7 @@ def test_the_check_is_cheap_enough_for_every_job(members):
     """Every pinned Matbench file (the largest is 5 MB) checked in well under a second."""
     start = time.perf_counter()
     for role, path in members.items():
-        sources.pinned(role, path)
+        pinned_files.pinned(role, path)
     assert time.perf_counter() - start < 2.0
 
 
@@ -180,14 +182,12 @@ def test_provide_fetches_extracts_and_restores_an_edited_member(tmp_path):
     server = StaticFileServer(www)
     try:
         doc = _doc()
-        doc["artifacts"]["pkg-1.0"].update(
-            kind="http", url=f"{server.url}/{archive.name}", sha256=sources.sha256_file(archive)
-        )
+        doc["artifacts"]["pkg-1.0"].update(kind="http", url=f"{server.url}/{archive.name}", sha256=file_sha256(archive))
         resources = tmp_path / "resources"
-        path = sources.provide("test/table", resources, sources=doc)
+        path = pinned_files.provide("test/table", resources, sources=doc)
         assert path == resources / "extracted" / "pkg-1.0" / "table.csv" and path.read_bytes() == PAYLOAD
         path.write_bytes(b"edited")
-        assert sources.provide("test/table", resources, sources=doc).read_bytes() == PAYLOAD
+        assert pinned_files.provide("test/table", resources, sources=doc).read_bytes() == PAYLOAD
         assert server.hits == ["/pkg-1.0.tar.gz"]  # the archive is fetched once
     finally:
         server.close()
@@ -255,10 +255,10 @@ def test_a_pinned_catalysis_dataset_is_checked_where_it_is_read(tmp_path):
     tree = tmp_path / "tree"
     (tree / "H").mkdir(parents=True)
     (tree / "H" / "OUTCAR").write_text("energy 1\n")
-    pin = sources.dataset_sha256(tree)
-    assert sources.verify_pinned(tree, pin, "catalysis dataset", digest=sources.dataset_sha256) == pin
+    pin = pinned_files.dataset_sha256(tree)
+    assert pinned_files.verify_pinned(tree, pin, "catalysis dataset", digest=pinned_files.dataset_sha256) == pin
     (tree / "H" / "OUTCAR").write_text("energy 2\n")
     with pytest.raises(
-        HashMismatchError, match=rf"{tree}: SHA-256 {sources.dataset_sha256(tree)} differs from the pin {pin}"
+        HashMismatchError, match=rf"{tree}: SHA-256 {pinned_files.dataset_sha256(tree)} differs from the pin {pin}"
     ):
         read_dataset("vasp-tree", tree, {"H": {"slab": -1, "adslab": 1}}, sha256=pin)

@@ -1,6 +1,6 @@
 """Static checks that keep config/sources.yaml the one place that knows where pinned files are:
-no library module outside crucible.sources.downloads builds a path under resources/extracted/ (the only
-way to read one is crucible.sources.downloads.pinned, which checks its hash), and no artifact name, version,
+no library module outside crucible.sources builds a path under resources/extracted/ (the only
+way to read one is crucible.sources.pinned_files.pinned, which checks its hash), and no artifact name, version,
 download or member file name, archive path or pin of the sources file is written anywhere else in
 the code, the rules, the tests or the benchmark scripts (a version bump is an edit of one file)."""
 
@@ -15,7 +15,7 @@ import yaml
 
 from helpers import REPO, SOURCES_FILE
 
-SOURCES_MODULES = {"downloads.py", "pins.py", "workflow.py"}
+SOURCES_MODULES = {"downloads.py", "pinned_files.py", "pins.py", "workflow.py"}
 TEXT_SUFFIXES = {".py", ".smk", ".yaml", ".yml", ".rst", ".md", ".txt", ".cfg", ".toml", ".json", ".jsonl"}
 # a string literal that is, or holds, a path component "extracted" (prose such as "after it was
 # extracted" is no path)
@@ -38,7 +38,7 @@ def test_no_library_module_but_crucible_sources_builds_a_path_under_resources_ex
         for line, text in _string_literals(path):
             if EXTRACTED_PATH.search(text) or "resources/extracted" in text:
                 offenders.append(f"{path.relative_to(REPO)}:{line}: {text!r}")
-    assert not offenders, "read pinned files through crucible.sources.downloads.pinned:\n" + "\n".join(offenders)
+    assert not offenders, "read pinned files through crucible.sources.pinned_files.pinned:\n" + "\n".join(offenders)
 
 
 def test_the_check_sees_the_ways_a_path_is_built(tmp_path):
@@ -101,4 +101,4 @@ def test_no_version_or_file_name_of_the_sources_file_is_written_elsewhere():
             if needle in text:
                 line = text[: text.index(needle)].count("\n") + 1
                 offenders.append(f"{path.relative_to(REPO)}:{line}: {needle!r} ({what})")
-    assert not offenders, "ask crucible.sources.downloads for it by role instead:\n" + "\n".join(offenders)
+    assert not offenders, "ask crucible.sources.pinned_files for it by role instead:\n" + "\n".join(offenders)

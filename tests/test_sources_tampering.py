@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from crucible.sources.downloads import find_pin, resource_path, sha256_file
+from crucible.core.hashes import file_sha256
+from crucible.sources.pinned_files import find_pin, resource_path
 
 from helpers import StaticFileServer, archive_file, run_snakemake, write_li_o_dataset
 
@@ -38,7 +39,7 @@ def _assert_stopped(proc, workdir: Path, log: str, member: Path, pin: str) -> No
     """The run failed, and the job's log names the file, its pin, its new hash and the remedy."""
     assert proc.returncode != 0, proc.stderr[-3000:]
     text = (workdir / log).read_text()
-    assert str(member) in text and pin in text and sha256_file(workdir / member) in text, text[-3000:]
+    assert str(member) in text and pin in text and file_sha256(workdir / member) in text, text[-3000:]
     assert "Delete it and rerun" in text
 
 
@@ -75,7 +76,7 @@ def test_edited_yields_stop_the_reactions_table(tmp_path, venv_env):
     path.unlink()
     proc = run_snakemake(tmp_path, config, table, "results/reactions/data/deoxyfluorination.parquet", env=venv_env)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "extract_member" in proc.stdout + proc.stderr and sha256_file(path) == find_pin(role).sha256
+    assert "extract_member" in proc.stdout + proc.stderr and file_sha256(path) == find_pin(role).sha256
     assert (tmp_path / table).read_bytes() == before
 
 
@@ -119,7 +120,7 @@ def test_edited_aflow_prototypes_stop_the_crystal_items(tmp_path, venv_env):
         (tmp_path / member).unlink()  # extracted again with the failed job's outputs, then rebuilt
         proc = run_snakemake(tmp_path, config, target, "results/crystal/aflow-prototypes/prompts.jsonl", env=venv_env)
         assert proc.returncode == 0, proc.stderr[-4000:]
-        assert sha256_file(tmp_path / member) == find_pin(role).sha256
+        assert file_sha256(tmp_path / member) == find_pin(role).sha256
         assert _table_bytes(tmp_path) == before, how
 
 
@@ -140,7 +141,7 @@ def test_an_edited_element_table_stops_predict_and_user_predict(tmp_path, venv_e
             "user_datasets": {
                 "li_o_band_gap": {
                     "url": f"{server.url}/li_o.json.gz",
-                    "sha256": sha256_file(raw),
+                    "sha256": file_sha256(raw),
                     "input": "structure",
                     "target": "band_gap",
                     "task_type": "regression",

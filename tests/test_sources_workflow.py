@@ -8,7 +8,7 @@ import re
 import pytest
 
 from crucible.core.errors import ConfigError
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 from crucible.sources import workflow as swf
 
 DOC = {
@@ -48,8 +48,8 @@ def test_mirror_comes_from_the_config_key_the_artifact_names():
 def test_every_role_of_the_real_file_is_made_by_a_rule():
     """The fetch rule makes every download, the extract rule every member: together every role
     (but an installed package's file, which is read where the package keeps it)."""
-    doc = sources.load_sources()
-    for role, pin in sources.roles(doc).items():
+    doc = pinned_files.load_sources()
+    for role, pin in pinned_files.roles(doc).items():
         if pin.package:
             assert not pin.location.startswith(("downloads/", "extracted/")), role
             continue

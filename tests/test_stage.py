@@ -154,7 +154,7 @@ def test_a_declaration_that_names_nothing_is_refused():
     def build(*args):  # a declaration is read when its group's parser is built
         stage.configure_parser(argparse.ArgumentParser(), [stage.Stage("x", "x", show, *args)])
 
-    show = "crucible.identity.records:show_names"
+    show = "crucible.identity.name_book:show_names"
     with pytest.raises(ValueError, match="undeclared"):
         build(stage.Opt("book", per="b"))
     with pytest.raises(ValueError, match="declared twice"):

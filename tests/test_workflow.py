@@ -16,8 +16,8 @@ import json
 import pandas as pd
 import pytest
 
-from crucible.identity.records import NAME_BOOK_FILE, forget_names
-from crucible.matbench import workflow as matbench_wf
+from crucible.identity.name_book import NAME_BOOK_FILE, forget_names
+from crucible.matbench import selection as matbench_sel
 
 from helpers import REPO, load_test_config, provide_downloads, run_snakemake, test_config
 
@@ -70,7 +70,7 @@ def test_every_target_is_built(run):
         runtime = list((workdir / "benchmarks/runs/matbench/predict" / model).rglob("*.tsv"))
         # One benchmark file per job: a task's five folds share one job where the model declares
         # it for the task's size (dummy everywhere, gbm-magpie on small tasks), else one per fold.
-        expected = sum(1 if matbench_wf.job_granularity(MATBENCH, model, t) == "task" else 5 for t in TASKS)
+        expected = sum(1 if matbench_sel.job_granularity(MATBENCH, model, t) == "task" else 5 for t in TASKS)
         assert len(runtime) == expected, model
         if model in ("dummy", "gbm-magpie"):  # both small test tasks: one job each
             assert expected == len(TASKS), model

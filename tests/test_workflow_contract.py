@@ -2,7 +2,7 @@
 
 1. the registry matches the repository: every family package with a ``FAMILY`` is registered, and
    every rule file, report caption, conda env and config section belongs to a family; the shared
-   files (Snakefile, common.smk, fetch.smk, the crucible.sources.downloads modules) name no family; every
+   files (Snakefile, common.smk, fetch.smk, the crucible.sources modules) name no family; every
    rule file (report.smk and features.smk too) uses no other family's modules;
 2. its rules are what it declares: defined in its rule files, using its envs and captions, its
    wildcards constrained (global constraints claimed by one family only);
@@ -222,7 +222,7 @@ def test_every_rule_file_uses_only_its_own_family_and_the_shared_modules():
 
 
 def test_the_sources_modules_import_no_family():
-    """crucible.sources.downloads (and the fetch rules' functions, crucible.sources.workflow, and the CLI) serve every
+    """crucible.sources.downloads and pinned_files (and the fetch rules' functions, crucible.sources.workflow, and the CLI) serve every
     family from config/sources.yaml alone: importing a family's package there would make the
     shared fetch stage one family's."""
     import ast

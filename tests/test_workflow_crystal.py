@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from crucible.crystal import workflow
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 from helpers import load_test_config, provide_downloads, run_snakemake, test_config
 
@@ -338,7 +338,7 @@ def test_a_language_models_k_answers_come_through_the_llm_stage(tmp_path, venv_e
     """A language model as CSP responder: the DAG writes the repeated prompt set (ids {id}#{j}),
     the LLM stage answers it (a replay file here), and match@k counts the item when only its third
     answer is right: 0 % at 1 sample, 100 % at 3, under both conventions."""
-    from crucible.crystal.generators import answer_from_structure
+    from crucible.crystal.generation import answer_from_structure
     from crucible.crystal.scoring import reference_structure
 
     config = {

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import REPO, provide_downloads, run_snakemake
 from report_pages import TINY_RUN_CONFIG, TINY_RUN_ROLES
@@ -198,12 +198,12 @@ def read_audit(audit: Path) -> dict[str, set[str]]:
 
 def _pinned_files(workdir: Path) -> set[Path]:
     out = set()
-    for role, pin in sources.roles().items():
-        path = sources.resource_path(role) if pin.package else workdir / "resources" / pin.location
+    for role, pin in pinned_files.roles().items():
+        path = pinned_files.resource_path(role) if pin.package else workdir / "resources" / pin.location
         out.add(Path(path).resolve())
         if pin.member is None and not pin.package:
             out.add((workdir / "resources" / pin.location).resolve())
-    doc = sources.load_sources()
+    doc = pinned_files.load_sources()
     for spec in doc["artifacts"].values():  # the archives themselves, read to extract members
         out.add((workdir / "resources" / "downloads" / spec["filename"]).resolve())
     return out
@@ -220,7 +220,7 @@ PACKAGE_DATA = {
     "sklearn": "style sheets of estimators' HTML representation (no numbers)",
     "README.rst": "a distribution's stray README at the top of site-packages, opened by Snakemake's process",
     # The one gap left: pymatgen reads its element and bond tables itself, at import, so they
-    # cannot be read through crucible.sources.downloads.pinned. They are identified by the pymatgen
+    # cannot be read through crucible.sources.pinned_files.pinned. They are identified by the pymatgen
     # version requirements.lock installs, not by a SHA-256.
     "pymatgen": "pymatgen's own element and bond tables (core/periodic_table.json.gz, bond_lengths.json, "
     "func_groups.json), read by pymatgen at import",

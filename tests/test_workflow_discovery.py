@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from crucible.discovery.workflow import final_outputs
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import REPO, StaticFileServer, load_test_config, run_snakemake
 
@@ -29,8 +29,8 @@ def dag(tmp_path_factory, venv_env):
     if not (SHARED / "diatomics-dft.json.gz").is_file():
         pytest.skip(f"no copies of the leaderboard's files at {SHARED}")
     www = tmp_path_factory.mktemp("mbd_www")
-    for pin in sources.roles(prefix="discovery/").values():
-        spec = sources.load_sources()["artifacts"][pin.artifact]
+    for pin in pinned_files.roles(prefix="discovery/").values():
+        spec = pinned_files.load_sources()["artifacts"][pin.artifact]
         name = spec["mirror_path"].rsplit("/", 1)[-1]
         src = SHARED / name if name.endswith(".json.gz") else SHARED / "models" / name
         (www / spec["mirror_path"]).parent.mkdir(parents=True, exist_ok=True)

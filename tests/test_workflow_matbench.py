@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from crucible.core.hashes import file_sha256
 from crucible.core.io import read_json, read_parquet
 from crucible.matbench.tasks import METADATA_ROLE, mirror_role
-from crucible.sources.downloads import sha256_file
 
 from helpers import (
     StaticFileServer,
@@ -90,7 +90,7 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
             "user_datasets": {
                 "li_o_band_gap": {
                     "url": f"{server.url}/li_o.json.gz",
-                    "sha256": sha256_file(raw),
+                    "sha256": file_sha256(raw),
                     "input": "structure",
                     "target": "band_gap",
                     "task_type": "regression",
@@ -110,7 +110,7 @@ def test_li_o_band_gap_end_to_end_on_real_crystals(tmp_path, venv_env):
 
     root = workdir / "results/matbench/user/li_o_band_gap"
     card = read_json(root / "card.json")
-    assert card["raw_file"]["sha256"] == sha256_file(raw) and card["inputs_available"] == "structure"
+    assert card["raw_file"]["sha256"] == file_sha256(raw) and card["inputs_available"] == "structure"
     table = pd.read_csv(workdir / "results/tables/matbench_user_li_o_band_gap.csv").set_index("model")
     assert sorted(table.index) == sorted(MODELS)
     assert table["structures_used"].to_dict() == {"gbm-magpie": False, "mlip-embed": True, "rf-scm-magpie": True}
@@ -235,7 +235,7 @@ def test_matminer_source_end_to_end(tmp_path, venv_env):
     www = tmp_path / "www"
     www.mkdir()
     tasks = ["matbench_steels", "matbench_jdft2d"]
-    hashes = {t: sha256_file(_build_upstream(t, www)) for t in tasks}
+    hashes = {t: file_sha256(_build_upstream(t, www)) for t in tasks}
     server = StaticFileServer(www)
     try:
         config = {

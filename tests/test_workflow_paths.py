@@ -163,7 +163,7 @@ def test_the_report_front_page_names_the_families_sources_version_and_wall_time(
     import subprocess
 
     import crucible
-    from crucible.sources.downloads import find_pin, load_sources, resource_path
+    from crucible.sources.pinned_files import find_pin, load_sources, resource_path
 
     workdir, _ = run
     page = front_page_html(report_html)
@@ -217,7 +217,7 @@ def test_in_a_browser_the_report_opens_on_its_front_page_and_the_rule_graph_has_
 
 def test_an_extracted_member_edited_after_the_run_stops_the_rerun(run):
     workdir, env = run
-    from crucible.sources.downloads import resource_path
+    from crucible.sources.pinned_files import resource_path
 
     member = workdir / resource_path("matbench/mirror/matbench_steels")
     lines = member.read_text().splitlines()

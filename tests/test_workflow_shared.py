@@ -1,11 +1,11 @@
-"""crucible.dag.workflow: helpers every family's rules share (constraints); the fetch rules' are
+"""crucible.dag.rules: helpers every family's rules share (constraints); the fetch rules' are
 in test_sources_workflow.py."""
 
 from __future__ import annotations
 
 import re
 
-from crucible.dag import workflow as wf
+from crucible.dag import rules as wf
 
 
 def test_alternation_matches_exactly_the_names():

@@ -13,13 +13,14 @@ import pytest
 import yaml
 
 from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 from helpers import REPO, StaticFileServer, run_snakemake
 
 pytestmark = pytest.mark.slow  # two Snakemake runs of a clone of the workflow
 
-BLOB_ONLY = sources.find_pin("crystal/mp-20/train").artifact  # pinned by git blob id: SHA-256 in the lock
-BOTH = sources.find_pin("crystal/perov-5/val").artifact  # pinned by git blob id and SHA-256 in the sources file
+BLOB_ONLY = pinned_files.find_pin("crystal/mp-20/train").artifact  # pinned by git blob id: SHA-256 in the lock
+BOTH = pinned_files.find_pin("crystal/perov-5/val").artifact  # pinned by git blob id and SHA-256 in the sources file
 
 
 def _csv(version: int) -> bytes:
@@ -92,8 +93,8 @@ def test_a_new_url_and_pin_fetches_again_and_the_lock_follows(clone, tmp_path, v
             "url": f"{server.url}/v2/{BLOB_ONLY}.csv",
         }
         # and the readers check the new file against the new pin
-        doc = sources.load_sources(clone / "config" / "sources.yaml")
-        assert sources.pinned("crystal/mp-20/train", sources=doc, resources=work / "resources").read_bytes() == (
+        doc = pinned_files.load_sources(clone / "config" / "sources.yaml")
+        assert pinned_files.pinned("crystal/mp-20/train", sources=doc, resources=work / "resources").read_bytes() == (
             _csv(2) + BLOB_ONLY.encode()
         )
     finally:

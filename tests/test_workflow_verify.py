@@ -155,7 +155,8 @@ def test_names_across_runs(run):
     one line saying what changed; another run may not give it another meaning; after `names
     forget`, another run's aggregates are rebuilt when it next runs under the new meaning, and the
     report refuses one made from the old."""
-    from crucible.identity.records import NAME_BOOK_FILE, IdentityError, forget_names, read_name_book
+    from crucible.identity.name_book import NAME_BOOK_FILE, forget_names, read_name_book
+    from crucible.identity.records import IdentityError
     from crucible.report.front_page import name_meanings
 
     work, _, env = run

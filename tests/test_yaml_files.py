@@ -1,4 +1,4 @@
-"""The strict YAML reader (crucible.core.yaml_files) and the strict JSON parse (crucible.core.formats), on the
+"""The strict YAML reader (crucible.core.yaml_files) and the strict JSON parse (crucible.core.strict_json), on the
 cases of issue 46: alias bombs, repeated keys, self-aliases, python tags, lone surrogates, bad
 bytes and size, in the loader, in config checking, at ``snakemake -n`` and in each reader that
 a user's YAML or JSON reaches."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.core import formats, yaml_files
+from crucible.core import reading, strict_json, yaml_files
 from crucible.core.errors import ConfigError, CrucibleError, DataValidationError
 
 from helpers import REPO, run_snakemake
@@ -110,10 +110,10 @@ def test_a_lone_surrogate_is_refused_by_the_pure_python_loader_too():
 def test_bytes_that_are_not_utf8_and_files_past_the_bound_are_refused(tmp_path, monkeypatch):
     message, _ = _refusal(tmp_path, b"a: 1\nb: caf\xe9\n")
     assert "line 2: not UTF-8 text" in message
-    monkeypatch.setenv(formats.MAX_BYTES_ENV, "1")
+    monkeypatch.setenv(reading.MAX_BYTES_ENV, "1")
     message, _ = _refusal(tmp_path, "a: 1\n" + "# padding\n" * 200_000)
     assert "more than 1 MB" in message
-    monkeypatch.delenv(formats.MAX_BYTES_ENV)
+    monkeypatch.delenv(reading.MAX_BYTES_ENV)
     assert yaml_files.max_bytes() == 16 * 2**20
 
 
@@ -183,7 +183,7 @@ def test_a_yaml_file_of_the_wrong_shape_is_refused_naming_the_file(tmp_path, nam
 
 
 def test_a_language_model_jobs_config_files_are_read_strictly(tmp_path):
-    from crucible.llm.spec import entry_from_config_files
+    from crucible.llm.model_entry import entry_from_config_files
 
     path = tmp_path / "config.yaml"
     path.write_text(
@@ -259,7 +259,7 @@ def test_a_replay_file_with_a_lone_surrogate_is_refused_naming_file_line_and_fie
 )
 def test_parse_json_refuses_repeats_and_lone_surrogates_by_line_and_field(text, expected):
     with pytest.raises(DataValidationError) as info:
-        formats.parse_json(text, "f.json")
+        strict_json.parse_json(text, "f.json")
     message = str(info.value).replace("'k\\ud800'", "'\\\\ud800'")
     assert message.startswith("f.json: ") and expected in message, message
     message.encode("utf-8")  # the message itself can be printed
@@ -268,7 +268,7 @@ def test_parse_json_refuses_repeats_and_lone_surrogates_by_line_and_field(text, 
 def test_a_model_spec_and_a_results_file_with_a_key_given_twice_are_refused(tmp_path):
     import gzip
 
-    from crucible.llm.spec import model_entry
+    from crucible.llm.model_entry import model_entry
     from crucible.matbench.resultsfile import read_results_file
 
     with pytest.raises(ConfigError, match="--model-spec: key 'model' is given twice"):

@@ -73,7 +73,7 @@ def _prompts(path):
 
 
 def _llm_entry(path):
-    from crucible.llm.spec import entry_from_config_files
+    from crucible.llm.model_entry import entry_from_config_files
 
     return entry_from_config_files([path], "echo")
 
@@ -95,7 +95,7 @@ READERS = {
     "matbench/leaderboard.py": {"published-matbench"},
     "crystal/csp_table.py": {"published-crystal"},
     "crystal/items.py": {"crystal-prompts"},
-    "llm/spec.py": {"llm-config-file"},
+    "llm/model_entry.py": {"llm-config-file"},
 }
 NOT_USER_YAML = {"core/yaml_files.py": "the reader itself", "dag/config.py": "the packaged schemas"}
 

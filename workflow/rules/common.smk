@@ -10,11 +10,12 @@ from snakemake.exceptions import WorkflowError
 
 from crucible.dag import families
 from crucible.dag import snakemake_scheduler
-from crucible.dag import workflow as shared_wf
+from crucible.dag import rules as shared_rules
 from crucible.dag.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.core.errors import ConfigError
-from crucible.identity.records import NameBook, names_of_jobs
-from crucible.sources.downloads import load_sources
+from crucible.identity.records import names_of_jobs
+from crucible.identity.name_book import NameBook
+from crucible.sources.pinned_files import load_sources
 
 FAMILIES = families.families()
 # Snakemake's scheduler otherwise wakes once a second more for every job that has finished

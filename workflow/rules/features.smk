@@ -17,7 +17,7 @@ rule build_magpie_features:
         "benchmarks/runs/features/magpie/{table}.tsv"
     wildcard_constraints:
         table=matbench_wf.feature_table_pattern(config),
-    priority: shared_wf.PRIORITY["prepare"]
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     threads: 1

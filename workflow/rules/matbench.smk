@@ -5,6 +5,7 @@
 from crucible.stages import declaration as stage
 from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
+from crucible.matbench import selection as matbench_sel
 from crucible.stages import declaration as stage
 
 
@@ -50,7 +51,7 @@ rule clean_matbench_task:
         "logs/matbench/clean/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/clean/{task}.tsv"
-    priority: shared_wf.PRIORITY["prepare"]
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     resources:
@@ -83,7 +84,7 @@ rule make_matbench_folds:
         "logs/matbench/folds/{task}.log",
     benchmark:
         "benchmarks/runs/matbench/folds/{task}.tsv"
-    priority: shared_wf.PRIORITY["prepare"]
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     resources:
@@ -125,7 +126,7 @@ rule tabulate_matbench_tasks:
         f"logs/matbench/{matbench_wf.run_name(config)}/tasks_table.log",
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/tasks_table.tsv"
-    priority: shared_wf.PRIORITY["summarize"]
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -158,8 +159,8 @@ rule predict_matbench:
     benchmark:
         "benchmarks/runs/matbench/predict/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
-        model=matbench_wf.cpu_model_pattern(config, "fold"),
-    priority: lambda wc: matbench_wf.predict_priority(config, wc.model)
+        model=matbench_sel.cpu_model_pattern(config, "fold"),
+    priority: lambda wc: matbench_sel.predict_priority(config, wc.model)
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -198,7 +199,7 @@ use rule predict_matbench as predict_matbench_task with:
     benchmark:
         "benchmarks/runs/matbench/predict/{model}/{task}.tsv"
     wildcard_constraints:
-        model=matbench_wf.cpu_model_pattern(config, "task"),
+        model=matbench_sel.cpu_model_pattern(config, "task"),
     params:
         fold=matbench_wf.fold_numbers(),
 
@@ -213,7 +214,7 @@ use rule predict_matbench as predict_matbench_gpu with:
         **rules.predict_matbench.output,
         weights=directory("results/matbench/models/{model}/{task}/fold_{fold}"),
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
+        model=shared_rules.alternation(matbench_sel.models_of_kind(config, "gpu")),
     conda:
         "../../envs/torch.yaml"
     threads: 2
@@ -240,8 +241,8 @@ rule import_matbench_predictions:
     benchmark:
         "benchmarks/runs/matbench/import/{model}/{task}/fold_{fold}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "files")),
-    priority: shared_wf.PRIORITY["prepare"]
+        model=shared_rules.alternation(matbench_sel.models_of_kind(config, "files")),
+    priority: shared_rules.PRIORITY["prepare"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -261,8 +262,8 @@ rule score_matbench:
     benchmark:
         "benchmarks/runs/matbench/score/{model}/{task}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
-    priority: shared_wf.PRIORITY["summarize"]
+        model=shared_rules.alternation(matbench_sel.models(config)),
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -292,12 +293,12 @@ rule write_matbench_results:
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/results_file/{{model}}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
-    priority: shared_wf.PRIORITY["summarize"]
+        model=shared_rules.alternation(matbench_sel.models(config)),
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     params:
-        tasks=matbench_wf.tasks(config),
+        tasks=matbench_sel.tasks(config),
     shell:
         stage.shell(
             "matbench results-file",

@@ -18,12 +18,12 @@ rule fetch_user_dataset:
     benchmark:
         "benchmarks/runs/fetch/user/{dataset}.tsv"
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
     retries: 2
     conda:
         "../../envs/fetch.yaml"
     params:
-        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
+        spec=lambda wc: matbench_sel.user_dataset_spec(config, wc.dataset),
     shell:
         stage.shell("matbench user-fetch", dataset="{wildcards.dataset:q}", out="{output:q}")
 
@@ -39,13 +39,13 @@ rule clean_user_dataset:
     benchmark:
         "benchmarks/runs/matbench/user/{dataset}/clean.tsv"
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
     conda:
         "../../envs/matbench.yaml"
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
-        spec=lambda wc: matbench_wf.user_dataset_spec(config, wc.dataset),
+        spec=lambda wc: matbench_sel.user_dataset_spec(config, wc.dataset),
     shell:
         stage.shell(
             "matbench user-clean",
@@ -67,7 +67,7 @@ rule make_user_folds:
     benchmark:
         "benchmarks/runs/matbench/user/{dataset}/folds.tsv"
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
     conda:
         "../../envs/matbench.yaml"
     params:
@@ -99,8 +99,8 @@ rule predict_user_dataset:
     benchmark:
         "benchmarks/runs/matbench/user/{dataset}/predict/{model}/fold_{fold}.tsv"
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
-        model=shared_wf.alternation(matbench_wf.cpu_models(config)),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
+        model=shared_rules.alternation(matbench_sel.cpu_models(config)),
     conda:
         "../../envs/matbench.yaml"
     threads: 1
@@ -131,8 +131,8 @@ use rule predict_user_dataset as predict_user_dataset_gpu with:
         **rules.predict_user_dataset.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
-        model=shared_wf.alternation(matbench_wf.models_of_kind(config, "gpu")),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
+        model=shared_rules.alternation(matbench_sel.models_of_kind(config, "gpu")),
     conda:
         "../../envs/torch.yaml"
     threads: 2
@@ -159,7 +159,7 @@ rule score_user_dataset:
     benchmark:
         "benchmarks/runs/matbench/user/{dataset}/score/{model}.tsv"
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -182,7 +182,7 @@ rule tabulate_user_dataset:
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/user/{{dataset}}/table.tsv"
     wildcard_constraints:
-        dataset=shared_wf.alternation(matbench_wf.user_datasets(config)),
+        dataset=shared_rules.alternation(matbench_sel.user_datasets(config)),
     conda:
         "../../envs/matbench.yaml"
     shell:

@@ -32,7 +32,7 @@ rule build_matbench_leaderboard:
         f"logs/matbench/{matbench_wf.run_name(config)}/leaderboard.log",
     benchmark:
         f"benchmarks/runs/matbench/{matbench_wf.run_name(config)}/leaderboard.tsv"
-    priority: shared_wf.PRIORITY["summarize"]
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:
@@ -66,8 +66,8 @@ rule plot_matbench_model:
     benchmark:
         "benchmarks/runs/matbench/figures/{model}/{task}.tsv"
     wildcard_constraints:
-        model=shared_wf.alternation(matbench_wf.models(config)),
-    priority: shared_wf.PRIORITY["summarize"]
+        model=shared_rules.alternation(matbench_sel.models(config)),
+    priority: shared_rules.PRIORITY["summarize"]
     conda:
         "../../envs/matbench.yaml"
     shell:

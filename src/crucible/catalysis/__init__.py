@@ -4,7 +4,7 @@ Modules: ``adsorption`` (the reaction records every reader gives and the rules t
 ``catbench_files`` (CatBench's dataset file read and written, its result file written),
 ``cathub`` (Catalysis-Hub raw reactions, filtered as CatBench filters them), ``vasp_tree`` (a
 user's VASP folders), ``clean`` (any format → ``reactions.parquet`` + an ASE database + card,
-the dataset's pin checked through ``crucible.sources.downloads``), ``fetch`` (download with pin / no-pin
+the dataset's pin checked through ``crucible.sources.pinned_files``), ``fetch`` (download with pin / no-pin
 behaviour), ``calculation`` (K-seed relaxations of one reaction), ``chunks`` (a chunk of them,
 resumable per reaction), ``analysis`` (anomaly classes, rates, MAEs, ADwT/AMDwT, gas shift),
 ``relative`` (surface and bulk-formation energies), ``report`` (tables, Excel workbook),

@@ -15,7 +15,7 @@ the potential: it is counted in ``Num_failed``, never rated.
 
 As in CatBench 1.1.6 (``catbench/adsorption/calculation/calculation.py``, ``structure_cache``),
 a clean slab that another reaction of the chunk already relaxed with the same seed is not relaxed
-again (same structure: :mod:`crucible.catalysis.identity`): its energy and displacements are
+again (same structure: :mod:`crucible.catalysis.equivalence`): its energy and displacements are
 reused and the reuse counts 0 time and 0 steps; an identical adslab with the same adsorbate atoms
 is reused the same way. Every structure is relaxed and evaluated with ``tags`` set to 1, and the
 gas atom held fixed is drawn among the atoms of the highest atomic number, as CatBench does, but
@@ -224,7 +224,7 @@ class RelaxationCache:
     the reactions of one chunk (CatBench's ``structure_cache`` and gas cache)."""
 
     def __init__(self, structures: bool = True) -> None:
-        from crucible.catalysis.identity import StructureIndex
+        from crucible.catalysis.equivalence import StructureIndex
 
         self.structures = structures
         self.index = StructureIndex()

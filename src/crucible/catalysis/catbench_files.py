@@ -34,7 +34,7 @@ from crucible.catalysis.adsorption import (
     role_of,
     strict_refusal,
 )
-from crucible.core import formats
+from crucible.core import formats, strict_json
 from crucible.core.errors import DataValidationError
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def read_catbench_json(path: str | os.PathLike, filtering: str = "catbench") -> 
     reason, or refused with ``filtering: strict``."""
     path = Path(path)
     check_filtering(filtering)
-    doc = formats.read_json(path)
+    doc = strict_json.read_json(path)
     if not isinstance(doc, dict):
         raise DataValidationError(f"{path}: expected an object of reactions, got {type(doc).__name__}")
     shared = formats.check(formats.CATBENCH_STRUCTURES, doc.get("_structures", {}), f"{path} '_structures'")

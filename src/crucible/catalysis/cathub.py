@@ -28,13 +28,13 @@ from crucible.catalysis.adsorption import (
     role_of,
     strict_refusal,
 )
-from crucible.core import formats
+from crucible.core import formats, strict_json
 from crucible.core.errors import DataValidationError
 
 
 def _stoichiometry(value: Any, where: str) -> dict[str, float]:
     if isinstance(value, str):
-        value = formats.parse_json(value, where)
+        value = strict_json.parse_json(value, where)
     if not isinstance(value, dict):
         raise DataValidationError(f"{where}: expected name → coefficient, got {value!r}")
     return {str(k): finite_float(v, f"{where}.{k}") for k, v in value.items()}
@@ -48,7 +48,7 @@ def _cathub_fixed(constraints: Any, where: str, strict: bool) -> list[int]:
         return []
     if isinstance(constraints, str):
         try:
-            constraints = formats.parse_json(constraints, where)
+            constraints = strict_json.parse_json(constraints, where)
         except DataValidationError:
             if strict:
                 raise DataValidationError(f"{where}: constraints are not JSON: {constraints[:80]!r}") from None
@@ -184,7 +184,7 @@ class _CathubReader:
         )
 
     def read(self) -> Reactions:
-        doc = formats.read_json(self.path)
+        doc = strict_json.read_json(self.path)
         nodes = doc.get("raw_reactions") if isinstance(doc, dict) else None
         if not isinstance(nodes, list):
             raise DataValidationError(f"{self.path}: field 'raw_reactions' (a list) missing")

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def chunk_ids(ids: Sequence[str], chunk: int, n_chunks: int, groups: Sequence[int] | None = None) -> list[str]:
     """Contiguous slice ``chunk`` of ``n_chunks`` over the sorted reaction ids. With ``groups``
     (one number per id: reactions that reuse each other's relaxations,
-    :func:`crucible.catalysis.identity.relaxation_groups`) a group is never split: it goes to the
+    :func:`crucible.catalysis.equivalence.relaxation_groups`) a group is never split: it goes to the
     chunk in which its first reaction falls, so the reuse, and the time and steps counted, do not
     depend on the number of chunks."""
     if not 0 <= chunk < n_chunks:
@@ -74,7 +74,7 @@ def input_key(reaction: Reaction) -> str:
     """Digest of everything of a reaction's input that its relaxations depend on: ids, reference
     energies, stoichiometry, adsorbate atoms and every structure's atoms, positions (exact bits),
     cell, periodicity and fixed atoms."""
-    from crucible.catalysis.identity import fixed_set
+    from crucible.catalysis.equivalence import fixed_set
 
     h = hashlib.sha256()
     head = [reaction.reaction_id, reaction.adsorbate, repr(float(reaction.dft_ads_eng)), reaction.adsorbate_indices]

@@ -3,7 +3,7 @@
 :func:`read_dataset` reads ``catbench-json`` (:mod:`~crucible.catalysis.catbench_files`),
 ``cathub-raw`` (:mod:`~crucible.catalysis.cathub`) or ``vasp-tree``
 (:mod:`~crucible.catalysis.vasp_tree`), after checking the dataset's pin
-(``catalysis.datasets.<name>.sha256``) through :func:`crucible.sources.downloads.verify_pinned`;
+(``catalysis.datasets.<name>.sha256``) through :func:`crucible.sources.pinned_files.verify_pinned`;
 :func:`clean` writes ``reactions.parquet`` (structures referenced by ASE-db row id), the
 database and the card; :func:`load_reactions` reads them back for the relaxations.
 """
@@ -28,7 +28,7 @@ from crucible.catalysis.cathub import read_cathub_raw
 from crucible.catalysis.vasp_tree import read_vasp_tree
 from crucible.core.errors import DataValidationError
 from crucible.core.io import InFile
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 log = logging.getLogger(__name__)
 PIN_WHERE = "the config (catalysis.datasets.<name>.sha256)"
@@ -47,7 +47,7 @@ def read_dataset(
     changed after its fetch stops here."""
     check_filtering(filtering)
     if sha256:
-        sources.verify_pinned(path, sha256, "catalysis dataset", PIN_WHERE, digest=sources.dataset_sha256)
+        pinned_files.verify_pinned(path, sha256, "catalysis dataset", PIN_WHERE, digest=pinned_files.dataset_sha256)
     if fmt == "catbench-json":
         return read_catbench_json(path, filtering)
     if fmt == "cathub-raw":
@@ -180,7 +180,7 @@ def clean(
     :class:`~crucible.catalysis.adsorption.Reactions`: what it dropped and noted goes into the card."""
     import pandas as pd
 
-    from crucible.catalysis.identity import relaxation_groups
+    from crucible.catalysis.equivalence import relaxation_groups
     from crucible.core.io import write_json, write_parquet
 
     check_filtering(filtering)
@@ -298,7 +298,7 @@ def clean_input(
         out_catbench: also write the cleaned reactions as a CatBench dataset file ({name}_adsorption.json)
     """
     reactions = read_dataset(format, input, coefficients, filtering, tolerance, sha256=sha256)
-    source: dict[str, Any] = {"format": format, "path": str(input), "sha256": sources.dataset_sha256(input)}
+    source: dict[str, Any] = {"format": format, "path": str(input), "sha256": pinned_files.dataset_sha256(input)}
     if file_md5(input):
         source["md5"] = file_md5(input)
     if url:

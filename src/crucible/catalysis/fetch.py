@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from crucible.core.errors import CrucibleError
+from crucible.core.hashes import file_sha256
 
 
 class UnpinnedSourceError(CrucibleError):
@@ -48,7 +49,7 @@ def fetch_dataset(dataset: str, url: str, sha256: str | None, out: str | os.Path
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".fetch-{dataset}-", dir=dest.parent) as tmp:
         path = sources._http_download({"url": url, "filename": filename}, Path(tmp))
-        received = sources.sha256_file(path)
+        received = file_sha256(path)
     raise UnpinnedSourceError(
         f"catalysis dataset {dataset!r}: {url} has no pinned SHA-256, so it is not used. "
         f"Received sha256 {received}. If you trust this copy, pin it in your config:\n"

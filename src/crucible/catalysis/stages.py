@@ -42,7 +42,7 @@ STAGES = (
     Stage(
         "score",
         "anomaly classes, rates, MAEs, ADwT/AMDwT, gas shift for one potential",
-        ".analysis:score_calculation_files",
+        ".scoring:score_calculation_files",
         Opt("thresholds", type=json_value, default=None),
     ),
     Stage(

@@ -5,7 +5,7 @@ with CONTCAR + OSZICAR; a stoichiometry map (``coefficients``: adsorbate → {sl
 ...gas}) says how each adsorption energy is summed. Selective-Dynamics flags become ``FixAtoms``
 through ASE's POSCAR reader. Unlike CatBench's preprocessing, which deletes every other file,
 this only ever opens files for reading, and it reads no symbolic link, as the tree's pin
-(:func:`crucible.sources.downloads.dataset_sha256`) hashes none.
+(:func:`crucible.sources.pinned_files.dataset_sha256`) hashes none.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 
 from crucible.catalysis.adsorption import Reaction, Reactions, Structure, assemble_reaction, finite_float
-from crucible.core import formats
+from crucible.core import reading
 from crucible.core.errors import DataValidationError
 
 
 def read_oszicar_energy(path: str | os.PathLike) -> float:
     """E0 of the last ionic step (the last line carrying ``E0=``)."""
     path = Path(path)
-    lines = formats.read_bytes(path).decode("utf-8", errors="replace").splitlines()
+    lines = reading.read_bytes(path).decode("utf-8", errors="replace").splitlines()
     for n, line in reversed(list(enumerate(lines, 1))):
         if "E0=" in line:
             token = line.split("E0=")[1].split()[0]

@@ -33,7 +33,7 @@ from crucible.catalysis.calculation import DEFAULTS
 from crucible.core.errors import ConfigError
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 
 THRESHOLD_KEYS = (
     "disp_thrs",
@@ -64,8 +64,8 @@ def models(config: dict) -> list[str]:
 
 
 def names(config: dict) -> dict:
-    """Every name a catalysis run is made of, with its meaning (see crucible.identity.records.NameBook)."""
-    from crucible.identity.records import Meaning, settings
+    """Every name a catalysis run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
+    from crucible.identity.name_book import Meaning, settings
     from crucible.potentials.workflow import potential_meanings
 
     if "catalysis" not in config or not (datasets(config) or relative_datasets(config)):

@@ -10,78 +10,25 @@ the caller to match its reader, so that the digest always covers what is read:
   Hugging Face snapshot folder is made of links to its blobs); a folder reached twice through
   links is an error.
 
-Hashing a large checkpoint takes seconds, so file digests are cached on disk, keyed by the
-file's real path, size, mtime and ctime (ns), inode and device: a rerun reads nothing again, and
-any write to the file is hashed anew, also when its mtime was set back afterwards (``touch -r``
-restores an mtime; the ctime moves with every change and cannot be set back). The cache lives in
-``$CRUCIBLE_HASH_CACHE`` (default ``$XDG_CACHE_HOME/crucible/sha256`` or
-``~/.cache/crucible/sha256``); a cache that cannot be written only costs time.
+Each file's digest is :func:`crucible.core.hashes.file_sha256`'s, from its stat-keyed cache: a
+rerun reads nothing again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from pathlib import Path
 from typing import Callable, Literal
 
 from crucible.core.errors import CrucibleError, DataValidationError
+from crucible.core.hashes import file_sha256
 
-log = logging.getLogger(__name__)
-
-_CHUNK = 1 << 20
 Links = Literal["refuse", "follow"]
 
 
 class LinkRefusedError(DataValidationError):
     """A symbolic link inside a folder whose digest and reader refuse links."""
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("CRUCIBLE_HASH_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "crucible" / "sha256"
-
-
-def _sha256_uncached(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of the file at ``path`` (a link is followed), from the stat-keyed cache when the
-    file is unchanged since it was last hashed."""
-    real = Path(os.path.realpath(path))
-    try:
-        st = real.stat()
-    except OSError as exc:
-        raise CrucibleError(f"{path}: cannot read: {exc}") from exc
-    stat = f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
-    key = hashlib.sha256(f"{real}\0{stat}".encode()).hexdigest()
-    entry = cache_dir() / key[:2] / key
-    try:
-        cached = entry.read_text(encoding="ascii").strip()
-        if len(cached) == 64:
-            return cached
-    except (OSError, UnicodeDecodeError):
-        pass
-    value = _sha256_uncached(real)
-    if real.stat().st_ctime_ns != st.st_ctime_ns:
-        return value  # written while it was read: never cache a digest the key may not match
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = entry.with_name(f".{key}.{os.getpid()}")
-        tmp.write_text(value + "\n", encoding="ascii")
-        os.replace(tmp, entry)
-    except OSError as exc:
-        log.debug("hash cache %s not written: %s", entry, exc)
-    return value
 
 
 def _skip_nothing(rel: str) -> bool:
@@ -136,7 +83,7 @@ def tree_sha256(
     """The digest of a folder: SHA-256 of its sorted ``<relative path>\\0<file SHA-256>\\n`` lines."""
     digest = hashlib.sha256()
     for rel, path in tree_files(root, links=links, skip=skip):
-        digest.update(f"{rel}\0{file_sha256(path)}\n".encode())
+        digest.update(f"{rel}\0{file_sha256(path, cached=True)}\n".encode())
     return digest.hexdigest()
 
 
@@ -148,7 +95,7 @@ def path_sha256(
     if path.is_file():
         if links == "refuse" and path.is_symlink():
             raise LinkRefusedError(f"{path}: is a symbolic link (to {os.readlink(path)}); give the file itself")
-        return file_sha256(path)
+        return file_sha256(path, cached=True)
     if path.is_dir():
         return tree_sha256(path, links=links, skip=skip)
     raise CrucibleError(f"{path}: no such file or folder")

@@ -6,7 +6,7 @@ config files a language-model job reads are all read by :func:`load_yaml`. Beyon
 loader (which already refuses ``!!python/...`` tags; the refusal here names the file and line):
 
 * bytes: at most :func:`max_bytes` (16 MB, or ``CRUCIBLE_MAX_INPUT_MB`` when set); text: UTF-8,
-  a byte that is not is named with its line (:func:`crucible.core.formats.decode`);
+  a byte that is not is named with its line (:func:`crucible.core.reading.decode`);
 * a key given twice in one mapping is refused naming both lines (PyYAML keeps the last one);
   a merge key (``<<: *defaults``) overriding a merged key is YAML's own rule, not a repeat;
 * aliases: the document's size *with every alias expanded* is counted on the node graph before
@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from crucible.core import formats
+from crucible.core import reading
 from crucible.core.errors import ConfigError, CrucibleError
 
 MAX_NODES_ENV = "CRUCIBLE_MAX_YAML_NODES"
@@ -40,12 +40,12 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 def max_nodes() -> int:
     """The most nodes (mappings, lists, keys and values) a YAML document may hold, aliases expanded."""
-    return formats._env_int(MAX_NODES_ENV, DEFAULT_MAX_NODES)
+    return reading.env_int(MAX_NODES_ENV, DEFAULT_MAX_NODES)
 
 
 def max_bytes() -> int:
-    if os.environ.get(formats.MAX_BYTES_ENV):
-        return formats.max_bytes()
+    if os.environ.get(reading.MAX_BYTES_ENV):
+        return reading.max_bytes()
     return DEFAULT_MAX_MB * 2**20
 
 
@@ -163,7 +163,7 @@ def loads_yaml(text: str, where: str) -> Any:
 def load_yaml(path: str | os.PathLike) -> Any:
     """A user's YAML file, bounded and strictly read (see the module docstring)."""
     try:
-        text = formats.read_text(path, max_bytes())
+        text = reading.read_text(path, max_bytes())
     except CrucibleError as exc:
         raise ConfigError(str(exc)) from None
     return loads_yaml(text, str(path))

@@ -11,7 +11,7 @@ Sources:
 
 Every loader returns ``[(id, Structure, split_or_None)]`` sorted by id. Disordered sites are
 refused with the file and row named: the benchmark's answer format has one element per site.
-The built-in sets are read through :func:`crucible.sources.downloads.pinned` (role ``crystal/<dataset>``
+The built-in sets are read through :func:`crucible.sources.pinned_files.pinned` (role ``crystal/<dataset>``
 or ``crystal/<dataset>/<split>`` in config/sources.yaml): a file edited after its fetch stops.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from crucible.core.errors import DataValidationError
 from crucible.crystal.parsing import cif_blocks
-from crucible.sources.downloads import pinned
+from crucible.sources.pinned_files import pinned
 
 log = logging.getLogger(__name__)
 
@@ -154,16 +154,17 @@ def load_cif_table(path: str | os.PathLike, split: str | None = None, id_column:
     """A CSV or JSONL table with a ``cif`` column; ids from ``id_column``/``material_id``/``id``."""
     import pandas as pd
 
-    from crucible.core import formats
+    from crucible.core import formats, reading, strict_json
 
     path = Path(path)
     if path.suffix == ".jsonl":
         rows = [
-            formats.check(formats.CIF_TABLE_ROW, obj, f"{path}: line {n}") for n, obj in formats.iter_json_lines(path)
+            formats.check(formats.CIF_TABLE_ROW, obj, f"{path}: line {n}")
+            for n, obj in strict_json.iter_json_lines(path)
         ]
         df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame({"cif": []})
     else:
-        df = formats.read_csv(path, dtype=str, keep_default_na=False)
+        df = reading.read_csv(path, dtype=str, keep_default_na=False)
     if "cif" not in df.columns:
         raise DataValidationError(f"{path}: no 'cif' column (columns: {', '.join(map(str, df.columns))})")
     id_col = id_column or next((c for c in ("material_id", "id") if c in df.columns), None)

@@ -202,7 +202,7 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike) -> N
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    from crucible.core.formats import iter_json_lines
+    from crucible.core.strict_json import iter_json_lines
 
     out = []
     for n, rec in iter_json_lines(path):  # blank lines skipped, as OpenCompass skips them

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crucible.core.formats import RepeatedKey, unique_keys
+from crucible.core.strict_json import RepeatedKey, unique_keys
 from crucible.llm.json_text import DECODE_ERRORS, decode_prefix, embedded_json
 
 if TYPE_CHECKING:

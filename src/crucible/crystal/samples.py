@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from crucible.core import formats
+from crucible.core import formats, reading, strict_json
 from crucible.core.errors import DataValidationError
 from crucible.core.io import InFile
 from crucible.crystal.scoring import CIF, STRUCTURE, TEXT
@@ -99,7 +99,7 @@ def _number(value: Any, where: str) -> int:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, dict]]:
-    for lineno, obj in formats.iter_json_lines(path):
+    for lineno, obj in strict_json.iter_json_lines(path):
         yield f"{path}: line {lineno}", obj
 
 
@@ -148,7 +148,7 @@ def _from_extxyz(path: Path) -> Iterator[tuple[str, Sample]]:
     from ase.io import iread
     from pymatgen.io.ase import AseAtomsAdaptor
 
-    formats.check_size(path)
+    reading.check_size(path)
     try:
         frames = list(iread(str(path), index=":", format="extxyz"))
     except Exception as exc:  # noqa: BLE001 - any reader failure names the file
@@ -181,14 +181,14 @@ def _cif_name(name: str, where: str) -> tuple[str, int]:
 
 
 def _cif_text(data: bytes, where: str) -> str:
-    return formats.decode(data, where)
+    return reading.decode(data, where)
 
 
 def _from_cif(path: Path) -> Iterator[tuple[str, Sample]]:
     """A folder or a tar of CIFs, read the same way: regular files only. A link (symbolic in a
     folder; symbolic or hard in a tar) is refused in both forms, naming it, since following it
     in one form and not the other would score the same samples two ways."""
-    budget, members = formats.max_bytes(), 0
+    budget, members = reading.max_bytes(), 0
     if path.is_dir():
         for file in sorted(path.rglob("*")):
             where = f"{path}: {file.relative_to(path)}"
@@ -199,13 +199,13 @@ def _from_cif(path: Path) -> Iterator[tuple[str, Sample]]:
             if not file.is_file():
                 raise DataValidationError(f"{where}: not a regular file")
             members += 1
-            if members > formats.max_members():
+            if members > reading.max_members():
                 raise DataValidationError(
-                    f"{path}: more than {formats.max_members()} files ({formats.MAX_MEMBERS_ENV})"
+                    f"{path}: more than {reading.max_members()} files ({reading.MAX_MEMBERS_ENV})"
                 )
             ident, number = _cif_name(file.name, where)
             with open(file, "rb") as fh:
-                data = formats.read_limited(fh, where, budget)
+                data = reading.read_limited(fh, where, budget)
             budget -= len(data)
             yield where, Sample(ident, number, CIF, _cif_text(data, where))
         return
@@ -215,9 +215,9 @@ def _from_cif(path: Path) -> Iterator[tuple[str, Sample]]:
             listed = []
             for member in tar:
                 listed.append(member)
-                if len(listed) > formats.max_members():
+                if len(listed) > reading.max_members():
                     raise DataValidationError(
-                        f"{path}: more than {formats.max_members()} members ({formats.MAX_MEMBERS_ENV})"
+                        f"{path}: more than {reading.max_members()} members ({reading.MAX_MEMBERS_ENV})"
                     )
             # tarfile stops quietly where a cut archive ends; the end-of-archive blocks tell a
             # whole archive from one that lost its last members
@@ -236,8 +236,8 @@ def _from_cif(path: Path) -> Iterator[tuple[str, Sample]]:
                     raise DataValidationError(f"{where}: not a regular file")
                 ident, number = _cif_name(member.name, where)
                 if member.size > budget:
-                    raise formats._too_big(str(path), formats.max_bytes())
-                data = formats.read_limited(tar.extractfile(member), where, budget)
+                    raise reading.too_big(str(path), reading.max_bytes())
+                data = reading.read_limited(tar.extractfile(member), where, budget)
                 budget -= len(data)
                 yield where, Sample(ident, number, CIF, _cif_text(data, where))
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:

@@ -11,9 +11,9 @@ from crucible.core.errors import ConfigError
 from crucible.crystal.data import BUILTIN_DATASETS, dataset_roles
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 from crucible.llm import workflow as llm_workflow
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 
 def section(config: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +92,8 @@ def generator_params(config: dict[str, Any], name: str) -> str:
 
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
-    """Every name a crystal run is made of, with its meaning (see crucible.identity.records.NameBook)."""
-    from crucible.identity.records import Meaning, settings
+    """Every name a crystal run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
+    from crucible.identity.name_book import Meaning, settings
     from crucible.potentials.workflow import potential_meanings
 
     if "crystal" not in config:

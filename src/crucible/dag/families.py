@@ -103,8 +103,8 @@ class Family:
     # of names at the top of the family's config section (crucible.report.front_page.built_by).
     built: Callable[[dict[str, Any]], dict[str, list[str]]] | None = None
     # Every name a run of the config is made of, with its meaning: {"<family>/<kind>/<name>" (or
-    # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.records.Meaning}. Only the
-    # names the run uses: an unused entry means nothing yet. See crucible.identity.records.NameBook.
+    # "potential/<name>", "llm/<name>", "<family>/settings"): crucible.identity.name_book.Meaning}. Only the
+    # names the run uses: an unused entry means nothing yet. See crucible.identity.name_book.NameBook.
     names: Callable[[dict[str, Any]], dict[str, Any]] = field(default=_no_names)
     # Mappings of its section keyed by the name of what they parameterize, e.g. matbench's
     # model_params: {key: (what, the names it may use, from the raw section)}. The config check

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from crucible.core import formats
+from crucible.core import strict_json
 from crucible.core.errors import DataValidationError
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def read_curves(path: str | Path) -> dict[str, Any]:
     """A prediction file (ours or the leaderboard's), checked: the grid top-level, each curve's
     distances an ordered subset of it, one energy and a (2, 3) force per distance, all finite."""
     path = Path(path)
-    data = formats.read_json(path)
+    data = strict_json.read_json(path)
     if not isinstance(data, dict) or "distances" not in data or not isinstance(data.get(HOMO), dict):
         raise DataValidationError(f"{path}: needs top-level 'distances' and '{HOMO}'")
     grid = [float(d) for d in data["distances"]]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from crucible.core import formats
+from crucible.core import strict_json
 from crucible.core.errors import DataValidationError
 from crucible.core.io import InFile
 from crucible.discovery.metrics import METRICS
@@ -22,21 +22,21 @@ FUNCTIONAL = "PBE"
 
 
 def card_roles() -> list[str]:
-    from crucible.sources.downloads import roles
+    from crucible.sources.pinned_files import roles
 
     return list(roles(prefix=CARD_ROLE_PREFIX))
 
 
 def read_reference(path: InFile | None = None) -> dict[str, dict[str, np.ndarray]]:
     """``{symbol: {distances, energies, forces}}`` of the PBE curves, read through their pin."""
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     return parse_reference(pinned(REFERENCE_ROLE, path))
 
 
 def parse_reference(path: InFile) -> dict[str, dict[str, np.ndarray]]:
     """The PBE curves of a file of the reference's format (no pin checked: :func:`read_reference`)."""
-    doc = formats.read_json(path)
+    doc = strict_json.read_json(path)
     curves = doc.get(FUNCTIONAL) if isinstance(doc, dict) else None
     if not isinstance(curves, dict):
         raise DataValidationError(f"{path}: no {FUNCTIONAL} curves (a top-level object {FUNCTIONAL!r} is expected)")
@@ -62,7 +62,7 @@ def published_row(path: InFile, role: str | None = None) -> dict[str, Any] | Non
     prediction file, else the date the model joined the benchmark) and the twelve metrics
     (NaN where the card has none); None for a card without a diatomics block."""
     from crucible.core.yaml_files import load_mapping
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     path = pinned(role, path) if role else Path(path)
     card = load_mapping(path)

@@ -96,7 +96,7 @@ def write_table(
     from crucible.discovery.data import CARD_ROLE_PREFIX, published_row
     from crucible.discovery.report import HEADERS, TITLE, caption, table
     from crucible.report.tables import write_table as write
-    from crucible.sources.downloads import roles
+    from crucible.sources.pinned_files import roles
 
     by_file = {}
     for role, pin in roles(prefix=CARD_ROLE_PREFIX).items():
@@ -139,8 +139,8 @@ def write_metrics_figure(table: InFile, out_png: str, out_pdf: str) -> None:
         out_png: the figure as PNG
         out_pdf: the figure as PDF
     """
-    from crucible.core import formats
+    from crucible.core import reading
     from crucible.discovery.report import metrics_figure
     from crucible.report.figures import save_figure
 
-    save_figure(metrics_figure(formats.read_csv(table, keep_default_na=False, na_values=[""])), out_png, out_pdf)
+    save_figure(metrics_figure(reading.read_csv(table, keep_default_na=False, na_values=[""])), out_png, out_pdf)

@@ -13,8 +13,8 @@ from typing import Any
 from crucible.core.errors import ConfigError
 from crucible.dag.config import section
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
-from crucible.identity.records import Meaning
+from crucible.dag.rules import alternation
+from crucible.identity.name_book import Meaning
 from crucible.potentials import workflow as potentials_wf
 
 CURVES = "results/discovery/diatomics/{potential}.json.gz"
@@ -73,14 +73,14 @@ def curve_files(config: dict[str, Any]) -> list[str]:
 def card_files() -> list[str]:
     """Where the fetch stage puts the leaderboard's model cards (their roles, config/sources.yaml)."""
     from crucible.discovery.data import card_roles
-    from crucible.sources.downloads import resource_path
+    from crucible.sources.pinned_files import resource_path
 
     return [str(resource_path(role)) for role in card_roles()]
 
 
 def reference_file() -> str:
     from crucible.discovery.data import REFERENCE_ROLE
-    from crucible.sources.downloads import resource_path
+    from crucible.sources.pinned_files import resource_path
 
     return str(resource_path(REFERENCE_ROLE))
 

@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 from crucible.core.errors import DataValidationError
 from crucible.core.io import InFile, write_parquet
 from crucible.core.progress import heartbeat
-from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, FormulaError, magpie_features
+from crucible.features.formulas import FormulaError
+from crucible.features.magpie import COLUMNS, MAGPIE_VERSION, magpie_features
 
 if TYPE_CHECKING:  # pandas is imported where it is used: the Snakemake process imports this module
     import pandas as pd  # for features_path at start-up and must not pay for pandas there

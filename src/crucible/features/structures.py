@@ -54,7 +54,7 @@ def _load(structure_json: str | dict) -> dict:
         return structure_json
     if not isinstance(structure_json, str):
         raise StructureError(f"not a structure: {type(structure_json).__name__}")
-    from crucible.core.formats import unique_keys
+    from crucible.core.strict_json import unique_keys
 
     try:
         return json.loads(structure_json, object_pairs_hook=unique_keys)

@@ -27,10 +27,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from crucible.core.errors import ConfigError
+from crucible.core.hashes import file_sha256
 
 CACHE_FORMAT = 2
 # What a distribution runs: its Python source and its extension modules. Its data files are not
-# read here (a job reads those it needs; pinned ones are checked by crucible.sources.downloads).
+# read here (a job reads those it needs; pinned ones are checked by crucible.sources.pinned_files).
 CODE = frozenset({".py", ".so", ".pyd"})
 
 
@@ -70,7 +71,7 @@ def _version(dist: str) -> str | None:
 
 
 def _cache_file(dist: str, version: str, location: Path) -> Path:
-    from crucible.core.fingerprint import cache_dir
+    from crucible.core.hashes import cache_dir
 
     where = hashlib.sha256(str(location).encode()).hexdigest()[:16]
     # beside the file digests (their keys are two-hex-digit folders): one cache place to move or clear
@@ -83,11 +84,7 @@ def _stat_key(st: os.stat_result) -> list[int]:
 
 def _record_hash(path: Path) -> str:
     """A file's SHA-256 as RECORD writes it: urlsafe base64 without padding."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode("ascii")
+    return base64.urlsafe_b64encode(bytes.fromhex(file_sha256(path))).rstrip(b"=").decode("ascii")
 
 
 @lru_cache(maxsize=None)

@@ -10,7 +10,6 @@ holds it inside the static closure. crucible.identity.records puts the digest in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -19,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from crucible.core.hashes import file_sha256
 from crucible.identity.code_closure import (
     PACKAGE,
     PACKAGE_ROOT,
@@ -45,7 +45,7 @@ def _package_data(modules: Iterable[str]) -> dict[str, str]:
 @lru_cache(maxsize=None)
 def _data_files(folder: Path) -> dict[str, str]:
     return {
-        str(file.relative_to(PACKAGE_ROOT)): hashlib.sha256(file.read_bytes()).hexdigest()
+        str(file.relative_to(PACKAGE_ROOT)): file_sha256(file)
         for file in sorted(folder.iterdir())
         if file.is_file() and file.suffix not in (".py", ".pyc")
     }

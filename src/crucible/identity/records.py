@@ -5,7 +5,7 @@ Three parts, one per guarantee:
 
 - :func:`crucible.identity.job_code.code_digest` -- a digest of the crucible modules a command
   imports, of the package data beside them and of the versions of the distributions they import.
-- :class:`NameBook` -- what each configured name means (a model's class and params, a
+- :class:`crucible.identity.name_book.NameBook` -- what each configured name means (a model's class and params, a
   potential's spec, a generator's params, a language model's entry, a family's settings), as
   recorded in ``results/.identity/names.json`` with the runs that use it (a run: a named
   Matbench run, ``default`` otherwise). A config that changes a name's meaning in the only run
@@ -33,12 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.core.errors import ConfigError, CrucibleError
+from crucible.core.errors import CrucibleError
 from crucible.identity.code_closure import canonical_json, digest, short
-from crucible.identity.job_code import code_digest, normal_roots
+from crucible.identity.job_code import code_digest
 
 RECORD_DIR = ".identity"
-NAME_BOOK_FILE = Path("results") / RECORD_DIR / "names.json"
 # The run of a config whose families name none (crucible.dag.families.run_of)
 DEFAULT_RUN = "default"
 ENV_VAR = "CRUCIBLE_JOB"
@@ -53,205 +52,6 @@ class IdentityError(CrucibleError):
     """Inputs made under different meanings of one name, or a record that cannot be read."""
 
 
-# --- names --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Meaning:
-    """What a configured name stands for, and the config key that defines it."""
-
-    spec: Any
-    key: str
-    # how a user gives a different meaning its own name (one sentence)
-    rename: str = "give the new one a name of its own"
-    # the rules whose jobs are made of it (None: every job of the family that holds the name)
-    rules: tuple[str, ...] | None = None
-    # what an earlier crucible made of the same config: a folder that recorded one of these
-    # records this meaning instead of refusing the name
-    formerly: tuple[Any, ...] = ()
-    # the code the named thing runs beyond its jobs' commands (its registry entry, a user's class:
-    # crucible.identity.job_code roots) and the files it loads by path (weights, checkpoints): part of
-    # the code identity of exactly the jobs made of this name, never of its meaning
-    code: tuple[Any, ...] = ()
-    files: tuple[str, ...] = ()
-    # rules whose jobs summarize every name of its kind that the run uses (a leaderboard): made of
-    # it although no wildcard of theirs holds it, so that a new meaning rebuilds them also when
-    # another run rebuilt what they summarize (Snakemake does not rerun a job for newer inputs alone)
-    summarized_by: tuple[str, ...] = ()
-
-    @property
-    def digest(self) -> str:
-        return digest(self.spec)
-
-
-def settings(section: Mapping[str, Any], exclude: Iterable[str] = ()) -> dict[str, Any]:
-    """A family's settings as a name's meaning: every key of its section that is neither a list
-    (what to run) nor one of ``exclude`` (name-keyed entries, per-run or speed-only keys)."""
-    skip = set(exclude)
-    return {k: v for k, v in sorted(section.items()) if k not in skip and not isinstance(v, list)}
-
-
-def registered(name: str) -> dict[str, str]:
-    """The meaning of a name the code registers (its code is in every job's code digest)."""
-    return {"registered": name}
-
-
-@dataclass
-class NameBook:
-    """Every name the config uses, with its meaning, beside what ``results/`` recorded."""
-
-    meanings: dict[str, Meaning] = field(default_factory=dict)
-    # what check_recorded found changed in this run's names, one console line each
-    changes: list[str] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, config: Mapping[str, Any], families: Iterable[Any]) -> NameBook:
-        book = cls()
-        for family in families:
-            for key, meaning in family.names(config).items():
-                known = book.meanings.get(key)
-                if known is not None and known.digest != meaning.digest:
-                    raise ConfigError(
-                        f"config {known.key} and {meaning.key} give {key!r} two meanings: "
-                        f"{canonical_json(known.spec)} and {canonical_json(meaning.spec)}"
-                    )
-                book.meanings.setdefault(key, meaning)
-        return book
-
-    def digests(self) -> dict[str, str]:
-        return {k: m.digest for k, m in sorted(self.meanings.items())}
-
-    def code_of(self, keys: Iterable[str]) -> JobCode:
-        """The code roots and loaded files of the names ``keys`` (a job's names)."""
-        roots: list[Any] = []
-        files: set[str] = set()
-        for key in keys:
-            meaning = self.meanings.get(key)
-            if meaning is not None:
-                roots += list(meaning.code)
-                files |= set(meaning.files)
-        return JobCode(normal_roots(roots), tuple(sorted(files)))
-
-    def for_job(self, family: str, wildcard_values: Iterable[str], rule: str | None = None) -> dict[str, str]:
-        """The names a job of ``family`` (of ``rule``) is made of: its family's settings, every
-        name of its family (or a shared kind: potentials, language models) that one of its
-        wildcards holds, and those its rule summarizes, less those declared for other rules only."""
-        values = set(wildcard_values)
-        chosen = {}
-        for key, meaning in sorted(self.meanings.items()):
-            scope, _, rest = key.partition("/")
-            if scope not in (family, *SHARED_SCOPES):
-                continue
-            if meaning.rules is not None and rule not in meaning.rules:
-                continue
-            if key == f"{family}/settings" or rest.rpartition("/")[2] in values or rule in meaning.summarized_by:
-                chosen[key] = meaning.digest
-        return chosen
-
-    def check_recorded(self, book_file: str | os.PathLike = NAME_BOOK_FILE, run: str = DEFAULT_RUN) -> list[str]:
-        """The keys to record anew for ``run``: those ``book_file`` lacks, and those whose meaning
-        this config changes where no other run uses the old one (said in :attr:`changes`). A name
-        whose old meaning another run uses (or a record that does not say which runs use it) is
-        refused, naming both meanings."""
-        recorded = read_name_book(book_file)
-        new = []
-        self.changes = []
-        for key, meaning in sorted(self.meanings.items()):
-            old = recorded.get(key)
-            if old is None or old["digest"] in {digest(spec) for spec in meaning.formerly}:
-                new.append(key)
-                continue
-            if old["digest"] == meaning.digest:
-                continue
-            others = sorted(set(old["runs"]) - {run}) if isinstance(old.get("runs"), list) else None
-            if others == []:
-                new.append(key)
-                self.changes.append(
-                    f"{key} changed ({meaning.key}): {_brief(old['spec'])} -> {_brief(meaning.spec)}; its jobs rerun"
-                )
-                continue
-            users = (
-                f"the run{'s' if len(others) > 1 else ''} {', '.join(map(repr, others))} still use{'' if len(others) > 1 else 's'} it"
-                if others
-                else "an earlier run of a crucible that did not record its runs made it"
-            )
-            elsewhere = "" if "--directory" in meaning.rename else "; or run in another --directory"
-            raise ConfigError(
-                f"config {meaning.key}: {key!r} already means {canonical_json(old['spec'])} in this results "
-                f"folder ({book_file}: {users}), and this config makes it {canonical_json(meaning.spec)}. One name "
-                f"has one meaning in one results folder, so that no run overwrites another's results: "
-                f"{meaning.rename}{elsewhere}; or, to replace the old meaning here and rebuild what used it, run "
-                f"`crucible names forget {key}`"
-            )
-        return new
-
-    def record(
-        self, keys: Iterable[str], book_file: str | os.PathLike = NAME_BOOK_FILE, run: str = DEFAULT_RUN
-    ) -> None:
-        """Record that ``run`` uses ``keys`` as they mean now (a changed meaning replaces the old,
-        which check_recorded let no other run hold); the file is written only when it changes."""
-        keys = list(keys)
-        if not keys:
-            return
-        from crucible.core.io import write_json
-
-        recorded = read_name_book(book_file)
-        before = canonical_json(recorded)
-        for key in keys:
-            meaning = self.meanings[key]
-            old = recorded.get(key)
-            runs = set(old.get("runs") or []) if old is not None and old["digest"] == meaning.digest else set()
-            recorded[key] = {
-                "digest": meaning.digest,
-                "spec": meaning.spec,
-                "key": meaning.key,
-                "runs": sorted(runs | {run}),
-            }
-        if canonical_json(recorded) != before:
-            Path(book_file).parent.mkdir(parents=True, exist_ok=True)
-            write_json(dict(sorted(recorded.items())), book_file)
-
-
-def _brief(spec: Any, limit: int = 160) -> str:
-    text = canonical_json(spec)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# Kinds of names that several families use with one meaning (a potential in mlip, catalysis and
-# crystal's mlip-search; a language model in every benchmark that asks one).
-SHARED_SCOPES = ("potential", "llm")
-
-
-def read_name_book(book_file: str | os.PathLike = NAME_BOOK_FILE) -> dict[str, dict[str, Any]]:
-    path = Path(book_file)
-    if not path.exists():
-        return {}
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable record of names ({exc}); move it away to start afresh") from None
-    if not isinstance(doc, dict) or not all(isinstance(v, dict) and "digest" in v for v in doc.values()):
-        raise ConfigError(f"{path}: not a record of names (expected {{key: {{digest, spec}}}}); move it away")
-    return doc
-
-
-def forget_names(keys: Iterable[str], book_file: str | os.PathLike = NAME_BOOK_FILE) -> list[str]:
-    """Drop ``keys`` from the record; a key that is not there is an error naming the known ones."""
-    from crucible.core.io import write_json
-
-    recorded = read_name_book(book_file)
-    keys = list(keys)
-    unknown = [k for k in keys if k not in recorded]
-    if unknown:
-        raise ConfigError(
-            f"{book_file}: no name {', '.join(map(repr, unknown))} recorded; recorded: {', '.join(sorted(recorded)) or 'none'}"
-        )
-    for key in keys:
-        del recorded[key]
-    write_json(dict(sorted(recorded.items())), book_file)
-    return keys
-
-
 # --- job records --------------------------------------------------------------------------------
 
 
@@ -261,19 +61,19 @@ def record_path(output: str | os.PathLike) -> Path:
     return path.parent / RECORD_DIR / f"{path.name}.json"
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, or of a folder's files (relative names and contents, sorted). A file's is
-    kept in crucible.core.fingerprint's cache, keyed by its stat with the ctime, which no one can set
-    back: a file edited with its mtime restored is hashed anew."""
-    from crucible.core.fingerprint import file_sha256 as cached_sha256
+def output_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a job's input or output: a file's (:func:`crucible.core.hashes.file_sha256`, from
+    its stat-keyed cache: a file edited with its mtime restored is still hashed anew), or a
+    folder's files (relative names and contents, sorted; the identity records left out)."""
+    from crucible.core.hashes import file_sha256
 
     path = Path(path)
     if path.is_dir():
         h = hashlib.sha256()
         for file in sorted(p for p in path.rglob("*") if p.is_file() and RECORD_DIR not in p.parts):
-            h.update(str(file.relative_to(path)).encode() + b"\0" + file_sha256(file).encode() + b"\0")
+            h.update(str(file.relative_to(path)).encode() + b"\0" + output_sha256(file).encode() + b"\0")
         return h.hexdigest()
-    return cached_sha256(path)
+    return file_sha256(path, cached=True)
 
 
 def verify_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
@@ -289,7 +89,7 @@ def verify_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
             f"{path}: its identity record ({record_path(path)}) holds no SHA-256 of it (made by an earlier "
             f"crucible): it cannot be checked; rebuild it (snakemake --forcerun {record.get('rule') or 'RULE'})"
         )
-    actual = file_sha256(path)
+    actual = output_sha256(path)
     if actual != recorded:
         raise IdentityError(
             f"{path}: changed since {made_by} made it: its SHA-256 is {actual}, the job that wrote it recorded "
@@ -449,7 +249,7 @@ class JobRecord:
         """One record per existing output; returns the job's identity."""
         from crucible.core.io import write_json
 
-        inputs = {path: file_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
+        inputs = {path: output_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
         body = {
             "format": RECORD_FORMAT,
             "rule": self.rule,
@@ -465,36 +265,8 @@ class JobRecord:
                 continue
             path = record_path(output)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_json({"identity": identity, **body, "output": output, "sha256": file_sha256(output)}, path)
+            write_json({"identity": identity, **body, "output": output, "sha256": output_sha256(output)}, path)
         return identity
-
-
-# The ``crucible names`` commands: what a person asks of a results folder's record of names.
-def show_names(book: str | os.PathLike = NAME_BOOK_FILE) -> None:
-    """Every recorded name, its meaning's digest and spec, one per line.
-
-    Args:
-        book: the record of names (default results/.identity/names.json)
-    """
-    names = read_name_book(book)
-    if not names:
-        print(f"{book}: no names recorded yet")
-    for key, entry in sorted(names.items()):
-        print(f"{key}\t{short(entry['digest'])}\t{canonical_json(entry['spec'])}")
-
-
-def forget(keys: Iterable[str], book: str | os.PathLike = NAME_BOOK_FILE) -> None:
-    """:func:`forget_names`, saying what the next run does about each.
-
-    Args:
-        keys: e.g. matbench/model/gbm-magpie (see `crucible names show`)
-        book: as in :func:`crucible.identity.records.show_names`
-    """
-    for key in forget_names(keys, book):
-        print(
-            f"forgot {key}: the next run records its meaning anew and reruns the jobs made of it; another run's "
-            "tables made from the old meaning are refused by the report until that run rebuilds them"
-        )
 
 
 def show_record(output: str | os.PathLike) -> int:

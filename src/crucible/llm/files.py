@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from crucible.core.errors import DataValidationError
-from crucible.core.formats import LLM_RESPONSE, check, iter_json_lines
+from crucible.core.formats import LLM_RESPONSE, check
 from crucible.core.io import atomic_path
+from crucible.core.strict_json import iter_json_lines
 
 ROLES = ("system", "user", "assistant")
 
@@ -46,7 +47,7 @@ class Completion:
 
 
 def _read_jsonl(path: Path) -> Iterable[tuple[int, dict]]:
-    # strict JSON, bounded, UTF-8: crucible.core.formats' one reader of JSON-lines files
+    # strict JSON, bounded, UTF-8: crucible.core.strict_json's one reader of JSON-lines files
     yield from iter_json_lines(path)
 
 

@@ -7,22 +7,21 @@ response file is written once, at the end, in the prompt set's order.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from crucible import __version__
 from crucible.core.errors import CrucibleError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json
 from crucible.llm.asking import generate
 from crucible.llm.backend import Backend, StructuredOutputError, too_many_failed
 from crucible.llm.cache import ResponseCache
 from crucible.llm.files import prompt_set_hash, read_prompts, schema_sha256, write_responses
+from crucible.llm.model_entry import model_spec
 from crucible.llm.run_record import checkpoint_identity, constraint_record, failure_file, public_url, write_failures
-from crucible.llm.spec import model_spec
 
 __all__ = ["GenerationFailedError", "StructuredOutputError", "generate", "make_backend", "run_stage"]
 
@@ -107,7 +106,7 @@ def run_stage(
         "model": backend.model,
         "params": params,
         "prompts_file": str(prompts_path),
-        "prompts_sha256": hashlib.sha256(Path(prompts_path).read_bytes()).hexdigest(),
+        "prompts_sha256": file_sha256(prompts_path),
         "prompt_set_hash": prompt_set_hash(prompts),
         "prompt_template_hashes": template_hashes,
         # one hash per distinct schema (crystal's depends on the item's site count)
@@ -189,7 +188,7 @@ def generate_responses(
         config_file: a crucible config.yaml to read llm.models.<model> from; repeated: merged in order, later ones
             winning
     """
-    from crucible.llm.spec import model_entry
+    from crucible.llm.model_entry import model_entry
 
     entry = model_entry(model, model_spec, config_file, sha256=model_sha256)
     if entry.get("backend") == "transformers":

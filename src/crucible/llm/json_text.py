@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from crucible.core.formats import RepeatedKey, unique_keys
+from crucible.core.strict_json import RepeatedKey, unique_keys
 
 # A key given twice in one object is no answer (json.loads keeps the last: {"answer": 1, "answer":
 # 2} was option 2): the scan raises RepeatedKey and the benchmark counts the reply invalid.
@@ -26,7 +26,7 @@ DECODE_ERRORS = (ValueError, RecursionError, MemoryError, OverflowError)
 
 def decode_prefix(text: str, start: int = 0) -> tuple[Any, int] | None:
     """``(value, end)`` of the strict JSON value that starts at ``start`` (trailing text
-    ignored), or None when none starts there; :class:`~crucible.core.formats.RepeatedKey` (a
+    ignored), or None when none starts there; :class:`~crucible.core.strict_json.RepeatedKey` (a
     ValueError) when that value gives a key twice."""
     try:
         return _DECODER.raw_decode(text, start)

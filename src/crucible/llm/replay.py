@@ -7,11 +7,11 @@ benchmark. Nothing is sent anywhere and nothing is cached: the file is the recor
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from crucible.core.hashes import file_sha256
 from crucible.llm.files import Completion, Prompt, read_replay
 
 
@@ -25,7 +25,7 @@ class ReplayBackend:
     def __init__(self, name: str, path: str | Path):
         self.name = name
         self.path = Path(path)
-        self.model = f"replay:{hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]}"
+        self.model = f"replay:{file_sha256(self.path)[:16]}"
 
     def prepare(self) -> None:
         pass

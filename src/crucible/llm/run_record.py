@@ -3,13 +3,13 @@ checkpoint or address answered, and, for a failed run, each failed item's reason
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from crucible.core.hashes import file_sha256
 from crucible.core.io import write_json
 from crucible.llm.backend import Backend
 from crucible.llm.files import Completion
@@ -31,14 +31,10 @@ def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         return {"sha256": None, "role": None}
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = file_sha256(path)
     role = None
     try:
-        from crucible.sources.downloads import roles
+        from crucible.sources.pinned_files import roles
 
         role = next((name for name, pin in sorted(roles().items()) if getattr(pin, "sha256", None) == sha), None)
     except Exception as exc:  # noqa: BLE001 - the record says what it can; no pins file is no error
@@ -48,7 +44,7 @@ def checkpoint_identity(path: str | os.PathLike) -> dict[str, Any]:
 
 def public_url(url: str) -> str:
     """The base URL without any user:password@ part, query string or fragment: what a record may
-    hold. The config refuses all three (crucible.llm.spec); this holds for a backend made by hand."""
+    hold. The config refuses all three (crucible.llm.model_entry); this holds for a backend made by hand."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:

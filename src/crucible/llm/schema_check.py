@@ -25,7 +25,7 @@ def _clip(text: str) -> str:
 
 def schema_mismatch(validator: Any, reply: str) -> str | None:
     """Why ``reply`` is not a JSON value that ``validator``'s schema accepts; None when it is one."""
-    from crucible.core.formats import RepeatedKey, unique_keys
+    from crucible.core.strict_json import RepeatedKey, unique_keys
     from crucible.llm.json_text import DECODE_ERRORS
 
     try:  # strict: a key given twice is no schema's answer

@@ -34,7 +34,7 @@ def checkpoint_fingerprint(path: str | os.PathLike) -> str:
 def checkpoint_identity(path: str | os.PathLike) -> str:
     """``<role>@sha256:<hex>`` for a file that is a role of config/sources.yaml (checked against
     its pin first: an edited one stops here), else ``<file or folder name>@sha256:<hex>``."""
-    from crucible.sources.downloads import pin_at, pinned
+    from crucible.sources.pinned_files import pin_at, pinned
 
     path = Path(path)
     found = pin_at(path) if path.is_file() else None

@@ -19,9 +19,9 @@ from typing import Any
 from crucible.core.errors import ConfigError
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
+from crucible.llm.model_entry import model_spec, spec_sha256
 from crucible.llm.replay import replay_path
-from crucible.llm.spec import model_spec, spec_sha256
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -165,11 +165,11 @@ def check(config: dict[str, Any]) -> None:
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
     """``llm/<name>`` for every language model some benchmark asks: the hash of its checked entry
-    less where and how patiently it is asked (:func:`crucible.llm.spec.answering_sha256`; never
+    less where and how patiently it is asked (:func:`crucible.llm.model_entry.answering_sha256`; never
     the entry, which may name a key's variable or a private endpoint). With the address in it, a
     server restarted on another port or node made the results folder refuse the config."""
-    from crucible.identity.records import Meaning
-    from crucible.llm.spec import answering_sha256
+    from crucible.identity.name_book import Meaning
+    from crucible.llm.model_entry import answering_sha256
 
     # only the models defined here: a benchmark may score response files made elsewhere
     used = sorted({os.path.splitext(os.path.basename(r))[0] for r in final_outputs(config)} & set(llm_models(config)))
@@ -187,7 +187,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
 
 def _loaded_files(entry: dict[str, Any]) -> tuple[str, ...]:
     """What a model's jobs load by path (a local model's folder of weights): hashed into the code
-    identity of exactly those jobs (crucible.identity.records.Meaning.files). A replay's path is a
+    identity of exactly those jobs (crucible.identity.name_book.Meaning.files). A replay's path is a
     template of the jobs' own inputs, checked as inputs are."""
     path = entry.get("path") if entry.get("backend") == "transformers" else None
     return (str(path),) if path else ()

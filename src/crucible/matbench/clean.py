@@ -19,9 +19,10 @@ import pyarrow as pa
 
 from crucible import __version__
 from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json, write_parquet
 from crucible.matbench.tasks import make_mbids, mirror_role, task_metadata
-from crucible.sources.downloads import pinned, sha256_file
+from crucible.sources.pinned_files import pinned
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ def clean_task(
         "source": source,
         # What a model built on this table can see: structures, or formulas only.
         "inputs_available": "structure" if df["structure"].notna().any() else "composition",
-        "raw_file": {"path": Path(raw_path).name, "sha256": sha256_file(raw_path)},
+        "raw_file": {"path": Path(raw_path).name, "sha256": file_sha256(raw_path)},
         "crucible_version": __version__,
     }
     return df, card
@@ -181,7 +182,7 @@ def provenance(metadata_path: str | os.PathLike, artifacts: list[str] | None = N
     if bad:
         raise ConfigError(f"--artifact takes name=sha256 pairs, got {bad}")
     return {
-        "metadata_file": {"path": Path(metadata_path).name, "sha256": sha256_file(metadata_path)},
+        "metadata_file": {"path": Path(metadata_path).name, "sha256": file_sha256(metadata_path)},
         **({"artifact": dict(kv.split("=", 1) for kv in artifacts)} if artifacts else {}),
     }
 
@@ -219,7 +220,7 @@ def write_clean_task(
         task: Matbench task, e.g. matbench_steels
     """
     from crucible.matbench.tasks import load_metadata
-    from crucible.sources.downloads import verify_pinned
+    from crucible.sources.pinned_files import verify_pinned
 
     if raw_sha256 and source == "matminer":
         verify_pinned(raw, raw_sha256, "raw task file", "matminer's catalogue (or matbench.matminer.sha256)")

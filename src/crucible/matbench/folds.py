@@ -134,7 +134,7 @@ def load_validation(path: str | os.PathLike | None = None, sources: Any = None) 
     """The official validation splits, checked against their pin (default: where the fetch
     stage puts them)."""
     from crucible.matbench.tasks import VALIDATION_ROLE
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     return read_json(pinned(VALIDATION_ROLE, path, sources=sources))
 
@@ -163,7 +163,7 @@ def write_task_folds(
         inner_seed: seed of the inner validation split (default 7)
     """
     from crucible.core.io import read_parquet
-    from crucible.sources.downloads import check_card_pin
+    from crucible.sources.pinned_files import check_card_pin
 
     task_card = read_json(card)
     if raw_sha256:

@@ -12,9 +12,9 @@ import json
 from typing import Any
 
 from crucible.dag.config import section
-from crucible.identity.records import Meaning, registered, settings
+from crucible.identity.name_book import Meaning, registered, settings
 
-# The rules of a run that summarize every model it uses (crucible.identity.records.Meaning.summarized_by).
+# The rules of a run that summarize every model it uses (crucible.identity.name_book.Meaning.summarized_by).
 SUMMARIES = ("build_matbench_leaderboard", "tabulate_user_dataset")
 
 
@@ -55,7 +55,7 @@ def model_code(config: dict[str, Any], model: str) -> tuple[Any, ...]:
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    """Every name a Matbench run is made of, with its meaning (see crucible.identity.records.NameBook)."""
+    """Every name a Matbench run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
     if "matbench" not in config:
         return {}
     mb = _section(config)

@@ -1,4 +1,5 @@
-"""The predict stage: fit a model on each requested fold's training rows, predict its test rows.
+"""The predict stage: fit a model on each requested fold's training rows, predict its test rows
+(each fold: :mod:`crucible.matbench.fold_fit`).
 
 ``crucible matbench predict`` (an official task) and ``crucible matbench user-predict`` (a user
 dataset: the task is the card's) run :func:`predict_folds`. This module imports nothing heavy at
@@ -62,7 +63,7 @@ def predict_folds(
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(threads)
     from crucible.core.io import read_json
-    from crucible.matbench.inference import run_predict
+    from crucible.matbench.fold_fit import run_predict
     from crucible.models.registry import get_spec
 
     spec = get_spec(model, custom_models or {})

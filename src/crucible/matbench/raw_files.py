@@ -11,7 +11,7 @@ from typing import Any
 
 from crucible.dag.config import section
 from crucible.matbench.tasks import METADATA_ROLE, VALIDATION_ROLE, mirror_role
-from crucible.sources import downloads as pins
+from crucible.sources import pinned_files
 
 
 def _section(config: dict[str, Any]) -> dict[str, Any]:
@@ -20,30 +20,30 @@ def _section(config: dict[str, Any]) -> dict[str, Any]:
 
 def metadata_file() -> str:
     """The official dataset metadata, as a rule's input (where the fetch stage extracts it)."""
-    return str(pins.resource_path(METADATA_ROLE))
+    return str(pinned_files.resource_path(METADATA_ROLE))
 
 
 def validation_file() -> str:
     """The official validation splits, as a rule's input."""
-    return str(pins.resource_path(VALIDATION_ROLE))
+    return str(pinned_files.resource_path(VALIDATION_ROLE))
 
 
 def raw_task_file(config: dict[str, Any], task: str) -> str:
     if _section(config)["source"] == "matminer":
         return f"resources/downloads/{task}.json.gz"
-    return str(pins.resource_path(mirror_role(task)))
+    return str(pinned_files.resource_path(mirror_role(task)))
 
 
 def raw_provenance(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
     """``filename=sha256`` of the artifact the task's raw file came from, for its task card."""
     mb = _section(config)
     if mb["source"] == "matminer":
-        from crucible.sources.downloads import matminer_artifact
+        from crucible.sources.pinned_files import matminer_artifact
 
         mirror = mb["matminer"]
         spec = matminer_artifact(task, mirror.get("url_prefix"), mirror.get("sha256", {}).get(task))
     else:
-        spec = sources["artifacts"][pins.find_pin(mirror_role(task), sources).artifact]
+        spec = sources["artifacts"][pinned_files.find_pin(mirror_role(task), sources).artifact]
     return f"{spec['filename']}={spec['sha256']}"
 
 
@@ -51,7 +51,7 @@ def raw_pin(config: dict[str, Any], sources: dict[str, Any], task: str) -> str:
     """The pinned SHA-256 of the task's raw file: checked where it is read, and the task card must record it."""
     if _section(config)["source"] == "matminer":
         return raw_provenance(config, sources, task).rsplit("=", 1)[1]
-    return pins.find_pin(mirror_role(task), sources).sha256
+    return pinned_files.find_pin(mirror_role(task), sources).sha256
 
 
 def matminer_url_prefix(config: dict[str, Any]) -> str:

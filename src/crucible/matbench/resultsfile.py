@@ -406,7 +406,7 @@ def read_results_file(
     """
     if not Path(path).is_file():
         raise DataValidationError(f"{path}: results file not found")
-    from crucible.core.formats import read_json
+    from crucible.core.strict_json import read_json
 
     d = read_json(path)  # gunzipped by its magic bytes, bounded, strict (a key given twice is refused)
     if not isinstance(d, dict):

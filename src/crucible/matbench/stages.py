@@ -65,7 +65,7 @@ STAGES = (
     Stage(
         "score",
         "score one model on one task (5 folds) into a scores JSON",
-        ".taskdata:score_task_files",
+        ".task_scores:score_task_files",
         _TASK,
         Opt("task_type", choices=TASK_TYPES, default=None),
         Opt("model"),
@@ -73,7 +73,7 @@ STAGES = (
     Stage(
         "results-file",
         "write matbench's results.json.gz (and info.json) for a model",
-        ".taskdata:write_results_files",
+        ".submission:write_results_files",
         Opt("tasks", type=task_argument, many=True),
         Opt("store_probabilities", flag=True),
     ),

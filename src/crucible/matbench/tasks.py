@@ -65,7 +65,7 @@ MATBENCH_VERSION = "0.6"
 COMPOSITION_ONLY = "composition-only (formulas, no structures)"
 STRUCTURE = "structure"
 
-# Roles of the pinned inputs in config/sources.yaml (crucible.sources.downloads.pinned): the official
+# Roles of the pinned inputs in config/sources.yaml (crucible.sources.pinned_files.pinned): the official
 # metadata and validation splits, and the composition mirror's table of each task.
 METADATA_ROLE = "matbench/metadata"
 VALIDATION_ROLE = "matbench/validation"
@@ -109,7 +109,7 @@ def make_mbids(task: str, n: int) -> list[str]:
 def load_metadata(path: str | os.PathLike | None = None, sources: Any = None) -> dict[str, dict[str, Any]]:
     """The official dataset metadata, checked against its pin (default: where the fetch stage
     puts it). ``sources``: another sources file or document (tests)."""
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     path = pinned(METADATA_ROLE, path, sources=sources)
     meta = read_json(path)

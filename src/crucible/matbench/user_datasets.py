@@ -70,13 +70,14 @@ def make_ids(name: str, n: int) -> list[str]:
 def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read, type and id a user dataset; the table has the official tasks' columns. The file is
     checked against the dataset's pin first: one edited after its fetch stops here."""
+    from crucible.core.hashes import file_sha256
     from crucible.matbench.clean import mean_absolute_deviation, read_matminer
-    from crucible.sources.downloads import sha256_file, verify_pinned
+    from crucible.sources.pinned_files import verify_pinned
 
     check_spec(name, spec)
     verify_pinned(raw_path, spec["sha256"], f"user dataset {name!r}", f"config matbench.user_datasets.{name}.sha256")
     meta = {"input_type": spec["input"], "target": spec["target"], "task_type": spec["task_type"]}
-    from crucible.core.formats import check_size
+    from crucible.core.reading import check_size
 
     check_size(raw_path)  # before matminer inflates the whole file
     try:
@@ -107,7 +108,7 @@ def clean_user_dataset(name: str, spec: dict[str, Any], raw_path: str) -> tuple[
         **stats,
         "source": "user",
         "inputs_available": "structure" if df["structure"].notna().any() else "composition",
-        "raw_file": {"path": Path(raw_path).name, "sha256": sha256_file(raw_path), "url": spec["url"]},
+        "raw_file": {"path": Path(raw_path).name, "sha256": file_sha256(raw_path), "url": spec["url"]},
         "split": "KFold/StratifiedKFold(n_splits=5, shuffle=True, random_state=18012019) over the file's row order",
         "crucible_version": __version__,
     }

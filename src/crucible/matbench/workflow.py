@@ -1,7 +1,8 @@
 """What the Matbench part of the DAG builds, as pure functions of the config dict.
 
-The Matbench rule files call these (and :mod:`crucible.matbench.raw_files` for the raw files and
-their pins); they hold no logic of their own. Every function takes the whole config (its
+The Matbench rule files call these for paths, file lists and ``params:`` strings,
+:mod:`crucible.matbench.selection` for what the config selects (tasks, models, user datasets) and
+:mod:`crucible.matbench.raw_files` for the raw files and their pins; they hold no logic of their own. Every function takes the whole config (its
 ``matbench`` section is read here, with the schema's defaults filled in:
 :func:`crucible.dag.config.section`) and returns paths relative to the working directory, strings for
 ``params:``, or raises :class:`~crucible.core.errors.ConfigError` naming the config key. :data:`FAMILY`
@@ -11,169 +12,29 @@ declares the family to :mod:`crucible.dag.families`.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from crucible.core.errors import ConfigError
-from crucible.dag.config import section
 from crucible.dag.families import Family
-from crucible.dag.workflow import PRIORITY, alternation
+from crucible.dag.rules import alternation
 from crucible.matbench.meanings import names
+from crucible.matbench.selection import (
+    EMBED_KIND,
+    SCM_KIND,
+    check,
+    fitted_models,
+    matbench_section,
+    model_param_keys,
+    model_spec,
+    models,
+    structure_feature_kind,
+    structure_tasks,
+    tasks,
+    user_datasets,
+)
 from crucible.matbench.tasks import N_FOLDS, TASKS
 
 FOLDS = tuple(range(N_FOLDS))
-# cpu: the CPU rules (one job per fold, or per task where job_granularity says so); gpu: the GPU
-# rule; files: import of predictions made elsewhere.
-MODEL_KINDS = ("cpu", "gpu", "files")
-GRANULARITIES = ("fold", "task")
-
-
-def _section(config: dict[str, Any]) -> dict[str, Any]:
-    return section(config, "matbench")
-
-
-def tasks(config: dict[str, Any]) -> list[str]:
-    """The configured tasks in Matbench's order (by dataset size), whatever the config's order."""
-    wanted = _section(config)["tasks"]
-    return [t for t in TASKS if t in wanted]
-
-
-def models(config: dict[str, Any]) -> list[str]:
-    return list(_section(config)["models"])
-
-
-def model_kind(config: dict[str, Any], name: str) -> str:
-    """Which rules make the model's predictions: one of :data:`MODEL_KINDS`.
-
-    'files' for user-supplied predictions, else the registered model's device, gpu or cpu.
-    """
-    mb = _section(config)
-    if name in mb["prediction_files"]:
-        return "files"
-    return _spec(config, name).device
-
-
-def _spec(config: dict[str, Any], name: str):
-    """The model's registry entry; an unknown name is a ConfigError naming the config key."""
-    from crucible.models.registry import get_spec
-
-    try:
-        return get_spec(name, _section(config)["custom_models"])
-    except ConfigError as exc:
-        raise ConfigError(f"config matbench.models: {exc}") from None
-
-
-def models_of_kind(config: dict[str, Any], kind: str) -> list[str]:
-    """The configured models routed to the CPU rules, the GPU rule, or the import rule."""
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"kind must be one of {MODEL_KINDS}, not {kind!r}")
-    return [m for m in models(config) if model_kind(config, m) == kind]
-
-
-def cpu_models(config: dict[str, Any]) -> list[str]:
-    """Models fitted on the CPU (a user dataset's fold jobs, one per fold, take them all)."""
-    return models_of_kind(config, "cpu")
-
-
-def job_granularity(config: dict[str, Any], model: str, task: str) -> str:
-    """'task' when one job fits the model's five folds on this task in turn, else 'fold'.
-
-    Declared by the model for the task's size (``ModelSpec.task_jobs_up_to``): a cheap fit is
-    not worth a job's start-up, an expensive one is worth a job per fold. GPU models and
-    imported predictions are always per fold.
-    """
-    from crucible.matbench.tasks import N_SAMPLES
-
-    if model_kind(config, model) != "cpu":
-        return "fold"
-    return _spec(config, model).granularity(N_SAMPLES[task])
-
-
-def predict_priority(config: dict[str, Any], model: str) -> int:
-    """A model cheap on every task (one job per task everywhere: dummy) fits before the others, so
-    that its scores, figures and results file do not wait for the run's tail."""
-    cheap = model_kind(config, model) == "cpu" and _spec(config, model).task_jobs_up_to == float("inf")
-    return PRIORITY["quick_fit" if cheap else "fit"]
-
-
-def cpu_model_pattern(config: dict[str, Any], granularity: str) -> str:
-    """The ``model`` wildcard constraint of the per-fold ("fold") or per-task ("task") CPU rule.
-
-    Granularity belongs to a (model, task) pair, but Snakemake constrains each wildcard on its
-    own. Both rules' outputs are ``.../predictions/{model}/{task}/fold_<k>...``, so each model's
-    branch carries a lookahead on the task directory that follows it: exactly one of the two
-    rules can make any prediction file, and a model may be per task on small tasks and per fold
-    on large ones.
-    """
-    if granularity not in GRANULARITIES:
-        raise ValueError(f"granularity must be one of {GRANULARITIES}, not {granularity!r}")
-    branches = []
-    for model in sorted(cpu_models(config)):
-        own = [t for t in TASKS if job_granularity(config, model, t) == granularity]
-        if own:
-            branches.append(f"{re.escape(model)}(?=/(?:{'|'.join(own)})/)")
-    return "|".join(branches) or "(?!x)x"
-
-
-def check_models(config: dict[str, Any]) -> None:
-    """Fail at start-up, not in a job, on a model name that is neither built in nor configured,
-    on a bad user dataset, or on a model that cannot get its inputs on a task (structure models
-    on the composition mirror, mlip-embed on a composition task)."""
-    for m in models(config):
-        model_kind(config, m)
-    try:
-        check_structure_inputs(config)
-    except ConfigError as exc:
-        raise ConfigError(f"config matbench: {exc}") from None
-
-
-def check_model_params(config: dict[str, Any]) -> None:
-    """``model_params`` of a model that is not configured would be ignored: refuse them."""
-    from crucible.models.registry import builtin_models
-
-    mb = _section(config)
-    known = set(builtin_models()) | set(mb["custom_models"]) | set(mb["prediction_files"])
-    for name in sorted(mb["model_params"]):
-        if name not in known:
-            raise ConfigError(
-                f"config error at matbench.model_params.{name}: no model of that name "
-                f"(known: {', '.join(sorted(known))}); its parameters would be ignored"
-            )
-
-
-def check(config: dict[str, Any]) -> None:
-    """The start-up checks of a Matbench section: something to run, known model names (and
-    parameters), inputs every model can get on every task."""
-    mb = _section(config)
-    if "matbench" in config and not mb["tasks"] and not mb["user_datasets"]:
-        raise ConfigError(
-            "config matbench.tasks: [] should be non-empty (or name a dataset in matbench.user_datasets);"
-            " matbench: {enabled: false} switches Matbench off"
-        )
-    check_model_params(config)
-    check_models(config)
-    check_params_taken(config)
-
-
-def check_params_taken(config: dict[str, Any]) -> None:
-    """Each configured model's params (``model_params``, a custom entry's ``params``) against the
-    names its estimator takes on the task types this config runs, before any job."""
-    from crucible.matbench.tasks import task_type_of
-    from crucible.models.registry import check_params
-
-    mb = _section(config)
-    kinds = {task_type_of(t) for t in mb["tasks"]} | {d["task_type"] for d in mb["user_datasets"].values()}
-    for m in models(config):
-        if model_kind(config, m) == "files":
-            continue
-        own = (mb["custom_models"].get(m) or {}).get("params") or {}
-        for where, params in (
-            (f"matbench.custom_models.{m}.params", own),
-            (f"matbench.model_params.{m}", mb["model_params"].get(m) or {}),
-        ):
-            if params:
-                check_params(_spec(config, m), params, where, kinds)
 
 
 def wildcard_constraints(config: dict[str, Any]) -> dict[str, str]:
@@ -252,20 +113,20 @@ def magpie_features(table: str) -> str:
 def model_features(config: dict[str, Any], model: str, task: str) -> str | list[str]:
     """The Magpie feature file of the task (or user dataset) for models that take Magpie features
     (rf-scm-magpie too), else nothing."""
-    if _spec(config, model).input_kind in ("magpie", SCM_KIND):
+    if model_spec(config, model).input_kind in ("magpie", SCM_KIND):
         return magpie_features(_feature_table(task))
     return []
 
 
 def model_params(config: dict[str, Any], model: str) -> str:
     """The model's hyperparameter overrides as sorted JSON (a ``params:`` value: editing it reruns)."""
-    return json.dumps(_section(config)["model_params"].get(model, {}), sort_keys=True)
+    return json.dumps(matbench_section(config)["model_params"].get(model, {}), sort_keys=True)
 
 
 def custom_model_arg(config: dict[str, Any], model: str) -> str:
     """``{model: entry}`` of a user's model (or variant) as sorted JSON, ``{}`` for a registered
     one: only the job's own entry, so that another entry, used or not, reruns nothing."""
-    custom = _section(config)["custom_models"]
+    custom = matbench_section(config)["custom_models"]
     return json.dumps({model: custom[model]} if model in custom else {}, sort_keys=True)
 
 
@@ -274,12 +135,12 @@ def element_table(config: dict[str, Any], model: str) -> str:
     (the job checks it against its pin), or the user's own CSV."""
     from crucible.models.element_tables import DEFAULT_TABLE, table_file
 
-    return table_file(_section(config)["model_params"].get(model, {}).get("element_table", DEFAULT_TABLE))
+    return table_file(matbench_section(config)["model_params"].get(model, {}).get("element_table", DEFAULT_TABLE))
 
 
 def user_prediction_file(config: dict[str, Any], model: str, task: str, fold: int | str) -> str:
     """A prediction file made outside crucible (``matbench.prediction_files``)."""
-    root = _section(config)["prediction_files"][model]["dir"]
+    root = matbench_section(config)["prediction_files"][model]["dir"]
     return str(Path(root) / task / f"fold_{fold}.parquet")
 
 
@@ -304,7 +165,7 @@ def model_predictions(config: dict[str, Any], model: str) -> list[str]:
 
 
 def published_table(config: dict[str, Any], repo: str | Path) -> str:
-    path = Path(_section(config)["published"])
+    path = Path(matbench_section(config)["published"])
     return str(path if path.is_absolute() else Path(repo) / path)
 
 
@@ -321,7 +182,7 @@ DEFAULT_RUN = "default"
 
 
 def run_name(config: dict[str, Any]) -> str:
-    return _section(config)["run_name"]
+    return matbench_section(config)["run_name"]
 
 
 def run_dir(config: dict[str, Any]) -> str:
@@ -383,68 +244,9 @@ def official_outputs(config: dict[str, Any]) -> list[str]:
 
 # --- structure features, structure models and user datasets (issue 16) ------------------------
 
-SCM_KIND, EMBED_KIND = "scm-magpie", "mlip-embedding"
-
-
-def user_datasets(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``matbench.user_datasets``, each entry checked (name, keys), in name order."""
-    from crucible.matbench.user_datasets import check_spec
-
-    return {name: check_spec(name, spec) for name, spec in sorted(_section(config)["user_datasets"].items())}
-
-
-def user_dataset_spec(config: dict[str, Any], name: str) -> str:
-    """One user dataset's entry as sorted JSON (a ``params:`` value: editing it reruns)."""
-    return json.dumps(user_datasets(config)[name], sort_keys=True)
-
 
 def user_data_file(name: str) -> str:
     return f"results/matbench/user/{name}/data.parquet"
-
-
-def task_input_type(config: dict[str, Any], task: str) -> str:
-    """'composition' or 'structure': what the task (or user dataset) is defined on."""
-    from crucible.matbench.tasks import COMPOSITION_TASKS
-
-    if task in TASKS:
-        return "composition" if task in COMPOSITION_TASKS else "structure"
-    return user_datasets(config)[task]["input"]
-
-
-def structures_available(config: dict[str, Any], task: str) -> bool:
-    """Whether the clean table will hold structures (the composition mirror has formulas only)."""
-    from crucible.matbench.tasks import COMPOSITION_TASKS
-
-    if task in TASKS:
-        return task not in COMPOSITION_TASKS and _section(config)["source"] == "matminer"
-    return user_datasets(config)[task]["input"] == "structure"
-
-
-def fitted_models(config: dict[str, Any]) -> list[str]:
-    """Configured models that crucible runs itself (not imported prediction files)."""
-    mb = _section(config)
-    return [m for m in mb["models"] if m not in mb["prediction_files"]]
-
-
-def check_structure_inputs(config: dict[str, Any]) -> None:
-    """Stop before anything runs if a model cannot get the inputs it needs on a task or dataset."""
-    from crucible.matbench.structure_inputs import check_inputs
-
-    names = tasks(config) + list(user_datasets(config))
-    for model in fitted_models(config):
-        spec = _spec(config, model)
-        for task in names:
-            check_inputs(spec, task, task_input_type(config, task), structures_available(config, task))
-
-
-def structure_feature_kind(config: dict[str, Any], model: str, task: str) -> str | None:
-    """Which per-structure cache the model reads on this task: SCM_KIND, EMBED_KIND or None."""
-    kind = _spec(config, model).input_kind
-    if kind == EMBED_KIND:
-        return EMBED_KIND
-    if kind == SCM_KIND and task_input_type(config, task) == "structure" and structures_available(config, task):
-        return SCM_KIND
-    return None
 
 
 def scm_features(table: str) -> str:
@@ -473,11 +275,6 @@ def structure_table_pattern(config: dict[str, Any]) -> str:
     return alternation([_feature_table(t) for t in structure_tasks(config)])
 
 
-def structure_tasks(config: dict[str, Any]) -> list[str]:
-    """Tasks and user datasets whose clean tables carry structures."""
-    return [t for t in tasks(config) + list(user_datasets(config)) if structures_available(config, t)]
-
-
 def user_score_files(config: dict[str, Any], name: str) -> list[str]:
     return [f"results/matbench/user/{name}/scores/{m}.json" for m in fitted_models(config)]
 
@@ -490,13 +287,6 @@ def user_outputs(config: dict[str, Any]) -> list[str]:
             out += user_score_files(config, name)
             out += [user_table_file(config, name, ext) for ext in ("csv", "md", "tex")]
     return out
-
-
-def _model_names(sec: dict[str, Any]) -> set[str]:
-    """What matbench.model_params may be keyed by: a registered model, a user's class, outside predictions."""
-    from crucible.models.registry import builtin_models
-
-    return set(builtin_models()) | set(sec.get("custom_models") or {}) | set(sec.get("prediction_files") or {})
 
 
 def built(config: dict[str, Any]) -> dict[str, list[str]]:
@@ -526,5 +316,5 @@ FAMILY = Family(
     built=built,
     names=names,
     run_name=run_name,
-    keyed_by_name={"model_params": ("model", lambda sec: _model_names(sec))},
+    keyed_by_name={"model_params": ("model", lambda sec: model_param_keys(sec))},
 )

@@ -4,7 +4,7 @@
 VASP OUTCAR / vasprun.xml, ...) and keeps, per frame, the structure and its reference energy
 (ASE's ``energy``, eV) and forces (eV/Å). The name ``ase-vasp-testdata`` stands for the real DFT
 frames shipped in ASE's own test data (an Ni18 OUTCAR, C2 and NaCl vasprun.xml files, pinned in
-config/sources.yaml and read through crucible.sources.downloads.pinned), so that the stage has offline
+config/sources.yaml and read through crucible.sources.pinned_files.pinned), so that the stage has offline
 demonstration data.
 
 ``predict_frames`` runs a calculator on the frames and returns a table in the s2ef prediction
@@ -50,7 +50,7 @@ class Frame:
 def ase_vasp_testdata_paths() -> list[Path]:
     """The files of the installed ase's test data, each checked against its pin (roles
     ``mlip/s2ef/ase-vasp-testdata/<file>`` of config/sources.yaml)."""
-    from crucible.sources.downloads import pinned
+    from crucible.sources.pinned_files import pinned
 
     return [pinned(f"mlip/s2ef/{ASE_VASP_TESTDATA}/{name}") for name in _ASE_VASP_FILES]
 

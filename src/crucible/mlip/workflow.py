@@ -13,8 +13,8 @@ from typing import Any
 from crucible.core.errors import ConfigError
 from crucible.dag.config import section
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
-from crucible.identity.records import Meaning
+from crucible.dag.rules import alternation
+from crucible.identity.name_book import Meaning
 from crucible.potentials import workflow as potentials_wf
 
 # Potential and dataset names as they appear in paths (wildcard constraint).
@@ -50,7 +50,7 @@ def eos_format() -> int:
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    """Every name an MLIP run is made of, with its meaning (see crucible.identity.records.NameBook)."""
+    """Every name an MLIP run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
     if "mlip" not in config or not models(config):
         return {}
     out = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crucible.sources import downloads as sources
+from crucible.sources import pinned_files
 
 DEFAULT_TABLE = "mat2vec"
 ROLE_PREFIX = "element-table/"
@@ -16,13 +16,13 @@ ROLE_PREFIX = "element-table/"
 
 def builtin_tables() -> list[str]:
     """The names of the pinned tables, sorted."""
-    return [role.removeprefix(ROLE_PREFIX) for role in sources.roles(prefix=ROLE_PREFIX)]
+    return [role.removeprefix(ROLE_PREFIX) for role in pinned_files.roles(prefix=ROLE_PREFIX)]
 
 
 def table_file(table: str) -> str:
     """Where the table named ``table`` is extracted (a rule's input); a user's path as given."""
     if table in builtin_tables():
-        return str(sources.resource_path(ROLE_PREFIX + table))
+        return str(pinned_files.resource_path(ROLE_PREFIX + table))
     return table
 
 
@@ -32,5 +32,5 @@ def checked_table(table: str | None, path: str | os.PathLike | None) -> Path:
     as given when it is the user's own CSV."""
     table = table or DEFAULT_TABLE
     if table in builtin_tables():
-        return sources.pinned(ROLE_PREFIX + table, path)
+        return pinned_files.pinned(ROLE_PREFIX + table, path)
     return Path(path if path is not None else table)

@@ -22,7 +22,7 @@ from typing import Any
 
 from crucible.core.errors import ConfigError
 from crucible.dag.config import put_on_python_path, section
-from crucible.identity.records import Meaning, registered
+from crucible.identity.name_book import Meaning, registered
 
 log = logging.getLogger(__name__)
 

@@ -30,10 +30,11 @@ import pandas as pd
 import pyarrow as pa
 
 from crucible import __version__
-from crucible.core import formats
+from crucible.core import reading
 from crucible.core.errors import ConfigError, DataValidationError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile, write_json, write_parquet
-from crucible.sources.downloads import find_pin, pinned, sha256_file, sources_doc
+from crucible.sources.pinned_files import find_pin, pinned, sources_doc
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,9 @@ class DatasetSpec:
     """How to read one raw table: where it is, which columns are substrate and conditions."""
 
     name: str
-    role: str  # of the pinned table in config/sources.yaml (crucible.sources.downloads.pinned); "" for a user's table
+    role: (
+        str  # of the pinned table in config/sources.yaml (crucible.sources.pinned_files.pinned); "" for a user's table
+    )
     substrate_columns: tuple[str, ...]
     conditions: tuple[ConditionColumn, ...]
     utility_column: str
@@ -247,7 +250,7 @@ def ee_from_ddg(ddg_kcal: np.ndarray, temperature: float = T_THIOL) -> np.ndarra
 def read_raw(spec: DatasetSpec, path: str | os.PathLike) -> pd.DataFrame:
     """The raw table, one row per source row, columns as in the clean schema (not yet averaged)."""
     source = str(path)
-    raw = formats.read_csv(path, spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
+    raw = reading.read_csv(path, spec.encoding, dtype=str, keep_default_na=False, na_values=[""])
     needed = [
         *spec.substrate_columns,
         *(c.column for c in spec.conditions),
@@ -362,7 +365,7 @@ def clean_table(
     df = df[[f.name for f in clean_schema(keys)]]
     card = make_card(spec, df, raw_rows=len(raw), n_dup_groups=n_dup_groups, path=path, sources=sources)
     if spec.utility == "ddg_kcal":
-        raw_ee = ee_from_ddg(pd.to_numeric(formats.read_csv(path, spec.encoding)[spec.utility_column]).to_numpy())
+        raw_ee = ee_from_ddg(pd.to_numeric(reading.read_csv(path, spec.encoding)[spec.utility_column]).to_numpy())
         card["ee_from_ddg"] = _ee_integer_check(raw_ee)
     return df, card
 
@@ -387,7 +390,7 @@ def _constants(spec: DatasetSpec, path: str | os.PathLike) -> dict[str, str]:
     Suzuki table's ``~`` bonds in ``CC(=O)O~CC(=O)O~[Pd]``)."""
     if not spec.constant_conditions:
         return {}
-    raw = formats.read_csv(path, spec.encoding, dtype=str)
+    raw = reading.read_csv(path, spec.encoding, dtype=str)
     out = {}
     for key, column in sorted(spec.constant_conditions.items()):
         values = sorted(raw[column].dropna().unique())
@@ -417,7 +420,7 @@ def make_card(
         "dataset": spec.name,
         "reference": spec.reference,
         "source_file": Path(path).name,
-        "source_sha256": sha256_file(path),
+        "source_sha256": file_sha256(path),
         "artifact": find_pin(spec.role, sources).artifact if spec.role else "",
         "crucible_version": __version__,
         "raw_rows": raw_rows,

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from crucible.core.errors import DataValidationError
-from crucible.core.formats import RepeatedKey
 from crucible.core.io import InFile
+from crucible.core.strict_json import RepeatedKey
 from crucible.llm.json_text import embedded_json
 
 SYSTEM_PROMPT = (

@@ -26,7 +26,6 @@ question set is refused (:class:`PredictionFileError`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -36,6 +35,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from crucible.core.errors import DataValidationError, PredictionFileError
+from crucible.core.hashes import file_sha256
 from crucible.core.io import InFile
 
 MC_TYPES = (
@@ -94,20 +94,22 @@ def relative_score(predicted_effective: float, best_effective: float) -> float:
 
 def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
     """A question file: a JSON list, ``{"samples"|"questions": [...]}``, or JSON lines."""
-    from crucible.core import formats
+    from crucible.core import reading, strict_json
 
     path = Path(path)
-    text = formats.read_text(path)
+    text = reading.read_text(path)
     try:
         json.loads(text)
     except json.JSONDecodeError:  # JSON lines, each line strictly parsed
         doc = [
-            formats.parse_json(line, f"{path}: line {n}") for n, line in enumerate(text.split("\n"), 1) if line.strip()
+            strict_json.parse_json(line, f"{path}: line {n}")
+            for n, line in enumerate(text.split("\n"), 1)
+            if line.strip()
         ]
     except RecursionError:
         raise DataValidationError(f"{path}: JSON nested too deeply") from None
     else:
-        doc = formats.parse_json(text, str(path))
+        doc = strict_json.parse_json(text, str(path))
     if isinstance(doc, dict):
         doc = doc.get("samples", doc.get("questions"))
     if not isinstance(doc, list):
@@ -119,7 +121,7 @@ def load_questions(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def questions_fingerprint(path: str | os.PathLike) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_sha256(path)
 
 
 def load_predictions(
@@ -130,11 +132,11 @@ def load_predictions(
     The wrapped form ``{"questions_sha256", "predictions"}`` is refused when it names another
     question file; a plain map is refused when none of its ids is a question of this set.
     """
-    from crucible.core import formats
+    from crucible.core import formats, strict_json
 
     path = Path(path)
     try:
-        doc = formats.read_json(path)
+        doc = strict_json.read_json(path)
     except DataValidationError as exc:
         raise PredictionFileError(str(exc)) from None
     if not isinstance(doc, dict):

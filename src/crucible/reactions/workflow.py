@@ -12,13 +12,13 @@ from typing import Any
 from crucible.core.errors import ConfigError
 from crucible.dag import config as _config
 from crucible.dag.families import Family
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 from crucible.llm import workflow as llm_workflow
 from crucible.reactions.baselines import BASELINES, NEEDS_OTHER_SUBSTRATES
 from crucible.reactions.data import DATASETS, dataset_spec
 from crucible.reactions.questions import DEFAULTS
 from crucible.reactions.scoring import QUESTION_TYPES
-from crucible.sources.downloads import resource_path
+from crucible.sources.pinned_files import resource_path
 
 # Built-in tables with a single substrate: the leave-one-substrate-out baselines have nothing to
 # learn from there.
@@ -92,8 +92,8 @@ def models(config: dict[str, Any], dataset: str) -> list[str]:
 
 
 def names(config: dict[str, Any]) -> dict[str, Any]:
-    """Every name a reactions run is made of, with its meaning (see crucible.identity.records.NameBook)."""
-    from crucible.identity.records import Meaning, settings
+    """Every name a reactions run is made of, with its meaning (see crucible.identity.name_book.NameBook)."""
+    from crucible.identity.name_book import Meaning, settings
 
     if "reactions" not in config:
         return {}

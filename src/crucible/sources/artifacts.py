@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
+from crucible.core.archives import extract
 from crucible.core.io import InFile
-from crucible.sources import downloads as _sources
+from crucible.sources import downloads, pinned_files
 
 
 def fetch_artifact(
@@ -31,15 +32,15 @@ def fetch_artifact(
         sources: the pinned sources file (default: config/sources.yaml)
     """
     if matminer_task:
-        spec = _sources.matminer_artifact(matminer_task, url_prefix, sha256)
+        spec = pinned_files.matminer_artifact(matminer_task, url_prefix, sha256)
         name = matminer_task
     else:
-        spec = dict(_sources.get_artifact(_sources.load_sources(sources), artifact))
+        spec = dict(pinned_files.get_artifact(pinned_files.load_sources(sources), artifact))
         name = artifact
         if url_prefix and spec["kind"] == "http":
             # a mirror keeps the upstream layout below the prefix (mirror_path), else the file name
             spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
-    _sources.fetch(name, spec, out, lock=lock, sources_file=sources)
+    downloads.fetch(name, spec, out, lock=lock, sources_file=sources)
 
 
 def extract_members(
@@ -58,8 +59,8 @@ def extract_members(
         members: default: every pinned member
         sources: as in :func:`crucible.sources.artifacts.fetch_artifact`
     """
-    spec = _sources.get_artifact(_sources.load_sources(sources), artifact)
-    _sources.extract(artifact, spec, archive, out_dir, members or None)
+    spec = pinned_files.get_artifact(pinned_files.load_sources(sources), artifact)
+    extract(artifact, spec, archive, out_dir, members or None)
 
 
 def provide_role(
@@ -68,7 +69,7 @@ def provide_role(
     resources: str | os.PathLike = "resources",
     url_prefix: str | None = None,
 ) -> None:
-    """:func:`crucible.sources.downloads.provide`, printing the path of the checked file.
+    """:func:`crucible.sources.pinned_files.provide`, printing the path of the checked file.
 
     Args:
         role: e.g. reactions/cernak (see config/sources.yaml)
@@ -76,4 +77,4 @@ def provide_role(
         resources: the folder the workflow fills
         url_prefix: mirror replacing the upstream URL's folder (http artifacts)
     """
-    print(_sources.provide(role, resources, sources=sources, url_prefix=url_prefix))
+    print(pinned_files.provide(role, resources, sources=sources, url_prefix=url_prefix))

@@ -1,6 +1,6 @@
 """``config/sources.yaml`` read and checked: the artifacts it pins, and the roles by which the
 library asks for their files (:class:`Pin`). Nothing is fetched or read here beyond the sources
-file itself; :mod:`crucible.sources.downloads` fetches, extracts and checks the files."""
+file itself; :mod:`crucible.sources.downloads` fetches the files, :mod:`crucible.sources.pinned_files` extracts and checks them."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def pin_at(
 ) -> tuple[Pin, Path] | None:
     """(pin, resources folder) of a file lying where the fetch stage puts a role's file, under
     any resources folder (``.../extracted/<artifact>/<member>`` or ``.../downloads/<filename>``);
-    None for any other file. Nothing is read: :func:`crucible.sources.downloads.pinned` checks it."""
+    None for any other file. Nothing is read: :func:`crucible.sources.pinned_files.pinned` checks it."""
     parts = Path(os.path.abspath(path)).parts
     for pin in _role_pins(sources_doc(sources)).values():
         if pin.package:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from crucible.core.errors import ConfigError
-from crucible.dag.workflow import alternation
+from crucible.dag.rules import alternation
 
 
 def _artifacts(sources: dict[str, Any]) -> dict[str, dict[str, Any]]:

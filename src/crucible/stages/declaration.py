@@ -33,7 +33,7 @@ INPUT, OUTPUT, PARAM = "input", "output", "param"
 
 def json_value(text: str) -> Any:
     """argparse type of a JSON argument (parameters the rule passes)."""
-    from crucible.core.formats import unique_keys
+    from crucible.core.strict_json import unique_keys
 
     try:
         return json.loads(text, object_pairs_hook=unique_keys)

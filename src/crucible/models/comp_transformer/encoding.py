@@ -72,7 +72,7 @@ def load_element_table(path: str | Path) -> tuple[list[str], np.ndarray, str]:
     path = resolve_table_path(path)
     if not path.is_file():
         raise ConfigError(f"comp-transformer: element table {str(path)!r} not found (run the fetch stage)")
-    from crucible.core.formats import read_csv
+    from crucible.core.reading import read_csv
 
     raw = path.read_bytes()
     table = read_csv(path, index_col=0)  # bounded, a feature column named twice refused

@@ -259,7 +259,7 @@ def model_entry(
     """
     if spec_json:
         from crucible.core.errors import DataValidationError
-        from crucible.core.formats import parse_json
+        from crucible.core.strict_json import parse_json
 
         try:
             entry = parse_json(spec_json, "--model-spec")

@@ -1,4 +1,4 @@
-"""When two stored structures are the same structure: the identity behind the relaxation cache.
+"""When two stored structures are the same structure: the equivalence behind the relaxation cache.
 
 CatBench 1.1.6 (``catbench/utils/structure_dedup.py``, ``reuse_key`` and
 ``structures_equivalent``) relaxes a clean slab once per seed and reuses the result for every

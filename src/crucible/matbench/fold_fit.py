@@ -1,4 +1,4 @@
-"""Inference job: fit one model on one fold's training rows, predict its test rows.
+"""One fold of the predict step: fit one model on the fold's training rows, predict its test rows.
 
 The model never sees test rows before predicting them: they are removed from the table before
 ``fit`` is called. Models that early-stop get the fold's inner-validation rows separately;

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from crucible.core.errors import ConfigError
-from crucible.llm.spec import DEFAULT_PARAMS, OPENAI_DEFAULTS, model_entry, model_spec
+from crucible.llm.model_entry import DEFAULT_PARAMS, OPENAI_DEFAULTS, model_entry, model_spec
 
 
 def test_entry_from_the_config_file_or_json(tmp_path):

@@ -1,5 +1,5 @@
-"""Workflow helpers every benchmark family shares: wildcard constraints, job messages and every
-rule's job identity. Pure functions; ``workflow/rules/common.smk`` calls them. Where raw artifacts are saved and extracted
+"""What every rule of every family shares: wildcard alternations, priorities, job messages and
+every rule's job identity. Pure functions; ``workflow/rules/common.smk`` calls them. Where raw artifacts are saved and extracted
 is ``crucible.sources.workflow``'s; each family's own target lists live in
 ``crucible/<family>/workflow.py``.
 """
