@@ -201,4 +201,6 @@ FAMILY = Family(
     captions=(),
     built=lambda c: {"language models": list(llm_models(c))},
     names=names,
+    layer="services",
+    defined_names=(("models",),),
 )

@@ -463,7 +463,7 @@ def stages_of(group: str) -> tuple[Stage, ...]:
 
     if group not in GROUPS:
         raise ConfigError(f"no crucible command group {group!r}")
-    module = GROUPS[group][0]
+    module = GROUPS[group]
     package = module.rpartition(".")[0]
     return tuple(
         replace(s, run=package + s.run) if s.run.startswith(".") else s for s in importlib.import_module(module).STAGES
