@@ -154,6 +154,24 @@ def test_every_family_package_is_registered_once():
         assert GROUPS[f.name] == f"{f.package}.stages", f"crucible {f.name}: its CLI group is not its stages.py"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_each_name_key_path_is_a_key_of_its_section(name):
+    """A key path a family declares for its names (Family.defined_names, listed_names,
+    single_names) names a key of its section's schema of the kind it says: a path that names
+    nothing would check nothing."""
+    from crucible.dag.config import family_schema
+
+    family = registry.family(name)
+    kinds = (("object", family.defined_names), ("array", family.listed_names), ("string", family.single_names))
+    for kind, paths in kinds:
+        for path in paths:
+            schema = family_schema(name)
+            for part in path:
+                assert part in schema.get("properties", {}), f"{name}.{'.'.join(path)}: not in its schema"
+                schema = schema["properties"][part]
+            assert schema.get("type") == kind, f"{name}.{'.'.join(path)}: a {schema.get('type')}, not an {kind}"
+
+
 def test_every_rule_file_caption_env_and_section_belongs_to_a_family():
     claimed = [r for f in FAMILIES for r in f.rule_files]
     assert len(claimed) == len(set(claimed)), "a rule file claimed by two families"

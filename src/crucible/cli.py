@@ -26,7 +26,7 @@ def _top_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crucible {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="group", metavar="GROUP")
-    for name in GROUPS:  # imports every group's stages module: only for this help
+    for name in GROUPS:
         sub.add_parser(name, help=group_help(name), add_help=False)
     return parser
 

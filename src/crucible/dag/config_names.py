@@ -9,7 +9,8 @@ right-to-left override), without path separators and not ``.``/``..``. (The conf
 :func:`check_config_names` runs at start-up (:func:`crucible.dag.config.check_config`): every key
 of every mapping in the config must be a string (YAML reads ``1:`` as an integer, which then
 breaks sorting and ``json.dumps(sort_keys=True)`` deep in a job), every name a user defines or
-lists passes :func:`check_name`, and a parameters mapping keyed by names (``model_params``,
+lists (at the key paths each family declares: ``Family.defined_names``, ``listed_names``,
+``single_names``) passes :func:`check_name`, and a parameters mapping keyed by names (``model_params``,
 ``generator_params``) refuses a key that names nothing, since its parameters would be ignored.
 Each refusal is a :class:`~crucible.core.errors.ConfigError` naming the key path, worded the same for
 every family.

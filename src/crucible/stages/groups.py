@@ -12,8 +12,10 @@ module as a dispatcher, not as an import of every group.
 
 from __future__ import annotations
 
-import importlib
+import ast
+import importlib.util
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 # The registry: the one line a family adds outside its own package. Each package declares its
 # ``FAMILY`` (crucible.dag.families.Family) in its ``workflow.py``; its config section, aggregate
@@ -62,6 +64,14 @@ GROUPS: Mapping[str, str] = _Groups()
 
 
 def group_help(group: str) -> str:
-    """The group's line of help, its stages module's ``HELP`` (that module is imported: only
-    ``crucible --help`` asks for every group's)."""
-    return importlib.import_module(GROUPS[group]).HELP
+    """The group's line of help, its stages module's ``HELP``, read from its source (``ast``):
+    ``crucible --help`` lists every group, and importing every group's declarations (registries,
+    pymatgen names) would take it from a few tenths of a second to a whole one."""
+    module = GROUPS[group]
+    spec = importlib.util.find_spec(module)  # imports its package's __init__, not the module
+    if spec is None or not spec.origin:
+        raise ValueError(f"crucible {group}: no module {module}")
+    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["HELP"]:
+            return ast.literal_eval(node.value)
+    raise ValueError(f'{module}: no HELP = "..." (the group\'s line in crucible --help)')
