@@ -70,7 +70,7 @@ def _no_names(config: dict[str, Any]) -> dict[str, Any]:
 
 
 # The floors a registered package may stand on (benchmarks/import_graph.py, CONTRIBUTING "Layers").
-LAYERS = ("families", "services")
+REGISTERED_LAYERS = ("families", "services")
 # A key path inside a family's config section, e.g. ("csp", "samples_files").
 KeyPath = tuple[str, ...]
 
@@ -128,8 +128,8 @@ class Family:
     single_names: tuple[KeyPath, ...] = ()
 
     def __post_init__(self):
-        if self.layer not in LAYERS:
-            raise ValueError(f"family {self.name}: layer {self.layer!r} is not one of {', '.join(LAYERS)}")
+        if self.layer not in REGISTERED_LAYERS:
+            raise ValueError(f"family {self.name}: layer {self.layer!r} is not one of {', '.join(REGISTERED_LAYERS)}")
         if not self.rule_files:
             object.__setattr__(self, "rule_files", (f"{self.name}.smk",))
         if not self.envs:
