@@ -63,7 +63,8 @@ _LIST = textwrap.dedent(
         return stmts
 
     out = []
-    for group, (module, _) in GROUPS.items():
+    for group, module in GROUPS.items():
+        module = module if isinstance(module, str) else module[0]  # (module, help) before issue 45
         declared = importlib.import_module(module)
         if hasattr(declared, "STAGES"):  # the function's own module, then its body's imports
             try:  # relative ``run`` paths (".module:function") made whole

@@ -32,32 +32,63 @@ from pathlib import Path
 
 ROOT = "crucible"
 
-# The layers, lowest first: a module may import its own layer and those below it only. Each
-# package says its own in its ``__init__.py`` (``LAYER = "services"``), so the folder a module
+# The layers, lowest first: a module may import its own layer and those below it only. A
+# framework or service package says its own in its ``__init__.py`` (``LAYER = "services"``); a
+# registered package (crucible.dag.FAMILY_PACKAGES) in its declaration, ``FAMILY = Family(...)``
+# in its ``workflow.py`` (``layer=``, "families" unless it says otherwise), so the folder a module
 # lives in is its layer; the modules directly in ``src/crucible`` (the CLI, ``__main__``, the run
 # summary) are the top, over everything. CONTRIBUTING.md ("Layers") says what each one holds.
 LAYER_ORDER = ("base", "framework", "services", "families", "top")
+FAMILY_DEFAULT_LAYER = "families"  # crucible.dag.families.Family.layer's default
 
 
-def read_layers(src: Path) -> dict[str, str]:
-    """Each node's layer: a package's ``LAYER`` read from its ``__init__.py`` (by ``ast``,
-    nothing is imported), ``top`` for a module directly in the package root; the root's own
-    ``__init__`` (``__version__``) is the base."""
-    layers = {ROOT: "base"}
+def _init_layer(package: Path) -> str | None:
+    for node in ast.parse((package / "__init__.py").read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["LAYER"]
+            and isinstance(node.value, ast.Constant)
+            and node.value.value in LAYER_ORDER
+        ):
+            return node.value.value
+    return None
+
+
+def family_layer(package: Path) -> str | None:
+    """The layer a package's ``FAMILY = Family(..., layer=...)`` declares (read by ``ast``), or
+    None if it declares no family."""
+    workflow = package / "workflow.py"
+    if not workflow.is_file():
+        return None
+    for node in ast.parse(workflow.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["FAMILY"]
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", None) == "Family"
+        ):
+            given = [k.value for k in node.value.keywords if k.arg == "layer"]
+            if not given:
+                return FAMILY_DEFAULT_LAYER
+            return given[0].value if isinstance(given[0], ast.Constant) and given[0].value in LAYER_ORDER else None
+    return None
+
+
+def read_layers(src: Path) -> tuple[dict[str, str], list[str]]:
+    """Each node's layer (a package's ``LAYER`` in its ``__init__.py``, or its family declaration's,
+    both read by ``ast``, nothing imported; ``top`` for a module directly in the package root; the
+    root's own ``__init__`` (``__version__``) is the base), and the packages that say it twice."""
+    layers, twice = {ROOT: "base"}, []
     for path in sorted((src / ROOT).iterdir()):
         if path.is_dir() and (path / "__init__.py").is_file():
-            tree = ast.parse((path / "__init__.py").read_text(encoding="utf-8"))
-            for node in tree.body:
-                if (
-                    isinstance(node, ast.Assign)
-                    and [getattr(t, "id", None) for t in node.targets] == ["LAYER"]
-                    and isinstance(node.value, ast.Constant)
-                    and node.value.value in LAYER_ORDER
-                ):
-                    layers[f"{ROOT}.{path.name}"] = node.value.value
+            said = [layer for layer in (_init_layer(path), family_layer(path)) if layer]
+            if said:
+                layers[f"{ROOT}.{path.name}"] = said[-1]
+            if len(said) > 1:
+                twice.append(f"{ROOT}.{path.name}")
         elif path.suffix == ".py" and path.name != "__init__.py":
             layers[f"{ROOT}.{path.stem}"] = "top"
-    return layers
+    return layers, twice
 
 
 # The one layer whose members may not import each other (each family stands alone).
@@ -235,7 +266,7 @@ def analyse(src: Path, left_out: set[tuple[str, str]] = frozenset()) -> dict:
     """The numbers, over every import but those of ``left_out`` ((importing, imported) module
     pairs: the tests' list of known cases, each with the work that removes it)."""
     modules, imports = read_imports(src)
-    layers = read_layers(src)
+    layers, twice = read_layers(src)
     imports = [i for i in imports if (i.source, i.target) not in left_out]
     nodes = {node_of(m) for m in modules}
     node_edges = {(node_of(i.source), node_of(i.target)) for i in imports}
@@ -256,6 +287,7 @@ def analyse(src: Path, left_out: set[tuple[str, str]] = frozenset()) -> dict:
             for i in against_layering(imports, layers)
         ],
         "unlayered": sorted(n for n in nodes if n not in layers),
+        "layer_said_twice": twice,
         "layer_of": {n: layers[n] for n in sorted(nodes) if n in layers},
         "module_pairs": sorted({(i.source, i.target) for i in imports}),
     }
@@ -292,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {imp['path']}:{imp['line']}: {imp['from']} -> {imp['to']}")
     if result["unlayered"]:
         print(f"nodes in no layer (give each package a LAYER in its __init__.py): {' '.join(result['unlayered'])}")
+    if result["layer_said_twice"]:
+        print(f"layer said in __init__.py and FAMILY both: {' '.join(result['layer_said_twice'])}")
     return 0
 
 

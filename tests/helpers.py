@@ -47,7 +47,7 @@ def run_snakemake(
 
     ``config``: a dict (written to ``workdir/config.yaml``), config files (``.test/<family>/config.yaml``;
     several are merged, later ones winning), or None for the workflow's own ``config/config.yaml``.
-    ``register``: more family packages, appended to crucible.dag.families.FAMILY_PACKAGES in the
+    ``register``: more family packages, appended to crucible.stages.groups.FAMILY_PACKAGES in the
     Snakemake process (what adding a family's line to the registry does). ``cores=None``: the
     profile's (a cluster run).
     """
@@ -66,7 +66,7 @@ def run_snakemake(
     cmd += ["--directory", str(workdir), *(["--cores", cores] if cores else []), *args]
     if register:
         prelude = (
-            "import sys; import crucible.dag.families as f; "
+            "import sys; import crucible.stages.groups as f; "
             f"f.FAMILY_PACKAGES = f.FAMILY_PACKAGES + {tuple(register)!r}; "
             "from snakemake.cli import main; sys.exit(main(sys.argv[1:]))"
         )

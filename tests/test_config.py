@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from crucible.core.errors import ConfigError
-from crucible.dag.config import check_config
+from crucible.dag.config import SERVICE_SECTIONS, check_config
+from crucible.dag.families import families
 from crucible.mlip.eos import eos_volumes
 from crucible.report import front_page
 
@@ -171,7 +172,7 @@ def test_model_names_the_schema_cannot_list_are_checked_against_the_registries()
         mlip_wf.check({"mlip": {"models": ["not-a-potential"]}})
 
 
-@pytest.mark.parametrize("family", ["matbench", "mlip", "crystal", "reactions", "catalysis", "llm"])
+@pytest.mark.parametrize("family", [f.name for f in families()])
 def test_a_config_with_only_one_section_is_complete(family):
     from crucible.dag.config import fill_defaults
     from crucible.dag.families import family as get
@@ -179,12 +180,13 @@ def test_a_config_with_only_one_section_is_complete(family):
     config = {family: yaml.safe_load((REPO / ".test" / family / "config.yaml").read_text())[family]}
     check_config(config)
     filled = fill_defaults(json_copy(config))
-    # every family's section and the shared potentials: section
-    assert set(filled) == {"matbench", "mlip", "crystal", "reactions", "catalysis", "discovery", "llm", "potentials"}
+    # every registered family's section and the shared potentials: section
+    assert set(filled) == {f.name for f in families()} | set(SERVICE_SECTIONS)
     assert filled["potentials"] == {}
-    # the other families' sections hold their defaults only: none of them builds anything
+    # the other families' sections hold their defaults only: none of them builds anything (the
+    # llm service answers what the families ask)
     for other in set(filled) - {family, "potentials"}:
-        assert get(other).final_outputs(filled) == [] or other == "llm", other
+        assert get(other).final_outputs(filled) == [] or get(other).layer == "services", other
 
 
 def test_defaults_are_the_schemas():

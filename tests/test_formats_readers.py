@@ -45,6 +45,7 @@ NOT_USER_FILES = {
     "identity/job_code.py": "its own code digest cache",
     "identity/installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
     "stages/declaration.py": "JSON params the rule passes",
+    "stages/groups.py": "the groups' own stages modules, parsed for their HELP, never imported",
 }
 
 

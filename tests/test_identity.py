@@ -26,7 +26,7 @@ def all_commands() -> list[tuple[str, str]]:
     import argparse
 
     commands = []
-    for group, (_module, _) in GROUPS.items():
+    for group in GROUPS:
         parser = argparse.ArgumentParser()
         group_parser(group, parser)
         for action in parser._actions:

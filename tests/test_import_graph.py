@@ -37,6 +37,7 @@ def test_every_package_says_its_layer():
     module but the CLI's face lives directly in src/crucible (issue 45: at most five)."""
     result = _graph()
     assert result["unlayered"] == [], 'give each package LAYER = "..." in its __init__.py and say so in CONTRIBUTING.md'
+    assert result["layer_said_twice"] == [], "a registered package's floor is its FAMILY's layer, not its __init__'s"
     top = sorted(p.name for p in (REPO / "src" / "crucible").glob("*.py"))
     assert len(top) <= 5, top
 
@@ -65,6 +66,13 @@ def test_the_check_sees_circles_and_imports_against_the_layering(tmp_path):
     matbench = _package(pkg, "matbench", "families")
     reactions = _package(pkg, "reactions", "families")
     _package(pkg, "stray", None)
+    # a registered package says its floor in its FAMILY (default: families), not in its __init__
+    discovery = _package(pkg, "discovery", None)
+    (discovery / "workflow.py").write_text('FAMILY = Family(name="discovery", package="crucible.discovery")\n')
+    (discovery / "d.py").write_text("from crucible.reactions import c\n")
+    llm = _package(pkg, "llm", "families")
+    (llm / "workflow.py").write_text('FAMILY = Family(name="llm", layer="services")\n')
+    (reactions / "e.py").write_text("from crucible.llm import workflow\n")
     (core / "errors.py").write_text("def f():\n    from crucible.dag.config import x\n")
     (dag / "config.py").write_text("from crucible.core.errors import f\nx = 1\n")
     (matbench / "a.py").write_text("from . import b\n")
@@ -74,15 +82,20 @@ def test_the_check_sees_circles_and_imports_against_the_layering(tmp_path):
     assert result["circles"] == [["crucible.core", "crucible.dag"]]
     assert ["crucible.matbench.a", "crucible.matbench.b"] in result["module_circles"]
     pairs = {(i["from"], i["to"]) for i in result["against_layering"]}
-    assert pairs == {("crucible.core.errors", "crucible.dag.config"), ("crucible.matbench.b", "crucible.reactions.c")}
+    assert pairs == {
+        ("crucible.core.errors", "crucible.dag.config"),
+        ("crucible.matbench.b", "crucible.reactions.c"),
+        ("crucible.discovery.d", "crucible.reactions.c"),
+    }
     assert result["unlayered"] == ["crucible.stray"]
+    assert result["layer_of"]["crucible.llm"] == "services" and result["layer_said_twice"] == ["crucible.llm"]
     # The same module moved up a floor is no longer against the layering.
     (dag / "errors.py").write_text((core / "errors.py").read_text())
     (core / "errors.py").unlink()
     (dag / "config.py").write_text("x = 1\n")
     (reactions / "c.py").write_text("")
     pairs = {(i["from"], i["to"]) for i in import_graph.analyse(tmp_path)["against_layering"]}
-    assert pairs == {("crucible.matbench.b", "crucible.reactions.c")}
+    assert pairs == {("crucible.matbench.b", "crucible.reactions.c"), ("crucible.discovery.d", "crucible.reactions.c")}
 
 
 def test_no_module_over_500_lines():

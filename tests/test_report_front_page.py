@@ -58,7 +58,7 @@ def test_families_that_ran_are_those_with_outputs_and_say_what_they_built():
     }
     # direct-arylation has one substrate: nearest-substrate does not run on it, so it is not listed
     assert ran["reactions"].built == {"datasets": ["direct-arylation"], "baselines": ["random", "oracle"]}
-    assert fp.families_not_run(config) == ["mlip", "llm", "catalysis", "crystal", "discovery"]
+    assert fp.families_not_run(config) == [f.name for f in families() if f.name not in ran]
     # a named run says so (its aggregates are under results/runs/<name>/)
     config["matbench"]["run_name"] = "steels-only"
     assert fp.families_run(config)[0].built["run name"] == ["steels-only"]

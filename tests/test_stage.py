@@ -16,7 +16,7 @@ from crucible.stages import declaration as stage
 
 from helpers import REPO
 
-DECLARED = {g: stage.stages_of(g) for g, (m, _) in GROUPS.items() if hasattr(importlib.import_module(m), "STAGES")}
+DECLARED = {g: stage.stages_of(g) for g, m in GROUPS.items() if hasattr(importlib.import_module(m), "STAGES")}
 
 
 def test_every_group_declares_its_commands():
@@ -175,15 +175,13 @@ def test_no_option_is_spelled_outside_its_declaration():
         if "add_argument(" in p.read_text() and str(p.relative_to(root)) not in ("stages/declaration.py", "cli.py")
     )
     assert by_hand == []
-    cli = [
-        "cli.py",
-        "stages/declaration.py",
-        "stages/groups.py",
-        *(m.replace(".", "/")[9:] + ".py" for m, _ in GROUPS.values()),
-    ]
-    # 1000 until the sixth family, discovery: its stages.py (10 lines) and GROUPS entry; a family's
-    # commands are declared in its own stages.py, which this sum counts as help.
-    assert sum(len((root / f).read_text().splitlines()) for f in cli) <= 1010
+    # The dispatcher and the declaration layer stay small; each group's stages.py is its commands'
+    # help, and grows by a few lines a command (a new family's file needs no edit here).
+    framework = ("cli.py", "stages/declaration.py", "stages/groups.py")
+    assert sum(len((root / f).read_text().splitlines()) for f in framework) <= 700
+    for group, module in GROUPS.items():
+        lines = len((root / (module.replace(".", "/")[9:] + ".py")).read_text().splitlines())
+        assert lines <= 15 + 10 * len(stage.stages_of(group)), f"{module}: {lines} lines"
 
 
 def test_a_download_has_no_identity_and_fixed_counts_and_positionals_render():
@@ -207,3 +205,182 @@ def test_names_commands_through_their_declarations(tmp_path, capsys):
     assert main(["names", "forget", "matbench/model/x", "--book", str(book)]) == 2
     assert main(["names", "record", "--output", str(tmp_path / "none.parquet")]) == 1
     assert "no identity record" in capsys.readouterr().out
+
+
+PLANTED = '''
+import os
+from pathlib import Path
+from typing import Sequence
+
+from crucible.core.io import InFile
+
+
+def good(data: InFile, sizes: list[int], pair: tuple[float, float], out: str | os.PathLike, quiet: bool = False,
+         params: dict | None = None, note: str | None = None):
+    """A command that reads every kind of annotation the declaration knows.
+
+    Args:
+        data: the table
+        sizes: how many
+        pair: two numbers
+        out: the file written
+        quiet: say nothing
+        params: JSON settings
+        note: as in :func:`planted_stage.helper`
+    """
+
+
+def helper(note: str = ""):
+    """A planted function.
+
+    Args:
+        note: a word for the record
+    """
+
+
+def path_typed(data: Path):
+    """A planted function.
+
+    Args:
+        data: the table
+    """
+
+
+def untyped(data):
+    """A planted function.
+
+    Args:
+        data: the table
+    """
+
+
+def set_typed(names: set[str]):
+    """A planted function.
+
+    Args:
+        names: which
+    """
+
+
+def mixed_tuple(pair: tuple[int, str]):
+    """A planted function.
+
+    Args:
+        pair: a number and a word
+    """
+
+
+def undocumented(data: InFile, seed: int = 0):
+    """A planted function.
+
+    Args:
+        data: the table
+    """
+
+
+def no_docstring(seed: int = 0):
+    pass
+
+
+def loud(verbose: bool = True):
+    """A planted function.
+
+    Args:
+        verbose: talk
+    """
+
+
+def starred(*paths: str):
+    """A planted function.
+
+    Args:
+        paths: files
+    """
+
+
+def borrowed(seed: int = 0):
+    """A planted function.
+
+    Args:
+        seed: as in :func:`planted_stage.helper`
+    """
+
+
+def outer():
+    def nested(seed: int = 0):
+        """A planted function.
+
+        Args:
+            seed: the seed
+        """
+
+
+imported = Path
+'''
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    """A module of planted functions beside crucible, read from source like any command's."""
+    (tmp_path / "planted_stage.py").write_text(PLANTED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for cached in (stage._function_node, stage._parameters, stage.parameter_help):
+        cached.cache_clear()
+    yield lambda function, *args, **kw: stage.Stage("x", "x", f"planted_stage:{function}", *args, **kw).arguments
+    for cached in (stage._function_node, stage._parameters, stage.parameter_help):
+        cached.cache_clear()
+
+
+def test_what_the_declaration_reads_from_a_signature(planted):
+    args = {a.name: a for a in planted("good")}
+    assert args["data"].role == stage.INPUT and args["data"].type is None and not args["data"].many
+    assert args["sizes"].type is int and args["sizes"].many is True and args["sizes"].required
+    assert args["pair"].type is float and args["pair"].many == 2
+    assert args["out"].role == stage.OUTPUT
+    assert args["quiet"].flag and args["quiet"].default is False
+    assert args["params"].type is stage.json_value and args["params"].default is None
+    assert stage.parameter_help("planted_stage:good")["note"] == "a word for the record"
+
+
+@pytest.mark.parametrize(
+    "function, parameter, why",
+    [
+        ("path_typed", "data", "annotation 'Path' is not one"),  # it became a str, silently
+        ("untyped", "data", "annotation '\\(none\\)' is not one"),
+        ("set_typed", "names", "annotation 'set\\[str\\]' is not one"),
+        ("mixed_tuple", "pair", "annotation 'tuple\\[int, str\\]' is not one"),
+        ("undocumented", "seed", "has no entry in the docstring's Args: section"),
+        ("no_docstring", "seed", "has no entry in the docstring's Args: section"),
+        ("loud", "verbose", "its default must be False"),  # a switch that could never be turned off
+        ("starred", "paths", "\\*args and \\*\\*kwargs cannot be command options"),
+        ("borrowed", "seed", "described 'as in' planted_stage:helper, whose Args: lack it"),
+    ],
+)
+def test_a_signature_the_declaration_does_not_understand_is_refused(planted, function, parameter, why):
+    """Refused when the declaration is read, naming the function and the parameter: before, each of
+    these became a string option, an option without help, or a KeyError deep in the help."""
+    with pytest.raises(stage.DeclarationError, match=f"^planted_stage:{function}: .*parameter {parameter}.*{why}"):
+        planted(function)
+
+
+def test_a_declared_option_needs_no_annotation_or_docstring_entry(planted):
+    """What a signature cannot say is declared: the declaration then reads nothing of it."""
+    (data,) = planted("untyped", stage.In("data"))
+    assert data.role == stage.INPUT
+    (seed,) = planted("no_docstring", stage.Opt("seed", "the seed", type=int, default=0))
+    assert seed.help == "the seed"
+    assert [a.name for a in planted("undocumented", skip=("seed",))] == ["data"]
+
+
+@pytest.mark.parametrize(
+    "function, skip, why",
+    [
+        ("nested", (), "no top-level function nested"),
+        ("imported", (), "no top-level function imported"),
+        ("good", ("seeds",), "skips parameter seeds, which the function lacks"),
+        ("good", ("data",), "skips parameter data, which has no default to take"),
+    ],
+)
+def test_a_function_or_skip_the_declaration_cannot_read_is_refused(planted, function, skip, why):
+    with pytest.raises(stage.DeclarationError, match=f"^planted_stage:{function}: {why}"):
+        planted(function, skip=skip)

@@ -82,7 +82,7 @@ TORCH = [
 
 def _commands() -> set[tuple[str, str]]:
     out = set()
-    for group, (_module, _) in GROUPS.items():
+    for group in GROUPS:
         parser = argparse.ArgumentParser()
         group_parser(group, parser)
         for action in parser._actions:

@@ -32,6 +32,7 @@ from crucible.cli import GROUPS
 from crucible.dag import families as registry
 from crucible.dag.config import SERVICE_SECTIONS
 from crucible.dag.families import families
+from crucible.stages.groups import FAMILY_PACKAGES
 
 from helpers import REPO, load_test_config, run_snakemake, test_config, workflow_rules
 
@@ -145,12 +146,30 @@ def test_every_family_package_is_registered_once():
         for p in (REPO / "src/crucible").glob("*/workflow.py")
         if re.search(r"^FAMILY = Family\(", p.read_text(), re.M)
     )
-    assert sorted(registry.FAMILY_PACKAGES) == declared
+    assert sorted(FAMILY_PACKAGES) == declared
     assert len(set(NAMES)) == len(NAMES)
     for f in FAMILIES:
         assert f.package == f"crucible.{f.name}", f.name  # one name: section, target, CLI group, package
         assert f.schema_file.is_file(), f.name
-        assert f.name in GROUPS, f"crucible {f.name}: no CLI group"
+        assert GROUPS[f.name] == f"{f.package}.stages", f"crucible {f.name}: its CLI group is not its stages.py"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_name_key_path_is_a_key_of_its_section(name):
+    """A key path a family declares for its names (Family.defined_names, listed_names,
+    single_names) names a key of its section's schema of the kind it says: a path that names
+    nothing would check nothing."""
+    from crucible.dag.config import family_schema
+
+    family = registry.family(name)
+    kinds = (("object", family.defined_names), ("array", family.listed_names), ("string", family.single_names))
+    for kind, paths in kinds:
+        for path in paths:
+            schema = family_schema(name)
+            for part in path:
+                assert part in schema.get("properties", {}), f"{name}.{'.'.join(path)}: not in its schema"
+                schema = schema["properties"][part]
+            assert schema.get("type") == kind, f"{name}.{'.'.join(path)}: a {schema.get('type')}, not an {kind}"
 
 
 def test_every_rule_file_caption_env_and_section_belongs_to_a_family():
@@ -311,7 +330,8 @@ def test_family_plans_alone_on_its_own_section(name, tmp_path, venv_env, rules):
     made = {o for *_, outs in planned for o in outs}
     missing = [o for o in family.final_outputs(config) if o not in made]
     assert not missing, missing[:5]
-    assert family.final_outputs(config) or name == "llm", f"{name}: its test config builds nothing"
+    # a service (llm) makes what the families ask of it, and none asks in its own section
+    assert family.final_outputs(config) or family.layer == "services", f"{name}: its test config builds nothing"
 
 
 @slow
@@ -345,7 +365,7 @@ def test_a_family_switched_off_plans_no_job_of_its_own(name, tmp_path, venv_env,
     for other in FAMILIES:
         if other.name != name:
             missing = [o for o in other.final_outputs(config) if o not in made]
-            assert other.final_outputs(config) or other.name == "llm", other.name
+            assert other.final_outputs(config) or other.layer == "services", other.name
             assert not missing, (other.name, missing[:5])
     own = sorted({r for r, *_ in planned if Path(rules[r]["snakefile"]).name in family.rule_files})
     if name == "llm":
@@ -455,7 +475,7 @@ def test_every_table_and_figure_has_a_caption(name, rules):
     papers = [
         o for o in registry.family(name).final_outputs(config) if o.startswith(("results/tables/", "results/figures/"))
     ]
-    if name in ("llm",):
+    if registry.family(name).layer == "services":  # what a service makes, the families report
         assert not papers
         return
     assert papers, f"{name}: no table or figure in the all-stages config"
@@ -496,7 +516,35 @@ def check(config):
         raise ConfigError("config toyfam.count: more than three")
 
 
-FAMILY = Family(name="toyfam", package="toyfam", final_outputs=final_outputs, check=check, captions=())
+FAMILY = Family(
+    name="toyfam",
+    package="toyfam",
+    final_outputs=final_outputs,
+    check=check,
+    captions=(),
+    defined_names=(("things",),),
+)
+'''
+TOY_STAGES = '''
+"""``crucible toyfam ...``: count."""
+from crucible.stages.declaration import Stage
+
+HELP = "a family that counts to three"
+STAGES = (Stage("count", "write one number", ".work:count"),)
+'''
+TOY_WORK = '''
+import os
+
+
+def count(n: int, out: str | os.PathLike) -> None:
+    """Write ``n``.
+
+    Args:
+        n: the number
+        out: the file to write
+    """
+    with open(out, "w") as f:
+        f.write(f"{n}\\n")
 '''
 TOY_RULES = """
 rule count_toyfam:
@@ -507,6 +555,85 @@ rule count_toyfam:
 """
 
 
+def toy_family(site: Path) -> Path:
+    """The toy family's package, outside crucible (``site/toyfam``): everything it is, in its own files."""
+    package = site / "toyfam"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""toy"""\n')
+    (package / "workflow.py").write_text(textwrap.dedent(TOY_WORKFLOW))
+    (package / "stages.py").write_text(textwrap.dedent(TOY_STAGES))
+    (package / "work.py").write_text(textwrap.dedent(TOY_WORK))
+    (package / "config.schema.yaml").write_text(
+        "type: object\nadditionalProperties: false\nproperties:\n"
+        "  count: {type: integer, default: 0}\n  things: {type: object, default: {}}\n"
+    )
+    return package
+
+
+@pytest.fixture
+def toy_registered(tmp_path, monkeypatch):
+    """The toy family with its one registry line (crucible.stages.groups.FAMILY_PACKAGES), and nothing
+    else of crucible touched."""
+    from crucible.dag import config as dag_config
+    from crucible.identity import job_code
+    from crucible.stages import declaration as stage
+    from crucible.stages import groups
+
+    package = toy_family(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    caches = (registry.families, stage.stages_of, job_code.command_handler, dag_config.family_schema)
+    for cached in caches:
+        cached.cache_clear()
+    monkeypatch.setattr(groups, "FAMILY_PACKAGES", (*groups.FAMILY_PACKAGES, "toyfam"))
+    yield package
+    monkeypatch.undo()
+    for cached in caches:
+        cached.cache_clear()
+
+
+def test_a_registered_family_is_a_cli_group_checks_its_names_and_has_a_floor(toy_registered, tmp_path, capsys):
+    """The one registry line makes the toy package a family everywhere: its CLI group (from its
+    stages.py: commands, help, shell lines), the key paths of the names its section defines (from
+    its Family), and its floor in the import graph (from its Family, read by ast)."""
+    import sys
+
+    from crucible.cli import main
+    from crucible.core.errors import ConfigError
+    from crucible.dag.config_names import check_config_names, name_key_paths
+    from crucible.stages import declaration as stage
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import import_graph
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+    assert GROUPS["toyfam"] == "toyfam.stages" and list(GROUPS)[-1] == "toyfam"
+    assert registry.family("toyfam").layer == "families"
+    assert main(["toyfam", "count", "--n", "2", "--out", str(tmp_path / "two.txt")]) == 0
+    assert (tmp_path / "two.txt").read_text() == "2\n"
+    assert stage.shell("toyfam count", n="{wildcards.n}").endswith(
+        "crucible toyfam count --n {wildcards.n} --out {output.out:q} 2> {log:q}"
+    )
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert re.search(r"toyfam +a family that counts to three", capsys.readouterr().out)
+    assert ("toyfam", "things") in name_key_paths()[0]
+    check_config_names({"toyfam": {"things": {"apples": 1}}})
+    with pytest.raises(ConfigError, match="config error at toyfam.things.a/b: 'a/b' holds a path separator"):
+        check_config_names({"toyfam": {"things": {"a/b": 1}}})
+    assert import_graph.family_layer(toy_registered) == "families"
+    llm = REPO / "src/crucible/llm"
+    assert import_graph.family_layer(llm) == "services" == registry.family("llm").layer
+
+
+def test_without_its_registry_line_the_toy_is_nothing(tmp_path):
+    toy_family(tmp_path / "site")
+    assert "toyfam" not in GROUPS
+    with pytest.raises(KeyError, match="no benchmark family 'toyfam'"):
+        registry.family("toyfam")
+
+
 @slow
 def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path, venv_env):
     clone = tmp_path / "clone"
@@ -514,13 +641,7 @@ def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path,
     for name in ("Snakefile", "workflow", "config", "envs"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, clone / name)
     (clone / "workflow/rules/toyfam.smk").write_text(TOY_RULES)
-    package = tmp_path / "site" / "toyfam"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text('"""toy"""\n')
-    (package / "workflow.py").write_text(textwrap.dedent(TOY_WORKFLOW))
-    (package / "config.schema.yaml").write_text(
-        "type: object\nadditionalProperties: false\nproperties:\n  count: {type: integer, default: 0}\n"
-    )
+    toy_family(tmp_path / "site")
     # the toy package first, then the crucible under test (a worktree's src/, where one is on the path)
     site = [str(tmp_path / "site"), *filter(None, [venv_env.get("PYTHONPATH")])]
     env = {**venv_env, "PYTHONPATH": os.pathsep.join(site)}
@@ -539,6 +660,10 @@ def test_a_sixth_family_is_its_package_its_rules_and_one_registry_line(tmp_path,
     assert proc.returncode != 0 and "config toyfam.count: more than three" in proc.stdout + proc.stderr
     proc = run({"toyfam": {"cuont": 1}}, "--dry-run")
     assert proc.returncode != 0 and "toyfam: unexpected key 'cuont'" in proc.stdout + proc.stderr
+    # the names its section defines are checked from its declaration's key paths, at start-up
+    proc = run({"toyfam": {"count": 1, "things": {"a/b": 1}}}, "--dry-run")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "config error at toyfam.things.a/b: 'a/b' holds a path separator" in out, out
 
 
 # ------------------------------------------------------------------------- 8. bookkeeping

@@ -18,7 +18,7 @@ from crucible.core import cpu_log
 from crucible.core.errors import CrucibleError
 from crucible.identity.job_code import log_imported_modules
 from crucible.identity.records import JobRecord
-from crucible.stages.groups import GROUPS
+from crucible.stages.groups import GROUPS, group_help
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -26,8 +26,8 @@ def _top_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crucible {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="group", metavar="GROUP")
-    for name, (_, help_text) in GROUPS.items():
-        sub.add_parser(name, help=help_text, add_help=False)
+    for name in GROUPS:
+        sub.add_parser(name, help=group_help(name), add_help=False)
     return parser
 
 
@@ -38,7 +38,7 @@ def group_parser(
     command's, or given ``only``, that command's alone)."""
     from crucible.stages import declaration as stage
 
-    parser = parser or argparse.ArgumentParser(prog=f"crucible {group}", description=GROUPS[group][1])
+    parser = parser or argparse.ArgumentParser(prog=f"crucible {group}", description=group_help(group))
     stage.configure_parser(parser, stage.stages_of(group), only=only)
     return parser
 
@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str], verbose: bool, outcome: dict[str, float]) -> int:
-    top = _top_parser()
     if not argv or argv[0] not in GROUPS:
+        top = _top_parser()
         top.parse_args(argv)  # prints help / version / an "invalid choice" error
         top.print_help()
         return 2

@@ -20,5 +20,3 @@ FORMATS = ("catbench-json", "cathub-raw", "vasp-tree")
 FILTERINGS = ("catbench", "strict")
 RELATIVE_TASKS = ("surface", "bulk_formation")
 DEFAULT_ENERGY_SOURCE = "DFT, as given by the source"
-
-LAYER = "families"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from crucible.catalysis import DEFAULT_ENERGY_SOURCE, FILTERINGS, FORMATS, RELATIVE_TASKS
 from crucible.stages.declaration import Opt, Stage, json_value
 
+HELP = "adsorption, surface and formation energies (CatBench semantics)"  # the group's line in `crucible --help`
 STAGES = (
     Stage(
         "fetch",

@@ -278,4 +278,6 @@ FAMILY = Family(
         "potentials": models(c),
     },
     names=names,
+    defined_names=(("datasets",), ("relative",)),
+    listed_names=(("models",),),
 )

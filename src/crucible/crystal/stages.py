@@ -21,6 +21,7 @@ def _tables(formats: str = "csv md tex") -> tuple:
     return tuple(Out(f) for f in formats.split())
 
 
+HELP = "text-to-crystal: items, generators, OpenCompass MP-20 scoring"  # the group's line in `crucible --help`
 STAGES = (
     Stage(
         "build-items",

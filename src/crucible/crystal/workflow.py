@@ -472,4 +472,6 @@ FAMILY = Family(
     check=check,
     captions=("crystal_table.rst", "crystal_figure.rst", "crystal_csp.rst", "crystal_audit.rst"),
     names=names,
+    defined_names=(("user_datasets",), ("csp", "samples_files")),
+    listed_names=(("datasets",), ("llm_models",), ("generators",)),
 )

@@ -9,7 +9,8 @@ right-to-left override), without path separators and not ``.``/``..``. (The conf
 :func:`check_config_names` runs at start-up (:func:`crucible.dag.config.check_config`): every key
 of every mapping in the config must be a string (YAML reads ``1:`` as an integer, which then
 breaks sorting and ``json.dumps(sort_keys=True)`` deep in a job), every name a user defines or
-lists passes :func:`check_name`, and a parameters mapping keyed by names (``model_params``,
+lists (at the key paths each family declares: ``Family.defined_names``, ``listed_names``,
+``single_names``) passes :func:`check_name`, and a parameters mapping keyed by names (``model_params``,
 ``generator_params``) refuses a key that names nothing, since its parameters would be ignored.
 Each refusal is a :class:`~crucible.core.errors.ConfigError` naming the key path, worded the same for
 every family.
@@ -71,54 +72,47 @@ def _string_keys(value: Any, parts: tuple[Any, ...]) -> None:
             _string_keys(item, parts + (i,))
 
 
-# Mappings whose keys a user defines as new names (their key path).
-DEFINED_NAMES = (
-    ("matbench", "custom_models"),
-    ("matbench", "prediction_files"),
-    ("matbench", "user_datasets"),
-    ("crystal", "user_datasets"),
-    ("reactions", "user_datasets"),
-    ("reactions", "custom_datasets"),  # its old name, read one release
-    ("catalysis", "datasets"),
-    ("catalysis", "relative"),
-    ("potentials",),
-    ("mlip", "custom_potentials"),
-    ("llm", "models"),
-    ("crystal", "csp", "samples_files"),
-)
-# Lists of names that become paths (section, key).
-LISTED_NAMES = (
-    ("matbench", "models"),
-    ("matbench", "tasks"),
-    ("crystal", "datasets"),
-    ("crystal", "llm_models"),
-    ("crystal", "generators"),
-    ("reactions", "datasets"),
-    ("reactions", "models"),
-    ("reactions", "llm_models"),
-    ("catalysis", "models"),
-    ("mlip", "models"),
-)
-SINGLE_NAMES = (("matbench", "run_name"),)
+# The shared services' sections whose keys a user defines as new names (a family declares its
+# own key paths: crucible.dag.families.Family.defined_names, listed_names, single_names).
+SERVICE_DEFINED_NAMES = (("potentials",),)
+
+
+def name_key_paths() -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
+    """(defined, listed, single): the config's key paths of mappings whose keys are new names, of
+    lists of names and of single names, each from the section's top: every registered family's
+    (``Family.defined_names`` ...), then the services'."""
+    from crucible.dag.families import families
+
+    fams = families()
+    defined = tuple((f.name, *k) for f in fams for k in f.defined_names) + SERVICE_DEFINED_NAMES
+    listed = tuple((f.name, *k) for f in fams for k in f.listed_names)
+    single = tuple((f.name, *k) for f in fams for k in f.single_names)
+    return defined, listed, single
+
+
+def _at(config: Mapping[str, Any], key_path: tuple[str, ...]) -> Any:
+    value: Any = config
+    for part in key_path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
 
 
 def check_config_names(config: Mapping[str, Any]) -> None:
     """The config's keys and names, before any family reads them (see the module docstring)."""
     _string_keys(config, ())
-    for key_path in DEFINED_NAMES:
-        mapping: Any = config
-        for part in key_path:
-            mapping = mapping.get(part) if isinstance(mapping, Mapping) else None
+    defined, listed, single = name_key_paths()
+    for key_path in defined:
+        mapping = _at(config, key_path)
         for name in mapping if isinstance(mapping, Mapping) else ():
             check_name(name, f"{_path(key_path)}.{name}")
-    for section, key in LISTED_NAMES:
-        names = (config.get(section) or {}).get(key) or []
+    for key_path in listed:
+        names = _at(config, key_path) or []
         for i, name in enumerate(names if isinstance(names, list) else []):
-            check_name(name, f"{section}.{key}[{i}]")
-    for section, key in SINGLE_NAMES:
-        sec = config.get(section) or {}
-        if key in sec:
-            check_name(sec[key], f"{section}.{key}")
+            check_name(name, f"{_path(key_path)}[{i}]")
+    for key_path in single:
+        parent = _at(config, key_path[:-1])
+        if isinstance(parent, Mapping) and key_path[-1] in parent:
+            check_name(parent[key_path[-1]], _path(key_path))
     from crucible.dag.families import families
 
     keyed = [(f.name, key, what, known) for f in families() for key, (what, known) in sorted(f.keyed_by_name.items())]

@@ -4,8 +4,15 @@ The Snakefile includes every family's rule files and makes one aggregate rule pe
 <name>``); ``rule all`` is the union of their final outputs. ``workflow/rules/common.smk`` validates the
 config against the union of their schemas, runs their start-up checks and sets their global wildcard
 constraints. ``tests/test_workflow_contract.py`` checks every registered family against what this
-declaration promises. A new family is its package (with ``workflow.py`` and ``config.schema.yaml``), its
-rule file, and one line in :data:`FAMILY_PACKAGES`.
+declaration promises. A new family is its package (with ``workflow.py``, ``config.schema.yaml`` and
+``stages.py``), its rule file, and one line in the registry, :data:`crucible.stages.groups.FAMILY_PACKAGES`:
+its CLI group (crucible.stages.groups), the key paths of the names its config section defines
+(crucible.dag.config_names) and its floor in the import graph (benchmarks/import_graph.py) all
+follow from its ``FAMILY``.
+
+A registered package is a benchmark family or, with ``layer="services"``, a service that brings
+rules of its own and that families use (``llm``: the language-model inference that crystal and
+reactions ask for their responses; families import it, so it stands below them).
 """
 
 from __future__ import annotations
@@ -16,17 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable
 
-# The registry. Order: include order of the rule files, and the order of rule all's inputs.
-FAMILY_PACKAGES = (
-    "crucible.matbench",
-    "crucible.mlip",
-    "crucible.reactions",
-    "crucible.llm",
-    "crucible.catalysis",
-    "crucible.crystal",
-    "crucible.discovery",
-)
-
+from crucible.stages import groups as _registry
 
 # The one switch every family's section has (crucible.dag.config adds it to each section's schema):
 # ``<family>: {enabled: false}`` plans no job of that family, whatever else its section holds.
@@ -72,6 +69,12 @@ def _no_names(config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+# The floors a registered package may stand on (benchmarks/import_graph.py, CONTRIBUTING "Layers").
+REGISTERED_LAYERS = ("families", "services")
+# A key path inside a family's config section, e.g. ("csp", "samples_files").
+KeyPath = tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Family:
     """What the shared layer needs to know about one benchmark family.
@@ -113,8 +116,20 @@ class Family:
     # The name of a run of the config, where the family has named runs (matbench.run_name): runs
     # of one results folder that differ in it keep their names' meanings apart (crucible.identity.records).
     run_name: Callable[[dict[str, Any]], str] | None = None
+    # The floor of the package (benchmarks/import_graph.py reads it from this declaration): a
+    # benchmark family, or a service with rules that families use and so import (llm).
+    layer: str = "families"
+    # Key paths inside its section whose names become paths, wildcards or markup, each checked by
+    # crucible.dag.config_names.check_name at start-up: mappings whose keys a user defines as new
+    # names (matbench's custom_models), lists of names (matbench's models), single names
+    # (matbench's run_name).
+    defined_names: tuple[KeyPath, ...] = ()
+    listed_names: tuple[KeyPath, ...] = ()
+    single_names: tuple[KeyPath, ...] = ()
 
     def __post_init__(self):
+        if self.layer not in REGISTERED_LAYERS:
+            raise ValueError(f"family {self.name}: layer {self.layer!r} is not one of {', '.join(REGISTERED_LAYERS)}")
         if not self.rule_files:
             object.__setattr__(self, "rule_files", (f"{self.name}.smk",))
         if not self.envs:
@@ -142,9 +157,9 @@ class Family:
 
 @lru_cache(maxsize=None)
 def families() -> tuple[Family, ...]:
-    """Every registered family, in :data:`FAMILY_PACKAGES` order."""
+    """Every registered family, in :data:`crucible.stages.groups.FAMILY_PACKAGES` order."""
     found = []
-    for package in FAMILY_PACKAGES:
+    for package in _registry.FAMILY_PACKAGES:
         family = importlib.import_module(f"{package}.workflow").FAMILY
         if family.package != package or family_package(family.name) != package:
             raise RuntimeError(f"{package}.workflow.FAMILY declares package {family.package!r}, name {family.name!r}")
@@ -156,10 +171,10 @@ def family_package(name: str) -> str:
     """The package of family ``name``, found without importing any family's workflow module: a job
     that needs one section's schema imports that family's package alone (what it imports is what
     identifies it, crucible.identity.job_code)."""
-    for package in FAMILY_PACKAGES:
+    for package in _registry.FAMILY_PACKAGES:
         if package.rpartition(".")[2] == name:
             return package
-    raise KeyError(f"no benchmark family {name!r} (registered: {', '.join(FAMILY_PACKAGES)})")
+    raise KeyError(f"no benchmark family {name!r} (registered: {', '.join(_registry.FAMILY_PACKAGES)})")
 
 
 def family(name: str) -> Family:

@@ -2,6 +2,7 @@
 
 from crucible.stages.declaration import Stage
 
+HELP = "Matbench Discovery diatomics: dimer curves, metrics, table"  # the group's line in `crucible --help`
 STAGES = (
     Stage("curves", "a potential's homonuclear dimer curves H…U, leaderboard format", ".run:write_curves"),
     Stage("table", "the diatomics table beside the published rows", ".run:write_table"),

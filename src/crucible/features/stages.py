@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crucible.stages.declaration import Stage
 
+HELP = "composition and structure features, one file per task table"  # the group's line in `crucible --help`
 STAGES = (
     Stage("build", "Magpie features of every distinct formula of the task tables, once", ".cache:build_cache"),
     Stage("version", "print the Magpie featurizer version (part of the cache file name)", ".magpie:print_version"),

@@ -98,7 +98,7 @@ def command_roots(group: str, verb: str) -> list[Edge]:
     from crucible.stages.groups import GROUPS
 
     module, function = command_handler(group, verb)
-    return [(GROUPS[group][0], frozenset()), (module, frozenset({function})), ("crucible.cli", frozenset({"main"}))]
+    return [(GROUPS[group], frozenset()), (module, frozenset({function})), ("crucible.cli", frozenset({"main"}))]
 
 
 def code_identity(group: str, verb: str, roots: Iterable[Any] = ()) -> dict[str, Any]:

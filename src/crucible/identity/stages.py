@@ -14,6 +14,7 @@ from crucible.stages.declaration import Opt, Stage
 
 _BOOK = Opt("book", default=str(NAME_BOOK_FILE))
 
+HELP = "what each configured name means in this results folder; forget one"  # the group's line in `crucible --help`
 STAGES = (
     Stage("show", "every recorded name with its meaning", ".name_book:show_names", _BOOK),
     Stage(

@@ -9,5 +9,3 @@ Files (the contract shared with the benchmarks):
 - ``responses/{model}.jsonl``: ``{"id", "response", "error"}`` per prompt, same order;
 - ``responses/{model}.json``: the run's record (backend, model id, parameters, counts, time).
 """
-
-LAYER = "services"

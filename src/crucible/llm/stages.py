@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from crucible.stages.declaration import Arg, Stage
 
+HELP = "language-model inference: prompts.jsonl -> responses/{model}.jsonl"  # the group's line in `crucible --help`
 STAGES = (
     Stage(
         "generate",

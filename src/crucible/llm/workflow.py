@@ -4,8 +4,10 @@ A benchmark that scores language models writes ``results/{benchmark}/{dataset}/p
 and asks for :func:`response_targets`; rule ``generate_llm_responses`` (workflow/rules/llm.smk)
 makes them. The stage is a service: a benchmark declares the response files it asks for with
 :func:`asks_language_models` on its function of the config, and :func:`final_outputs` (``snakemake
-llm``) is the union of those; the family registry knows nothing of it. Nothing here touches the file system except :func:`replay_input`, which names a
-replay file so that editing it reruns the job.
+llm``) is the union of those. It is registered and declared as the families are (its rules,
+section, switch and target), with ``layer="services"`` in :data:`FAMILY`: the families import
+it, so it stands below them. Nothing here touches the file system except :func:`replay_input`,
+which names a replay file so that editing it reruns the job.
 """
 
 from __future__ import annotations
@@ -201,4 +203,6 @@ FAMILY = Family(
     captions=(),
     built=lambda c: {"language models": list(llm_models(c))},
     names=names,
+    layer="services",
+    defined_names=(("models",),),
 )

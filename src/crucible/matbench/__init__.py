@@ -1,3 +1,1 @@
 """Matbench v0.1: task metadata, cleaning, official folds, scoring and the results file."""
-
-LAYER = "families"

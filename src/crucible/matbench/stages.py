@@ -33,6 +33,7 @@ def _predict_args(*task: Opt) -> tuple:
     return (Opt("model", model_help), *task, Opt("fold", type=int, many=True, choices=range(N_FOLDS)))
 
 
+HELP = "Matbench v0.1: clean, folds, predict, score, results file"  # the group's line in `crucible --help`
 STAGES = (
     Stage(
         "clean",

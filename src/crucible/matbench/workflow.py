@@ -317,4 +317,7 @@ FAMILY = Family(
     names=names,
     run_name=run_name,
     keyed_by_name={"model_params": ("model", lambda sec: model_param_keys(sec))},
+    defined_names=(("custom_models",), ("prediction_files",), ("user_datasets",)),
+    listed_names=(("models",), ("tasks",)),
+    single_names=(("run_name",),),
 )

@@ -8,6 +8,7 @@ backend and without the metadata that changes between runs (PNG ``Software``, PD
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -375,7 +376,12 @@ def load_frames(paths: Sequence[str | Path], key: str = "model") -> dict[str, pd
     return out
 
 
-def write_eos_table_files(inputs: Sequence[InFile], out_csv=None, out_md=None, out_tex=None) -> None:
+def write_eos_table_files(
+    inputs: Sequence[InFile],
+    out_csv: str | os.PathLike | None = None,
+    out_md: str | os.PathLike | None = None,
+    out_tex: str | os.PathLike | None = None,
+) -> None:
     """``crucible mlip eos-table``: the EOS summary of the per-model EOS files.
 
     Args:
@@ -390,7 +396,11 @@ def write_eos_table_files(inputs: Sequence[InFile], out_csv=None, out_md=None, o
 
 
 def write_eos_figures(
-    inputs: Sequence[InFile], out_png=None, out_pdf=None, out_parity_png=None, out_parity_pdf=None
+    inputs: Sequence[InFile],
+    out_png: str | os.PathLike | None = None,
+    out_pdf: str | os.PathLike | None = None,
+    out_parity_png: str | os.PathLike | None = None,
+    out_parity_pdf: str | os.PathLike | None = None,
 ) -> None:
     """``crucible mlip eos-figures``: the Δ periodic table and the B0 parity figure, each where asked.
 
@@ -408,7 +418,12 @@ def write_eos_figures(
         b0_parity(frames, png=out_parity_png, pdf=out_parity_pdf)
 
 
-def write_s2ef_table(inputs: Sequence[InFile], out_csv=None, out_md=None, out_tex=None) -> None:
+def write_s2ef_table(
+    inputs: Sequence[InFile],
+    out_csv: str | os.PathLike | None = None,
+    out_md: str | os.PathLike | None = None,
+    out_tex: str | os.PathLike | None = None,
+) -> None:
     """``crucible mlip s2ef-table``: the s2ef metrics of per-model prediction files.
 
     Args:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from crucible.stages.declaration import Opt, Stage
 
+HELP = "interatomic potentials: EOS benchmark, s2ef metrics"  # the group's line in `crucible --help`
 STAGES = (
     Stage("models", "list registered potentials and whether their weights are here", ".run:list_potentials"),
     Stage(

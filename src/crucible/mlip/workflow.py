@@ -149,4 +149,6 @@ FAMILY = Family(
         "S2EF datasets": sorted(s2ef_datasets(c)),
     },
     names=names,
+    defined_names=(("custom_potentials",),),
+    listed_names=(("models",),),
 )

@@ -6,5 +6,3 @@ their answers), :mod:`baselines` (registered non-LLM models), :mod:`scoring` (Rx
 metrics), :mod:`report` (tables, figures, the self-contained package), :mod:`workflow` (target
 lists for the Snakefile).
 """
-
-LAYER = "families"

@@ -6,6 +6,7 @@ from crucible.stages.declaration import In, Opt, Out, Stage, json_value
 
 _PER_QUESTIONS = {"many": True, "per": "questions"}
 
+HELP = "reaction-condition selection: clean, questions, baselines, score"  # the group's line in `crucible --help`
 STAGES = (
     Stage("clean", "raw high-throughput table -> clean parquet + card", ".data:clean"),
     Stage(

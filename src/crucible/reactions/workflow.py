@@ -240,4 +240,6 @@ FAMILY = Family(
     built=built,
     names=names,
     keyed_by_name={"model_params": ("model", lambda sec: set(BASELINES) | set(sec.get("llm_models") or []))},
+    defined_names=(("user_datasets",), ("custom_datasets",)),  # custom_datasets: its old name, read one release
+    listed_names=(("datasets",), ("models",), ("llm_models",)),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from crucible.stages.declaration import Opt, Stage
 
+HELP = "fetch raw artifacts and verify their SHA-256"  # the group's line in `crucible --help`
 STAGES = (
     Stage(
         "fetch",

@@ -106,7 +106,8 @@ class Stage:
     Its arguments are the function's parameters, read from its source (no import): a parameter
     named ``out`` or ``out_<what>`` is a file it writes, one annotated ``InFile`` (crucible.core.io) a
     file it reads, any other a setting; type, number of values and default follow from the annotation and the
-    default, help from the docstring. ``args`` (after ``run``) declare only what a signature cannot say (choices,
+    default, help from the docstring; what it cannot read so is refused (:class:`DeclarationError`),
+    never guessed. ``args`` (after ``run``) declare only what a signature cannot say (choices,
     a value count ``per`` another argument, a help several commands share); ``skip`` names
     parameters the command does not offer.
     """
@@ -154,13 +155,29 @@ def _resolve(stage: Stage) -> tuple[Arg, ...]:
     declared = {a.name: a for a in stage.args}
     if len(declared) != len(stage.args):
         raise ValueError(f"{stage.verb}: an argument is declared twice: {[a.name for a in stage.args]}")
-    params = [p for p in _parameters(stage.run) if p[0] not in stage.skip]
+    every = _parameters(stage.run)
+    defaults = {n: d for n, _, d in every}
+    for name in stage.skip:
+        if name not in defaults:
+            raise DeclarationError(f"{stage.run}: skips parameter {name}, which the function lacks")
+        if defaults[name] is REQUIRED:
+            raise DeclarationError(f"{stage.run}: skips parameter {name}, which has no default to take")
+    params = [p for p in every if p[0] not in stage.skip]
     unknown = set(declared) - {p[0] for p in params}
     if unknown:
         raise ValueError(f"{stage.verb}: declares arguments its function lacks: {sorted(unknown)}")
     found = tuple(
         declared.get(name) or _derived(stage, name, annotation, default) for name, annotation, default in params
     )
+    # Every option has its help, from the declaration or the docstring: a parameter the docstring
+    # forgot would show in --help with no word on what it is.
+    helps = parameter_help(stage.run)
+    for a in found:
+        if a.help is None and a.name not in helps:
+            raise DeclarationError(
+                f"{stage.run}: parameter {a.name} has no entry in the docstring's Args: section "
+                "(nor a help in its declaration)"
+            )
     names = {a.name for a in found}
     refers = {a.per for a in found if a.per} | {n for g in stage.one_of for n in g}
     if refers - names:
@@ -171,14 +188,33 @@ def _resolve(stage: Stage) -> tuple[Arg, ...]:
 _NOT_LITERAL = object()  # a default the source does not spell as a literal
 
 
+class DeclarationError(ValueError):
+    """A command's declaration that this module cannot read without guessing: raised when the
+    declaration is read (its group's parser or a rule's shell line is built), naming the function
+    and the parameter."""
+
+
 @functools.lru_cache(maxsize=None)
 def _function_node(run: str) -> ast.FunctionDef:
     module, _, name = run.partition(":")
-    path = Path(__file__).parents[1].joinpath(*module.split(".")[1:]).with_suffix(".py")
+    if module.startswith("crucible."):
+        path = Path(__file__).parents[1].joinpath(*module.split(".")[1:]).with_suffix(".py")
+    else:  # a module beside crucible (a user's): found on the path, still not imported
+        import importlib.util
+
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            raise DeclarationError(f"{run}: no module {module}")
+        path = Path(spec.origin)
     tree = ast.parse(path.read_text(encoding="utf-8"))
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
     if node is None:
-        raise ValueError(f"{run}: no function {name} defined in {path}")
+        # Only a top-level ``def`` is read from source: a name imported, assigned, async or nested
+        # would need the module imported (torch, pymatgen) to know its parameters.
+        raise DeclarationError(f"{run}: no top-level function {name} (a plain `def`) in {path}")
+    if node.args.vararg or node.args.kwarg:
+        star = node.args.vararg or node.args.kwarg
+        raise DeclarationError(f"{run}: parameter {star.arg}: *args and **kwargs cannot be command options")
     return node
 
 
@@ -203,25 +239,66 @@ def _literal(node: ast.expr | None) -> Any:
         return _NOT_LITERAL
 
 
-_SCALARS: dict[str, Callable[[str], Any] | None] = {"int": int, "float": float}
+# The annotations a parameter's option is read from (anything else is refused, never guessed):
+# one of these scalars, or a sequence of them, or a JSON mapping, each optionally "| None".
+# A path is a string on the command line, and so is its value (str | os.PathLike admits it).
+_SCALARS: dict[str, Callable[[str], Any] | None] = {
+    "str": None,
+    "str | os.PathLike": None,
+    "InFile": None,
+    "int": int,
+    "float": float,
+}
+_SEQUENCES = ("list", "Sequence", "Iterable", "tuple")
+_MAPPINGS = ("dict", "Mapping")
+
+
+def _union(node: ast.expr) -> list[str]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _union(node.left) + _union(node.right)
+    return [ast.unparse(node)]
+
+
+def _kind(annotation: str) -> tuple[str, Callable[[str], Any] | None, bool | int] | None:
+    """(scalar, argparse type, many) of an annotation the options are read from, or None."""
+    # "X | None": whether it is optional is the default's to say
+    text = " | ".join(m for m in _union(ast.parse(annotation or "None", mode="eval").body) if m != "None")
+    if text in _SCALARS or text == "bool":
+        return text, _SCALARS.get(text), False
+    node = ast.parse(text or "None", mode="eval").body
+    outer = node.value if isinstance(node, ast.Subscript) else node
+    name = outer.id if isinstance(outer, ast.Name) else None
+    if name in _MAPPINGS:
+        return "dict", json_value, False
+    if name not in _SEQUENCES or node is outer:
+        return None
+    items = [ast.unparse(e) for e in (node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])]
+    many: bool | int = True
+    if name == "tuple":
+        items, many = (items[:-1], True) if items[-1] == "..." else (items, len(items))
+    # one type for every value, or the command line could not say which value is which
+    return (items[0], _SCALARS[items[0]], many) if len(set(items)) == 1 and items[0] in _SCALARS else None
 
 
 def _derived(stage: Stage, name: str, annotation: str, default: Any) -> Arg:
     if default is _NOT_LITERAL:
-        raise ValueError(f"{stage.run}: declare {name}: its default is not a literal")
-    role = OUTPUT if name == "out" or name.startswith("out_") else INPUT if "InFile" in annotation else PARAM
-    kind = re.sub(r"\s*\|\s*None$", "", annotation)
-    if kind == "bool":
+        raise DeclarationError(f"{stage.run}: parameter {name}: its default is not a literal; declare it")
+    kind = _kind(annotation)
+    if kind is None:
+        raise DeclarationError(
+            f"{stage.run}: parameter {name}: annotation {annotation or '(none)'!r} is not one a command "
+            f"option is read from ({', '.join(_SCALARS)}, bool, a list/Sequence/Iterable/tuple of one of "
+            "those, dict or Mapping, each optionally | None); annotate it so, or declare it (Opt/In/Out)"
+        )
+    scalar, convert, many = kind
+    role = OUTPUT if name == "out" or name.startswith("out_") else INPUT if scalar == "InFile" else PARAM
+    if scalar == "bool":
+        if default is not False:
+            raise DeclarationError(
+                f"{stage.run}: parameter {name}: a bool is a switch (present or not), so its default must be False"
+            )
         return Arg(name, role=role, flag=True, default=default)
-    many: bool | int = False
-    sequence = re.fullmatch(r"(?:list|Sequence|Iterable|tuple)\[(.*)\]", kind)
-    if sequence:
-        items = [t.strip() for t in sequence.group(1).split(",")]
-        many = len(items) if kind.startswith("tuple") and "..." not in items else True
-        kind = items[0]
-    if kind.startswith(("dict", "Mapping")):
-        return Arg(name, role=role, type=json_value, default=default, many=many)
-    return Arg(name, role=role, type=_SCALARS.get(kind), default=default, many=many)
+    return Arg(name, role=role, type=convert, default=default, many=many)
 
 
 def _add_argument(parser: argparse.ArgumentParser | Any, arg: Arg, required: bool) -> None:
@@ -279,6 +356,7 @@ class _WithEmpty(list):
         return isinstance(value, _Default) or super().__contains__(value)
 
 
+@functools.lru_cache(maxsize=None)
 def parameter_help(run: str) -> dict[str, str]:
     """The texts of the parameters of ``run``'s function (``"module:function"``) in its docstring's
     ``Args:`` section (Google style: ``name: text``, continued on deeper-indented lines), read from
@@ -304,7 +382,10 @@ def parameter_help(run: str) -> dict[str, str]:
     for name, text in helps.items():
         shared = re.fullmatch(r"as in :func:`([\w.]+)\.(\w+)`", text)
         if shared:
-            helps[name] = parameter_help(f"{shared.group(1)}:{shared.group(2)}")[name]
+            other = f"{shared.group(1)}:{shared.group(2)}"
+            if name not in parameter_help(other):
+                raise DeclarationError(f"{run}: parameter {name} is described 'as in' {other}, whose Args: lack it")
+            helps[name] = parameter_help(other)[name]
     return helps
 
 
@@ -382,7 +463,7 @@ def stages_of(group: str) -> tuple[Stage, ...]:
 
     if group not in GROUPS:
         raise ConfigError(f"no crucible command group {group!r}")
-    module = GROUPS[group][0]
+    module = GROUPS[group]
     package = module.rpartition(".")[0]
     return tuple(
         replace(s, run=package + s.run) if s.run.startswith(".") else s for s in importlib.import_module(module).STAGES
