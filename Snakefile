@@ -16,7 +16,7 @@ min_version("9.0")
 # Every config file read strictly before Snakemake reads it (crucible.core.yaml_files): its own loader
 # keeps the last of a repeated key, and its merge expands an alias bomb for minutes. The
 # --configfile files are among them (Snakemake merged them already, but a repeated key is only
-# seen here).
+# seen here; the workflow profiles read them before that merge, which a bomb of mappings hangs).
 try:
     check_config_files(["config/config.yaml", *workflow.overwrite_configfiles])
 except ConfigError as exc:

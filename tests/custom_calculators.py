@@ -100,3 +100,8 @@ def typed_potential(device: str, energy=None, as_type: str = "value") -> TypedPo
 
 def not_a_calculator(device: str):
     return {"device": device}
+
+
+def without_device(scale: float = 1.0) -> ScaledEMT:
+    """A factory that forgot the keyword ``device`` crucible calls it with."""
+    return ScaledEMT(scale)

@@ -36,6 +36,10 @@ def _cfg(**matbench):
         ({**_cfg(), "mlip": {"eos": {"volume_range": [0.97, 1.03]}}}, "mlip.eos.volume_range"),
         ({"matbench": {"taks": ["matbench_steels"], "tasks": ["matbench_steels"]}}, "matbench: unexpected key 'taks'"),
         (_cfg(tasks=["matbench_steel"]), "matbench.tasks[0]: 'matbench_steel' is not one of"),
+        (
+            {"crystal": {"generator_params": {"random-symmetric": {"max_triess": 3}}}},
+            "crystal.generator_params.random-symmetric: unexpected key 'max_triess' (it takes no keys)",
+        ),
     ],
 )
 def test_bad_configs_are_refused_with_the_key_path(config, message):

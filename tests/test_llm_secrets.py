@@ -70,6 +70,26 @@ def test_userinfo_and_query_strings_in_base_url_are_refused_with_the_fix(url, se
     assert "use http://127.0.0.1:9/v1 and put the key in the variable that api_key_env names" in message
 
 
+@pytest.mark.parametrize(
+    "params, where, shown",
+    [
+        ({"extra_body": {"api_key": SK}}, "params.extra_body.api_key: a credential (sk-… (30 characters))", SK),
+        ({"extra_body": {"Authorization": "Bearer x"}}, "params.extra_body.Authorization: a credential", "Bearer x"),
+        ({"extra_body": {"opts": [{"auth": HF}]}}, "params.extra_body.opts[0].auth: hf_… (37 characters)", HF),
+        ({"stop": ["\n", SK]}, "params.stop[1]: sk-… (30 characters) has the form of a key", SK),
+    ],
+)
+def test_a_key_in_the_params_is_refused_without_being_echoed(params, where, shown):
+    """extra_body is sent as it is: a key there reached the response record, the cache entries and
+    the job's log (a run of crucible llm generate against a local server wrote it to all three)."""
+    message = refusal({"llm": {"models": {"m": openai_entry(api_key_env="K", params=params)}}})
+    assert shown not in message and f"llm.models.m.{where}" in message, message
+    assert "put the key in an environment variable and give that variable's NAME as api_key_env" in message
+    # a server's own sampling settings pass, numbers and words alike
+    body = {"repeat_penalty": 1.0, "top_k": 20, "guided_decoding_backend": "xgrammar", "key_order": None}
+    model_spec("m", openai_entry(api_key_env="K", params={"extra_body": body, "stop": ["###", "</answer>"]}))
+
+
 def test_the_record_never_holds_a_query_string_or_userinfo():
     assert public_url("http://u:p@host:8000/v1?api_key=x#frag") == "http://host:8000/v1"
 

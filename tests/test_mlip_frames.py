@@ -77,6 +77,21 @@ def test_read_extxyz_and_db_roundtrip(tmp_path):
         read_frames(tmp_path / "missing.xyz")
 
 
+def test_a_reference_energy_of_a_boolean_is_refused_by_frame_and_field(tmp_path):
+    """Extended XYZ's energy=T is True to ASE, and float(True) made it a reference of 1.0 eV."""
+    from crucible.mlip.frames import read_frames
+
+    head = 'Lattice="5 0 0 0 5 0 0 0 5" Properties=species:S:1:pos:R:3:forces:R:3 energy={e} pbc="T T T"'
+    rows = ["Cu 0 0 0 0.0 0.0 0.0", "Cu 1.8 1.8 0 0.0 0.0 0.0"]
+    (tmp_path / "bool.xyz").write_text("\n".join(["2", head.format(e="T"), *rows]) + "\n")
+    with pytest.raises(
+        DataValidationError, match=r"bool.xyz, frame 0: reference energy \(field 'energy'\) True is a bool"
+    ):
+        read_frames(tmp_path / "bool.xyz")
+    (tmp_path / "ok.xyz").write_text("\n".join(["2", head.format(e="-1.5"), *rows]) + "\n")
+    assert read_frames(tmp_path / "ok.xyz")[0].energy_ref == -1.5
+
+
 def test_s2ef_predict_emt_and_score(emt):
     from crucible.mlip.frames import predict_frames, read_frames
     from crucible.mlip.s2ef_scoring import score_s2ef

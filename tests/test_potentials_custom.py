@@ -94,6 +94,27 @@ def test_a_factory_that_does_not_give_an_ase_calculator_or_rejects_its_params_is
         load_potential("mine", custom={"mine": wrong})
 
 
+def test_a_param_the_factory_does_not_take_is_refused_at_start_up_naming_the_key_and_the_names():
+    """A typo (scael) passed planning and stopped every job of the potential with a TypeError."""
+    wrong = {"potentials": {"mine": {"class": "custom_calculators:scaled_emt", "params": {"scael": 2.0}}}}
+    with pytest.raises(ConfigError) as err:
+        potentials_wf.check(wrong)
+    assert str(err.value) == (
+        "config potentials.mine.params.scael: custom_calculators:scaled_emt takes no parameter 'scael'; it takes: scale"
+    )
+    with pytest.raises(ConfigError, match=r"potentials\.mine\.params\.device: crucible passes device itself"):
+        potentials_wf.check(
+            {"potentials": {"mine": {"class": "custom_calculators:scaled_emt", "params": {"device": "cpu"}}}}
+        )
+    with pytest.raises(ConfigError, match=r"potentials\.mine\.class: .*without_device takes no keyword 'device'"):
+        potentials_wf.check({"potentials": {"mine": {"class": "custom_calculators:without_device"}}})
+    # what the factory takes passes; so does anything for a factory of **kwargs (ASE's EMT)
+    potentials_wf.check({"potentials": {"mine": SCALED}})
+    potentials_wf.check(
+        {"potentials": {"mine": {"class": "ase.calculators.emt:EMT", "params": {"fixed_cutoff": False}}}}
+    )
+
+
 def test_config_schema_names_and_args():
     good = {"potentials": {"mine": SCALED}, "mlip": {"models": ["emt", "mine"]}}
     check_config(good)

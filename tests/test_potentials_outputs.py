@@ -1,7 +1,8 @@
 """A potential's energy is a real number, read in one place (crucible.potentials.spec.read_energy):
 an int, a float, a numpy or torch scalar passes; a string, a list, None or a bool fails that
 structure, naming the potential, in every family that calls potentials (EOS, s2ef, catalysis
-adsorption and relative energies, crystal relaxation and mlip-search).
+adsorption and relative energies, crystal relaxation and mlip-search, discovery's dimer curves),
+and no module outside crucible.potentials.spec reads a potential's energy or forces itself.
 
 Before, float() read them: a constant "1.0" failed EOS as "Birch-Murnaghan fit did not
 converge", None and [1.0] as a bare TypeError naming no potential, and True was the energy 1.0."""
@@ -20,6 +21,8 @@ from crucible.cli import main
 from crucible.core.io import read_parquet
 from crucible.potentials.registry import load_potential
 from crucible.potentials.spec import PotentialOutputError, real_array, real_energy
+
+from helpers import REPO
 
 NOT_NUMBERS = ["1.0", [1.0], None, True]
 SAYS = {
@@ -147,3 +150,37 @@ def test_a_relaxation_stops_naming_the_potential(energy):
         relax(atoms, _bad(energy), optimizer="FIRE", fmax=0.05, steps=5)
     with pytest.raises(PotentialOutputError, match="potential 'bad' returned its energy"):
         relax_structure(AseAtomsAdaptor.get_structure(atoms), _bad(energy), "FIRE", 0.1, 5, "frechet")
+
+
+@pytest.mark.parametrize("energy", NOT_NUMBERS)
+def test_discovery_fails_the_dimer_naming_the_potential(tmp_path, energy):
+    """The sixth family came after the rule: its curves read float(energy), so a constant "1.0"
+    (or True) was a flat curve of 1.0 eV written to the prediction file."""
+    from crucible.discovery.curves import HOMO, read_curves
+
+    out = tmp_path / "bad.json.gz"
+    custom = json.dumps({"bad": _entry(energy)})
+    argv = ["discovery", "curves", "--potential", "bad", "--custom-potentials", custom, "--elements", "Cu"]
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 0
+    doc = read_curves(out)
+    assert doc[HOMO] == {}
+    failed = doc["run_metadata"]["crucible"]["failed"]
+    assert list(failed) == ["Cu-Cu"] and failed["Cu-Cu"] == f"PotentialOutputError: {_says(energy)}", failed
+
+
+# Modules that read an energy of ASE atoms themselves, and why that is no potential's output.
+OWN_ENERGY_READS = {
+    "potentials/spec.py": "the one reader",
+    "mlip/frames.py": "the reference energies and forces of a dataset's frames, not a potential's",
+    "catalysis/demo.py": "the demo dataset's reference values, made with EMT and written as data",
+}
+
+
+def test_no_module_reads_a_potentials_energy_but_the_one_reader():
+    src = REPO / "src" / "crucible"
+    readers = {
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if re.search(r"\.get_(potential_energy|forces|stress)\(", p.read_text(encoding="utf-8"))
+    }
+    assert readers == set(OWN_ENERGY_READS), readers ^ set(OWN_ENERGY_READS)

@@ -91,3 +91,21 @@ def test_user_datasets_under_their_old_name_custom_datasets_mean_the_same_with_a
         )
     with pytest.raises(ConfigError, match="reactions.user_datasets.mine: 'csv' is a required property"):
         check_config({"reactions": {"user_datasets": {"mine": {k: v for k, v in USER_TABLE.items() if k != "csv"}}}})
+
+
+def test_a_baselines_parameter_it_does_not_take_is_refused_at_its_config_key():
+    """A typo in a baseline's params (max_iterr) passed planning and stopped each predict job."""
+    config = {"reactions": {"models": ["yield-model", "random"], "model_params": {"yield-model": {"max_iterr": 200}}}}
+    with pytest.raises(ConfigError) as err:
+        rxn.check(config)
+    assert str(err.value) == (
+        "config error at reactions.model_params.yield-model.max_iterr: the baseline yield-model takes no "
+        "parameter 'max_iterr'; it takes: fp_bits, learning_rate, max_iter, random_state"
+    )
+    with pytest.raises(ConfigError, match=r"reactions.model_params.random.seed: .* it takes: random_state$"):
+        rxn.check({"reactions": {"models": ["random"], "model_params": {"random": {"seed": 1}}}})
+    with pytest.raises(ConfigError, match=r"reactions.model_params.oracle.k: .* it takes: none$"):
+        rxn.check({"reactions": {"models": ["oracle"], "model_params": {"oracle": {"k": 1}}}})
+    # what the baselines take passes, and builds
+    taken = {"yield-model": {"max_iter": 5, "learning_rate": 0.2}, "random": {"random_state": 3}}
+    rxn.check({"reactions": {"models": ["yield-model", "random"], "model_params": taken}})

@@ -282,15 +282,43 @@ def test_a_model_spec_and_a_results_file_with_a_key_given_twice_are_refused(tmp_
 # ------------------------------------------------------------------------------- snakemake -n
 
 
+def test_the_configfile_arguments_of_a_snakemake_command_line():
+    argv = ["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "2", "all", "--configfile=c.yaml"]
+    assert yaml_files.configfile_args(argv) == ["a.yaml", "b.yaml", "c.yaml"]
+    assert yaml_files.configfile_args(["--configfiles", "a.yaml", "--", "target"]) == ["a.yaml"]
+    assert yaml_files.configfile_args(["--config", "x=1", "target", "-n"]) == []
+
+
+def test_the_profiles_check_stops_on_a_bad_configfile_in_one_line(tmp_path, capsys):
+    (tmp_path / "good.yaml").write_text("matbench: {tasks: [matbench_steels]}\n")
+    (tmp_path / "bomb.yaml").write_text(mapping_bomb(10))
+    yaml_files.check_configfile_args(["-n", "--configfile", str(tmp_path / "good.yaml"), str(tmp_path / "nothere")])
+    start = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_:
+        yaml_files.check_configfile_args(["--configfile", str(tmp_path / "good.yaml"), str(tmp_path / "bomb.yaml")])
+    assert exit_.value.code == 1 and time.perf_counter() - start < 0.5
+    err = capsys.readouterr().err
+    assert err.startswith(f"crucible: config error: {tmp_path / 'bomb.yaml'}: line 6: more than 50000 nodes")
+    assert len(err.splitlines()) == 1
+    for profile in ("default", "slurm"):  # Snakemake runs the check as it loads either profile
+        text = (REPO / "profiles" / profile / "config.yaml").read_text()
+        assert "  - check_configfile_args()\n" in text, profile
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["bomb", "duplicate"])
+@pytest.mark.parametrize("case", ["bomb", "mapping-bomb", "duplicate"])
 def test_snakemake_refuses_a_bad_config_file_in_about_a_second(tmp_path, venv_env, case):
-    # config/config.yaml of the working directory (the `configfile:`), and a --configfile
+    # config/config.yaml of the working directory (the `configfile:`), and a --configfile; a bomb
+    # of mappings in a --configfile hung in Snakemake's own merge of them before the Snakefile ran
+    # (the profile's check reads them first)
     config_text = "matbench:\n  tasks: [matbench_steels]\n  models: [dummy]\n"
     if case == "bomb":
         (tmp_path / "config").mkdir()
         (tmp_path / "config" / "config.yaml").write_text(config_text + list_bomb(10))
         args, expected = (), "config/config.yaml: line 9: more than 50000 nodes"
+    elif case == "mapping-bomb":
+        (tmp_path / "user.yaml").write_text(config_text + mapping_bomb(10))
+        args, expected = ("--configfile", str(tmp_path / "user.yaml")), "user.yaml: line 9: more than 50000 nodes"
     else:
         (tmp_path / "user.yaml").write_text(config_text + "  models: [gbm-magpie]\n")
         args, expected = ("--configfile", str(tmp_path / "user.yaml")), "user.yaml: line 4: key 'models' is given twice"

@@ -2,7 +2,7 @@
 in the answers a model gives.
 
 From each real file (the workflow's configs, config/sources.yaml, the published tables, the
-prompt templates, a language-model job's config file), hypothesis makes mutations: a key given
+prompt templates, a language-model job's config file, a Matbench Discovery model card), hypothesis makes mutations: a key given
 twice in a mapping anywhere, an alias bomb (lists or mappings, 5 to 12 levels), a mapping that
 contains itself, a ``!!python`` tag or a lone surrogate at a leaf, a byte that is not UTF-8,
 truncation, a BOM, CRLF, a tab. Passing means: the reader gives the real file's value, or raises
@@ -72,6 +72,12 @@ def _prompts(path):
     return load_templates(path)
 
 
+def _model_card(path):
+    from crucible.discovery.data import published_row
+
+    return published_row(path)  # no role: the card a url_prefix mirror serves, before its pin
+
+
 def _llm_entry(path):
     from crucible.llm.model_entry import entry_from_config_files
 
@@ -87,6 +93,7 @@ CASES: dict[str, tuple[Path, Callable[[Path], Any]]] = {
     "published-crystal": (REPO / "config" / "published_crystal.yaml", _published_crystal),
     "crystal-prompts": (REPO / "config" / "crystal_prompts.yaml", _prompts),
     "llm-config-file": (REPO / ".test" / "llm" / "config.yaml", _llm_entry),
+    "discovery-model-card": (REPO / "tests" / "data" / "discovery" / "chgnet-0.3.0.yml", _model_card),
 }
 # Each module that reads a user's YAML, and the cases that reach its reader. The Snakefile's
 # check of the config files is load_yaml itself (the "config" cases).
@@ -96,6 +103,7 @@ READERS = {
     "crystal/csp_table.py": {"published-crystal"},
     "crystal/items.py": {"crystal-prompts"},
     "llm/model_entry.py": {"llm-config-file"},
+    "discovery/data.py": {"discovery-model-card"},
 }
 NOT_USER_YAML = {"core/yaml_files.py": "the reader itself", "dag/config.py": "the packaged schemas"}
 

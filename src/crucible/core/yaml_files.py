@@ -17,14 +17,17 @@ loader (which already refuses ``!!python/...`` tags; the refusal here names the 
   the line.
 
 :func:`check_expanded` bounds an already-built value (a config merged by Snakemake, ``--config``
-values) the same way, without expanding it.
+values) the same way, without expanding it. :func:`check_configfile_args` reads the
+``--configfile`` files of a Snakemake command line: the workflow profiles run it while Snakemake
+reads them, before Snakemake's own merge of those files (which expands a bomb of mappings for
+minutes, before any Snakefile code runs).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import yaml
 
@@ -206,3 +209,38 @@ def check_expanded(value: Any, where: str, limit: int | None = None) -> None:
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
+
+
+_CONFIGFILE_OPTIONS = ("--configfile", "--configfiles")
+
+
+def configfile_args(argv: Sequence[str]) -> list[str]:
+    """The files a Snakemake command line gives to ``--configfile``/``--configfiles`` (several
+    after one option, up to the next option; ``--configfile=x``), in order."""
+    files: list[str] = []
+    taking = False
+    for arg in argv:
+        option, eq, value = arg.partition("=")
+        if option in _CONFIGFILE_OPTIONS:
+            taking = not eq
+            files += [value] if eq else []
+        elif arg == "--" or arg.startswith("-"):
+            taking = False
+        elif taking:
+            files.append(arg)
+    return files
+
+
+def check_configfile_args(argv: Sequence[str] | None = None) -> None:
+    """The ``--configfile`` files of ``argv`` (default: this process's) read by :func:`load_yaml`;
+    a refusal is printed in one line and ends the process with status 1. Run by the workflow
+    profiles as Snakemake loads them: Snakemake merges these files before the Snakefile runs, and a
+    bomb of nested mappings made that merge run for minutes (ten levels: hours)."""
+    import sys
+
+    try:
+        check_config_files(configfile_args(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        print(f"crucible: config error: {exc}", file=sys.stderr)
+        # SystemExit, not an exception: Snakemake wraps a profile's exceptions in a usage error
+        raise SystemExit(1) from None

@@ -92,8 +92,9 @@ def _schema_error_text(error: Any) -> str:
     if error.validator == "additionalProperties":
         allowed = set((error.schema.get("properties") or {}))
         extra = sorted(k for k in error.instance if k not in allowed)
-        known = ", ".join(sorted(allowed))
-        return f"{where}: unexpected key {', '.join(repr(k) for k in extra)} (known keys: {known})"
+        # a mapping that takes no key (a generator without parameters) said "(known keys: )"
+        known = f"known keys: {', '.join(sorted(allowed))}" if allowed else "it takes no keys"
+        return f"{where}: unexpected key {', '.join(repr(k) for k in extra)} ({known})"
     message = error.message
     if isinstance(error.instance, str) and error.schema.get("writeOnly"):
         message = message.replace(repr(error.instance), masked(error.instance)).replace(error.instance, "…")

@@ -90,19 +90,23 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def element_curve(calculator, symbol: str, grid: np.ndarray) -> tuple[dict[str, list], list[dict[str, Any]]]:
+def element_curve(
+    calculator, symbol: str, grid: np.ndarray, potential: str = "potential"
+) -> tuple[dict[str, list], list[dict[str, Any]]]:
     """One dimer's curve: ``{distances, energies, forces}`` of its finite points, and a record
     ``{distance, reason}`` of each point whose energy or forces were not finite. A calculator
-    that raises raises here (the caller records the element as failed)."""
-    from crucible.potentials.spec import non_finite_reason
+    that raises, or returns an energy or forces that are no real numbers (``potential`` names it),
+    raises here (the caller records the element as failed)."""
+    from crucible.potentials.spec import non_finite_reason, read_energy, read_forces
 
     curve: dict[str, list] = {"distances": [], "energies": [], "forces": []}
     bad: list[dict[str, Any]] = []
     for r in grid:
         atoms = dimer(symbol, float(r))
         atoms.calc = calculator
-        energy = float(atoms.get_potential_energy())
-        forces = np.asarray(atoms.get_forces(), dtype=np.float64)
+        # float() took a str "1.0" and a bool as numbers: a potential that returns them is broken
+        energy = read_energy(atoms, potential)
+        forces = np.asarray(read_forces(atoms, potential), dtype=np.float64)
         if forces.shape != (2, 3):
             raise DataValidationError(f"{symbol}-{symbol} at {r} Å: forces of shape {forces.shape}, expected (2, 3)")
         reason = non_finite_reason(energy, forces)
@@ -143,7 +147,7 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
             excluded[key] = f"not covered: {potential.name} has no parameters for {symbol}"
             continue
         try:
-            curve, bad = element_curve(potential.calculator, symbol, grid)
+            curve, bad = element_curve(potential.calculator, symbol, grid, potential.name)
         except Exception as exc:  # the element is not computed; the run goes on
             failed[key] = _reason(exc)
             excluded[key] = f"failed: {failed[key]}"

@@ -124,7 +124,39 @@ def generation_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
             del out["extra_body"]
         else:
             out["extra_body"] = dict(sorted(extra.items()))
+    _refuse_keys_in_params(f"config llm.models.{name}.params", out)
     return dict(sorted(out.items()))
+
+
+# Fields of a request body that carry credentials (extra_body is sent as it is and recorded).
+CREDENTIAL_FIELDS = frozenset(
+    {"api_key", "apikey", "key", "token", "access_token", "secret", "password", "authorization"}
+)
+
+
+def _refuse_keys_in_params(where: str, value: Any) -> None:
+    """No key in the params: they go into the request body as they are, and so into the response
+    record, the cache entries and their key (``extra_body: {api_key: sk-…}`` reached all three).
+    A credential's field name or a value of a key's form is refused, the value masked."""
+    from crucible.core.secrets import looks_like_key, masked
+
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if str(key).lower() in CREDENTIAL_FIELDS and item not in (None, ""):
+                shown = masked(item) if isinstance(item, str) else f"a {type(item).__name__}"
+                raise ConfigError(
+                    f"{where}.{key}: a credential ({shown}) is sent and recorded with every request from here; "
+                    f"{KEY_FIX}"
+                )
+            _refuse_keys_in_params(f"{where}.{key}", item)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_keys_in_params(f"{where}[{i}]", item)
+    elif isinstance(value, str) and looks_like_key(value):
+        raise ConfigError(
+            f"{where}: {masked(value)} has the form of a key, which would be sent and recorded with every request; "
+            f"{KEY_FIX}"
+        )
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

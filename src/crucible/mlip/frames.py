@@ -72,9 +72,15 @@ def _frames_from_file(path: Path) -> list[Frame]:
     for i, atoms in enumerate(images):
         where = f"{path}, frame {i}"
         try:
-            energy = float(atoms.get_potential_energy())
+            value = atoms.get_potential_energy()
         except Exception as exc:
             raise DataValidationError(f"{where}: no reference energy (field 'energy'): {exc}") from exc
+        # ASE reads extended XYZ's energy=T as True, which float() made a reference of 1.0 eV
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise DataValidationError(
+                f"{where}: reference energy (field 'energy') {value!r} is a {type(value).__name__}, not a number"
+            )
+        energy = float(value)
         try:
             forces = np.asarray(atoms.get_forces(), dtype=float)
         except Exception as exc:

@@ -141,5 +141,44 @@ def check_custom_potentials(
         key = (keys or {}).get(name)
         if name in registered:
             raise ConfigError(f"{_where(name, key=key)}: {name!r} is a registered potential; give yours another name")
-        import_factory(name, custom[name], key)
+        factory = import_factory(name, custom[name], key)
+        check_params_taken(name, custom[name], factory, key)
         declared_elements(name, custom[name], key)
+
+
+def check_params_taken(name: str, entry: Mapping[str, Any], factory: Any, key: str | None = None) -> None:
+    """The entry's ``params`` and the keyword ``device`` against the factory's signature, at
+    start-up: a typo (``cutofff``) otherwise passed planning and stopped every job of the
+    potential with a TypeError. A factory taking ``**kwargs``, or whose signature Python cannot
+    read, takes anything."""
+    import inspect
+
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    kinds = {p.name: p.kind for p in signature.parameters.values()}
+    if inspect.Parameter.VAR_KEYWORD in kinds.values():
+        return
+    keywords = [
+        n
+        for n, kind in kinds.items()
+        if kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)
+    ]
+    if "device" not in keywords:
+        raise ConfigError(
+            f"{_where(name, 'class', key)}: {entry['class']} takes no keyword 'device'; crucible calls it as "
+            f"factory(device=..., **params) (it takes: {', '.join(keywords) or 'nothing'})"
+        )
+    accepted = [n for n in keywords if n != "device"]
+    for param in sorted(entry.get("params") or {}):
+        if param == "device":
+            raise ConfigError(
+                f"{_where(name, 'params.device', key)}: crucible passes device itself (say where it runs with "
+                f"{_where(name, 'device', key).removeprefix('config ')}: cpu or gpu)"
+            )
+        if param not in accepted:
+            raise ConfigError(
+                f"{_where(name, 'params.' + param, key)}: {entry['class']} takes no parameter {param!r}; "
+                f"it takes: {', '.join(accepted) or 'none'}"
+            )

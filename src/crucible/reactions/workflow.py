@@ -206,13 +206,30 @@ def final_outputs(config: dict[str, Any]) -> list[str]:
 
 
 def check(config: dict[str, Any]) -> None:
-    """Unknown datasets or baselines, a language model named like a baseline."""
+    """Unknown datasets or baselines, a language model named like a baseline, a baseline's
+    parameter it does not take."""
     try:
         datasets(config)
         baselines(config)
         llm_models(config)
     except ConfigError as exc:
         raise ConfigError(f"config reactions: {exc}") from None
+    check_params_taken(config)
+
+
+def check_params_taken(config: dict[str, Any]) -> None:
+    """Each baseline's ``model_params`` against the names its ``get_params()`` gives (the
+    scikit-learn protocol), when the config is checked: a typo otherwise passed planning and
+    stopped every predict job of that baseline, naming no config key."""
+    params = section(config)["model_params"]
+    for name in sorted(set(params) & set(BASELINES)):
+        accepted = sorted(BASELINES[name].build().get_params())
+        for key in sorted(params[name] or {}):
+            if key not in accepted:
+                raise ConfigError(
+                    f"config error at reactions.model_params.{name}.{key}: the baseline {name} takes no "
+                    f"parameter {key!r}; it takes: {', '.join(accepted) or 'none'}"
+                )
 
 
 @llm_workflow.asks_language_models("reactions")
