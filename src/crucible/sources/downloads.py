@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from crucible.core.archives import extract
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
-from crucible.core.hashes import CHUNK, check_hash, git_blob_id, sha256_file
+from crucible.core.hashes import CHUNK, check_hash, git_blob_id, md5_file, sha256_file
 from crucible.core.io import atomic_path
 
 # Read and checked in crucible.sources.pins; named here too, since library code and tests ask
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 # The folder, relative to the working directory, that the fetch stage fills.
 RESOURCES = Path("resources")
-LOCK_NAME = "sources.lock.json"  # SHA-256 of artifacts pinned by git blob id, recorded on fetch
+LOCK_NAME = "sources.lock.json"  # SHA-256 of artifacts pinned by git blob id or MD5, recorded on fetch
 
 
 MATMINER_CATALOGUE_ROLE = "matminer/dataset-catalogue"
@@ -155,21 +155,23 @@ def read_lock(path: str | os.PathLike | None) -> dict[str, Any]:
         raise ConfigError(f"cannot read lock file {path}: {exc}") from exc
 
 
-def locked_sha256(entries: dict[str, Any], name: str, git_blob: str | None) -> str | None:
-    """The SHA-256 the lock recorded for artifact ``name`` as pinned now (by ``git_blob``); None
-    when there is none, or when it was recorded for another pin (a version bump: the new file is
-    checked against its blob and its SHA-256 recorded anew). A bare string (older lock format)
-    does not say which blob it was recorded for and stays binding."""
+def locked_sha256(entries: dict[str, Any], name: str, git_blob: str | None, md5: str | None = None) -> str | None:
+    """The SHA-256 the lock recorded for artifact ``name`` as pinned now (by ``git_blob`` or
+    ``md5``); None when there is none, or when it was recorded for another pin (a version bump:
+    the new file is checked against its blob or MD5 and its SHA-256 recorded anew). A bare string
+    (older lock format) does not say which blob it was recorded for and stays binding."""
     entry = entries.get(name)
     if isinstance(entry, dict):
         if git_blob and str(entry.get("git_blob") or "").lower() != git_blob.lower():
+            return None
+        if md5 and str(entry.get("md5") or "").lower() != md5.lower():
             return None
         return str(entry.get("sha256") or "").lower() or None
     return str(entry).lower() if entry else None
 
 
 def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str, Any] | None = None) -> None:
-    """Record ``name``'s SHA-256 (with the git blob and URL it was fetched for) in the lock file,
+    """Record ``name``'s SHA-256 (with the git blob or MD5 and URL it was fetched for) in the lock file,
     replacing an entry of an older pin; several fetch jobs may do this at once."""
     import fcntl
 
@@ -184,6 +186,8 @@ def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str
             "git_blob": (spec.get("git_blob") or "").lower() or None,
             "url": spec.get("url"),
         }
+        if spec.get("md5"):
+            entries[name]["md5"] = spec["md5"].lower()
         with atomic_path(path) as tmp:
             tmp.write_text(json.dumps(dict(sorted(entries.items())), indent=2) + "\n", encoding="utf-8")
 
@@ -191,8 +195,9 @@ def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str
 def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None, sources_file: str) -> str:
     """Check ``path`` against every pin the artifact has; return its SHA-256.
 
-    SHA-256 (sources file, else lock file) when known; a git blob id is checked as well. An
-    artifact with no pin at all is refused, naming the hash received and the line that pins it.
+    SHA-256 (sources file, else lock file) when known; a git blob id, a size and an MD5 (a
+    figshare file's published pins) are checked as well. An artifact with no pin at all is
+    refused, naming the hash received and the line that pins it.
     """
     actual = sha256_file(path)
     expected = spec.get("sha256") or locked
@@ -216,7 +221,21 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
                 f"git blob id mismatch for artifact {name!r} ({spec.get('url', path)}): "
                 f"pinned {blob.lower()}, got {got} (git hash-object)"
             )
-    if not expected and not blob:
+    size = spec.get("size")
+    if size is not None and path.stat().st_size != size:
+        raise HashMismatchError(
+            f"size mismatch for artifact {name!r} ({spec['filename']} from {spec.get('url', path)}): "
+            f"published {size} bytes, got {path.stat().st_size}"
+        )
+    md5 = spec.get("md5")
+    if md5:
+        got = md5_file(path)
+        if got != md5.lower():
+            raise HashMismatchError(
+                f"MD5 mismatch for artifact {name!r} ({spec['filename']} from {spec.get('url', path)}): "
+                f"published {md5.lower()}, got {got}"
+            )
+    if not expected and not blob and not md5:
         raise HashMismatchError(
             f"artifact {name!r} ({spec.get('url', path)}) has no pin, refusing it. Received SHA-256 {actual} "
             f"(git blob id {git_blob_id(path)}). If you trust this file, pin it in {sources_file} under "
@@ -234,8 +253,8 @@ def fetch(
 ) -> Path:
     """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed.
 
-    An artifact pinned by git blob id only has its SHA-256 recorded in ``lock`` on the first
-    verified download; from then on the SHA-256 is checked.
+    An artifact pinned by git blob id or by MD5 (and size: a figshare file) only has its SHA-256
+    recorded in ``lock`` on the first verified download; from then on the SHA-256 is checked too.
 
     A file already at ``dest`` with another hash, and a download that does not match, are moved
     aside as ``<name>.bad-<their sha256[:12]>`` (kept for inspection, never deleted); the
@@ -243,7 +262,7 @@ def fetch(
     """
     dest = Path(dest)
     if "sha256" not in spec or spec.get("git_blob"):
-        locked = locked_sha256(read_lock(lock), name, spec.get("git_blob"))
+        locked = locked_sha256(read_lock(lock), name, spec.get("git_blob"), spec.get("md5"))
         if dest.exists():
             try:
                 _check_pins(name, spec, dest, locked, sources_file)
@@ -266,7 +285,7 @@ def fetch(
                 try:
                     actual = _check_pins(name, spec, path, locked, sources_file)
                 except HashMismatchError as exc:
-                    if not (spec.get("sha256") or locked or spec.get("git_blob")):
+                    if not (spec.get("sha256") or locked or spec.get("git_blob") or spec.get("md5")):
                         raise  # nothing pins it: fetching again cannot help
                     aside = dest.with_name(f"{dest.name}.bad-{sha256_file(path)[:12]}")
                     os.replace(path, aside)
@@ -385,8 +404,9 @@ def pinned(
     ``path`` is where the caller was told the file is (a rule's input); by default it is where
     the fetch stage puts it, under ``resources``. The SHA-256 is computed on every call (a few
     milliseconds for the tables read here), so an edit between two jobs is always seen. A file
-    pinned by git blob id is checked against the SHA-256 its fetch recorded in the lock file
-    (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id.
+    pinned by git blob id or MD5 is checked against the SHA-256 its fetch recorded in the lock file
+    (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id or
+    the MD5 and size.
     """
     pin = find_pin(role, sources)
     if pin.package:
@@ -407,8 +427,9 @@ def pinned(
         expected, where = pin.sha256, "in config/sources.yaml"
     else:
         lock = Path(lock) if lock is not None else Path(resources) / LOCK_NAME
-        expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob)
-        where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
+        expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob, pin.md5)
+        first = f"git blob {pin.git_blob}" if pin.git_blob else f"MD5 {pin.md5}"
+        where = f"recorded in {lock} by its verified fetch ({first} in config/sources.yaml)"
     if expected:
         actual = sha256_file(path)
         if actual != expected:
@@ -423,8 +444,15 @@ def pinned(
                 f"{path}: git blob id {actual} differs from the pin {pin.git_blob} of {pin.what} in "
                 f"config/sources.yaml; the file changed after it was {verb}. {again}"
             )
+    elif pin.md5:
+        got = (md5_file(path), path.stat().st_size)
+        if got[0] != pin.md5 or (pin.size is not None and got[1] != pin.size):
+            raise HashMismatchError(
+                f"{path}: MD5 {got[0]} ({got[1]} bytes) differs from the published {pin.md5} ({pin.size} bytes) of "
+                f"{pin.what} in config/sources.yaml; the file changed after it was {verb}. {again}"
+            )
     else:
-        raise ConfigError(f"config/sources.yaml: {pin.what} has no pin (sha256 or git_blob)")
+        raise ConfigError(f"config/sources.yaml: {pin.what} has no pin (sha256, git_blob or md5)")
     return path
 
 
