@@ -1,4 +1,5 @@
-"""``crucible discovery ...``: Matbench Discovery's diatomics task (curves, table, figures)."""
+"""``crucible discovery ...``: Matbench Discovery's diatomics task (curves, table, figures) and
+its discovery scorer (stability metrics from the leaderboard's files, their table)."""
 
 from crucible.stages.declaration import Stage
 
@@ -7,4 +8,6 @@ STAGES = (
     Stage("table", "the diatomics table beside the published rows", ".run:write_table"),
     Stage("curves-figure", "one potential's dimer curves against PBE", ".run:write_curve_figure"),
     Stage("metrics-figure", "the diatomics metrics of ours beside the published ones", ".run:write_metrics_figure"),
+    Stage("stability", "a model's WBM stability metrics from its published predictions", ".scorer:score_stability"),
+    Stage("stability-table", "the stability table beside the published rows", ".scorer:write_stability_table"),
 )
