@@ -1,5 +1,4 @@
-"""``crucible discovery ...``: Matbench Discovery's diatomics task (curves, table, figures) and
-its discovery scorer (stability metrics from the leaderboard's files, their table)."""
+"""``crucible discovery ...``: Matbench Discovery's diatomics task and its discovery scorer."""
 
 from crucible.stages.declaration import Stage
 

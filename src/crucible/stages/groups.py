@@ -18,5 +18,5 @@ GROUPS: dict[str, tuple[str, str]] = {
     "llm": ("crucible.llm.stages", "language-model inference: prompts.jsonl -> responses/{model}.jsonl"),
     "catalysis": ("crucible.catalysis.stages", "adsorption, surface and formation energies (CatBench semantics)"),
     "crystal": ("crucible.crystal.stages", "text-to-crystal: items, generators, OpenCompass MP-20 scoring"),
-    "discovery": ("crucible.discovery.stages", "Matbench Discovery diatomics: dimer curves, metrics, table"),
+    "discovery": ("crucible.discovery.stages", "Matbench Discovery: diatomics curves and table, the discovery scorer"),
 }
