@@ -35,7 +35,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
 	$(BIN)/pip install --quiet -c requirements.lock -e '.[test,lint]'
 	# matbench 0.6 pins scikit-learn 1.0.1 / scipy 1.7.3, which do not build on Python 3.11;
 	# its scorer and loader run on current versions, so the peer is installed without deps.
-	$(BIN)/pip install --quiet --no-deps matbench==0.6
+	# matbench-discovery 1.3.1 (the discovery scorer's peer) would pull pymatviz, wandb and their
+	# trees; tests/test_discovery_stability.py imports only its metric module, on numpy, pandas
+	# and scikit-learn, all pinned here.
+	$(BIN)/pip install --quiet --no-deps matbench==0.6 matbench-discovery==1.3.1
 	touch $@
 
 install: $(VENV)/.installed
@@ -115,7 +118,7 @@ $(VENV312)/.installed: pyproject.toml requirements.lock
 	grep -v -E '^(nvidia-|(torch|chgnet|sevenn|e3nn|opt-einsum-fx|torch-geometric|triton)([=+-]|$$))' requirements.lock \
 		> $(VENV312)/requirements-without-torch.txt
 	$(VENV312)/bin/pip install --quiet -r $(VENV312)/requirements-without-torch.txt
-	$(VENV312)/bin/pip install --quiet --no-deps -e . matbench==0.6
+	$(VENV312)/bin/pip install --quiet --no-deps -e . matbench==0.6 matbench-discovery==1.3.1
 	touch $@
 
 test-py312: $(VENV312)/.installed

@@ -798,3 +798,41 @@ def assert_printed_tables(tables_dir: Path) -> list[str]:
             assert "\\caption{" in tex.read_text(), f"{tex.name}: no caption"
         checked.append(md.name)
     return checked
+
+
+def write_wbm_files(folder: Path, n: int = 400, seed: int = 0, model_column: str = "e_form_per_atom_chgnet"):
+    """A synthetic WBM summary and one model's predictions, gzipped CSV in the leaderboard's formats
+    (the summary's own column names, a few of its other columns beside them; a predictions file of
+    ``material_id`` and one formation-energy column, some materials left out, one cell empty, one
+    prediction unrealistic). Returns (summary path, predictions path)."""
+    import gzip
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    ids = [f"wbm-{1 + k // 100}-{k % 100 + 1}" for k in range(n)]
+    e_form = rng.normal(-0.5, 0.8, n)
+    summary = pd.DataFrame(
+        {
+            "material_id": ids,
+            "formula": ["Li2O"] * n,
+            "n_sites": rng.integers(1, 40, n),
+            "e_form_per_atom_wbm": e_form + 0.01,
+            "e_form_per_atom_mp2020_corrected": e_form,
+            "e_above_hull_mp2020_corrected_ppd_mp": rng.normal(0.08, 0.12, n),
+            "unique_prototype": rng.random(n) < 0.8,
+        }
+    )
+    pred = e_form + rng.normal(0.0, 0.06, n)
+    pred[3] = np.nan
+    pred[5] += 9.0
+    keep = np.ones(n, bool)
+    keep[[7, 11]] = False
+    preds = pd.DataFrame({"material_id": np.array(ids)[keep], model_column: pred[keep]})
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / "wbm-summary.csv.gz", folder / "discovery.csv.gz")
+    for df, path in zip((summary, preds), paths):
+        with gzip.GzipFile(path, "wb", mtime=0) as fh:
+            fh.write(df.to_csv(index=False).encode())
+    return paths

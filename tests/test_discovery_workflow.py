@@ -50,3 +50,24 @@ def test_the_reference_and_cards_are_where_the_fetch_rule_puts_them():
     assert wf.reference_file().startswith("resources/downloads/")
     cards = wf.card_files()
     assert len(cards) == 35 and str(resource_path("discovery/cards/chgnet-0.3.0")) in cards
+
+
+def test_the_scorer_is_off_by_default_and_builds_per_model_scores_and_one_table():
+    assert wf.stability_models(_config(potentials=["emt"])) == []
+    assert not any("stability" in p for p in wf.final_outputs(_config(potentials=["emt"])))
+    config = {"discovery": {"stability": {"models": ["chgnet-0.3.0", "mace-mp-0"]}}}
+    check_schema(config)
+    wf.check(config)
+    out = wf.final_outputs(config)
+    assert out[:2] == ["results/discovery/stability/chgnet-0.3.0.json", "results/discovery/stability/mace-mp-0.json"]
+    assert {f"results/tables/discovery_stability.{e}" for e in ("csv", "md", "tex")} <= set(out)
+    assert not any("diatomics" in p for p in out)
+    assert wf.predictions_file("chgnet-0.3.0").startswith("resources/downloads/")
+    assert wf.wbm_summary_file().startswith("resources/downloads/")
+
+
+def test_a_model_without_pinned_predictions_is_refused_naming_the_key():
+    config = {"discovery": {"stability": {"models": ["chgnet-0.3.0", "sevennet-0"]}}}
+    check_schema(config)
+    with pytest.raises(ConfigError, match="discovery.stability.models: sevennet-0 has no pinned predictions file"):
+        wf.check(config)

@@ -61,7 +61,7 @@ NO_TORCH = {
         ("crystal", c)
         for c in ("audit", "build-items", "csp-table", "figure", "sample-prompts", "score", "score-samples", "table")
     ),
-    *(("discovery", c) for c in ("table", "curves-figure", "metrics-figure")),
+    *(("discovery", c) for c in ("table", "curves-figure", "metrics-figure", "stability", "stability-table")),
 }
 
 TORCH = [

@@ -116,3 +116,54 @@ rule plot_diatomics:
         "../../envs/mlip.yaml"
     shell:
         stage.shell("discovery metrics-figure")
+
+
+# The discovery scorer: a leaderboard model's published predictions (figshare, pinned by the MD5 and
+# size of its card, then by the SHA-256 recorded on the first fetch) scored against the WBM summary.
+rule score_stability:
+    input:
+        wbm_summary=discovery_wf.wbm_summary_file(),
+        predictions=lambda wc: discovery_wf.predictions_file(wc.discovery_model),
+        card=lambda wc: discovery_wf.card_file(wc.discovery_model),
+    output:
+        "results/discovery/stability/{discovery_model}.json",
+    log:
+        "logs/discovery/stability/{discovery_model}.log",
+    benchmark:
+        "benchmarks/runs/discovery/stability_{discovery_model}.tsv"
+    wildcard_constraints:
+        discovery_model=discovery_wf.stability_model_pattern(config),
+    conda:
+        "../../envs/mlip.yaml"
+    resources:
+        mem_mb=lambda wc, attempt: 3000 * attempt,
+    params:
+        # a scores file of an older meaning reruns
+        scores_format=discovery_wf.scores_format(),
+    shell:
+        stage.shell(
+            "discovery stability",
+            model="{wildcards.discovery_model:q}",
+            column=None,
+            out="{output:q}",
+        )
+
+
+rule tabulate_stability:
+    input:
+        inputs=lambda wc: discovery_wf.stability_files(config),
+        cards=discovery_wf.card_files(),
+    output:
+        out_csv=report(
+            "results/tables/discovery_stability.csv", caption="../report/discovery_stability.rst", category="Discovery"
+        ),
+        out_md="results/tables/discovery_stability.md",
+        out_tex="results/tables/discovery_stability.tex",
+    log:
+        "logs/discovery/stability_table.log",
+    benchmark:
+        "benchmarks/runs/discovery/stability_table.tsv"
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery stability-table")

@@ -1,4 +1,6 @@
-"""The one function that hashes a file (:func:`file_sha256`), and the git blob id of a file.
+"""The one function that hashes a file (:func:`file_sha256`), and the other digests a publisher
+pins a file by: its git blob id (what ``git hash-object`` prints) and its MD5 (what figshare
+publishes, checked on fetch, never a pin on its own).
 
 A pin is checked against every byte on every read (``cached=False``, the default: an edit is
 always seen, whatever a file's stat says). What only identifies a job's inputs may take the
@@ -80,6 +82,16 @@ def check_hash(path: str | os.PathLike, expected: str, artifact: str) -> str:
             f"SHA-256 mismatch for artifact {artifact!r} ({path}): expected {expected.lower()}, got {actual}"
         )
     return actual
+
+
+def md5_file(path: str | os.PathLike) -> str:
+    """The MD5 a figshare file is published with; never a pin on its own (the fetch records the
+    SHA-256 of the file that matched it)."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def git_blob_id(path: str | os.PathLike) -> str:

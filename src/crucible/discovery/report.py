@@ -158,3 +158,51 @@ def metrics_figure(df: pd.DataFrame):
 def model_of(path: str | Path) -> str:
     name = Path(path).name
     return name[: -len(".json.gz")] if name.endswith(".json.gz") else Path(path).stem
+
+
+STABILITY_METRICS = ("F1", "DAF", "Precision", "Recall", "Accuracy", "TPR", "TNR", "FPR", "FNR", "MAE", "RMSE", "R2")
+STABILITY_HEADERS = {
+    "model": "model",
+    "source": "source",
+    "date": "date",
+    "subset": "subset",
+    **{m: m for m in STABILITY_METRICS},
+    "MAE": "MAE (eV/atom)",
+    "RMSE": "RMSE (eV/atom)",
+    "R2": "R²",
+    "missing_preds": "missing predictions",
+}
+STABILITY_COLUMNS = tuple(STABILITY_HEADERS)
+STABILITY_TITLE = "Matbench Discovery: stability classification of the WBM test set"
+
+
+def stability_table(ours: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """A row per model and subset: ours (``source`` crucible) first, by model, then the published
+    rows of the cards by model; subsets in the leaderboard's order."""
+    from crucible.discovery.stability import SUBSETS
+
+    order = {s: k for k, s in enumerate(SUBSETS)}
+    rows = []
+    for source, group in (("crucible", ours), ("published", published)):
+        for r in sorted(group, key=lambda r: (r["model"], order[r["subset"]])):
+            row = {"model": r["model"], "source": source, "date": r.get("date", ""), "subset": r["subset"]}
+            row.update({m: float(r.get(m, math.nan)) for m in STABILITY_METRICS})
+            row["missing_preds"] = r.get("missing_preds", math.nan)
+            rows.append(row)
+    df = pd.DataFrame(rows, columns=list(STABILITY_COLUMNS))
+    df["missing_preds"] = pd.array(
+        [None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v) for v in df["missing_preds"]],
+        dtype="Int64",
+    )
+    return df
+
+
+def stability_caption(df: pd.DataFrame) -> str:
+    n_ours = df.loc[df["source"] != "published", "model"].nunique()
+    n_pub = df.loc[df["source"] == "published", "model"].nunique()
+    return (
+        f"{n_ours} model(s) scored here from the leaderboard's own prediction files beside the {n_pub} published "
+        "rows of its model cards (commit 2c7f9fc, date of each card's predictions file); the WBM test set "
+        "(full_test_set), its unique prototypes and the 10,000 of those predicted most stable; stable at a "
+        "predicted hull distance ≤ 0 eV/atom, predictions rounded to 3 decimals, a missing one counted unstable."
+    )

@@ -3,7 +3,10 @@
 ``workflow/rules/discovery.smk`` calls these. Per potential: its dimer curves
 (``results/discovery/diatomics/{potential}.json.gz``, the leaderboard's prediction format) and
 their grid figure; over the configured potentials: the diatomics table beside the published
-rows of the leaderboard's model cards, and the metrics figure.
+rows of the leaderboard's model cards, and the metrics figure. Per model of
+``discovery.stability.models``: its stability scores from the leaderboard's own prediction file
+(``results/discovery/stability/{model}.json``); over them, the stability table beside the
+published discovery rows of the cards.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ CURVES = "results/discovery/diatomics/{potential}.json.gz"
 TABLE = "results/tables/discovery_diatomics.{ext}"
 CURVE_FIGURE = "results/figures/discovery_diatomics_curves_{potential}.{ext}"
 METRICS_FIGURE = "results/figures/discovery_diatomics_metrics.{ext}"
+STABILITY_SCORES = "results/discovery/stability/{model}.json"
+STABILITY_TABLE = "results/tables/discovery_stability.{ext}"
 
 
 def _section(config: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +60,57 @@ def curves_format() -> int:
     return CURVES_FORMAT
 
 
+def stability_models(config: dict[str, Any]) -> list[str]:
+    return list(_section(config)["stability"]["models"])
+
+
+def stability_model_pattern(config: dict[str, Any]) -> str:
+    """The ``model`` constraint of score_stability: the configured models."""
+    return alternation(stability_models(config))
+
+
+def stability_files(config: dict[str, Any]) -> list[str]:
+    return [STABILITY_SCORES.format(model=m) for m in stability_models(config)]
+
+
+def wbm_summary_file() -> str:
+    from crucible.discovery.wbm import WBM_ROLE
+    from crucible.sources.pinned_files import resource_path
+
+    return str(resource_path(WBM_ROLE))
+
+
+def predictions_file(model: str) -> str:
+    from crucible.discovery.wbm import predictions_role
+    from crucible.sources.pinned_files import resource_path
+
+    return str(resource_path(predictions_role(model)))
+
+
+def card_file(model: str) -> str:
+    from crucible.discovery.data import CARD_ROLE_PREFIX
+    from crucible.sources.pinned_files import resource_path
+
+    return str(resource_path(CARD_ROLE_PREFIX + model))
+
+
+def scores_format() -> int:
+    """The meaning of a scores file (:data:`crucible.discovery.scorer.SCORES_FORMAT`), a param."""
+    from crucible.discovery.scorer import SCORES_FORMAT
+
+    return SCORES_FORMAT
+
+
 def check(config: dict[str, Any]) -> None:
     from crucible.discovery.curves import symbols
+    from crucible.discovery.wbm import prediction_models
+
+    unknown = sorted(set(stability_models(config)) - set(prediction_models()))
+    if unknown:
+        raise ConfigError(
+            f"config discovery.stability.models: {', '.join(unknown)} has no pinned predictions file "
+            f"(config/sources.yaml pins those of: {', '.join(prediction_models())})"
+        )
 
     potentials_wf.check_potential_names(config, potentials(config), "discovery.diatomics.potentials")
     value = _section(config)["diatomics"]["elements"]
@@ -106,10 +160,13 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
 
 
 def final_outputs(config: dict[str, Any]) -> list[str]:
+    out = stability_files(config)
+    if out:
+        out += [STABILITY_TABLE.format(ext=e) for e in ("csv", "md", "tex")]
     ps = potentials(config)
     if not ps:
-        return []
-    out = curve_files(config)
+        return out
+    out += curve_files(config)
     out += [TABLE.format(ext=e) for e in ("csv", "md", "tex")]
     out += [METRICS_FIGURE.format(ext=e) for e in ("png", "pdf")]
     out += [CURVE_FIGURE.format(potential=p, ext=e) for p in ps for e in ("png", "pdf")]
@@ -121,8 +178,13 @@ FAMILY = Family(
     package="crucible.discovery",
     final_outputs=final_outputs,
     check=check,
-    captions=("discovery_diatomics.rst", "discovery_diatomics_curves.rst", "discovery_diatomics_metrics.rst"),
+    captions=(
+        "discovery_diatomics.rst",
+        "discovery_diatomics_curves.rst",
+        "discovery_diatomics_metrics.rst",
+        "discovery_stability.rst",
+    ),
     envs=("mlip.yaml",),
-    built=lambda c: {"diatomics potentials": potentials(c)},
+    built=lambda c: {"diatomics potentials": potentials(c), "stability models": stability_models(c)},
     names=names,
 )

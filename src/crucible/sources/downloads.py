@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
-from crucible.core.hashes import CHUNK, check_hash, file_sha256, git_blob_id
+from crucible.core.hashes import CHUNK, check_hash, file_sha256, git_blob_id, md5_file
 from crucible.core.io import atomic_path
 
 log = logging.getLogger(__name__)
 
 # The folder, relative to the working directory, that the fetch stage fills.
 RESOURCES = Path("resources")
-LOCK_NAME = "sources.lock.json"  # SHA-256 of artifacts pinned by git blob id, recorded on fetch
+LOCK_NAME = "sources.lock.json"  # SHA-256 of artifacts pinned by git blob id or MD5, recorded on fetch
 
 
 def _pip_download(spec: dict[str, Any], workdir: Path) -> Path:
@@ -109,21 +109,23 @@ def read_lock(path: str | os.PathLike | None) -> dict[str, Any]:
         raise ConfigError(f"cannot read lock file {path}: {exc}") from exc
 
 
-def locked_sha256(entries: dict[str, Any], name: str, git_blob: str | None) -> str | None:
-    """The SHA-256 the lock recorded for artifact ``name`` as pinned now (by ``git_blob``); None
-    when there is none, or when it was recorded for another pin (a version bump: the new file is
-    checked against its blob and its SHA-256 recorded anew). A bare string (older lock format)
-    does not say which blob it was recorded for and stays binding."""
+def locked_sha256(entries: dict[str, Any], name: str, git_blob: str | None, md5: str | None = None) -> str | None:
+    """The SHA-256 the lock recorded for artifact ``name`` as pinned now (by ``git_blob`` or
+    ``md5``); None when there is none, or when it was recorded for another pin (a version bump:
+    the new file is checked against its blob or MD5 and its SHA-256 recorded anew). A bare string
+    (older lock format) does not say which blob it was recorded for and stays binding."""
     entry = entries.get(name)
     if isinstance(entry, dict):
         if git_blob and str(entry.get("git_blob") or "").lower() != git_blob.lower():
+            return None
+        if md5 and str(entry.get("md5") or "").lower() != md5.lower():
             return None
         return str(entry.get("sha256") or "").lower() or None
     return str(entry).lower() if entry else None
 
 
 def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str, Any] | None = None) -> None:
-    """Record ``name``'s SHA-256 (with the git blob and URL it was fetched for) in the lock file,
+    """Record ``name``'s SHA-256 (with the git blob or MD5 and URL it was fetched for) in the lock file,
     replacing an entry of an older pin; several fetch jobs may do this at once."""
     import fcntl
 
@@ -138,6 +140,8 @@ def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str
             "git_blob": (spec.get("git_blob") or "").lower() or None,
             "url": spec.get("url"),
         }
+        if spec.get("md5"):
+            entries[name]["md5"] = spec["md5"].lower()
         with atomic_path(path) as tmp:
             tmp.write_text(json.dumps(dict(sorted(entries.items())), indent=2) + "\n", encoding="utf-8")
 
@@ -145,8 +149,9 @@ def _record_lock(path: str | os.PathLike, name: str, sha256: str, spec: dict[str
 def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None, sources_file: str) -> str:
     """Check ``path`` against every pin the artifact has; return its SHA-256.
 
-    SHA-256 (sources file, else lock file) when known; a git blob id is checked as well. An
-    artifact with no pin at all is refused, naming the hash received and the line that pins it.
+    SHA-256 (sources file, else lock file) when known; a git blob id, a size and an MD5 (a
+    figshare file's published pins) are checked as well. An artifact with no pin at all is
+    refused, naming the hash received and the line that pins it.
     """
     actual = file_sha256(path)
     expected = spec.get("sha256") or locked
@@ -170,7 +175,21 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
                 f"git blob id mismatch for artifact {name!r} ({spec.get('url', path)}): "
                 f"pinned {blob.lower()}, got {got} (git hash-object)"
             )
-    if not expected and not blob:
+    size = spec.get("size")
+    if size is not None and path.stat().st_size != size:
+        raise HashMismatchError(
+            f"size mismatch for artifact {name!r} ({spec['filename']} from {spec.get('url', path)}): "
+            f"published {size} bytes, got {path.stat().st_size}"
+        )
+    md5 = spec.get("md5")
+    if md5:
+        got = md5_file(path)
+        if got != md5.lower():
+            raise HashMismatchError(
+                f"MD5 mismatch for artifact {name!r} ({spec['filename']} from {spec.get('url', path)}): "
+                f"published {md5.lower()}, got {got}"
+            )
+    if not expected and not blob and not md5:
         raise HashMismatchError(
             f"artifact {name!r} ({spec.get('url', path)}) has no pin, refusing it. Received SHA-256 {actual} "
             f"(git blob id {git_blob_id(path)}). If you trust this file, pin it in {sources_file} under "
@@ -188,8 +207,8 @@ def fetch(
 ) -> Path:
     """Make ``dest`` hold artifact ``name`` with the pinned SHA-256; download only if needed.
 
-    An artifact pinned by git blob id only has its SHA-256 recorded in ``lock`` on the first
-    verified download; from then on the SHA-256 is checked.
+    An artifact pinned by git blob id or by MD5 (and size: a figshare file) only has its SHA-256
+    recorded in ``lock`` on the first verified download; from then on the SHA-256 is checked too.
 
     A file already at ``dest`` with another hash, and a download that does not match, are moved
     aside as ``<name>.bad-<their sha256[:12]>`` (kept for inspection, never deleted); the
@@ -197,7 +216,7 @@ def fetch(
     """
     dest = Path(dest)
     if "sha256" not in spec or spec.get("git_blob"):
-        locked = locked_sha256(read_lock(lock), name, spec.get("git_blob"))
+        locked = locked_sha256(read_lock(lock), name, spec.get("git_blob"), spec.get("md5"))
         if dest.exists():
             try:
                 _check_pins(name, spec, dest, locked, sources_file)
@@ -220,7 +239,7 @@ def fetch(
                 try:
                     actual = _check_pins(name, spec, path, locked, sources_file)
                 except HashMismatchError as exc:
-                    if not (spec.get("sha256") or locked or spec.get("git_blob")):
+                    if not (spec.get("sha256") or locked or spec.get("git_blob") or spec.get("md5")):
                         raise  # nothing pins it: fetching again cannot help
                     aside = dest.with_name(f"{dest.name}.bad-{file_sha256(path)[:12]}")
                     os.replace(path, aside)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from crucible.core.archives import extract
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
-from crucible.core.hashes import file_sha256, git_blob_id
+from crucible.core.hashes import file_sha256, git_blob_id, md5_file
 from crucible.sources.downloads import LOCK_NAME, RESOURCES, fetch, locked_sha256, read_lock
 
 # Read and checked in crucible.sources.pins; named here too, since library code and tests ask
@@ -136,8 +136,9 @@ def pinned(
     ``path`` is where the caller was told the file is (a rule's input); by default it is where
     the fetch stage puts it, under ``resources``. The SHA-256 is computed on every call (a few
     milliseconds for the tables read here), so an edit between two jobs is always seen. A file
-    pinned by git blob id is checked against the SHA-256 its fetch recorded in the lock file
-    (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id.
+    pinned by git blob id or MD5 is checked against the SHA-256 its fetch recorded in the lock file
+    (``resources/sources.lock.json`` unless ``lock`` says otherwise), else against the blob id or
+    the MD5 and size.
     """
     pin = find_pin(role, sources)
     if pin.package:
@@ -158,8 +159,9 @@ def pinned(
         expected, where = pin.sha256, "in config/sources.yaml"
     else:
         lock = Path(lock) if lock is not None else Path(resources) / LOCK_NAME
-        expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob)
-        where = f"recorded in {lock} by its verified fetch (git blob {pin.git_blob} in config/sources.yaml)"
+        expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob, pin.md5)
+        first = f"git blob {pin.git_blob}" if pin.git_blob else f"MD5 {pin.md5}"
+        where = f"recorded in {lock} by its verified fetch ({first} in config/sources.yaml)"
     if expected:
         actual = file_sha256(path)
         if actual != expected:
@@ -174,8 +176,15 @@ def pinned(
                 f"{path}: git blob id {actual} differs from the pin {pin.git_blob} of {pin.what} in "
                 f"config/sources.yaml; the file changed after it was {verb}. {again}"
             )
+    elif pin.md5:
+        got = (md5_file(path), path.stat().st_size)
+        if got[0] != pin.md5 or (pin.size is not None and got[1] != pin.size):
+            raise HashMismatchError(
+                f"{path}: MD5 {got[0]} ({got[1]} bytes) differs from the published {pin.md5} ({pin.size} bytes) of "
+                f"{pin.what} in config/sources.yaml; the file changed after it was {verb}. {again}"
+            )
     else:
-        raise ConfigError(f"config/sources.yaml: {pin.what} has no pin (sha256 or git_blob)")
+        raise ConfigError(f"config/sources.yaml: {pin.what} has no pin (sha256, git_blob or md5)")
     return path
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +33,18 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
         if not isinstance(spec, dict):
             raise ConfigError(f"{path}: artifact {name!r}: a mapping of its fields expected, got {spec!r:.40}")
         kind = spec.get("kind")
-        # an http artifact may carry a git blob id instead of a SHA-256, or no pin at all: fetching
-        # it then refuses and prints the pin to add (see fetch)
+        # an http artifact may carry a git blob id or an MD5 (and size) instead of a SHA-256, or no
+        # pin at all: fetching it then refuses and prints the pin to add (see fetch)
         required = {"pip": ("requirement", "filename", "sha256"), "http": ("url", "filename")}.get(kind)
         if required is None:
             raise ConfigError(f"{path}: artifact {name!r}: unknown kind {kind!r} (pip or http)")
         missing = [key for key in required if not spec.get(key)]
         if missing:
             raise ConfigError(f"{path}: artifact {name!r}: missing field(s) {', '.join(missing)}")
+        if spec.get("md5") and not re.fullmatch(r"[0-9a-f]{32}", str(spec["md5"]).lower()):
+            raise ConfigError(f"{path}: artifact {name!r}: md5 {spec['md5']!r} is not 32 hex digits")
+        if "size" in spec and not (isinstance(spec["size"], int) and spec["size"] > 0):
+            raise ConfigError(f"{path}: artifact {name!r}: size {spec['size']!r} is not a positive number of bytes")
         if not isinstance(spec.get("members") or {}, dict):
             raise ConfigError(f"{path}: artifact {name!r}: 'members' must map each member to its path and sha256")
         for member, mspec in (spec.get("members") or {}).items():
@@ -93,8 +98,10 @@ class Pin:
     artifact: str
     member: str | None  # None: the artifact's own file (a download that is read as it is)
     location: str  # relative to the resources folder: extracted/<artifact>/<member> or downloads/<filename>
-    sha256: str | None  # None: pinned by git blob id, its SHA-256 recorded in the lock file on fetch
+    sha256: str | None  # None: pinned by git blob id or MD5, its SHA-256 recorded in the lock file on fetch
     git_blob: str | None = None
+    md5: str | None = None  # a figshare file's published MD5 (and size in bytes)
+    size: int | None = None
     # a file of an installed package (section `installed`): ``location`` is its path inside the
     # package's folder, ``version`` the package version its hash was taken from; never fetched
     package: str | None = None
@@ -126,6 +133,8 @@ def _role_pins(doc: dict[str, Any], where: str = "config/sources.yaml") -> dict[
                     f"downloads/{spec['filename']}",
                     str(spec.get("sha256") or "").lower() or None,
                     str(spec.get("git_blob") or "").lower() or None,
+                    str(spec.get("md5") or "").lower() or None,
+                    spec.get("size"),
                 )
             )
         for member, mspec in (spec.get("members") or {}).items():

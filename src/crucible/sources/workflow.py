@@ -28,13 +28,13 @@ def artifact_saved_as(sources: dict[str, Any], filename: str) -> str:
     raise ConfigError(f"no artifact in config/sources.yaml is saved as {filename}")
 
 
-DOWNLOAD_FIELDS = ("kind", "url", "requirement", "pip_args", "sha256", "git_blob")
+DOWNLOAD_FIELDS = ("kind", "url", "requirement", "pip_args", "sha256", "git_blob", "md5", "size")
 
 
 def download_pin(sources: dict[str, Any], artifact: str) -> str:
     """What the fetch rule's download of ``artifact`` is (a param of the rule): where it comes
     from and its pins, so that a version bump (a new ``url``/``requirement`` and ``sha256``/
-    ``git_blob`` in the sources file) fetches it again, while an edit elsewhere refetches nothing."""
+    ``git_blob``/``md5`` in the sources file) fetches it again, while an edit elsewhere refetches nothing."""
     import json
 
     spec = _artifacts(sources)[artifact]
