@@ -74,8 +74,10 @@ def _prompts(path):
 
 def _model_card(path):
     from crucible.discovery.data import published_row
+    from crucible.discovery.wbm import published_rows
 
-    return published_row(path)  # no role: the card a url_prefix mirror serves, before its pin
+    # no role: the card a url_prefix mirror serves, before its pin; its diatomics and discovery rows
+    return published_row(path), published_rows(path)
 
 
 def _llm_entry(path):
@@ -104,6 +106,7 @@ READERS = {
     "crystal/items.py": {"crystal-prompts"},
     "llm/model_entry.py": {"llm-config-file"},
     "discovery/data.py": {"discovery-model-card"},
+    "discovery/wbm.py": {"discovery-model-card"},
 }
 NOT_USER_YAML = {"core/yaml_files.py": "the reader itself", "dag/config.py": "the packaged schemas"}
 

@@ -63,12 +63,12 @@ def score_stability(
 
 
 def _ours(inputs: list[InFile]) -> list[dict[str, Any]]:
-    from crucible.core import formats
+    from crucible.core import strict_json
     from crucible.discovery.stability import SUBSETS
 
     rows = []
     for path in inputs:
-        doc = formats.read_json(path)
+        doc = strict_json.read_json(path)
         for subset in SUBSETS:
             rows.append({"model": doc["model"], "subset": subset, "date": "", **doc[subset]})
     return rows

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crucible.core import formats
+from crucible.core import reading
 from crucible.core.errors import DataValidationError, HashMismatchError
 from crucible.core.io import InFile
 from crucible.discovery.stability import COUNTS, E_FORM_DFT, EACH_TRUE, ID_COLUMN, METRICS, SUBSETS, UNIQUE_PROTOTYPE
@@ -49,7 +49,7 @@ def parse_wbm_summary(path: InFile) -> pd.DataFrame:
     checked: :func:`read_wbm_summary`)."""
     where = str(path)
     columns = [ID_COLUMN, EACH_TRUE, E_FORM_DFT, UNIQUE_PROTOTYPE]
-    df = formats.read_csv(path, usecols=lambda c: c in columns, dtype={ID_COLUMN: str, UNIQUE_PROTOTYPE: str})
+    df = reading.read_csv(path, usecols=lambda c: c in columns, dtype={ID_COLUMN: str, UNIQUE_PROTOTYPE: str})
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise DataValidationError(f"{where}: line 1: no column(s) {', '.join(missing)} (the WBM summary's own names)")
@@ -91,7 +91,7 @@ def parse_predictions(path: InFile, column: str | None = None) -> pd.Series:
     ``column``, else the file's one ``e_form_per_atom*`` column (no pin checked:
     :func:`read_predictions`)."""
     where = str(path)
-    df = formats.read_csv(path, dtype={ID_COLUMN: str})
+    df = reading.read_csv(path, dtype={ID_COLUMN: str})
     if ID_COLUMN not in df.columns:
         raise DataValidationError(f"{where}: line 1: no column {ID_COLUMN}")
     if column is None:
