@@ -176,7 +176,7 @@ def test_the_report_front_page_names_the_families_sources_version_and_wall_time(
     }.items():
         row = page.split(f"<strong>{family}</strong>", 1)[1].split("</tr>", 1)[0]
         assert all(b in row for b in built), (family, row)
-    assert "Not in this run (nothing configured): llm, catalysis." in page
+    assert "Not in this run (nothing configured): llm, catalysis, discovery." in page
     # the sources: each pinned file the jobs read with its pin, its archive with the archive's
     sources = load_sources(workdir / "config/sources.yaml")
     for role in TINY_RUN_ROLES:
