@@ -130,6 +130,7 @@ def metrics_figure(df: pd.DataFrame):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     ours = df[df["source"] != "published"]
     pub = df[df["source"] == "published"]
@@ -145,6 +146,8 @@ def metrics_figure(df: pd.DataFrame):
         pos = pos[np.isfinite(pos)]
         if len(pos) and (pos > 0).all():
             ax.set_xscale("log")
+            # minor labels of a short log axis (2×10⁰ 3×10⁰ ...) run into each other
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yticks([])
         ax.set_ylim(-0.5, 0.5 + 0.15 * len(ours))
         ax.set_title(HEADERS[m], fontsize=9)
