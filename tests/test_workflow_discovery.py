@@ -36,8 +36,9 @@ def _mirror(tmp_path_factory):
     if not (SHARED / "diatomics-dft.json.gz").is_file():
         pytest.skip(f"no copies of the leaderboard's files at {SHARED}")
     www = tmp_path_factory.mktemp("mbd_www")
+    artifacts = pinned_files.load_sources()["artifacts"]
     for pin in (pinned_files.find_pin(r) for r in [*data.card_roles(), data.REFERENCE_ROLE]):
-        spec = pinned_files.load_sources()["artifacts"][pin.artifact]
+        spec = artifacts[pin.artifact]
         name = spec["mirror_path"].rsplit("/", 1)[-1]
         src = SHARED / name if name.endswith(".json.gz") else SHARED / "models" / name
         (www / spec["mirror_path"]).parent.mkdir(parents=True, exist_ok=True)
@@ -45,16 +46,22 @@ def _mirror(tmp_path_factory):
     return StaticFileServer(www)
 
 
+def _run_then_dry_run(workdir, config, server, env):
+    """The discovery target built, then planned again (a no-op rerun expected); the server closed."""
+    try:
+        return run_snakemake(workdir, config, "discovery", env=env), run_snakemake(
+            workdir, config, "discovery", "-n", env=env
+        )
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="module")
 def dag(tmp_path_factory, venv_env):
     server = _mirror(tmp_path_factory)
     workdir = tmp_path_factory.mktemp("discovery_dag")
     config = {"discovery": {**CONFIG["discovery"], "url_prefix": server.url}}
-    try:
-        proc = run_snakemake(workdir, config, "discovery", env=venv_env)
-        again = run_snakemake(workdir, config, "discovery", "-n", env=venv_env)
-    finally:
-        server.close()
+    proc, again = _run_then_dry_run(workdir, config, server, venv_env)
     yield workdir, proc, again, server.hits
 
 
@@ -99,11 +106,7 @@ def stability_dag(tmp_path_factory, venv_env):
         lock[pin.artifact] = {"sha256": file_sha256(path), "git_blob": None, "url": spec["url"], "md5": pin.md5}
     (workdir / "resources" / pinned_files.LOCK_NAME).write_text(json.dumps(lock, indent=2) + "\n")
     config = {"discovery": {**STABILITY["discovery"], "url_prefix": server.url}}
-    try:
-        proc = run_snakemake(workdir, config, "discovery", env=venv_env)
-        again = run_snakemake(workdir, config, "discovery", "-n", env=venv_env)
-    finally:
-        server.close()
+    proc, again = _run_then_dry_run(workdir, config, server, venv_env)
     yield workdir, proc, again, server.hits, (summary, preds)
 
 
