@@ -217,6 +217,22 @@ def test_the_cli_writes_no_form_of_an_echoed_key(tmp_path, chat_server, venv_env
             assert held == [], f"{path.relative_to(tmp_path)} holds the key as {held}"
 
 
+def test_a_key_in_a_cache_entry_of_an_older_crucible_does_not_reach_the_response_file(tmp_path, chat_server):
+    from crucible.llm.cache import ResponseCache
+    from crucible.llm.files import Completion
+
+    messages = [{"role": "user", "content": "q"}]
+    params = {"max_tokens": 16, "temperature": 0.0}
+    ResponseCache(tmp_path / "cache").put(
+        request_key("openai", "tiny-chat", messages, params), backend="openai", model_name="m", model="tiny-chat",
+        messages=messages, params=params, completion=Completion("q", response=f"echoed {KEY}", model_id="tiny-chat"),
+    )  # fmt: skip
+    info, rows = stage(tmp_path, chat_server, ["q"])
+    assert info["n_cached"] == 1 and chat_server.count() == 0, "answered from the cache, nothing sent"
+    assert rows[0]["response"] == "echoed ***"
+    assert KEY not in (tmp_path / "responses/m.jsonl").read_text() + (tmp_path / "responses/m.json").read_text()
+
+
 # --- item 7: the served model is the configured one --------------------------------------------
 
 

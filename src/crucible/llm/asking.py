@@ -268,7 +268,11 @@ def generate(
 
 
 def _served_hit(hit: Completion | None, backend: Backend, cache: ResponseCache, key: str, model_name: str):
-    """A cache hit, unless another model served it (an entry of a crucible before issue 52)."""
+    """A cache hit, unless another model served it, scrubbed of the key (entries of a crucible
+    before issue 52 may hold either)."""
+    scrub = getattr(backend, "scrub_cached", None)
+    if hit is not None and scrub is not None:
+        hit = scrub(hit, f"model {model_name}: cache entry {cache.path(key)}")
     if hit is None or served_as_configured(backend.kind, backend.model, hit.model_id):
         return hit
     log.warning(

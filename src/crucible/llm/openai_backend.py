@@ -249,6 +249,18 @@ class OpenAIBackend:
             )
         return clean
 
+    def scrub_cached(self, c: Completion, where: str) -> Completion:
+        """A cached answer without the key: an entry written before answers were scrubbed (issue
+        52) must not carry it into a new response file. Reads the key, sends nothing."""
+        if self._key is None and self.api_key_env:
+            key = os.environ.get(self.api_key_env, "")
+            if not key:
+                return c
+            self._key = key  # the client, made later, reads the same variable
+        c.response = self._scrub(c.response, where, "cached answer")
+        c.model_id = self._scrub(c.model_id, where, "cached model id")
+        return c
+
     def _too_long(self, content: str, params: dict[str, Any]) -> str | None:
         max_tokens = params.get("max_tokens")
         if not isinstance(max_tokens, int) or len(content) <= max_tokens * MAX_CHARS_PER_TOKEN:
