@@ -64,25 +64,46 @@ def _pip_download(spec: dict[str, Any], workdir: Path) -> Path:
     return path
 
 
+# An artifact without a published size may be this large at most: the largest pinned file is
+# tens of MB, a catalysis dataset a few hundred; a server sending more is refused while it sends.
+MAX_DOWNLOAD_BYTES = 4 << 30
+
+
 # matminer fetches with a bare requests.get; sending the same request (requests' default
-# headers) is what gets past the upstream bot filter.
+# headers, whose Accept-Encoding is the bounded decoder's) is what gets past the upstream bot filter.
 def _http_download(spec: dict[str, Any], workdir: Path, timeout: float = 60.0) -> Path:
     import requests
     from tqdm import tqdm
 
+    from crucible.core.bounded_body import ACCEPT_ENCODING, BoundedDecoder
+
     path = workdir / spec["filename"]
     log.info("fetching %s", spec["url"])
+    # the published size when there is one (a longer file cannot match it), written while it is
+    # counted; gzip or deflate transfer encoding inflated here, with the same bound
+    limit = int(spec["size"]) if spec.get("size") is not None else MAX_DOWNLOAD_BYTES
     try:
-        with requests.get(spec["url"], stream=True, timeout=timeout) as resp:
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        with requests.get(spec["url"], stream=True, timeout=timeout, headers=headers) as resp:
             resp.raise_for_status()
+            decoder = BoundedDecoder(
+                limit,
+                resp.headers.get("Content-Encoding"),
+                f"the download of {spec['url']}",
+                "The limit is the size its pin publishes"
+                if spec.get("size") is not None
+                else "The limit is what a download without a published size may hold (sources.downloads.MAX_DOWNLOAD_BYTES)",
+            )
+            decoder.check_length(resp.headers.get("Content-Length"))
             total = int(resp.headers.get("Content-Length") or 0) or None
             with (
                 open(path, "wb") as out,
                 tqdm(total=total, unit="B", unit_scale=True, desc=spec["filename"], disable=None) as bar,
             ):
-                for chunk in resp.iter_content(chunk_size=CHUNK):
-                    out.write(chunk)
-                    bar.update(len(chunk))
+                for raw in resp.raw.stream(CHUNK, decode_content=False):
+                    bar.update(len(raw))
+                    out.write(decoder.feed(raw))
+                out.write(decoder.finish())
     except requests.RequestException as exc:
         raise CrucibleError(f"download of {spec['url']} failed: {exc}") from exc
     return path
