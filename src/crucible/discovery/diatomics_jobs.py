@@ -116,7 +116,7 @@ def write_curve_figure(curves: InFile, reference: InFile, out_png: str, out_pdf:
 
     Args:
         curves: the potential's curves file results/discovery/diatomics/{potential}.json.gz
-        reference: as in :func:`crucible.discovery.run.write_table`
+        reference: as in :func:`crucible.discovery.diatomics_jobs.write_table`
         out_png: the grid as PNG
         out_pdf: the grid as PDF
     """
