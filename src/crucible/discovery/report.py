@@ -16,6 +16,7 @@ HEADERS = {
     "source": "source",
     "date": "date",
     "n_elements": "elements scored",
+    "n_flagged": "flagged points",
     "pbe_energy_mae": "PBE energy MAE (eV)",
     "pbe_force_mae": "PBE force MAE (eV/Å)",
     "pbe_wall_dist_mae": "PBE wall distance MAE (Å)",
@@ -45,6 +46,7 @@ def table(ours: Mapping[str, Mapping[str, Any]], published: Sequence[Mapping[str
                 "source": f"crucible ({m['device']})",
                 "date": "",
                 "n_elements": int(m["n_elements"]),
+                "n_flagged": sum((m.get("flagged") or {}).values()),
                 **{k: float(m[k]) for k in METRICS},
             }
         )
@@ -55,21 +57,36 @@ def table(ours: Mapping[str, Mapping[str, Any]], published: Sequence[Mapping[str
                 "source": "published",
                 "date": p["date"],
                 "n_elements": None,
+                "n_flagged": None,
                 **{k: p[k] for k in METRICS},
             }
         )
     df = pd.DataFrame(rows, columns=list(COLUMNS))
-    df["n_elements"] = df["n_elements"].astype("Int64")
+    for column in ("n_elements", "n_flagged"):
+        df[column] = df[column].astype("Int64")
     return df
 
 
-def caption(df: pd.DataFrame) -> str:
+def flagged_text(ours: Mapping[str, Mapping[str, Any]]) -> str:
+    """The caption's sentence naming each potential's flagged curves, or nothing."""
+    named = [
+        f"{name}: " + ", ".join(f"{key} ({n})" for key, n in sorted(ours[name]["flagged"].items()))
+        for name in sorted(ours)
+        if ours[name].get("flagged")
+    ]
+    return f" Flagged points by curve: {'; '.join(named)}." if named else ""
+
+
+def caption(df: pd.DataFrame, flagged: str = "") -> str:
     n_ours = int((df["source"] != "published").sum())
     return (
         f"{n_ours} potential(s) run here beside the {int((df['source'] == 'published').sum())} published rows of the "
         "leaderboard's model cards (commit 2c7f9fc, date of each card's diatomics run); 92 dimers, 119 separations "
         "0.1-6.0 Å, each metric the mean over the elements it scores (Materials Project elements, PBE-relative "
-        "metrics without the 8 low-quality references); published values are rounded to 4 significant digits."
+        "metrics without the 8 low-quality references); published values are rounded to 4 significant digits. "
+        "Flagged points: a curve's points with a non-finite energy or force (left out) or one beyond the physical "
+        "bounds (|E| > 1e3 eV/atom, a force component > 1e4 eV/Å, or the bare nuclei's Coulomb repulsion where larger; "
+        f"kept and scored, as the leaderboard's code would score them: a mean over such a curve is no measurement).{flagged}"
     )
 
 

@@ -4,7 +4,10 @@ One implementation for every family: CSV keeps full precision and the column nam
 LaTeX round floats to ``digits`` and print worded headers (``headers``). A printed table is
 refused without a title and a one-line caption, or with a header that is still an identifier
 (``question_type``): a reader of the paper never sees the code. Percent columns print as
-percentages, with ``(%)`` in the header.
+percentages, with ``(%)`` in the header. ``significant`` prints floats to that many significant
+digits instead of ``digits`` decimals (16610, 0.01235, 3.33e+16: a table whose columns span orders
+of magnitude). ``drop_empty`` leaves out of the printed tables each column empty in every row,
+and says so under the caption (the CSV keeps every column).
 """
 
 from __future__ import annotations
@@ -27,6 +30,21 @@ class TableError(ValueError):
     """A table that cannot be printed as asked (a missing title or caption, a code-name header)."""
 
 
+def significant_text(value: float, n: int) -> str:
+    """``value`` to ``n`` significant digits, without padding zeros beyond them; scientific
+    notation only outside 1e-3 … 1e7."""
+    import math
+
+    v = float(value)
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else str(v)
+    magnitude = math.floor(math.log10(abs(v)))
+    if magnitude < -3 or magnitude >= 7:
+        return f"{v:.{n - 1}e}"
+    decimals = max(n - 1 - magnitude, 0)
+    return f"{round(v, decimals):.{decimals}f}"
+
+
 def _cell(value: Any, digits: int) -> str:
     if value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and np.isnan(value)):
         return "–"
@@ -35,7 +53,8 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
-        return f"{float(value):.{digits}f}"
+        # a negative digits asks for -digits significant digits (write_table's significant=)
+        return significant_text(value, -digits) if digits < 0 else f"{float(value):.{digits}f}"
     return str(value)
 
 
@@ -134,6 +153,8 @@ def write_table(
     headers: Mapping[str, str] | None = None,
     percent: Collection[str] = (),
     empty_note: str | None = None,
+    significant: int | None = None,
+    drop_empty: bool = False,
 ) -> None:
     """Write ``df`` in each requested format, atomically. CSV keeps full float precision and the
     column names.
@@ -144,6 +165,15 @@ def write_table(
     percentages (0–100): they print with one decimal and ``(%)`` in the header. An empty table with
     an ``empty_note`` gets that sentence in Markdown instead of a bare header.
     """
+    wide = df
+    if significant is not None:
+        digits = -int(significant)
+    if drop_empty and len(df):
+        empty = [c for c in df.columns if df[c].isna().all() or (df[c].astype(str) == "").all()]
+        if empty:
+            df = df.drop(columns=empty)
+            shown = ", ".join(str((headers or {}).get(c, c)) for c in empty)
+            notes = f"{notes.strip()}\n\nLeft out here, empty in every row (the CSV has them): {shown}.".strip()
     if md or tex:
         # checked before anything is written: a refused table leaves none of its files behind
         missing = [name for name, text in (("title", title), ("caption", caption)) if not (text or "").strip()]
@@ -151,11 +181,13 @@ def write_table(
             raise TableError(f"{md or tex}: a printed table needs a {' and a '.join(missing)}")
         printed_headers(df, headers, percent)
     if csv:
-        write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
+        write_text(wide.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
     if md:
         body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
         notes_block = f"{notes.strip()}\n\n" if notes.strip() else ""
         write_text(f"# {title}\n\n{caption.strip()}\n\n{notes_block}{body}", md)
     if tex:
         full = f"{title.rstrip('.')}. {caption.strip()}"
+        if wide is not df:
+            full += f" Columns empty in every row are left out ({len(wide.columns) - len(df.columns)})."
         write_text(to_latex(df, digits, full, headers, percent), tex)
