@@ -6,15 +6,15 @@ refused without a title and a one-line caption, or with a header that is still a
 (``question_type``): a reader of the paper never sees the code. Percent columns print as
 percentages, with ``(%)`` in the header. ``significant`` prints floats to that many significant
 digits instead of ``digits`` decimals (16610, 0.01235, 3.33e+16: a table whose columns span orders
-of magnitude). ``drop_empty`` leaves out of the printed tables each column empty in every row,
-and says so under the caption (the CSV keeps every column).
+of magnitude). ``sections`` prints a wide table as several narrow ones, each under its heading
+(the CSV keeps the wide one).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Collection, Mapping
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -154,7 +154,7 @@ def write_table(
     percent: Collection[str] = (),
     empty_note: str | None = None,
     significant: int | None = None,
-    drop_empty: bool = False,
+    sections: Sequence[tuple[str, pd.DataFrame, Mapping[str, str]]] | None = None,
 ) -> None:
     """Write ``df`` in each requested format, atomically. CSV keeps full float precision and the
     column names.
@@ -165,29 +165,34 @@ def write_table(
     percentages (0–100): they print with one decimal and ``(%)`` in the header. An empty table with
     an ``empty_note`` gets that sentence in Markdown instead of a bare header.
     """
-    wide = df
     if significant is not None:
         digits = -int(significant)
-    if drop_empty and len(df):
-        empty = [c for c in df.columns if df[c].isna().all() or (df[c].astype(str) == "").all()]
-        if empty:
-            df = df.drop(columns=empty)
-            shown = ", ".join(str((headers or {}).get(c, c)) for c in empty)
-            notes = f"{notes.strip()}\n\nLeft out here, empty in every row (the CSV has them): {shown}.".strip()
+    # (heading, frame, headers) of each printed table: the whole table, or its sections
+    printed = [(None, df, headers)] if sections is None else [(h, d, hs) for h, d, hs in sections]
     if md or tex:
         # checked before anything is written: a refused table leaves none of its files behind
         missing = [name for name, text in (("title", title), ("caption", caption)) if not (text or "").strip()]
         if missing:
             raise TableError(f"{md or tex}: a printed table needs a {' and a '.join(missing)}")
-        printed_headers(df, headers, percent)
+        for _, part, heads in printed:
+            printed_headers(part, heads, percent)
     if csv:
-        write_text(wide.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
+        write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
     if md:
-        body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
+        if sections is None:
+            body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
+        else:
+            body = "\n".join(f"## {h}\n\n{to_markdown(d, digits, hs, percent)}" for h, d, hs in printed)
         notes_block = f"{notes.strip()}\n\n" if notes.strip() else ""
         write_text(f"# {title}\n\n{caption.strip()}\n\n{notes_block}{body}", md)
     if tex:
         full = f"{title.rstrip('.')}. {caption.strip()}"
-        if wide is not df:
-            full += f" Columns empty in every row are left out ({len(wide.columns) - len(df.columns)})."
-        write_text(to_latex(df, digits, full, headers, percent), tex)
+        if sections is None or not printed:
+            write_text(to_latex(df, digits, full, headers, percent), tex)
+        else:
+            # the first float carries the caption, each names its section
+            parts = [
+                to_latex(d, digits, f"{title.rstrip('.')}: {h}." + (f" {caption.strip()}" if n == 0 else ""), hs, percent)
+                for n, (h, d, hs) in enumerate(printed)
+            ]
+            write_text("\n".join(parts), tex)
