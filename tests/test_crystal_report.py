@@ -373,4 +373,7 @@ def test_the_figure_draws_the_chance_floor_of_each_size_bin(scored, item_files):
         ((_, y0), (_, y1)) = lines[f"chance|{b}"].get_segments()[0]
         assert y0 == y1 == pytest.approx(100 * m / n)
     assert "chance floor: a random cell, 1st sample" in [t.get_text() for t in ax.get_legend().get_texts()]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert all(t.endswith(f"\n{100 * floor[t.split(chr(10))[0]][0] / floor[t.split(chr(10))[0]][1]:.0f} %") for t in ticks)
+    assert "%: the chance floor" in ax.get_xlabel()
     plt.close(fig)

@@ -133,9 +133,19 @@ def match_rate_by_nsites_figure(
             )
     for j, lab in enumerate(present):
         if lab in floors:
-            ax.hlines(floors[lab], x[j] - 0.45, x[j] + 0.45, colors="black", linestyles="--", lw=1.4, gid=f"chance|{lab}")
-    ax.set_xticks(x, [f"{lab}\n(n={_bin_counts(summaries, lab)})" for lab in present])
-    ax.set_xlabel("sites in the reference cell (n: test items in the bin)")
+            ax.hlines(
+                floors[lab], x[j] - 0.45, x[j] + 0.45, colors="black", linestyles="--", lw=1.4, gid=f"chance|{lab}", zorder=5
+            )
+    # the floor's value under each bin too: a floor of 0 lies under the bars' "0" marks
+    ax.set_xticks(
+        x,
+        [
+            f"{lab}\n(n={_bin_counts(summaries, lab)})" + (f"\n{floors[lab]:.0f} %" if lab in floors else "")
+            for lab in present
+        ],
+    )
+    floor_note = "; %: the chance floor, a random cell's 1st sample" if floors else ""
+    ax.set_xlabel(f"sites in the reference cell (n: test items in the bin{floor_note})")
     ax.set_ylabel(f"match rate (%) [{DEFAULT_CONVENTION}]")
     ax.set_ylim(0, top)
     ax.set_title(f"{dataset}: StructureMatcher match rate by cell size")
