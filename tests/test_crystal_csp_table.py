@@ -122,7 +122,14 @@ def test_table_layout_ours_beside_published_both_conventions(tmp_path):
     assert "match rate, same space group (%)" in heads and "test items" in heads and len(heads) <= 12
     assert {r["source"] for r in rows} == {"this run", "diffcsp-table1"}
     assert {r["source"] for r in sections["perov-5, pymatgen-default matcher"][1]} == {"this run"}
-    assert sections["mp-20, cdvae matcher"][0] == ["method", "# of samples", "test set", "source", "match rate (%)", "RMSE (normalised)"]
+    assert sections["mp-20, cdvae matcher"][0] == [
+        "method",
+        "# of samples",
+        "test set",
+        "source",
+        "match rate (%)",
+        "RMSE (normalised)",
+    ]
     # the space-group column is ours only: beside the published match rate, empty on its rows
     assert ours.loc[("template", 20, "all"), col("perov-5", "cdvae", "sg_match_rate")] == 20.0
     assert pub[col("mp-20", "cdvae", "sg_match_rate")].isna().all()

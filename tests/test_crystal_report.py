@@ -354,7 +354,12 @@ def test_the_figure_draws_the_chance_floor_of_each_size_bin(scored, item_files):
     _, prompts = item_files
     per_item = pd.read_parquet(out / "self.parquet")
     first = pd.DataFrame(
-        {"id": per_item["id"], "rank": 0, "convention": DEFAULT_CONVENTION, "matched": ~per_item["matched"].astype(bool)}
+        {
+            "id": per_item["id"],
+            "rank": 0,
+            "convention": DEFAULT_CONVENTION,
+            "matched": ~per_item["matched"].astype(bool),
+        }
     )
     second = first.assign(rank=1, matched=True)
     other = first.assign(convention="not-the-default", matched=True)
@@ -374,6 +379,8 @@ def test_the_figure_draws_the_chance_floor_of_each_size_bin(scored, item_files):
         assert y0 == y1 == pytest.approx(100 * m / n)
     assert "chance floor: a random cell, 1st sample" in [t.get_text() for t in ax.get_legend().get_texts()]
     ticks = [t.get_text() for t in ax.get_xticklabels()]
-    assert all(t.endswith(f"\n{100 * floor[t.split(chr(10))[0]][0] / floor[t.split(chr(10))[0]][1]:.0f} %") for t in ticks)
+    assert all(
+        t.endswith(f"\n{100 * floor[t.split(chr(10))[0]][0] / floor[t.split(chr(10))[0]][1]:.0f} %") for t in ticks
+    )
     assert "%: the chance floor" in ax.get_xlabel()
     plt.close(fig)

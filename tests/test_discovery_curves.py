@@ -159,7 +159,9 @@ def test_a_potential_returning_1e17_is_flagged_per_point_and_counted_beside_the_
     assert meta["format"] == curves.CURVES_FORMAT == 2
     points = meta["implausible_points"]["O-O"]
     assert list(points) and len(points) == 119 and set(points[0]) == {"distance", "reason"}
-    assert points[0]["distance"] == pytest.approx(0.1) and "implausible energy (|E| 5e+16 eV/atom" in points[0]["reason"]
+    assert (
+        points[0]["distance"] == pytest.approx(0.1) and "implausible energy (|E| 5e+16 eV/atom" in points[0]["reason"]
+    )
     assert set(meta["implausible_points"]) == {"O-O"}  # H and Cu are EMT's own numbers
     assert len(data[curves.HOMO]["O-O"]["energies"]) == 119  # kept: the leaderboard's file holds them
     assert curves.flagged_points(data) == {"O-O": 119}
@@ -171,7 +173,9 @@ def test_a_potential_returning_1e17_is_flagged_per_point_and_counted_beside_the_
     assert ours["huge"]["flagged"] == {"O-O": 119} and ours["emt"]["flagged"] == {}
     df = table(ours, [])
     assert df.set_index("model")["n_flagged"].to_dict() == {"emt": 0, "huge": 119}
-    write_table(df, md=tmp_path / "t.md", title="T", caption=caption(df, flagged_text(ours)), headers=HEADERS, significant=4)
+    write_table(
+        df, md=tmp_path / "t.md", title="T", caption=caption(df, flagged_text(ours)), headers=HEADERS, significant=4
+    )
     text = (tmp_path / "t.md").read_text()
     assert "| flagged points |" in text and "Flagged points by curve: huge: O-O (119)." in text
     assert "| huge | crucible (cpu) |  | 3 | 119 |" in text

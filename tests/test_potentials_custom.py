@@ -418,7 +418,10 @@ def test_catalysis_relative_energies_run_it_and_the_table_says_so(tmp_path, cata
 def test_implausible_numbers_are_counted_beside_the_eos_and_s2ef_scores(tmp_path):
     """A potential answering 1e17 eV (and eV/Å): its EOS element and s2ef frames stay scored as
     the code always scored them, and the tables count them in a column beside."""
-    huge = ["--custom-potentials", _custom("huge", {"class": "custom_calculators:huge_potential", "params": {"element": "Cu"}})]
+    huge = [
+        "--custom-potentials",
+        _custom("huge", {"class": "custom_calculators:huge_potential", "params": {"element": "Cu"}}),
+    ]
     everywhere = ["--custom-potentials", _custom("huge", {"class": "custom_calculators:huge_potential"})]
     eos = tmp_path / "eos/huge.parquet"
     assert main(["mlip", "eos", "--model", "huge", *huge, "--elements", "Cu,Ag", "--out", str(eos)]) == 0
@@ -426,7 +429,17 @@ def test_implausible_numbers_are_counted_beside_the_eos_and_s2ef_scores(tmp_path
     row = pd.read_csv(tmp_path / "eos.csv").set_index("model").loc["huge"]
     assert row["n_implausible"] == 1 and row["n_elements"] == 2
     s2ef = tmp_path / "s2ef/vasp/huge.parquet"
-    args = ["mlip", "s2ef-predict", "--dataset", "ase-vasp-testdata", "--model", "huge", *everywhere, "--out", str(s2ef)]
+    args = [
+        "mlip",
+        "s2ef-predict",
+        "--dataset",
+        "ase-vasp-testdata",
+        "--model",
+        "huge",
+        *everywhere,
+        "--out",
+        str(s2ef),
+    ]
     assert main(args) == 0
     assert main(["mlip", "s2ef-table", "--inputs", str(s2ef), "--out-csv", str(tmp_path / "s2ef.csv")]) == 0
     table = pd.read_csv(tmp_path / "s2ef.csv").set_index("model").loc["huge"]

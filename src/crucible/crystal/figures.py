@@ -134,7 +134,14 @@ def match_rate_by_nsites_figure(
     for j, lab in enumerate(present):
         if lab in floors:
             ax.hlines(
-                floors[lab], x[j] - 0.45, x[j] + 0.45, colors="black", linestyles="--", lw=1.4, gid=f"chance|{lab}", zorder=5
+                floors[lab],
+                x[j] - 0.45,
+                x[j] + 0.45,
+                colors="black",
+                linestyles="--",
+                lw=1.4,
+                gid=f"chance|{lab}",
+                zorder=5,
             )
     # the floor's value under each bin too: a floor of 0 lies under the bars' "0" marks
     ax.set_xticks(
@@ -153,7 +160,9 @@ def match_rate_by_nsites_figure(
     handles.append(ax.errorbar([], [], yerr=[], fmt="none", ecolor="0.2", capsize=2.5, label="Wilson 95 % interval"))
     handles.append(plt.Line2D([], [], color="0.4", lw=3, label='"0": no item matched'))
     if floors:
-        handles.append(plt.Line2D([], [], color="black", ls="--", lw=1.4, label="chance floor: a random cell, 1st sample"))
+        handles.append(
+            plt.Line2D([], [], color="black", ls="--", lw=1.4, label="chance floor: a random cell, 1st sample")
+        )
     if unevaluated:
         handles.append(Patch(fill=False, hatch="///", edgecolor="0.6", label="n/a: no items of that responder"))
     ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -170,7 +170,9 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
             continue
         if implausible:
             implausible_points[key] = implausible
-            log.warning("%s %s: %d implausible point(s), first %s", potential.name, key, len(implausible), implausible[0])
+            log.warning(
+                "%s %s: %d implausible point(s), first %s", potential.name, key, len(implausible), implausible[0]
+            )
         if bad:
             failed_points[key] = bad
             scored = [p for p in bad if in_scored_window(symbol, p["distance"], float(grid.max()))]

@@ -116,7 +116,16 @@ def write_table(
 
     ours = scored(inputs, read_reference(reference))
     df = table(ours, published)
-    write(df, csv=out_csv, md=out_md, tex=out_tex, title=TITLE, caption=caption(df, flagged_text(ours)), headers=HEADERS, significant=4)
+    write(
+        df,
+        csv=out_csv,
+        md=out_md,
+        tex=out_tex,
+        title=TITLE,
+        caption=caption(df, flagged_text(ours)),
+        headers=HEADERS,
+        significant=4,
+    )
 
 
 def write_curve_figure(curves: InFile, reference: InFile, out_png: str, out_pdf: str) -> None:

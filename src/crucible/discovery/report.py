@@ -201,12 +201,25 @@ def metrics_figure(df: pd.DataFrame, metrics: Sequence[str] = METRICS):
         for _, row in pub[pub["model"].isin(rebuilt)].iterrows():
             if math.isfinite(row[m]):
                 ax.scatter(
-                    [row[m]], [0.0], facecolors="none", edgecolors=[color_of[row["model"]]], s=60, linewidths=1.5,
-                    label=f"{row['model']} (published)", zorder=3,
+                    [row[m]],
+                    [0.0],
+                    facecolors="none",
+                    edgecolors=[color_of[row["model"]]],
+                    s=60,
+                    linewidths=1.5,
+                    label=f"{row['model']} (published)",
+                    zorder=3,
                 )
         for k, row in ours.iterrows():
             if math.isfinite(row[m]):
-                ax.scatter([row[m]], [0.3 + 0.15 * k], color=color_of[row["model"]], s=30, marker="D", label=coverage_label(row))
+                ax.scatter(
+                    [row[m]],
+                    [0.3 + 0.15 * k],
+                    color=color_of[row["model"]],
+                    s=30,
+                    marker="D",
+                    label=coverage_label(row),
+                )
         pos = pub[m].dropna().to_numpy(dtype=float)
         pos = np.concatenate([pos, ours[m].to_numpy(dtype=float)])
         pos = pos[np.isfinite(pos)]

@@ -343,7 +343,9 @@ def implausible_elements(df: pd.DataFrame) -> int:
     from crucible.potentials.spec import implausible_reason
 
     return sum(
-        any(implausible_reason(float(e)) is not None for e in energies) for energies in df["energies"] if energies is not None
+        any(implausible_reason(float(e)) is not None for e in energies)
+        for energies in df["energies"]
+        if energies is not None
     )
 
 

@@ -109,7 +109,6 @@ def non_finite_reason(energy: float, forces=None, stress=None) -> str | None:
     return None
 
 
-
 # Physical bounds of one prediction (docs/potentials.md): beyond them a number is a potential's
 # defect, not a measurement. Binding energies stay under ~10 eV/atom and forces near equilibrium
 # under ~1e2 eV/Å, so neither bound is near a real value; the scores keep such numbers (the
@@ -150,6 +149,7 @@ def dimer_bounds(z: int, distance: float) -> tuple[float, float]:
     but physical wall is not flagged."""
     e_pair = z * z * COULOMB_EV_A / distance
     return max(MAX_ABS_ENERGY_PER_ATOM, e_pair / 2), max(MAX_ABS_FORCE, e_pair / distance)
+
 
 @dataclass(frozen=True, kw_only=True)
 class PotentialSpec(Spec):

@@ -192,7 +192,9 @@ def write_table(
         else:
             # the first float carries the caption, each names its section
             parts = [
-                to_latex(d, digits, f"{title.rstrip('.')}: {h}." + (f" {caption.strip()}" if n == 0 else ""), hs, percent)
+                to_latex(
+                    d, digits, f"{title.rstrip('.')}: {h}." + (f" {caption.strip()}" if n == 0 else ""), hs, percent
+                )
                 for n, (h, d, hs) in enumerate(printed)
             ]
             write_text("\n".join(parts), tex)
