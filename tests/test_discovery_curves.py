@@ -173,12 +173,15 @@ def test_a_potential_returning_1e17_is_flagged_per_point_and_counted_beside_the_
     assert ours["huge"]["flagged"] == {"O-O": 119} and ours["emt"]["flagged"] == {}
     df = table(ours, [])
     assert df.set_index("model")["n_flagged"].to_dict() == {"emt": 0, "huge": 119}
+    # the scored window of O-O (0.8 covalent radii to 3.1 van der Waals radii) holds some of them
+    in_window = sum(curves.in_scored_window("O", d, 6.0) for d in curves.distances())
+    assert df.set_index("model")["n_flagged_scored"].to_dict() == {"emt": 0, "huge": in_window} and 0 < in_window < 119
     write_table(
         df, md=tmp_path / "t.md", title="T", caption=caption(df, flagged_text(ours)), headers=HEADERS, significant=4
     )
     text = (tmp_path / "t.md").read_text()
     assert "| flagged points |" in text and "Flagged points by curve: huge: O-O (119)." in text
-    assert "| huge | crucible (cpu) |  | 3 | 119 |" in text
+    assert f"| huge | crucible (cpu) |  | 3 | 119 | {in_window} |" in text
 
 
 def test_a_steep_physical_wall_is_not_flagged_but_a_force_beyond_the_bare_coulomb_repulsion_is():

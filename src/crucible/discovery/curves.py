@@ -276,3 +276,15 @@ def flagged_points(data: dict[str, Any]) -> dict[str, int]:
         for formula_, points in (meta.get(key) or {}).items():
             out[formula_] = out.get(formula_, 0) + len(points)
     return out
+
+
+def flagged_in_window(data: dict[str, Any]) -> int:
+    """How many of a curves file's points beyond the physical bounds lie inside the window the
+    metrics score (those move the means; a flagged point at 0.1 Å does not)."""
+    meta = (data.get("run_metadata") or {}).get("crucible") or {}
+    largest = float(max(data["distances"]))
+    return sum(
+        in_scored_window(key.partition("-")[0], p["distance"], largest)
+        for key, points in (meta.get("implausible_points") or {}).items()
+        for p in points
+    )

@@ -67,7 +67,7 @@ def write_curves(
 def scored(inputs: list[InFile], ref: dict) -> dict[str, dict[str, Any]]:
     """A row of the diatomics table per curves file: the metrics' means as the leaderboard's
     code computes them, the elements scored and run, the flagged points by curve, the device."""
-    from crucible.discovery.curves import flagged_points, homo_curves, read_curves
+    from crucible.discovery.curves import flagged_in_window, flagged_points, homo_curves, read_curves
     from crucible.discovery.metrics import means, per_element
     from crucible.discovery.report import model_of
 
@@ -80,6 +80,7 @@ def scored(inputs: list[InFile], ref: dict) -> dict[str, dict[str, Any]]:
             **means(values),
             "n_elements": len(values),
             "flagged": flagged_points(data),
+            "n_flagged_scored": flagged_in_window(data),
             "device": meta.get("device", "?"),
         }
     return out

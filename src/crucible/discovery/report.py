@@ -17,6 +17,7 @@ HEADERS = {
     "date": "date",
     "n_elements": "elements scored",
     "n_flagged": "flagged points",
+    "n_flagged_scored": "flagged points scored",
     "pbe_energy_mae": "PBE energy MAE (eV)",
     "pbe_force_mae": "PBE force MAE (eV/Å)",
     "pbe_wall_dist_mae": "PBE wall distance MAE (Å)",
@@ -47,6 +48,7 @@ def table(ours: Mapping[str, Mapping[str, Any]], published: Sequence[Mapping[str
                 "date": "",
                 "n_elements": int(m["n_elements"]),
                 "n_flagged": sum((m.get("flagged") or {}).values()),
+                "n_flagged_scored": int(m.get("n_flagged_scored", 0)),
                 **{k: float(m[k]) for k in METRICS},
             }
         )
@@ -58,11 +60,12 @@ def table(ours: Mapping[str, Mapping[str, Any]], published: Sequence[Mapping[str
                 "date": p["date"],
                 "n_elements": None,
                 "n_flagged": None,
+                "n_flagged_scored": None,
                 **{k: p[k] for k in METRICS},
             }
         )
     df = pd.DataFrame(rows, columns=list(COLUMNS))
-    for column in ("n_elements", "n_flagged"):
+    for column in ("n_elements", "n_flagged", "n_flagged_scored"):
         df[column] = df[column].astype("Int64")
     return df
 
@@ -86,7 +89,8 @@ def caption(df: pd.DataFrame, flagged: str = "") -> str:
         "metrics without the 8 low-quality references); published values are rounded to 4 significant digits. "
         "Flagged points: a curve's points with a non-finite energy or force (left out) or one beyond the physical "
         "bounds (|E| > 1e3 eV/atom, a force component > 1e4 eV/Å, or the bare nuclei's Coulomb repulsion where larger; "
-        f"kept and scored, as the leaderboard's code would score them: a mean over such a curve is no measurement).{flagged}"
+        "kept and scored as the leaderboard's code scores them); 'scored': those inside the window the metrics "
+        f"score, which move the means.{flagged}"
     )
 
 
