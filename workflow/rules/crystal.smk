@@ -137,6 +137,8 @@ rule tabulate_crystals:
 rule plot_crystals:
     input:
         inputs=lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
+        chance=lambda wc: crystal_workflow.chance_scores(config, wc.crystal_dataset),
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
     output:
         out_png=report(
             "results/figures/crystal_{crystal_dataset}_match_by_nsites.png",

@@ -321,6 +321,14 @@ def csp_responders(config: dict[str, Any]) -> list[str]:
     return listed
 
 
+def chance_scores(config: dict[str, Any], dataset: str) -> list[str]:
+    """The chance responder's CSP scores on ``dataset`` where it runs: the match-by-sites figure's
+    chance floor (none without them)."""
+    if CHANCE not in csp_dataset_responders(config, dataset):
+        return []
+    return [f"results/crystal/{dataset}/csp/{CHANCE}.parquet"]
+
+
 def csp_dataset_responders(config: dict[str, Any], dataset: str) -> list[str]:
     """The CSP responders with samples for ``dataset`` (a samples file covers the datasets it names)."""
     files = csp_section(config)["samples_files"]

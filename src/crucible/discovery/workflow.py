@@ -95,8 +95,8 @@ def card_file(model: str) -> str:
 
 
 def scores_format() -> int:
-    """The meaning of a scores file (:data:`crucible.discovery.scorer.SCORES_FORMAT`), a param."""
-    from crucible.discovery.scorer import SCORES_FORMAT
+    """The meaning of a scores file (:data:`crucible.discovery.stability_jobs.SCORES_FORMAT`), a param."""
+    from crucible.discovery.stability_jobs import SCORES_FORMAT
 
     return SCORES_FORMAT
 
