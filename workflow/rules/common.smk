@@ -10,6 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from crucible.dag import families
 from crucible.dag import snakemake_scheduler
+from crucible.dag.console import shorten_reasons
 from crucible.dag import rules as shared_rules
 from crucible.dag.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.core.errors import ConfigError
@@ -24,6 +25,9 @@ try:
     snakemake_scheduler.install()
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+# A job's "Reason:" cut to one line in the console (the `all` job's listed every updated input,
+# 20,156 characters), in full in .snakemake/log/ (crucible.dag.console).
+shorten_reasons()
 
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
