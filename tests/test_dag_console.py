@@ -37,7 +37,12 @@ def test_a_short_reason_is_kept_and_a_long_one_cut_after_a_whole_item():
     shown = head.count(", ") + 1
     assert short.endswith(f"… ({1000 - shown:,} more; in full in .snakemake/log/run.log)"), short
     # no comma list: cut at the limit, counting characters
-    assert short_reason("x" * 500, limit=100).endswith("(400 more characters; in full in .snakemake/log/)")
+    assert short_reason("x" * 500, limit=100).endswith("x … (400 more characters; in full in .snakemake/log/)")
+    # the parts of a reason: cut between them too, never inside a path
+    two = "Missing output files: a.json, b.json; Input files updated by another job: " + ", ".join(files)
+    short = short_reason(two)
+    assert short.startswith("Missing output files: a.json, b.json; Input files updated by another job: results/")
+    assert short.partition(", …")[0].endswith(".json")
 
 
 @pytest.mark.parametrize("printshellcmds", [False, True], ids=["one-line messages", "printshellcmds"])

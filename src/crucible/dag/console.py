@@ -14,27 +14,27 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 from typing import Any
 
 # Characters of a reason shown in the console: one terminal line and a bit
 REASON_LIMIT = 200
 CONSOLE_HANDLER = "DefaultStreamHandler"  # snakemake.logging.LoggerManager's names for its handlers
 LOGFILE_HANDLER = "DefaultLogFileHandler"
+_SEPARATOR = re.compile(r"[,;] ")  # between the files of a reason, and between its parts
 
 
 def short_reason(reason: str, limit: int = REASON_LIMIT, where: str = ".snakemake/log/") -> str:
     """``reason`` when it is at most ``limit`` characters; else its first ``limit`` characters, cut
-    after the last whole item of a comma list where there is one, and what was left out."""
+    after the last whole item of its lists (``a, b; c``) where there is one, and what was left out."""
     if len(reason) <= limit:
         return reason
     head = reason[:limit]
-    cut = head.rfind(", ")
-    if cut > limit // 2:
-        head = head[:cut]
-    left = reason[len(head) :].lstrip(", ")
-    more = left.count(", ") + 1 if ", " in reason else None
-    rest = f"{more:,} more" if more else f"{len(left):,} more characters"
-    return f"{head}, … ({rest}; in full in {where})"
+    cuts = [m.start() for m in _SEPARATOR.finditer(head) if m.start() > limit // 4]
+    if not cuts:
+        return f"{head} … ({len(reason) - limit:,} more characters; in full in {where})"
+    left = reason[cuts[-1] :]
+    return f"{head[: cuts[-1]]}, … ({len(_SEPARATOR.findall(left)):,} more; in full in {where})"
 
 
 class ShortReasonFormatter(logging.Formatter):
