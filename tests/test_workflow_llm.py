@@ -46,7 +46,7 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     # The transformers job asks for a GPU; the others do not.
-    assert re.search(r"rule generate_llm_responses_gpu:(\n    .*)*?\n    resources: [^\n]*gpu=1", out)
+    assert re.search(r"rule generate_llm_responses_neural:(\n    .*)*?\n    resources: [^\n]*gpu=1", out)
     assert not re.search(r"rule generate_llm_responses:(\n    .*)*?\n    resources: [^\n]*gpu=", out)
     for target in targets:
         rows = [json.loads(line) for line in (tmp_path / target).read_text().splitlines()]

@@ -6,7 +6,6 @@ from crucible.stages import declaration as stage
 from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
 from crucible.matbench import selection as matbench_sel
-from crucible.stages import declaration as stage
 
 
 localrules:
@@ -206,7 +205,7 @@ use rule predict_matbench as predict_matbench_task with:
 
 # Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
 # also keeps the trained weights.
-use rule predict_matbench as predict_matbench_gpu with:
+use rule predict_matbench as predict_matbench_neural with:
     input:
         **rules.predict_matbench.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),

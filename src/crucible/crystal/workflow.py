@@ -141,7 +141,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             {**settings_of_relax, "k": sec["csp"]["k"]},
             "crystal.csp.relax",
             "use another --directory",
-            rules=("relax_crystal_samples", "relax_crystal_samples_gpu"),
+            rules=("relax_crystal_samples", "relax_crystal_samples_neural"),
         )
     out |= potential_meanings(config, relax["potentials"])
     for name, spec in sorted(sec["csp"]["samples_files"].items()):
