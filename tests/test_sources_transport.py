@@ -110,7 +110,9 @@ def test_a_503_is_retried_and_the_second_answer_kept(tmp_path, fast):
 def test_a_server_that_never_answers_is_tried_a_bounded_number_of_times(tmp_path, fast):
     server, spec = _serve(["hang"])
     try:
-        with pytest.raises(CrucibleError, match=rf"no answer within the timeout \({downloads.HTTP_ATTEMPTS} attempts\)"):
+        with pytest.raises(
+            CrucibleError, match=rf"no answer within the timeout \({downloads.HTTP_ATTEMPTS} attempts\)"
+        ):
             downloads.fetch("card", spec, tmp_path / "card.yml")
     finally:
         server.close()

@@ -25,8 +25,10 @@ rule fetch_artifact:
         "benchmarks/runs/fetch/{filename}.tsv"
     wildcard_constraints:
         filename=sources_wf.filename_pattern(SOURCES),
-    # No Snakemake retries: the fetch retries what may pass on a second try (a timeout, a 5xx) and
-    # fails at once on what cannot (an unknown host, a refused connection, a 4xx, a pin mismatch).
+    # No Snakemake retries (0 also overrides a profile's, profiles/slurm): the fetch retries what
+    # may pass on a second try (a timeout, a 5xx) and fails at once on what cannot (an unknown
+    # host, a refused connection, a 4xx, a pin mismatch).
+    retries: 0
     conda:
         "../../envs/fetch.yaml"
     params:

@@ -287,7 +287,9 @@ def _check_pins(name: str, spec: dict[str, Any], path: Path, locked: str | None,
             f"(git blob id {git_blob_id(path)}). If you trust this file, pin it in {sources_file} under "
             f"artifacts: {name}: with the line\n    sha256: {file_sha256(path)}"
         )
-    failed = pin_mismatch(path, sha256=expected, git_blob=spec.get("git_blob"), md5=spec.get("md5"), size=spec.get("size"))
+    failed = pin_mismatch(
+        path, sha256=expected, git_blob=spec.get("git_blob"), md5=spec.get("md5"), size=spec.get("size")
+    )
     if failed:
         what, pinned, got = failed
         if what == "SHA-256":
@@ -338,7 +340,9 @@ def fetch(
         try:
             actual = _check_pins(name, spec, dest, locked, sources_file)
         except HashMismatchError:
-            log.warning("%s: %s exists but does not match its pins; kept as %s, fetching again", name, dest, move_aside(dest))
+            log.warning(
+                "%s: %s exists but does not match its pins; kept as %s, fetching again", name, dest, move_aside(dest)
+            )
         else:
             log.info("%s: already present and matching its pins, not fetching", name)
             if lock and not locked and not spec.get("sha256"):

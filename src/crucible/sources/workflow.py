@@ -75,3 +75,14 @@ def origin_keys(sources: dict[str, Any], artifact: str) -> list[str]:
     shipped/upstream switch): what a failed fetch's message tells the user to set."""
     spec = _artifacts(sources)[artifact]
     return [spec[k] for k in ("upstream_config", "mirror_config") if spec.get(k)]
+
+
+def download_families(sources: dict[str, Any], filename: str, family_names: list[str]) -> list[str]:
+    """The families whose files the download ``resources/downloads/<filename>`` holds: the first
+    part of its roles (``discovery/cards/...``) or of its members' roles, where that is a family."""
+    spec = next((s for s in _artifacts(sources).values() if s["filename"] == filename), None)
+    if spec is None:
+        return []
+    roles = [spec.get("role"), *((m or {}).get("role") for m in (spec.get("members") or {}).values())]
+    found = {str(r).split("/", 1)[0] for r in roles if r}
+    return [f for f in family_names if f in found]
