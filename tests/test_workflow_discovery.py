@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from crucible.core.hashes import file_sha256
+from crucible.discovery import data
 from crucible.discovery.stability import SUBSETS, discovery_metrics
 from crucible.discovery.wbm import WBM_ROLE, parse_predictions, parse_wbm_summary, predictions_role
 from crucible.discovery.workflow import final_outputs
@@ -61,7 +62,8 @@ def test_every_discovery_target_is_built_from_the_shipped_files(dag):
     for path in final_outputs(CONFIG):
         assert (workdir / path).is_file(), path
     assert hits == []  # the shipped copies: the mirror was never asked
-    assert "copying " in (workdir / "logs/fetch/mbd-diatomics-dft.json.gz.log").read_text()
+    reference = pinned_files.resource_path(data.REFERENCE_ROLE).name
+    assert "copying " in (workdir / "logs" / "fetch" / f"{reference}.log").read_text()
     with gzip.open(workdir / "results/discovery/diatomics/emt.json.gz", "rt") as fh:
         curves = json.load(fh)
     assert list(curves["homo-nuclear"]) == ["H-H", "Cu-Cu"]
