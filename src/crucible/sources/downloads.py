@@ -10,12 +10,18 @@ Two kinds of artifact are pinned in ``config/sources.yaml``:
   answers other scripted clients with HTTP 403. Also a registry file that ``pip download``
   cannot fetch (an sdist whose metadata pip refuses, see ``config/sources.yaml``).
 
+An ``http`` artifact that ships in the repository (``shipped:``) is copied from there instead,
+unless the config asks for upstream (:func:`crucible.sources.pins.origin_spec`); the copy is
+checked against the same pins by the same code as a download.
+
 Members are taken out of wheels (zip) and sdists (``.tar.gz``) alike.
 
-Everything is written to a temporary name and renamed only after its hash matched, so a failed
+Everything is written to a temporary name and renamed only after its pins matched, so a failed
 or tampered download leaves nothing behind, and a file whose hash already matches is not
 downloaded again. An artifact pinned by git blob id gets its SHA-256 recorded in the lock on
-its first fetch.
+its first fetch. A download is retried only on what another try may fix (a timeout, a 5xx, a
+transfer cut short); an unknown host, a refused connection, a 4xx and a pin mismatch fail at
+once, the error naming the URL and the config keys that fix it.
 """
 
 from __future__ import annotations
