@@ -146,7 +146,7 @@ def test_every_printed_table_of_every_family_has_a_title_a_caption_and_worded_he
     # the tables of each family this run made (catalysis: tests/test_workflow_catalysis.py)
     for family in ("matbench", "mlip", "crystal", "reactions", "discovery"):
         assert any(name.startswith(f"{family}_") for name in checked), family
-    assert len(checked) == 10, checked  # crystal 3, matbench 3, mlip 2, reactions 2
+    assert len(checked) == 11, checked  # crystal 3, matbench 3, mlip 2, reactions 2, discovery 1
 
 
 @pytest.fixture(scope="module")
