@@ -137,29 +137,52 @@ def _offline_refusal(url: str) -> str | None:
     return f"{OFFLINE_VAR} is set: only a package registry or this machine may be reached, not {host or url}"
 
 
+# An artifact without a published size may be this large at most: the largest pinned file is
+# tens of MB, a catalysis dataset a few hundred; a server sending more is refused while it sends.
+MAX_DOWNLOAD_BYTES = 4 << 30
+
+
 # matminer fetches with a bare requests.get; sending the same request (requests' default
-# headers) is what gets past the upstream bot filter.
+# headers, whose Accept-Encoding is the bounded decoder's) is what gets past the upstream bot filter.
 def _http_download(spec: dict[str, Any], workdir: Path, timeout: float | None = None) -> Path:
     import requests
+    import urllib3
     from tqdm import tqdm
+
+    from crucible.core.bounded_body import ACCEPT_ENCODING, BoundedDecoder
 
     path = workdir / spec["filename"]
     refusal = _offline_refusal(spec["url"])
     if refusal:
         raise DownloadError(refusal)
     log.info("fetching %s", spec["url"])
+    # the published size when there is one (a longer file cannot match it), written while it is
+    # counted; gzip or deflate transfer encoding inflated here, with the same bound
+    limit = int(spec["size"]) if spec.get("size") is not None else MAX_DOWNLOAD_BYTES
     try:
-        with requests.get(spec["url"], stream=True, timeout=timeout or HTTP_TIMEOUT_S) as resp:
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        with requests.get(spec["url"], stream=True, timeout=timeout or HTTP_TIMEOUT_S, headers=headers) as resp:
             resp.raise_for_status()
+            decoder = BoundedDecoder(
+                limit,
+                resp.headers.get("Content-Encoding"),
+                f"the download of {spec['url']}",
+                "The limit is the size its pin publishes"
+                if spec.get("size") is not None
+                else "The limit is what a download without a published size may hold (sources.downloads.MAX_DOWNLOAD_BYTES)",
+            )
+            decoder.check_length(resp.headers.get("Content-Length"))
             total = int(resp.headers.get("Content-Length") or 0) or None
             with (
                 open(path, "wb") as out,
                 tqdm(total=total, unit="B", unit_scale=True, desc=spec["filename"], disable=None) as bar,
             ):
-                for chunk in resp.iter_content(chunk_size=CHUNK):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-    except requests.RequestException as exc:
+                for raw in resp.raw.stream(CHUNK, decode_content=False):
+                    bar.update(len(raw))
+                    out.write(decoder.feed(raw))
+                out.write(decoder.finish())
+    # the raw stream raises urllib3's own errors (a transfer cut short, a read timeout), not requests'
+    except (requests.RequestException, urllib3.exceptions.HTTPError) as exc:
         reason, transient = classify(exc)
         raise DownloadError(reason, transient) from exc
     return path
