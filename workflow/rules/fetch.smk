@@ -37,7 +37,7 @@ rule fetch_artifact:
         pin=lambda wc: sources_wf.download_pin(SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
         # Where the pinned bytes come from (the shipped copy, upstream, a mirror) and where this
         # checkout lies are not what the file is: these params take `output`, which makes them
-        # derived params, left out of Snakemake's params rerun trigger (test_sources_origin.py).
+        # derived params, left out of Snakemake's params rerun trigger (tests/test_workflow_discovery.py).
         url_prefix=lambda wc, output: sources_wf.mirror_url_prefix(
             config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)
         ),
