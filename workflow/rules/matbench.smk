@@ -22,11 +22,14 @@ rule fetch_matminer_dataset:
         "logs/fetch/{task}.json.gz.log",
     benchmark:
         "benchmarks/runs/fetch/{task}.json.gz.tsv"
-    retries: 2
+    # no Snakemake retries: the fetch code retries what another try may fix (fetch_artifact)
+    retries: 0
     conda:
         "../../envs/fetch.yaml"
     params:
-        url_prefix=lambda wc: matbench_raw.matminer_url_prefix(config),
+        # where the bytes come from is no rerun trigger (a param taking `output` is derived, as in
+        # fetch_artifact); the pin below is
+        url_prefix=lambda wc, output: matbench_raw.matminer_url_prefix(config),
         sha256=lambda wc: matbench_raw.matminer_sha256(config, wc.task),
     shell:
         stage.shell(
