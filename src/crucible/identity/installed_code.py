@@ -100,7 +100,7 @@ def check_distribution(dist: str) -> None:
     files = _record_rows(meta)
     if files is None:  # nothing to compare its files with: a job would run what no one can check
         raise EditedDistributionError(
-            f"{dist} {meta.version} is installed without a RECORD ({meta._path if hasattr(meta, '_path') else dist}): "
+            f"{dist} {meta.version} is installed without a RECORD: "
             "its files cannot be checked, so a result made with it would carry a version it may not run. "
             f"Reinstall it (pip install --force-reinstall --no-deps {dist}=={meta.version})"
         )

@@ -90,7 +90,10 @@ def _planned_state(rule: str, outputs: tuple[str, ...]) -> str:
     if "startup" in ran and ran["startup"] != startup:
         came = sorted(set(startup) - set(ran["startup"])) + sorted(set(ran["startup"]) - set(startup))
         changed["startup"] = startup
-        _say(f"{', '.join(came)}: Python runs it at every start, and it came or went since the jobs ran: they rerun", "startup")
+        _say(
+            f"{', '.join(came)}: Python runs it at every start, and it came or went since the jobs ran: they rerun",
+            "startup",
+        )
     for dist, version in sorted((ran.get("distributions") or {}).items()):
         now = _version(dist)
         if now != version:

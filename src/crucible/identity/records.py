@@ -180,9 +180,7 @@ def job_code_digest(group: str, verb: str, code: JobCode = JobCode()) -> str:
     return digest({"closure": closure, "files": files_digest(code.files)})
 
 
-def job_identity(
-    group: str, verb: str, names: Mapping[str, str], code: JobCode = JobCode(), planned: str = ""
-) -> str:
+def job_identity(group: str, verb: str, names: Mapping[str, str], code: JobCode = JobCode(), planned: str = "") -> str:
     """What a job is made of besides its inputs: its code digest (its command and the things its
     names stand for), the meanings of its names and, where its outputs' records say that what it
     read changed, that change (``planned``: crucible.identity.job_state): a rule param, so a change
@@ -265,8 +263,7 @@ class JobRecord:
                 record, problem = record_problem(path)
                 if problem is not None:
                     raise IdentityError(
-                        f"{problem}: it cannot be checked, so it is not read; remake it "
-                        f"(snakemake --forcerun {path})"
+                        f"{problem}: it cannot be checked, so it is not read; remake it (snakemake --forcerun {path})"
                     )
             else:
                 record = read_record(path)
@@ -315,9 +312,7 @@ class JobRecord:
             record_path(output).unlink(missing_ok=True)
             journal_path(output).unlink(missing_ok=True)
 
-    def write_records(
-        self, argv: Iterable[str], names: Mapping[str, str], ran: Mapping[str, Any] | None = None
-    ) -> str:
+    def write_records(self, argv: Iterable[str], names: Mapping[str, str], ran: Mapping[str, Any] | None = None) -> str:
         """One record per existing output, its digest in the journal; returns the job's identity."""
         from crucible.core.io import write_json
 
