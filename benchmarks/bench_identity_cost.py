@@ -6,7 +6,8 @@ with it):
 ``plan SNAKEFILE [SNAKEFILE ...] --workdir DIR [--configfile F] [--repeats N]``
     wall and CPU seconds of ``snakemake -n`` with each Snakefile (a checkout of main and one of
     the branch: run them in the same call, alternating, so both see the same load), in ``DIR``
-    (an empty folder plans the default config; a finished run's folder also reads every record).
+    (an empty folder plans the default config; a finished run's folder also reads every record),
+    each with its checkout's ``src/`` on ``PYTHONPATH``.
     The first planning of each is left out (it fills the code-digest cache).
 
 ``hook [--repeats N]``
@@ -39,10 +40,10 @@ def _load() -> str:
     return "load average %.2f %.2f %.2f on %d CPUs" % (*os.getloadavg(), os.cpu_count() or 0)
 
 
-def _child_cpu(cmd: list[str], cwd: str | None = None) -> tuple[float, float, int]:
+def _child_cpu(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
     before = os.times()
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     after = os.times()
     return (
@@ -52,26 +53,33 @@ def _child_cpu(cmd: list[str], cwd: str | None = None) -> tuple[float, float, in
     )
 
 
+def _workdir(workdir: str, snakefile: str, i: int) -> str:
+    """``workdir`` itself where it holds a run; else a folder of its own per checkout, with that
+    checkout's ``config/`` linked in (the Snakefile reads config/config.yaml from where it runs)."""
+    if os.path.isdir(os.path.join(workdir, "results")):
+        return workdir
+    where = os.path.join(workdir, f"checkout-{i}")
+    os.makedirs(where, exist_ok=True)
+    link = os.path.join(where, "config")
+    if not os.path.lexists(link):
+        os.symlink(os.path.join(os.path.dirname(os.path.abspath(snakefile)), "config"), link)
+    return where
+
+
 def plan(snakefiles: list[str], workdir: str, configfile: str | None, repeats: int) -> None:
     print(_load())
     times: dict[str, list[tuple[float, float]]] = {s: [] for s in snakefiles}
     for i in range(repeats + 1):
         for snakefile in snakefiles:
-            cmd = [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "-n",
-                "--snakefile",
-                snakefile,
-                "--cores",
-                "2",
-                "--directory",
-                workdir,
-            ]
+            where = _workdir(workdir, snakefile, snakefiles.index(snakefile))
+            cmd = [sys.executable, "-m", "snakemake", "-n", "--snakefile", snakefile, "--cores", "2"]
+            cmd += ["--directory", where]
             if configfile:
                 cmd += ["--configfile", configfile]
-            wall, cpu, rc = _child_cpu(cmd)
+            # each checkout's own library: its src/ first on the path
+            src = os.path.join(os.path.dirname(os.path.abspath(snakefile)), "src")
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+            wall, cpu, rc = _child_cpu(cmd, env)
             if rc != 0:
                 raise SystemExit(f"{snakefile}: snakemake -n failed (rc {rc})")
             if i:

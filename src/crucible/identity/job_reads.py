@@ -33,6 +33,7 @@ import os
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
 _READS: set[str] = set()
@@ -144,15 +145,41 @@ def _tops(site: str, names: list[str]) -> dict[str, list[str]]:
 
 @lru_cache(maxsize=None)
 def _record_paths(site: str, info: str) -> frozenset[str] | None:
-    """The paths a distribution's RECORD lists (relative to its site folder), None without one."""
+    """The paths a distribution's RECORD lists (relative to its site folder), None without one;
+    kept in the hash cache by the RECORD's stat (parsing scikit-learn's takes milliseconds, every job)."""
+    import hashlib
+    import marshal
+
+    from crucible.core.hashes import cache_dir
+
+    record = os.path.join(site, info, "RECORD")
     try:
-        with open(os.path.join(site, info, "RECORD"), encoding="utf-8", newline="") as fh:
+        st = os.stat(record)
+    except OSError:
+        return None
+    key = hashlib.sha256(f"{record}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}".encode())
+    cache = cache_dir() / "installed" / f"record-{key.hexdigest()[:32]}.marshal"
+    try:
+        return frozenset(marshal.loads(cache.read_bytes()))
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    try:
+        with open(record, encoding="utf-8", newline="") as fh:
             text = fh.read()
     except OSError:
         return None
     if '"' in text:
-        return frozenset(row[0] for row in csv.reader(text.splitlines()) if row)
-    return frozenset(line.split(",", 1)[0] for line in text.splitlines() if line)
+        paths = frozenset(row[0] for row in csv.reader(text.splitlines()) if row)
+    else:
+        paths = frozenset(line.split(",", 1)[0] for line in text.splitlines() if line)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        tmp.write_bytes(marshal.dumps(tuple(sorted(paths))))
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    return paths
 
 
 @lru_cache(maxsize=None)
@@ -237,10 +264,13 @@ def collect(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, Any]:
 
     reads, writes = stop()
     cwd = os.getcwd()
+    # a module's own __dict__, not getattr: a lazy module's __getattr__ would import what it names
     modules = {
         file
         for module in list(sys.modules.values())
-        if isinstance(file := getattr(module, "__file__", None), str) and os.path.isabs(file)
+        if isinstance(module, ModuleType)
+        and isinstance(file := module.__dict__.get("__file__"), str)
+        and file.startswith(os.sep)
     }
     sites = _site_dirs()
     pth = {p for site in sites for p in _site_map(site)[1]}
@@ -249,12 +279,15 @@ def collect(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, Any]:
     files: dict[str, str] = {}
     dists: dict[str, str] = {}
     refused: dict[str, str] = {}
-    for path in sorted(modules | pth | {os.path.abspath(p) for p in reads}):
-        if "__pycache__" in path or path in own or (path + os.sep).startswith(skip) or not os.path.isfile(path):
+    # string work only: a job imports some 1,500 module files, and collect() runs in every job
+    opened = {p if p.startswith(os.sep) and "/." not in p else os.path.abspath(p) for p in reads}
+    in_site = [(s + os.sep, s) for s in sites]
+    for path in sorted(modules | pth | opened):
+        if "__pycache__" in path or path in own or (path + os.sep).startswith(skip):
             continue
-        site = next((s for s in sites if path.startswith(s + os.sep)), None)
+        site = next((s for prefix, s in in_site if path.startswith(prefix)), None)
         if site is not None:
-            rel = os.path.relpath(path, site).replace(os.sep, "/")
+            rel = path[len(site) + 1 :].replace(os.sep, "/")
             top = rel.split("/", 1)[0]
             if top.endswith((".dist-info", ".egg-info")):
                 continue  # a distribution's metadata (importlib.metadata reads it)
@@ -279,7 +312,9 @@ def collect(inputs: Iterable[str], outputs: Iterable[str]) -> dict[str, Any]:
                 else:
                     refused[path] = f"{name} {version}: a file its RECORD does not list"
                 continue
-        shown = os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else path
+        if not os.path.isfile(path):  # gone again (a temporary file), or a folder opened to list it
+            continue
+        shown = path[len(cwd) + 1 :] if path.startswith(cwd + os.sep) else path
         files[shown] = file_sha256(path, cached=True)
     return {
         "startup": startup_files(),
