@@ -39,12 +39,9 @@ def _say(line: str, about: str | None = None) -> None:
 
 
 def _version(dist: str) -> str:
-    import importlib.metadata
+    from crucible.identity.installed_code import _version as installed_version  # cached per process
 
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+    return installed_version(dist) or "not installed"
 
 
 def _current(path: str) -> str:
