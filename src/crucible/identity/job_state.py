@@ -77,7 +77,10 @@ def _planned_state(rule: str, outputs: tuple[str, ...]) -> str:
     for output in present:
         record, problem = record_problem(output)
         if problem is not None:
-            _say(f"{problem}: rule {rule} remakes it")
+            if "earlier crucible" in problem:  # every output of a folder made before: one line, not one each
+                _say(f"{problem}: its job reruns, as does every job whose records are of that format", "format")
+            else:
+                _say(f"{problem}: rule {rule} remakes it")
             return "remake " + digest([output, problem])
         records.append(record)
     record = records[0]
