@@ -5,7 +5,8 @@ matbench_steels with a user's estimator organised as research code is: a helper 
 replans exactly the jobs that read the file (one console line names it) and the rerun gives the
 number a fresh directory gives; a ``sitecustomize.py`` that appears reruns every job; installed
 code no RECORD vouches for is refused at planning; an output whose record was removed, or
-rewritten to match a tampered file, is remade before anything reads it."""
+rewritten to match a tampered file, is remade before anything reads it; files a user declares
+(``files:``) are inputs of the jobs of their model."""
 
 from __future__ import annotations
 
@@ -200,6 +201,17 @@ def test_what_a_job_read_is_its_identity(tmp_path, venv_env):
         assert f"{pred.relative_to(work)}" in out and "remakes it" in out, out[-3000:]
         run()
         assert _mae(work, "mine") == final, how
+    # Declared inputs: files: of a custom model become inputs of its jobs (shown in the DAG);
+    # a glob that matches nothing is refused, naming the key.
+    declared = json.loads(json.dumps(CONFIG))
+    declared["matbench"]["custom_models"]["mine"]["files"] = ["mypkg/*.json"]
+    proc = run_snakemake(work, declared, "matbench", "--dry-run", "--printshellcmds", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert planned_jobs(proc.stdout + proc.stderr).get("predict_matbench") == 5
+    assert "mypkg/coef.json" in proc.stdout, proc.stdout[-2000:]  # in each fit's inputs (CRUCIBLE_JOB)
+    declared["matbench"]["custom_models"]["mine"]["files"] = ["mypkg/*.h5"]
+    proc = run_snakemake(work, declared, "matbench", "--dry-run", env=env)
+    assert proc.returncode != 0 and "files: 'mypkg/*.h5' matches no file" in proc.stdout + proc.stderr
     print(f"MAE of mine: {base['mine']:.2f} -> after each edit {seen}; dummy {base['dummy']:.2f} -> {patched:.2f}")
 
 
