@@ -1,5 +1,7 @@
 # Entry points for a fresh machine with Python 3.11 and make:
-#   make run            - install into .venv and run the main job (snakemake, all configured targets)
+#   make run            - install into .venv and run the main job (snakemake, all configured targets);
+#                         CONFIG=my.yaml merges a config of yours over config/config.yaml
+#   make report         - results/report.zip, the run's report (CONFIG=my.yaml: the run of that config)
 #   make test           - install into .venv and run the whole test suite (what CI runs)
 #   make test-fast      - the unit tests only (no test marked slow)
 #   make lint           - ruff's lint rules and formatter check, snakefmt's check of the rules (in
@@ -20,12 +22,15 @@ BIN    := $(VENV)/bin
 VENV312 := .venv-py312
 LINT   := .venv-lint/bin
 CORES  ?= all
+# A config of the user's, merged over config/config.yaml (snakemake --configfile); empty: none.
+CONFIG ?=
+CONFIGFILE = $(if $(strip $(CONFIG)),--configfile $(CONFIG))
 # Test workers (pytest-xdist): a module's tests stay on one worker (its fixtures are built once);
 # tests/conftest.py starts the longest modules first. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 PYTEST_WORKERS = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: run test test-fast test-py312 lint format format-check config-schema install install-lint install-llm install-llm-local clean
+.PHONY: run report test test-fast test-py312 lint format format-check config-schema install install-lint install-llm install-llm-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,7 +78,12 @@ install-llm-local: $(VENV)/.installed-llm-local
 # Rules call the `crucible` command: the venv's scripts go first on PATH. profiles/default is
 # loaded by Snakemake itself.
 run: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --cores $(CORES) $(CONFIGFILE)
+
+# The report of the run of CONFIG (the same config as the run: the report renders its DAG, and
+# otherwise says "Config: config/config.yaml").
+report: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --report results/report.zip $(CONFIGFILE)
 
 test: install
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_WORKERS)

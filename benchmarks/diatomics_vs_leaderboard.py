@@ -10,7 +10,7 @@ runs as it is, read from that path: it reads our file with ``DiatomicCurves.from
 curves with ``load_dft_reference_curves`` and scores with ``calc_diatomic_metrics(...,
 interpolate=200)``, the call of its ``models/run_diatomics.py``. Only what that package imports
 from the rest of ``matbench_discovery`` is stood in for here (the package root, whose data module
-downloads the WBM summary at import time, and the ``MbdKey`` names of the twelve metrics), so
+downloads the WBM summary at import time, and the ``MbdKey`` names of the metrics), so
 nothing is downloaded. The means are taken as its ``write_metrics_to_yaml`` takes them (over the
 finite values), before its rounding to four significant digits.
 

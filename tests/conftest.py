@@ -28,6 +28,11 @@ from helpers import (  # noqa: F401  (re-exported, and used by the fixtures belo
 from helpers import official_validation as _validation
 from helpers import task_formulas as _task_formulas
 
+# The suite downloads from a package registry or 127.0.0.1 only (crucible.sources.downloads refuses
+# any other host while CRUCIBLE_OFFLINE is set): a test, DAG job or CLI run that reaches for GitHub
+# or figshare fails here, in CI and on a fresh clone alike (issue 52). Its subprocesses inherit it.
+os.environ["CRUCIBLE_OFFLINE"] = "1"
+
 # A test is marked `network` when it reaches a helper declared @downloads (tests/helpers.py), by
 # calling it, through a fixture, or through a function of its module: nothing to keep in sync here.
 # `pytest -m "not network"` then runs with every HTTP(S) proxy pointed at a closed local port, so a
@@ -140,9 +145,12 @@ def task_formulas() -> dict[str, list[str]]:
 
 @pytest.fixture(scope="session")
 def venv_env() -> dict[str, str]:
-    """Environment for subprocesses: this interpreter's scripts (crucible, snakemake) on PATH."""
+    """Environment for subprocesses: this interpreter's scripts (crucible, snakemake) on PATH, and
+    CRUCIBLE_OFFLINE=1 (above): every DAG and CLI run of the tests downloads from a package
+    registry or 127.0.0.1 only."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["CRUCIBLE_OFFLINE"] = "1"
     return env
 
 

@@ -11,6 +11,9 @@ the tests import it by its class path, and the DAG tests copy it into the workin
 * ``typed_potential(device, energy=None, as_type="value")``: EMT's forces and an energy of the
   given value verbatim (``"1.0"``, ``[1.0]``, ``None``, ``True``: no number), or EMT's own energy
   as a numpy or torch scalar (``as_type="numpy"``, ``"torch"``);
+* ``huge_potential(device, value=1e17, element=None)``: EMT, but an energy of ``value`` eV and
+  every force component ``value`` eV/Å on every structure (or those containing ``element``):
+  finite numbers no physics gives;
 * ``not_a_calculator(device)``: a factory that returns something else.
 """
 
@@ -96,6 +99,29 @@ class TypedPotential(Calculator):
 
 def typed_potential(device: str, energy=None, as_type: str = "value") -> TypedPotential:
     return TypedPotential(energy, as_type)
+
+
+class HugePotential(Calculator):
+    implemented_properties = ["energy", "free_energy", "forces"]
+
+    def __init__(self, value: float = 1e17, element: str | None = None):
+        super().__init__()
+        self.value, self.element = float(value), element
+        self._emt = EMT()
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+        super().calculate(atoms, properties, system_changes)
+        self._emt.calculate(self.atoms, ["energy", "forces"], system_changes)
+        energy = float(self._emt.results["energy"])
+        forces = np.array(self._emt.results["forces"], copy=True)
+        if self.element is None or self.element in self.atoms.get_chemical_symbols():
+            energy = self.value
+            forces[:] = self.value
+        self.results = {"energy": energy, "free_energy": energy, "forces": forces}
+
+
+def huge_potential(device: str, value: float = 1e17, element: str | None = None) -> HugePotential:
+    return HugePotential(value, element)
 
 
 def not_a_calculator(device: str):

@@ -609,6 +609,11 @@ class ChatServer:
     llama-cpp-python's server, the schema is taken only as ``{type: json_object, schema}`` and
     ``type: json_schema`` is refused with HTTP 500. Every request body is kept (``bodies``);
     replies carry ``system_fingerprint``.
+
+    Issue 52: ``served_model`` (default: the model asked for) is the ``model`` every reply names;
+    ``#echoauth`` answers with the Authorization header, raw and encoded as servers echo it
+    (:func:`echoed_key`); ``#gzipbomb`` sends a reply whose answer is ``bomb_bytes`` of "a",
+    gzip-encoded (a few kB on the wire).
     """
 
     def __init__(self):
@@ -623,6 +628,8 @@ class ChatServer:
         self.delay_s = 0.0
         self.slow_s = 1.5
         self.trickle_s = 0.2
+        self.served_model = None
+        self.bomb_bytes = 32 << 20
         self.lock = threading.Lock()
         server = self
 
@@ -689,6 +696,8 @@ class ChatServer:
 
             def _reply(self, content, body, seen):
                 answer = f"echo: {content}" + (f" #{seen}" if "#count" in content else "")
+                if "#echoauth" in content:
+                    answer = echoed_key(self.headers.get("Authorization", ""))
                 fmt = body.get("response_format") or {}
                 honour = server.honour_schema is True or (
                     server.honour_schema == "canary-only" and content == "Say hello in one word."
@@ -705,7 +714,7 @@ class ChatServer:
                     "object": "chat.completion",
                     "created": 1767225600,
                     "system_fingerprint": "fp_test_b4242",
-                    "model": f"served/{body['model']}",
+                    "model": server.served_model or body["model"],
                     "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
                     ],
@@ -727,7 +736,19 @@ class ChatServer:
                 reply = json.dumps(self._reply(content, body, 0)).encode()
                 head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(reply)}\r\n\r\n"
                 try:
-                    if "#notjson" in content:
+                    if "#gzipbomb" in content:
+                        import gzip
+
+                        reply = self._reply(content, body, 0)
+                        reply["choices"][0]["message"]["content"] = "a" * server.bomb_bytes
+                        data = gzip.compress(json.dumps(reply).encode(), compresslevel=1, mtime=0)
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Encoding", "gzip")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                    elif "#notjson" in content:
                         data = b"upstream overloaded, try later"
                         self.send_response(200)
                         self.send_header("Content-Type", "application/json")
@@ -777,10 +798,34 @@ class ChatServer:
         self.honour_schema = False
         self.answer_text = None
         self.json_object_only = False
+        self.served_model = None
 
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def key_encodings(key: str) -> dict[str, str]:
+    """The forms in which a server may echo a key: as it is, base64 (alone, and inside HTTP Basic's
+    ``user:key`` and ``:key``, standard and URL-safe), URL-encoded, JSON-escaped (``/`` as ``\\/``)."""
+    import base64
+    from urllib.parse import quote
+
+    return {
+        "exact": key,
+        "base64": base64.b64encode(key.encode()).decode(),
+        "base64 of user:key": base64.b64encode(f"user:{key}".encode()).decode(),
+        "base64 of :key": base64.b64encode(f":{key}".encode()).decode(),
+        "base64url of ab:key": base64.urlsafe_b64encode(f"ab:{key}".encode()).decode(),
+        "url-encoded": quote(key, safe=""),
+        "json-escaped": json.dumps(key)[1:-1].replace("/", "\\/"),
+    }
+
+
+def echoed_key(auth: str) -> str:
+    """An answer quoting the Authorization header ``auth`` and the key in each of its encodings."""
+    key = auth.removeprefix("Bearer ")
+    return f"you sent {auth!r}; " + "; ".join(f"{name}: {form}" for name, form in key_encodings(key).items())
 
 
 def assert_printed_tables(tables_dir: Path) -> list[str]:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -281,10 +280,9 @@ def test_a_cpu_log_on_a_fifo_without_reader_or_a_full_device_stops_the_command_b
             pytest.skip("no /dev/full here")
         why = "No space left on device"
     env = {**venv_env, "CRUCIBLE_CPU_LOG": str(path)}
-    start = time.monotonic()
+    # timeout: a hang guard only
     proc = subprocess.run(
-        [sys.executable, "-m", "crucible", "features", "version"], env=env, capture_output=True, text=True, timeout=20
+        [sys.executable, "-m", "crucible", "features", "version"], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 2 and proc.stdout == "", proc  # the version is the command's work
     assert proc.stderr.strip() == f"crucible: error: CRUCIBLE_CPU_LOG={path}: cannot append to it ({why})"
-    assert time.monotonic() - start < 30

@@ -409,26 +409,26 @@ def test_space_group_agreement_is_a_second_match_column(perov):
     """A real perovskite answered twice: itself (matched, same space group) and with one site moved
     by 0.3 (V/n)^(1/3) (still matched under cdvae, but the move breaks the symmetry at symprec
     0.1): match_rate@1 counts both kinds, sg_match_rate only the first; the groups are pymatgen's."""
-    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+    from crucible.crystal.items import spacegroup_analyzer
 
     item = next(
         it
         for it in perov[0]
-        if SpacegroupAnalyzer(reference_structure(it["ground_truth"]), 0.1).get_space_group_number() > 1
+        if spacegroup_analyzer(reference_structure(it["ground_truth"]), 0.1).get_space_group_number() > 1
     )
     ref = reference_structure(item["ground_truth"])
     length = (ref.volume / len(ref)) ** (1 / 3)
     moved = ref.copy()
     moved.translate_sites([0], [0.3 * length, 0.11 * length, 0.05 * length], frac_coords=False)
-    ref_group = SpacegroupAnalyzer(ref, symprec=0.1).get_space_group_number()
-    moved_group = SpacegroupAnalyzer(moved, symprec=0.1).get_space_group_number()
+    ref_group = spacegroup_analyzer(ref, symprec=0.1).get_space_group_number()
+    moved_group = spacegroup_analyzer(moved, symprec=0.1).get_space_group_number()
     assert moved_group != ref_group
     for order, at1 in (([ref, moved], 100.0), ([moved, ref], 0.0)):
         smp = {item["id"]: [samples.Sample(item["id"], j, CIF, _cif(st)) for j, st in enumerate(order)]}
         scores = csp.score_samples(smp, [item], 2, conventions=["cdvae"])
         assert scores["matched"].all()
         assert list(scores["sample_spacegroup"]) == [
-            SpacegroupAnalyzer(st, symprec=0.1).get_space_group_number() for st in order
+            spacegroup_analyzer(st, symprec=0.1).get_space_group_number() for st in order
         ]
         assert set(scores["reference_spacegroup"]) == {ref_group}
         block = csp.csp_metrics(csp.item_results(scores))

@@ -62,6 +62,18 @@ def test_published_rows_are_diffcsps_table_1_as_the_issue_quotes_them():
     assert "2309.04475" in pub["sources"]["diffcsp-table1"]["citation"]
 
 
+def _sections(md: str) -> dict[str, tuple[list[str], list[dict[str, str]]]]:
+    """``{heading: (headers, rows as dicts)}`` of the printed CSP table's sections."""
+    out = {}
+    for chunk in md.split("\n## ")[1:]:
+        heading, _, body = chunk.partition("\n")
+        lines = [line for line in body.splitlines() if line.startswith("| ")]
+        heads = [h.strip() for h in lines[0].strip("|").split(" | ")]
+        rows = [dict(zip(heads, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[1:]]
+        out[heading] = (heads, rows)
+    return out
+
+
 def test_table_layout_ours_beside_published_both_conventions(tmp_path):
     summaries = [
         _summary(
@@ -93,17 +105,37 @@ def test_table_layout_ours_beside_published_both_conventions(tmp_path):
     csv = pd.read_csv(paths["csv"])
     scored = [c for c in csv.columns if c not in csp_table.LEAD and ":items" not in c]
     assert scored and all(any(f":{c}:" in s for c in CONVENTION_NAMES) for s in scored)
-    md_header = paths["md"].read_text().split("\n| method")[1].split("\n")[0]
-    # 3 datasets x 6 metrics (match rate, RMSE; ours only: match rate with the same space group,
-    # cRMSE, METRe, METRe's cRMSE)
-    assert md_header.count("[cdvae]") == md_header.count("[pymatgen-default]") == 3 * 6
-    assert "perov-5 match rate, same space group (%) [cdvae]" in md_header
+    # printed a section per dataset and convention (one table of 5 + 3 x 13 columns, mostly
+    # empty, was unreadable): each with the rows and columns that have a value there
+    sections = _sections(paths["md"].read_text())
+    assert list(sections) == [
+        "perov-5, cdvae matcher",
+        "perov-5, pymatgen-default matcher",
+        "carbon-24, cdvae matcher",
+        "mp-20, cdvae matcher",
+    ]
+    for heads, rows in sections.values():
+        assert all(any(r[h] not in ("", "–") for r in rows) for h in heads), heads
+    heads, rows = sections["perov-5, cdvae matcher"]
+    # 6 metrics (match rate, RMSE; ours only: match rate with the same space group, cRMSE,
+    # METRe, METRe's cRMSE) beside the items; the published rows too (the papers have perov-5)
+    assert "match rate, same space group (%)" in heads and "test items" in heads and len(heads) <= 12
+    assert {r["source"] for r in rows} == {"this run", "diffcsp-table1"}
+    assert {r["source"] for r in sections["perov-5, pymatgen-default matcher"][1]} == {"this run"}
+    assert sections["mp-20, cdvae matcher"][0] == [
+        "method",
+        "# of samples",
+        "test set",
+        "source",
+        "match rate (%)",
+        "RMSE (normalised)",
+    ]
     # the space-group column is ours only: beside the published match rate, empty on its rows
     assert ours.loc[("template", 20, "all"), col("perov-5", "cdvae", "sg_match_rate")] == 20.0
     assert pub[col("mp-20", "cdvae", "sg_match_rate")].isna().all()
     assert "arXiv:2309.04475" in paths["md"].read_text()
     tex = paths["tex"].read_text()
-    assert r"\begin{tabular}" in tex and "[pymatgen-default]" in tex
+    assert tex.count(r"\begin{tabular}") == 4 and "perov-5, pymatgen-default matcher" in tex
     # two runs give byte-identical tables
     again = {e: tmp_path / f"again.{e}" for e in ("csv", "md", "tex")}
     csp_table.write_csp_table(summaries, PUBLISHED, again["csv"], again["md"], again["tex"])
@@ -141,20 +173,20 @@ def test_printed_rates_are_percentages_beside_their_items_and_an_empty_set_has_n
     paths = {e: tmp_path / f"csp.{e}" for e in ("csv", "md", "tex")}
     csp_table.write_csp_table(summaries, PUBLISHED, paths["csv"], paths["md"], paths["tex"])
     text = paths["md"].read_text()
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
-    heads = [h.strip() for h in lines[0].strip("|").split(" | ")]
-    rows = [dict(zip(heads, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[1:]]
+    sections = _sections(text)
+    heads, rows = sections["perov-5, cdvae matcher"]
     ours = {(r["method"], r["# of samples"], r["test set"]): r for r in rows if r["source"] == "this run"}
-    rate, items = "perov-5 match rate (%) [cdvae]", "perov-5 test items"
+    rate, items = "match rate (%)", "test items"
     assert ours[("template", "20", "all")][rate] == "37.5" and ours[("template", "20", "all")][items] == "10"
     assert (
         ours[("template", "1", "deduplicated")][rate] == "6.2" and ours[("template", "1", "deduplicated")][items] == "5"
     )
     assert ours[("random-symmetric", "20", "deduplicated")][items] == "0"
     assert ours[("random-symmetric", "20", "deduplicated")][rate] == "–"
-    published = next(r for r in rows if r["method"] == "DiffCSP" and r["# of samples"] == "1")
-    assert published["mp-20 match rate (%) [cdvae]"] == "51.5" and published["mp-20 test items"] == "–"
-    assert "perov-5 RMSE (normalised) [cdvae]" in heads
+    mp20_heads, mp20 = sections["mp-20, cdvae matcher"]
+    published = next(r for r in mp20 if r["method"] == "DiffCSP" and r["# of samples"] == "1")
+    assert published["match rate (%)"] == "51.5" and "test items" not in mp20_heads  # no run of ours there
+    assert "RMSE (normalised)" in heads
     assert "perov-5: 10 test items" in text.split("\n\n")[1]  # the caption
     csv = pd.read_csv(paths["csv"])
     assert pd.isna(csv["perov-5:cdvae:match_rate"].iloc[-1])  # the empty set: no rate, not 0
@@ -205,5 +237,6 @@ def test_metre_and_crmse_beside_the_match_rate_and_relaxed_rows_below(tmp_path):
     assert math.isnan(relaxed[col("perov-5", "cdvae", "metre")])  # not in that summary: empty, never 0
     assert df.iloc[:n_pub][col("mp-20", "cdvae", "metre")].isna().all()
     md = paths["md"].read_text()
-    assert "perov-5 METRe (%) [cdvae]" in md and "| emt |" in md
+    heads, rows = _sections(md)["perov-5, cdvae matcher"]
+    assert "METRe (%)" in heads and "relaxed with" in heads and any(r["relaxed with"] == "emt" for r in rows)
     assert "failed relaxations: template on perov-5 with emt: 7 of 200" in md

@@ -341,3 +341,46 @@ def test_a_reply_cut_off_at_max_tokens_is_counted_apart_from_malformed_ones(item
     assert table["fail_cut_off"].tolist() == [1]
     assert report.TABLE_HEADERS["fail_cut_off"].startswith("failed, cut off at the token limit")
     assert df["detail"].tolist()[0].startswith("cut off at max_tokens=64; ")
+
+
+def test_the_figure_draws_the_chance_floor_of_each_size_bin(scored, item_files):
+    """The chance responder's first samples, binned by the items' sites: a dashed line across
+    each bin at its match rate (the CSP table's chance rows, by size), a second sample ignored."""
+    import matplotlib.pyplot as plt
+
+    from crucible.crystal.scoring import DEFAULT_CONVENTION
+
+    _, summaries, _, out = scored
+    _, prompts = item_files
+    per_item = pd.read_parquet(out / "self.parquet")
+    first = pd.DataFrame(
+        {
+            "id": per_item["id"],
+            "rank": 0,
+            "convention": DEFAULT_CONVENTION,
+            "matched": ~per_item["matched"].astype(bool),
+        }
+    )
+    second = first.assign(rank=1, matched=True)
+    other = first.assign(convention="not-the-default", matched=True)
+    floor = crystal_figures.chance_by_nsites(pd.concat([first, second, other]), prompts)
+    nsites = {p["id"]: p["meta"]["nsites"] for p in prompts}
+    expected = {}
+    for ident, matched in zip(first["id"], first["matched"]):
+        m, n = expected.get(report.nsite_bin(nsites[ident]), (0, 0))
+        expected[report.nsite_bin(nsites[ident])] = (m + bool(matched), n + 1)
+    assert floor == expected and sum(n for _, n in floor.values()) == len(per_item)
+    fig = crystal_figures.match_rate_by_nsites_figure(summaries, "aflow-prototypes", floor)
+    ax = fig.axes[0]
+    lines = {c.get_gid(): c for c in ax.collections if (c.get_gid() or "").startswith("chance|")}
+    assert set(lines) == {f"chance|{b}" for b in floor}
+    for b, (m, n) in floor.items():
+        ((_, y0), (_, y1)) = lines[f"chance|{b}"].get_segments()[0]
+        assert y0 == y1 == pytest.approx(100 * m / n)
+    assert "chance floor: a random cell, 1st sample" in [t.get_text() for t in ax.get_legend().get_texts()]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert all(
+        t.endswith(f"\n{100 * floor[t.split(chr(10))[0]][0] / floor[t.split(chr(10))[0]][1]:.0f} %") for t in ticks
+    )
+    assert "%: the chance floor" in ax.get_xlabel()
+    plt.close(fig)

@@ -174,5 +174,5 @@ def test_relax_then_match_targets_rules_and_identity():
         "optimizer": "FIRE",
         "steps": 7,
     }
-    assert names["crystal/relax/emt"].rules == ("relax_crystal_samples", "relax_crystal_samples_gpu")
+    assert names["crystal/relax/emt"].rules == ("relax_crystal_samples", "relax_crystal_samples_neural")
     assert "potential/chgnet-0.3.0" in names

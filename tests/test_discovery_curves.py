@@ -14,8 +14,13 @@ from ase.calculators.calculator import Calculator, all_changes
 
 from crucible.core.errors import DataValidationError
 from crucible.discovery import curves
+from crucible.discovery.report import HEADERS
 from crucible.potentials.registry import load_potential
 from crucible.potentials.spec import Potential
+
+from helpers import REPO
+
+DATA = REPO / "tests" / "data" / "discovery"
 
 
 def test_grid_is_the_leaderboards():
@@ -129,3 +134,66 @@ def test_reader_refuses_what_is_not_a_curves_file(tmp_path):
         curves.read_curves(bad)
     with pytest.raises(DataValidationError, match="top-level 'distances'"):
         curves.read_curves(_write(tmp_path / "y.json.gz", {"homo-nuclear": {}}))
+
+
+# --------------------------------------------------------------------------- implausible numbers
+
+
+def test_a_potential_returning_1e17_is_flagged_per_point_and_counted_beside_the_leaderboards_means(tmp_path):
+    """The attack case: a user's potential answering +1e17 eV and eV/Å for one element. The curve
+    stays scored as the leaderboard's code scores it (the means are what it computes), and the
+    metadata names each point while the table counts them beside the means."""
+    from crucible.cli import main
+    from crucible.discovery.data import parse_reference
+    from crucible.discovery.diatomics_jobs import scored
+    from crucible.discovery.metrics import means, per_element
+    from crucible.discovery.report import caption, flagged_text, table
+    from crucible.report.tables import write_table
+
+    huge = json.dumps({"huge": {"class": "custom_calculators:huge_potential", "params": {"element": "O"}}})
+    for name, extra in (("huge", ["--custom-potentials", huge]), ("emt", [])):
+        args = ["discovery", "curves", "--potential", name, *extra, "--elements", "H,O,Cu"]
+        assert main([*args, "--out", str(tmp_path / f"{name}.json.gz")]) == 0
+    data = curves.read_curves(tmp_path / "huge.json.gz")
+    meta = data["run_metadata"]["crucible"]
+    assert meta["format"] == curves.CURVES_FORMAT == 2
+    points = meta["implausible_points"]["O-O"]
+    assert list(points) and len(points) == 119 and set(points[0]) == {"distance", "reason"}
+    assert (
+        points[0]["distance"] == pytest.approx(0.1) and "implausible energy (|E| 5e+16 eV/atom" in points[0]["reason"]
+    )
+    assert set(meta["implausible_points"]) == {"O-O"}  # H and Cu are EMT's own numbers
+    assert len(data[curves.HOMO]["O-O"]["energies"]) == 119  # kept: the leaderboard's file holds them
+    assert curves.flagged_points(data) == {"O-O": 119}
+
+    ref = parse_reference(DATA / "pbe-slice.json.gz")
+    ours = scored([tmp_path / "huge.json.gz", tmp_path / "emt.json.gz"], ref)
+    expected = means(per_element(curves.homo_curves(data), ref))
+    assert ours["huge"]["pbe_force_mae"] == expected["pbe_force_mae"] > 1e16  # the leaderboard's number, kept
+    assert ours["huge"]["flagged"] == {"O-O": 119} and ours["emt"]["flagged"] == {}
+    df = table(ours, [])
+    assert df.set_index("model")["n_flagged"].to_dict() == {"emt": 0, "huge": 119}
+    # the scored window of O-O (0.8 covalent radii to 3.1 van der Waals radii) holds some of them
+    in_window = sum(curves.in_scored_window("O", d, 6.0) for d in curves.distances())
+    assert df.set_index("model")["n_flagged_scored"].to_dict() == {"emt": 0, "huge": in_window} and 0 < in_window < 119
+    write_table(
+        df, md=tmp_path / "t.md", title="T", caption=caption(df, flagged_text(ours)), headers=HEADERS, significant=4
+    )
+    text = (tmp_path / "t.md").read_text()
+    assert "| flagged points |" in text and "Flagged points by curve: huge: O-O (119)." in text
+    assert f"| huge | crucible (cpu) |  | 3 | 119 | {in_window} |" in text
+
+
+def test_a_steep_physical_wall_is_not_flagged_but_a_force_beyond_the_bare_coulomb_repulsion_is():
+    # EMT's Pd, Pt and Au walls pass 1e3 eV/atom below 0.5 Å: real-looking, under the bare nuclei's repulsion
+    res = curves.compute_curves(load_potential("emt"), ["H", "Pd", "Pt", "Au", "Cu"])
+    assert res["run_metadata"]["crucible"]["implausible_points"] == {}
+    assert max(abs(e) / 2 for e in res[curves.HOMO]["Pt-Pt"]["energies"]) > 1e3
+    from crucible.potentials.spec import dimer_bounds, implausible_reason
+
+    e_bound, f_bound = dimer_bounds(92, 0.1)  # U-U at 0.1 Å: 92² × 14.4 eV·Å / 0.1 Å
+    assert e_bound == pytest.approx(92**2 * 14.399645 / 0.2) and f_bound == pytest.approx(92**2 * 14.399645 / 0.01)
+    assert dimer_bounds(1, 6.0) == (1e3, 1e4)
+    assert implausible_reason(-5.0, np.full((2, 3), 4.3e17), 2) == "implausible force (|F| 4.3e+17 eV/Å > 1e+04)"
+    assert implausible_reason(-5.0, np.full((2, 3), 9e3), 2) is None
+    assert implausible_reason(float("nan"), None, 2) is None  # non_finite_reason's to judge

@@ -33,16 +33,23 @@ def mirror(tmp_path):
 
 def test_card_is_fetched_by_the_real_download_code_and_checked(tmp_path, mirror):
     server, served = mirror
-    got = pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
+    # the card ships in data/matbench-discovery/: fetch_upstream (upstream=True) downloads it
+    got = pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url, upstream=True)
     assert got.read_bytes() == CARD.read_bytes()
     assert server.hits == ["/models/chgnet/chgnet-0.3.0.yml"]
-    pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
+    pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url, upstream=True)
     assert len(server.hits) == 1  # present with its pin: not fetched again
     # upstream changes the card: a fresh fetch is refused, nothing is left under its name
     served.write_bytes(CARD.read_bytes().replace(b"pbe_energy_mae: 3.205", b"pbe_energy_mae: 1.000"))
     with pytest.raises(HashMismatchError, match="SHA-256 mismatch"):
-        pinned_files.provide(ROLE, tmp_path / "fresh", url_prefix=server.url)
+        pinned_files.provide(ROLE, tmp_path / "fresh", url_prefix=server.url, upstream=True)
     assert not pinned_files.resource_path(ROLE, resources=tmp_path / "fresh").exists()
+
+
+def test_by_default_the_shipped_card_is_copied_and_a_mirror_is_not_asked(tmp_path, mirror):
+    server, _ = mirror
+    got = pinned_files.provide(ROLE, tmp_path / "resources", url_prefix=server.url)
+    assert got.read_bytes() == CARD.read_bytes() and server.hits == []
 
 
 def test_every_card_and_the_reference_have_a_role_and_both_pins():

@@ -1,4 +1,4 @@
-"""The twelve diatomics metrics: on curves whose values are known by hand, and on real chgnet-0.3.0
+"""The diatomics metrics: on curves whose values are known by hand, and on real chgnet-0.3.0
 curves (a slice: H, O, Fe, Cr, Pr with its low-quality PBE reference, Po outside the Materials
 Project, Ne) against the values the leaderboard's own code gives (tests/data/discovery)."""
 

@@ -13,7 +13,7 @@ What counts, in an inline code span (fenced blocks are examples, not references)
   template family ``foo`` of CONTRIBUTING.md (read as ``matbench``);
 - ``<section>.<key>...`` for a config section: the keys exist in the assembled schema;
 - a word shaped like a rule name (``verb_noun`` whose verb begins a rule of workflow/rules/, such
-  as ``predict_matbench_gpu``): a rule of that name exists, unless the word is a config key.
+  as ``predict_matbench_neural``): a rule of that name exists, unless the word is a config key.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def test_every_quoted_reference_exists():
         ("crucible matbench score --task T --model M --out s.json", None),
         ("crucible.report.front_page", None),
         ("crucible.dag.config.schema", None),
-        ("predict_matbench_gpu", None),
+        ("predict_matbench_neural", None),
         ("predict_matbench_cpu", "no rule predict_matbench_cpu"),
         ("score_timeout_s", None),  # a config key
     ],

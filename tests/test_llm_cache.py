@@ -166,8 +166,8 @@ def test_the_holder_refreshes_its_claims(tmp_path):
     with cache.claims() as claims:
         claims.take(key)
         os.utime(cache.claim_path(key), (0, 0))
-        time.sleep(0.5)
-        assert time.time() - cache.claim_path(key).stat().st_mtime < 5
+        time.sleep(0.5)  # ten heartbeats
+        assert cache.claim_path(key).stat().st_mtime > 0  # touched again since it was set to the epoch
 
 
 def test_a_failed_write_names_the_path(tmp_path, monkeypatch):

@@ -76,7 +76,7 @@ def test_a_server_that_ignores_response_format_stops_the_job_before_any_real_req
         run(tmp_path, chat_server, [MC, MC, SITES], structured_output=True)
     message = str(err.value)
     assert "does not enforce response_format json_schema" in message
-    assert "served model served/tiny-chat" in message, "names the model the server says it ran"
+    assert "served model tiny-chat" in message, "names the model the server says it ran"
     assert "'echo: Say hello in one word.'" in message, "says what came back"
     assert chat_server.count() == 1 and chat_server.count("Say hello") == 1, "only the canary was sent"
     sent = chat_server.bodies[0]["response_format"]
@@ -102,7 +102,7 @@ def test_a_server_that_enforces_it_answers_every_prompt_in_its_own_schema(tmp_pa
     assert by_question["question 0"]["json_schema"]["schema"] == MC
     constraint = info["structured_output"]
     assert constraint["enabled"] is True and constraint["enforced_by"].startswith("server: response_format")
-    assert constraint["canary"]["passed"] is True and constraint["canary"]["served_model"] == "served/tiny-chat"
+    assert constraint["canary"]["passed"] is True and constraint["canary"]["served_model"] == "tiny-chat"
     assert info["n_not_matching_schema"] == 0 and len(info["response_schema_sha256s"]) == 2
     assert info["server_system_fingerprints"] == ["fp_test_b4242"]
 

@@ -589,7 +589,14 @@ def test_score_s2ef_all_failed_and_metric_table():
     table = s2ef_metric_table({"zeta": failed, "alpha": good})
     assert table["model"].tolist() == ["alpha", "zeta"]
     # the last column: the potential's provenance, "" for scores that carry none
-    assert list(table.columns) == ["model", *Evaluator("s2ef").keys, "n_frames", "n_failed", "potential"]
+    assert list(table.columns) == [
+        "model",
+        *Evaluator("s2ef").keys,
+        "n_frames",
+        "n_failed",
+        "n_implausible",
+        "potential",
+    ]
     assert table["n_failed"].tolist() == [2, 5] and table["n_frames"].tolist() == [5, 5]
     assert table["potential"].tolist() == ["", ""]
     assert table.loc[0, "energy_forces_within_threshold"] == good["metrics"]["energy_forces_within_threshold"]["metric"]

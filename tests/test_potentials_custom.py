@@ -413,3 +413,35 @@ def test_catalysis_relative_energies_run_it_and_the_table_says_so(tmp_path, cata
     table = pd.read_csv(tmp_path / "t.csv").set_index("model")
     assert table.loc["mine", "potential"].startswith('custom_calculators:scaled_emt {"scale": 2.0}')
     assert table.loc["emt", "potential"].startswith("ase.calculators.emt:EMT (ase ")
+
+
+def test_implausible_numbers_are_counted_beside_the_eos_and_s2ef_scores(tmp_path):
+    """A potential answering 1e17 eV (and eV/Å): its EOS element and s2ef frames stay scored as
+    the code always scored them, and the tables count them in a column beside."""
+    huge = [
+        "--custom-potentials",
+        _custom("huge", {"class": "custom_calculators:huge_potential", "params": {"element": "Cu"}}),
+    ]
+    everywhere = ["--custom-potentials", _custom("huge", {"class": "custom_calculators:huge_potential"})]
+    eos = tmp_path / "eos/huge.parquet"
+    assert main(["mlip", "eos", "--model", "huge", *huge, "--elements", "Cu,Ag", "--out", str(eos)]) == 0
+    assert main(["mlip", "eos-table", "--inputs", str(eos), "--out-csv", str(tmp_path / "eos.csv")]) == 0
+    row = pd.read_csv(tmp_path / "eos.csv").set_index("model").loc["huge"]
+    assert row["n_implausible"] == 1 and row["n_elements"] == 2
+    s2ef = tmp_path / "s2ef/vasp/huge.parquet"
+    args = [
+        "mlip",
+        "s2ef-predict",
+        "--dataset",
+        "ase-vasp-testdata",
+        "--model",
+        "huge",
+        *everywhere,
+        "--out",
+        str(s2ef),
+    ]
+    assert main(args) == 0
+    assert main(["mlip", "s2ef-table", "--inputs", str(s2ef), "--out-csv", str(tmp_path / "s2ef.csv")]) == 0
+    table = pd.read_csv(tmp_path / "s2ef.csv").set_index("model").loc["huge"]
+    assert table["n_implausible"] == table["n_frames"] - table["n_failed"] > 0
+    assert table["energy_mae"] > 1e16  # the Evaluator's number, kept

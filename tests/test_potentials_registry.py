@@ -4,6 +4,7 @@ and a failing or non-finite energy kept as a reason, never a number."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
@@ -25,6 +26,16 @@ def emt():
 def chgnet():
     pytest.importorskip("chgnet", reason="chgnet needs torch, absent on the Python 3.12 CI leg")
     return load_potential("chgnet-0.3.0", device="cpu")
+
+
+def test_loading_chgnet_prints_no_banner_to_stdout(capsys, caplog):
+    """CHGNet prints two banner lines on every load (verbose=False silences neither); they go to
+    crucible's log at debug level, not to the console of the run."""
+    pytest.importorskip("chgnet", reason="chgnet needs torch, absent on the Python 3.12 CI leg")
+    with caplog.at_level(logging.DEBUG, logger="crucible.potentials.registry"):
+        load_potential("chgnet-0.3.0", device="cpu")
+    assert "CHGNet" not in capsys.readouterr().out
+    assert "initialized with 412,525 parameters" in caplog.text and "CHGNet will run on cpu" in caplog.text
 
 
 def test_registry_unknown_name():

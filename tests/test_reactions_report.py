@@ -148,7 +148,9 @@ def test_figure_shows_identical_question_types_once_and_marks_the_random_expecta
     fig = report.relative_score_figure(DATASET, table)
     ax = fig.axes[0]
     ticks = [t.get_text() for t in ax.get_xticklabels()]
-    assert ticks == ["all varying\n+ reference\n+ reference\ncontrol", "all blank"]
+    # each type in plain words, none of the code names or their "+ reference control" fragments
+    assert ticks == ["vary all conditions\nvary all, with references\nvary all, its control", "fill in every blank"]
+    assert set(report.PLAIN_NAMES) == set(scoring.QUESTION_TYPES)
     bars = [p for c in ax.containers if hasattr(c, "patches") for p in c.patches]
     assert len(bars) == 2 * len(groups)  # oracle and random, once per group
     (markers,) = [c for c in ax.collections if c.get_label() == "random: expected value"]

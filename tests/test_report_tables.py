@@ -88,3 +88,21 @@ def test_every_family_prints_its_tables_through_the_shared_writer():
         if n:
             found[rel] = n
     assert found == DOCUMENT_TABLES
+
+
+def test_significant_digits_print_a_published_16610_as_16610_not_16610_0000(tmp_path):
+    from crucible.report.tables import significant_text
+
+    assert [significant_text(v, 4) for v in (16610.0, 0.012345, 3.333e16, 1.0, 450.0, -2.5e-5, 0.0)] == [
+        "16610",
+        "0.01235",
+        "3.333e+16",
+        "1.000",
+        "450.0",
+        "-2.500e-05",
+        "0",
+    ]
+    df = pd.DataFrame({"model": ["a"], "force_jump": [23140.0], "tortuosity": [1.036]})
+    heads = {"force_jump": "force jump", "tortuosity": "tortuosity"}
+    write_table(df, md=tmp_path / "t.md", title="T", caption="C.", headers=heads, significant=4)
+    assert "| a | 23140 | 1.036 |" in (tmp_path / "t.md").read_text()

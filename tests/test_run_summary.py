@@ -4,7 +4,14 @@ one-line job messages of crucible.dag.rules."""
 from __future__ import annotations
 
 from crucible.dag import rules as wf
-from crucible.run_summary import failed_jobs, run_summary
+from crucible.run_summary import (
+    cause_and_fix,
+    failed_job_details,
+    failed_jobs,
+    report_command,
+    run_summary,
+    snakemake_executable,
+)
 
 # What Snakemake 9 writes to its log for a failed job (the format the summary reads).
 SNAKEMAKE_LOG = """\
@@ -67,7 +74,7 @@ def test_failed_jobs_are_read_from_snakemakes_log(tmp_path):
         ("tabulate_eos", ""),
     ]
     text = run_summary([], log, failed=True, root=tmp_path)
-    assert "crucible: the run stopped: a job failed" in text
+    assert "crucible: the run failed: 2 jobs failed (exit 1); the jobs that do not depend on them ran" in text
     assert "  FAILED predict_matbench: see logs/matbench/predict/bad/matbench_steels/fold_2.log" in text
     assert "  FAILED tabulate_eos\n" in text + "\n"
     assert "tables (0):\n    none" in text
@@ -75,6 +82,63 @@ def test_failed_jobs_are_read_from_snakemakes_log(tmp_path):
     # Snakemake 9 hands the handlers a list of log files
     assert failed_jobs([str(log)]) == failed_jobs(log)
     assert f"Snakemake's log: {log}" in run_summary([], [str(log)], failed=True, root=tmp_path)
+
+
+def test_a_failed_job_is_named_with_its_family_output_cause_and_fix(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(
+        SNAKEMAKE_LOG.replace("predict_matbench", "fetch_artifact", 1)
+        .replace("results/matbench/predictions/bad/matbench_steels/fold_2.parquet", "resources/downloads/card.yml")
+        .replace("logs/matbench/predict/bad/matbench_steels/fold_2.log", "logs/fetch/card.yml.log")
+    )
+    job_log = tmp_path / "logs/fetch/card.yml.log"
+    job_log.parent.mkdir(parents=True)
+    job_log.write_text(
+        "2026-12-07 INFO crucible: command: crucible sources fetch ...\n"
+        "crucible sources: error: download of artifact 'card' from http://x.invalid/card.yml failed: the host name "
+        "does not resolve (not retried). Fix: set discovery.fetch_upstream: false to copy the shipped file\n"
+    )
+    assert failed_job_details(log)[0].output == "resources/downloads/card.yml"
+    text = run_summary(
+        ["results/tables/discovery_diatomics.csv", "results/tables/mlip_eos.csv"],
+        log,
+        failed=True,
+        root=tmp_path,
+        families={"discovery": ["results/tables/discovery_diatomics.csv"], "mlip": ["results/tables/mlip_eos.csv"]},
+        family_of=lambda rule, output: "discovery" if rule == "fetch_artifact" else "mlip",
+        report_cmd="/venv/bin/snakemake --report results/report.zip --configfile /my/run.yaml",
+    )
+    assert "  FAILED family discovery: 1 of its 1 final outputs not built" in text
+    assert (
+        "  FAILED fetch_artifact: see logs/fetch/card.yml.log\n    family: discovery; output: resources/downloads/card.yml"
+        in text
+    )
+    assert (
+        "    cause: download of artifact 'card' from http://x.invalid/card.yml failed: the host name does not " in text
+    )
+    assert "    fix: set discovery.fetch_upstream: false to copy the shipped file" in text
+    assert "  report: /venv/bin/snakemake --report results/report.zip --configfile /my/run.yaml" in text
+    # a job whose log has no crucible error line: its last line; a long cause is cut
+    job_log.write_text("Traceback ...\nValueError: " + "x" * 1000 + "\n")
+    cause, fix = cause_and_fix("logs/fetch/card.yml.log", tmp_path)
+    assert cause.startswith("ValueError: xxx") and cause.endswith("…") and len(cause) == 400 and fix == ""
+    assert cause_and_fix("logs/absent.log", tmp_path) == ("", "")
+
+
+def test_the_report_command_is_the_running_snakemake_with_the_runs_config_files(tmp_path):
+    script = tmp_path / "venv" / "bin" / "snakemake"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    assert snakemake_executable(str(script), "/usr/bin/python3") == str(script.resolve())
+    assert snakemake_executable("/x/snakemake/__main__.py", "/v/bin/python") == "/v/bin/python -m snakemake"
+    project = tmp_path / "my clone"
+    cmd = report_command(str(script), [project / "my config.yaml"], project / "Snakefile", project)
+    assert cmd == f"{script} --report results/report.zip --configfile '{project}/my config.yaml'"
+    other = report_command("/v/bin/python -m snakemake", [], project / "Snakefile", tmp_path / "work")
+    assert other == (
+        f"/v/bin/python -m snakemake --snakefile '{project}/Snakefile' --directory {tmp_path}/work "
+        "--report results/report.zip"
+    )
 
 
 def test_job_message_is_the_rule_and_its_wildcards_in_name_order():

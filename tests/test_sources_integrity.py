@@ -1,6 +1,7 @@
 """Integrity of what was fetched (issue 10, points 2 and 9): an extracted member edited after
-extraction is refused where it is read, the task card's recorded hash must equal the pin, and a
-tampered or truncated download is moved aside (kept, named) and fetched again once."""
+extraction is refused where it is read, the task card's recorded hash must equal the pin, a
+tampered file in place is moved aside (kept, named) and fetched again, a transfer cut short is
+fetched again, and a download that fails its pin is kept aside and fails at once (issue 52)."""
 
 from __future__ import annotations
 
@@ -118,10 +119,13 @@ class _Server:
             def do_GET(self):
                 body = outer.bodies[min(outer.hits, len(outer.bodies) - 1)]
                 outer.hits += 1
+                # (bytes, n): a transfer cut short, n bytes announced, fewer sent, then closed
+                body, announced = body if isinstance(body, tuple) else (body, len(body))
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(announced))
                 self.end_headers()
                 self.wfile.write(body)
+                self.close_connection = True
 
             def log_message(self, *args):
                 pass
@@ -139,15 +143,21 @@ GOOD = b"the real file\n" * 1000
 SPEC = {"kind": "http", "filename": "data.json.gz", "sha256": __import__("hashlib").sha256(GOOD).hexdigest()}
 
 
-def test_a_truncated_download_is_kept_aside_and_fetched_again_once(tmp_path):
-    server = _Server([GOOD[:100], GOOD])
+@pytest.fixture
+def no_backoff(monkeypatch):
+    from crucible.sources import downloads
+
+    monkeypatch.setattr(downloads, "BACKOFF_S", (0.0, 0.0))
+
+
+def test_a_transfer_cut_short_is_fetched_again(tmp_path, no_backoff):
+    server = _Server([(GOOD[:100], len(GOOD)), GOOD])
     try:
         dest = fetch("data", {**SPEC, "url": server.url}, tmp_path / "data.json.gz")
     finally:
         server.close()
     assert server.hits == 2 and file_sha256(dest) == SPEC["sha256"]
-    aside = list(tmp_path.glob("data.json.gz.bad-*"))
-    assert len(aside) == 1 and aside[0].read_bytes() == GOOD[:100]
+    assert not list(tmp_path.glob("data.json.gz.bad-*"))  # never a file: the transfer itself failed
 
 
 def test_a_tampered_file_in_place_is_moved_aside_not_deleted(tmp_path):
@@ -162,31 +172,31 @@ def test_a_tampered_file_in_place_is_moved_aside_not_deleted(tmp_path):
     assert [p.read_bytes() for p in tmp_path.glob("data.json.gz.bad-*")] == [b"tampered"]
 
 
-def test_still_wrong_after_one_retry_fails_and_keeps_both(tmp_path):
-    server = _Server([b"wrong once", b"wrong twice", GOOD])
+def test_a_download_that_fails_its_pin_fails_at_once_and_is_kept(tmp_path, no_backoff):
+    server = _Server([b"wrong once", GOOD])
     try:
-        with pytest.raises(HashMismatchError, match=r"data.*fetched twice.*data.json.gz.bad-"):
+        with pytest.raises(HashMismatchError, match=r"data.*not fetched again.*data.json.gz.bad-"):
             fetch("data", {**SPEC, "url": server.url}, tmp_path / "data.json.gz")
     finally:
         server.close()
-    assert server.hits == 2 and not (tmp_path / "data.json.gz").exists()
-    assert sorted(p.read_bytes() for p in tmp_path.glob("data.json.gz.bad-*")) == [b"wrong once", b"wrong twice"]
+    assert server.hits == 1 and not (tmp_path / "data.json.gz").exists()
+    assert [p.read_bytes() for p in tmp_path.glob("data.json.gz.bad-*")] == [b"wrong once"]
 
 
-def test_a_git_blob_pinned_download_is_also_kept_aside_and_fetched_again_once(tmp_path):
+def test_a_git_blob_pinned_file_in_place_is_moved_aside_and_its_download_recorded(tmp_path):
     from crucible.sources.downloads import git_blob_id, read_lock
 
     (tmp_path / "good").write_bytes(GOOD)
     spec = {"kind": "http", "filename": "data.csv", "git_blob": git_blob_id(tmp_path / "good")}
     dest, lock = tmp_path / "data.csv", tmp_path / "sources.lock.json"
     dest.write_bytes(b"tampered")
-    server = _Server([GOOD[:100], GOOD])
+    server = _Server([GOOD])
     try:
         fetch("data", {**spec, "url": server.url}, dest, lock=lock)
     finally:
         server.close()
-    assert server.hits == 2 and dest.read_bytes() == GOOD
-    assert sorted(p.read_bytes() for p in tmp_path.glob("data.csv.bad-*")) == sorted([GOOD[:100], b"tampered"])
+    assert server.hits == 1 and dest.read_bytes() == GOOD
+    assert [p.read_bytes() for p in tmp_path.glob("data.csv.bad-*")] == [b"tampered"]
     assert read_lock(lock) == {"data": {"sha256": SPEC["sha256"], "git_blob": spec["git_blob"], "url": server.url}}
 
 

@@ -244,7 +244,7 @@ def test_mlip_family_alone_and_params_reruns(tmp_path, venv_env):
     forget_names(["mlip/settings"], tmp_path / NAME_BOOK_FILE)  # other settings in the same folder, on purpose
     proc = snakemake(tmp_path, "mlip", "--dry-run", env=venv_env, config=changed)
     jobs = _job_counts(proc.stdout)
-    # emt runs in the CPU rule, chgnet-0.3.0 (a GPU potential) in run_eos_gpu
-    assert jobs.get("run_eos") == 1 and jobs.get("run_eos_gpu") == 1, proc.stdout[-3000:]
+    # emt runs in the CPU rule, chgnet-0.3.0 (a GPU potential) in run_eos_neural
+    assert jobs.get("run_eos") == 1 and jobs.get("run_eos_neural") == 1, proc.stdout[-3000:]
     assert jobs.get("tabulate_eos") == 1 and jobs.get("plot_eos") == 1, proc.stdout[-3000:]
-    assert not {"predict_s2ef", "predict_s2ef_gpu", "score_s2ef"} & set(jobs)
+    assert not {"predict_s2ef", "predict_s2ef_neural", "score_s2ef"} & set(jobs)

@@ -116,7 +116,7 @@ def test_a_subset_run_then_the_full_run_reruns_only_the_aggregates(tmp_path, ven
 
 @pytest.mark.slow
 def test_a_failed_job_is_named_with_its_log_in_the_closing_summary(tmp_path, venv_env):
-    """A model that fails in fit (Ridge with alpha='x'): the run stops, and its last lines say
+    """A model that fails in fit (Ridge with alpha='x'): the run fails, and its last lines say
     which job failed and where its log is."""
     work = tmp_path / "run"
     work.mkdir()
@@ -132,6 +132,40 @@ def test_a_failed_job_is_named_with_its_log_in_the_closing_summary(tmp_path, ven
     proc = run_snakemake(work, config, "matbench", env=venv_env, timeout=900)
     assert proc.returncode != 0
     console = proc.stdout + proc.stderr
-    summary = console[console.index("crucible: the run stopped: a job failed") :]
+    summary = console[console.index("crucible: the run failed: ") :]
     assert "FAILED predict_matbench: see logs/matbench/predict/bad-ridge/matbench_steels/fold_" in summary
     assert "Snakemake's log: " in summary
+
+
+@pytest.mark.slow
+def test_a_subset_config_file_keeps_the_full_runs_aggregates(tmp_path, venv_env):
+    """The README's way: config/config.yaml is the full run, `--configfile mine.yaml` a subset of
+    it that names no run (issue 52: it rewrote the full run's leaderboard and results files to its
+    tasks). The subset runs as `mine` (crucible.dag.runs): its aggregates under results/runs/mine/,
+    the full run's byte-identical, and the full run has nothing left to do after it."""
+    import yaml
+
+    work = tmp_path / "run"
+    (work / "config").mkdir(parents=True)
+    provide_downloads(work, "matbench/metadata", *(f"matbench/mirror/{t}" for t in TASKS))
+    (work / "config/config.yaml").write_text(yaml.safe_dump(FULL))
+    mine = work / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"matbench": {"tasks": ["matbench_steels"], "models": ["dummy"]}}))
+
+    _run(work, None, venv_env)
+    aggregates = ("results/tables", "results/figures/matbench_scaled_error.png", "results/matbench/dummy")
+    full = _snapshot(work, aggregates)
+    board = (work / "results/tables/matbench_leaderboard.csv").read_text()
+    assert "gbm-magpie" in board and "matbench_expt_is_metal" in board
+    per_model = _snapshot(work)
+
+    subset = _run(work, [mine], venv_env)
+    assert set(subset) <= AGGREGATE_RULES, subset
+    assert "results/runs/mine/ (matbench.run_name: mine)" in LAST["console"]
+    assert _snapshot(work, aggregates) == full  # the full run's leaderboard still lists what it listed
+    assert _snapshot(work) == per_model
+    own = (work / "results/runs/mine/tables/matbench_leaderboard.csv").read_text()
+    assert "dummy" in own and "gbm-magpie" not in own and "matbench_expt_is_metal" not in own
+    summary = LAST["console"][LAST["console"].index("crucible: the run is complete") :]
+    assert "results/runs/mine/tables/matbench_leaderboard.{csv,md,tex}" in summary
+    assert _run(work, None, venv_env) == {}

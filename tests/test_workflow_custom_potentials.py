@@ -87,7 +87,7 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     assert len(said) == 1 and '"scale":3.0' in said[0], proc.stderr[-3000:]
     jobs = _job_counts(proc.stdout)
     # scaled asks for a GPU (a user's potential does unless its entry says device: cpu)
-    assert jobs.get("run_eos_gpu") == 1 and jobs.get("relax_catalysis_gpu") == 1, proc.stdout[-3000:]
+    assert jobs.get("run_eos_neural") == 1 and jobs.get("relax_catalysis_neural") == 1, proc.stdout[-3000:]
     assert "run_eos" not in jobs and "relax_catalysis" not in jobs
     assert "clean_catalysis" not in jobs and "output: results/mlip/eos/scaled.parquet" in proc.stdout
     assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
@@ -97,7 +97,7 @@ def test_changed_params_or_source_rerun_its_jobs_only(dag, venv_env):
     proc = run_snakemake(workdir, CONFIG, "mlip", "catalysis", "--dry-run", "--printshellcmds", env=venv_env)
     jobs = _job_counts(proc.stdout)
     # scaled asks for a GPU (a user's potential does unless its entry says device: cpu)
-    assert jobs.get("run_eos_gpu") == 1 and jobs.get("relax_catalysis_gpu") == 1, proc.stdout[-3000:]
+    assert jobs.get("run_eos_neural") == 1 and jobs.get("relax_catalysis_neural") == 1, proc.stdout[-3000:]
     assert "run_eos" not in jobs and "relax_catalysis" not in jobs
     assert "output: results/mlip/eos/emt.parquet" not in proc.stdout
 
@@ -130,13 +130,13 @@ def test_a_potentials_gpu_request_follows_its_spec(catalysis_demo, tmp_path, ven
     for model, rule in (
         ("emt", "run_eos"),
         ("light", "run_eos"),
-        ("scaled", "run_eos_gpu"),
-        ("chgnet-0.3.0", "run_eos_gpu"),
+        ("scaled", "run_eos_neural"),
+        ("chgnet-0.3.0", "run_eos_neural"),
     ):
         job_rule, resources = planned[f"results/mlip/eos/{model}.parquet"]
         assert job_rule == rule, (model, job_rule)
-        assert ("gpu=1" in resources) == rule.endswith("_gpu"), (model, resources)
-    for model, rule in (("emt", "relax_catalysis"), ("scaled", "relax_catalysis_gpu")):
+        assert ("gpu=1" in resources) == rule.endswith("_neural"), (model, resources)
+    for model, rule in (("emt", "relax_catalysis"), ("scaled", "relax_catalysis_neural")):
         job_rule, resources = planned[f"results/catalysis/demo/calc/{model}/chunk_0.json"]
         assert job_rule == rule and ("gpu=" in resources) == (model == "scaled"), (model, job_rule, resources)
 

@@ -158,6 +158,8 @@ def classify(path: str, workdir: Path, pinned_files: set[Path]) -> str:
             return "config"  # the run's config and the dataset it names (pinned by the config's own check)
         if rel.startswith("resources/extracted/") and real.name.startswith(".") and real.name.endswith(".tmp"):
             return "pinned"  # extraction's staged copy, hash-checked before it is renamed into place
+        if rel.startswith("resources/downloads/.fetch-"):
+            return "pinned"  # a fetch's staged copy, checked against its pins before it is renamed into place
         return "UNEXPLAINED"
     if not real.exists():
         return "none"
@@ -206,6 +208,8 @@ def _pinned_files(workdir: Path) -> set[Path]:
     doc = pinned_files.load_sources()
     for spec in doc["artifacts"].values():  # the archives themselves, read to extract members
         out.add((workdir / "resources" / "downloads" / spec["filename"]).resolve())
+        if spec.get("shipped"):  # a file that ships in the repository, copied by its fetch
+            out.add((REPO / spec["shipped"]).resolve())
     return out
 
 

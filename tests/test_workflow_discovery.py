@@ -1,12 +1,11 @@
-"""The real Snakefile on .test/discovery (EMT on H, Cu, Fe), its pinned files served by a local
-server laid out as the leaderboard's repository (discovery.url_prefix): the fetch rule downloads
-the reference and the 35 cards through the real download code, the curves, table and figures are
-built; then a no-op rerun. The same for the discovery scorer (.test/discovery/stability.yaml):
-its figshare files cannot be served with their published MD5, so a synthetic WBM summary and
-predictions file lie where a first fetch leaves them, with the lock entries it records
-(tests/test_discovery_wbm.py fetches such files through the download code). Needs the copies of
-../shared/data/matbench-discovery (not in a fresh clone: skipped there; tests/test_discovery_data.py
-fetches a committed card the same way)."""
+"""The real Snakefile on .test/discovery (EMT on H, Cu, Fe): the reference and the 35 cards that
+ship in data/matbench-discovery/ copied by the fetch rule through the real fetch code (checked
+against their pins, CRUCIBLE_OFFLINE=1: no host but a registry and this machine), the curves,
+table and figures built; then a no-op rerun, also after switching where the pinned bytes come from
+(fetch_upstream, a mirror: issue 52). The same for the discovery scorer
+(.test/discovery/stability.yaml): its figshare files cannot be served with their published MD5,
+so a synthetic WBM summary and predictions file lie where a first fetch leaves them, with the lock
+entries it records (tests/test_discovery_wbm.py fetches such files through the download code)."""
 
 from __future__ import annotations
 
@@ -28,49 +27,43 @@ from helpers import REPO, StaticFileServer, load_test_config, run_snakemake, wri
 
 pytestmark = pytest.mark.slow
 
-SHARED = REPO.parent / "shared" / "data" / "matbench-discovery"
+SHIPPED = REPO / "data" / "matbench-discovery"  # the upstream repository's layout
 CONFIG = load_test_config("discovery")
 
 
-def _mirror(tmp_path_factory):
-    if not (SHARED / "diatomics-dft.json.gz").is_file():
-        pytest.skip(f"no copies of the leaderboard's files at {SHARED}")
-    www = tmp_path_factory.mktemp("mbd_www")
-    artifacts = pinned_files.load_sources()["artifacts"]
-    for pin in (pinned_files.find_pin(r) for r in [*data.card_roles(), data.REFERENCE_ROLE]):
-        spec = artifacts[pin.artifact]
-        name = spec["mirror_path"].rsplit("/", 1)[-1]
-        src = SHARED / name if name.endswith(".json.gz") else SHARED / "models" / name
-        (www / spec["mirror_path"]).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(src, www / spec["mirror_path"])
-    return StaticFileServer(www)
+def _run_then_dry_run(workdir, config, env, *switched):
+    """The discovery target built, then planned again with ``config`` and with each of ``switched``
+    (a no-op rerun expected from each)."""
+    proc = run_snakemake(workdir, config, "discovery", env=env)
+    return proc, [run_snakemake(workdir, c, "discovery", "-n", env=env) for c in (config, *switched)]
 
 
-def _run_then_dry_run(workdir, config, server, env):
-    """The discovery target built, then planned again (a no-op rerun expected); the server closed."""
-    try:
-        return run_snakemake(workdir, config, "discovery", env=env), run_snakemake(
-            workdir, config, "discovery", "-n", env=env
-        )
-    finally:
-        server.close()
+def _nothing_to_do(proc) -> bool:
+    return proc.returncode == 0 and "nothing to be done" in (proc.stdout + proc.stderr).lower()
 
 
 @pytest.fixture(scope="module")
 def dag(tmp_path_factory, venv_env):
-    server = _mirror(tmp_path_factory)
+    server = StaticFileServer(SHIPPED)  # a mirror, asked only once fetch_upstream is switched on
     workdir = tmp_path_factory.mktemp("discovery_dag")
     config = {"discovery": {**CONFIG["discovery"], "url_prefix": server.url}}
-    proc, again = _run_then_dry_run(workdir, config, server, venv_env)
+    upstream = {"discovery": {**config["discovery"], "fetch_upstream": True}}
+    no_mirror = {"discovery": {**CONFIG["discovery"], "fetch_upstream": True, "url_prefix": "http://127.0.0.1:9"}}
+    try:
+        proc, again = _run_then_dry_run(workdir, config, venv_env, upstream, no_mirror, CONFIG)
+    finally:
+        server.close()
     yield workdir, proc, again, server.hits
 
 
-def test_every_discovery_target_is_built_from_fetched_files(dag):
+def test_every_discovery_target_is_built_from_the_shipped_files(dag):
     workdir, proc, again, hits = dag
     assert proc.returncode == 0, proc.stderr[-5000:]
     for path in final_outputs(CONFIG):
         assert (workdir / path).is_file(), path
-    assert len(hits) == 36  # the reference and the 35 cards, each once
+    assert hits == []  # the shipped copies: the mirror was never asked
+    reference = pinned_files.resource_path(data.REFERENCE_ROLE).name
+    assert "copying " in (workdir / "logs" / "fetch" / f"{reference}.log").read_text()
     with gzip.open(workdir / "results/discovery/diatomics/emt.json.gz", "rt") as fh:
         curves = json.load(fh)
     assert list(curves["homo-nuclear"]) == ["H-H", "Cu-Cu"]
@@ -81,10 +74,14 @@ def test_every_discovery_target_is_built_from_fetched_files(dag):
     published = table[table["source"] == "published"]
     assert len(published) == 35
     assert published.set_index("model").loc["chgnet-0.3.0", "pbe_energy_mae"] == 3.205
-    assert (
-        "Nothing to be done" in again.stdout + again.stderr
-        or "nothing to be done" in (again.stdout + again.stderr).lower()
-    )
+
+
+def test_where_the_pinned_bytes_come_from_plans_no_rerun(dag):
+    """The same config, then fetch_upstream with the mirror, upstream with another mirror, and no
+    mirror at all: each a no-op (the fetch rule's origin is no part of its identity)."""
+    _, _, again, _ = dag
+    for proc in again:
+        assert _nothing_to_do(proc), (proc.stdout + proc.stderr)[-3000:]
 
 
 STABILITY = load_test_config("discovery", "stability.yaml")
@@ -92,7 +89,6 @@ STABILITY = load_test_config("discovery", "stability.yaml")
 
 @pytest.fixture(scope="module")
 def stability_dag(tmp_path_factory, venv_env):
-    server = _mirror(tmp_path_factory)
     workdir = tmp_path_factory.mktemp("discovery_stability_dag")
     summary, preds = write_wbm_files(tmp_path_factory.mktemp("wbm"))
     lock = {}
@@ -105,17 +101,15 @@ def stability_dag(tmp_path_factory, venv_env):
         spec = doc["artifacts"][pin.artifact]
         lock[pin.artifact] = {"sha256": file_sha256(path), "git_blob": None, "url": spec["url"], "md5": pin.md5}
     (workdir / "resources" / pinned_files.LOCK_NAME).write_text(json.dumps(lock, indent=2) + "\n")
-    config = {"discovery": {**STABILITY["discovery"], "url_prefix": server.url}}
-    proc, again = _run_then_dry_run(workdir, config, server, venv_env)
-    yield workdir, proc, again, server.hits, (summary, preds)
+    proc, (again,) = _run_then_dry_run(workdir, STABILITY, venv_env)
+    yield workdir, proc, again, (summary, preds)
 
 
 def test_the_scorer_builds_scores_and_the_table_beside_the_published_rows(stability_dag):
-    workdir, proc, again, hits, (summary, preds) = stability_dag
+    workdir, proc, again, (summary, preds) = stability_dag
     assert proc.returncode == 0, proc.stderr[-5000:]
     for path in final_outputs(STABILITY):
         assert (workdir / path).is_file(), path
-    assert not any("discovery" in h and h.endswith(".csv.gz") for h in hits)  # figshare files: none fetched
     scores = json.loads((workdir / "results/discovery/stability/chgnet-0.3.0.json").read_text())
     direct = discovery_metrics(parse_wbm_summary(summary), parse_predictions(preds))
     assert (scores["absent"], scores["unrealistic"]) == (3, 1)

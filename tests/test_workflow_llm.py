@@ -46,7 +46,7 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     # The transformers job asks for a GPU; the others do not.
-    assert re.search(r"rule generate_llm_responses_gpu:(\n    .*)*?\n    resources: [^\n]*gpu=1", out)
+    assert re.search(r"rule generate_llm_responses_neural:(\n    .*)*?\n    resources: [^\n]*gpu=1", out)
     assert not re.search(r"rule generate_llm_responses:(\n    .*)*?\n    resources: [^\n]*gpu=", out)
     for target in targets:
         rows = [json.loads(line) for line in (tmp_path / target).read_text().splitlines()]
@@ -158,7 +158,7 @@ def test_dag_with_structured_output_stops_at_a_server_that_ignores_it(tmp_path, 
     proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
     assert proc.returncode != 0
     log = (tmp_path / "logs/llm/reactions/cernak/single_varying/echo.log").read_text()
-    assert "does not enforce response_format json_schema" in log and "served model served/echo-7b" in log
+    assert "does not enforce response_format json_schema" in log and "served model echo-7b" in log
     assert "Traceback" not in log
     assert chat_server.count() == 1, "only the canary was sent"
     chat_server.honour_schema = True
@@ -234,3 +234,36 @@ def test_dag_with_planted_secrets_writes_none_of_them(tmp_path, chat_server, ven
         for part in (secret, secret[3:15]):
             assert files_containing(tmp_path, part) == [], part
             assert part not in printed, part
+
+
+# --- issue 52 items 6 and 7: a server that echoes the key and names another model --------------
+
+
+@pytest.mark.slow
+def test_dag_with_an_echoing_impostor_server_writes_no_form_of_the_key(tmp_path, chat_server, venv_env):
+    """One generation job against a server that quotes its Authorization header in every answer
+    (raw, base64, Basic auth, URL-encoded, JSON-escaped) and reports another model than the one
+    configured: no file of the run (results/, logs/, .snakemake/ with its log) holds any form of
+    the key; the job's log warns about both; the record names the model that answered."""
+    from helpers import key_encodings
+
+    env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    chat_server.served_model = "impostor-1b"
+    cfg = config(chat_server.base_url)
+    ds = "bench-ds"
+    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["#echoauth a", "#echoauth b"])
+    target = f"results/crystal/{ds}/responses/echo.jsonl"
+    proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert {auth for _, auth in chat_server.requests} == {f"Bearer {KEY}"}
+    rows = [json.loads(line) for line in (tmp_path / target).read_text().splitlines()]
+    assert all(r["response"].startswith("you sent 'Bearer ***'; exact: ***") for r in rows), rows
+    log = (tmp_path / f"logs/llm/crystal/{ds}/echo.log").read_text()
+    assert log.count("the server's answer held the API key (from CRUCIBLE_DAG_KEY, raw or encoded)") == 2
+    assert "asked for model 'echo-7b', but another model answered 2 of 2 items ('impostor-1b' answered 2)" in log
+    record = json.loads((tmp_path / target.replace(".jsonl", ".json")).read_text())
+    assert record["model_ids_not_configured"] == ["impostor-1b"]
+    assert (tmp_path / ".snakemake/log").is_dir() and (tmp_path / "logs").is_dir()
+    for name, form in key_encodings(KEY).items():
+        assert files_containing(tmp_path, form) == [], name
+        assert form not in proc.stdout + proc.stderr, name

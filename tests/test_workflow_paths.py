@@ -76,7 +76,7 @@ def _snakemake(workdir, *args, env):
 def run(tmp_path_factory, venv_env):
     workdir = tmp_path_factory.mktemp("dag") / "with spaces" / "my clone"
     workdir.mkdir(parents=True)
-    for name in ("Snakefile", "workflow", "config", "envs"):
+    for name in ("Snakefile", "workflow", "config", "envs", "data"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, workdir / name)
     # the archives this config reads, from the test cache (PyPI the first time: marks `network`)
     provide_downloads(workdir, *TINY_RUN_ROLES)
@@ -98,6 +98,7 @@ def test_every_output_is_built_from_a_path_with_spaces(run):
         "results/figures/matbench/mine/matbench_steels.png",
         "results/tables/crystal_aflow-prototypes.csv",
         "results/tables/reactions_direct-arylation.csv",
+        "results/tables/discovery_diatomics.csv",
     ]:
         assert (workdir / rel).stat().st_size > 0, rel
 
@@ -143,9 +144,9 @@ def test_every_printed_table_of_every_family_has_a_title_a_caption_and_worded_he
     workdir, _ = run
     checked = assert_printed_tables(workdir / "results" / "tables")
     # the tables of each family this run made (catalysis: tests/test_workflow_catalysis.py)
-    for family in ("matbench", "mlip", "crystal", "reactions"):
+    for family in ("matbench", "mlip", "crystal", "reactions", "discovery"):
         assert any(name.startswith(f"{family}_") for name in checked), family
-    assert len(checked) == 10, checked  # crystal 3, matbench 3, mlip 2, reactions 2
+    assert len(checked) == 11, checked  # crystal 3, matbench 3, mlip 2, reactions 2, discovery 1
 
 
 @pytest.fixture(scope="module")
@@ -173,10 +174,11 @@ def test_the_report_front_page_names_the_families_sources_version_and_wall_time(
         "mlip": ["potentials (1): emt", "EOS elements (1): Cu", "S2EF datasets (1): vasp"],
         "reactions": ["direct-arylation"],
         "crystal": ["aflow-prototypes", "template, random-symmetric"],
+        "discovery": ["emt"],
     }.items():
         row = page.split(f"<strong>{family}</strong>", 1)[1].split("</tr>", 1)[0]
         assert all(b in row for b in built), (family, row)
-    assert "Not in this run (nothing configured): llm, catalysis, discovery." in page
+    assert "Not in this run (nothing configured): llm, catalysis." in page
     # the sources: each pinned file the jobs read with its pin, its archive with the archive's
     sources = load_sources(workdir / "config/sources.yaml")
     for role in TINY_RUN_ROLES:

@@ -21,21 +21,21 @@ rule predict_matbench:
     threads: 2
     resources: mem_mb=lambda wc, attempt: 4000 * attempt
     shell: "touch {output}"
-rule predict_matbench_gpu:
+rule predict_matbench_neural:
     output: "out/pmg.txt"
     threads: 4
     resources: gpu=1, mem_mb=lambda wc, attempt: 16000 * attempt, runtime=lambda wc, attempt: 120 * attempt
     shell: "touch {output}"
-rule run_eos_gpu:
+rule run_eos_neural:
     output: "out/eos.txt"
     resources: gpu=1
     shell: "touch {output}"
-rule predict_s2ef_gpu:
+rule predict_s2ef_neural:
     output: "out/s2ef.txt"
     resources: gpu=1
     shell: "touch {output}"
 """
-GPU_RULES = {"predict_matbench_gpu", "run_eos_gpu", "predict_s2ef_gpu"}
+GPU_RULES = {"predict_matbench_neural", "run_eos_neural", "predict_s2ef_neural"}
 
 
 def partitions(stdout: str) -> dict[str, tuple[str | None, int]]:

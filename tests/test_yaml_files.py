@@ -6,7 +6,6 @@ a user's YAML or JSON reaches."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -29,24 +28,37 @@ def mapping_bomb(levels: int, n: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _refusal(tmp_path: Path, text: str | bytes, name: str = "user.yaml") -> tuple[str, float]:
+@pytest.fixture
+def built(monkeypatch) -> list[int]:
+    """How many documents the strict loader built (constructed into Python objects): a refusal
+    that comes before any is built never paid for the expansion it refuses, on any machine."""
+    calls: list[int] = []
+    construct = yaml_files.StrictLoader.construct_document
+
+    def counted(self, node):
+        calls.append(1)
+        return construct(self, node)
+
+    monkeypatch.setattr(yaml_files.StrictLoader, "construct_document", counted)
+    return calls
+
+
+def _refusal(tmp_path: Path, text: str | bytes, name: str = "user.yaml") -> str:
     path = tmp_path / name
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
-    start = time.perf_counter()
     with pytest.raises(ConfigError) as info:
         yaml_files.load_yaml(path)
-    elapsed = time.perf_counter() - start
     assert str(info.value).startswith(f"{path}: "), info.value
-    return str(info.value), elapsed
+    return str(info.value)
 
 
 @pytest.mark.parametrize("make", [list_bomb, mapping_bomb])
 @pytest.mark.parametrize("levels", [5, 10])
-def test_an_alias_bomb_is_refused_in_milliseconds_naming_the_file(tmp_path, make, levels):
+def test_an_alias_bomb_is_refused_before_it_is_built_naming_the_file(tmp_path, make, levels, built):
     # ten levels hung planning for minutes; five (513 bytes) took 74 s and were accepted
-    message, elapsed = _refusal(tmp_path, make(levels))
+    message = _refusal(tmp_path, make(levels))
     assert "more than 50000 nodes once its aliases are expanded" in message
-    assert yaml_files.MAX_NODES_ENV in message and elapsed < 0.1
+    assert yaml_files.MAX_NODES_ENV in message and built == []  # counted on the composed nodes, never expanded
 
 
 def test_the_node_bound_is_raised_by_the_environment(tmp_path, monkeypatch):
@@ -68,7 +80,7 @@ def test_the_node_bound_is_raised_by_the_environment(tmp_path, monkeypatch):
     ],
 )
 def test_a_key_given_twice_is_refused_naming_file_line_and_key(tmp_path, text, line, key):
-    message, _ = _refusal(tmp_path, text)
+    message = _refusal(tmp_path, text)
     assert f": line {line}: key {key!r} is given twice in one mapping" in message
 
 
@@ -91,8 +103,7 @@ def test_a_merge_key_is_yamls_own_override_not_a_repeat(tmp_path):
     ],
 )
 def test_self_aliases_python_tags_surrogates_and_bad_yaml_are_refused_by_line(tmp_path, text, expected):
-    message, elapsed = _refusal(tmp_path, text)
-    assert expected in message and elapsed < 0.5
+    assert expected in _refusal(tmp_path, text)
 
 
 def test_a_lone_surrogate_is_refused_by_the_pure_python_loader_too():
@@ -108,10 +119,10 @@ def test_a_lone_surrogate_is_refused_by_the_pure_python_loader_too():
 
 
 def test_bytes_that_are_not_utf8_and_files_past_the_bound_are_refused(tmp_path, monkeypatch):
-    message, _ = _refusal(tmp_path, b"a: 1\nb: caf\xe9\n")
+    message = _refusal(tmp_path, b"a: 1\nb: caf\xe9\n")
     assert "line 2: not UTF-8 text" in message
     monkeypatch.setenv(reading.MAX_BYTES_ENV, "1")
-    message, _ = _refusal(tmp_path, "a: 1\n" + "# padding\n" * 200_000)
+    message = _refusal(tmp_path, "a: 1\n" + "# padding\n" * 200_000)
     assert "more than 1 MB" in message
     monkeypatch.delenv(reading.MAX_BYTES_ENV)
     assert yaml_files.max_bytes() == 16 * 2**20
@@ -123,11 +134,23 @@ def test_config_checking_bounds_a_config_built_elsewhere_without_expanding_it():
 
     from crucible.dag.config import check_config
 
-    config = yaml.safe_load(list_bomb(10))
-    start = time.perf_counter()
+    config = yaml.safe_load(list_bomb(10))  # 10**10 leaves as a tree: only a bounded walk ends
     with pytest.raises(ConfigError, match="config: more than 50000 keys and values once shared parts are expanded"):
         check_config(config)
-    assert time.perf_counter() - start < 1.0
+
+    class Counted(list):
+        visits = 0
+
+        def __iter__(self):
+            Counted.visits += 1
+            return super().__iter__()
+
+    level = Counted([1] * 10)
+    for _ in range(9):
+        level = Counted([level] * 10)
+    with pytest.raises(ConfigError, match="more than 1000 keys and values"):
+        yaml_files.check_expanded({"bomb": level}, "config", limit=1000)
+    assert Counted.visits <= 1000  # stopped at the bound: never more lists opened than it allows
 
 
 def _dup(text: str) -> str:
@@ -289,14 +312,14 @@ def test_the_configfile_arguments_of_a_snakemake_command_line():
     assert yaml_files.configfile_args(["--config", "x=1", "target", "-n"]) == []
 
 
-def test_the_profiles_check_stops_on_a_bad_configfile_in_one_line(tmp_path, capsys):
+def test_the_profiles_check_stops_on_a_bad_configfile_in_one_line(tmp_path, capsys, built):
     (tmp_path / "good.yaml").write_text("matbench: {tasks: [matbench_steels]}\n")
     (tmp_path / "bomb.yaml").write_text(mapping_bomb(10))
     yaml_files.check_configfile_args(["-n", "--configfile", str(tmp_path / "good.yaml"), str(tmp_path / "nothere")])
-    start = time.perf_counter()
+    before = len(built)
     with pytest.raises(SystemExit) as exit_:
         yaml_files.check_configfile_args(["--configfile", str(tmp_path / "good.yaml"), str(tmp_path / "bomb.yaml")])
-    assert exit_.value.code == 1 and time.perf_counter() - start < 0.5
+    assert exit_.value.code == 1 and len(built) == before + 1  # good.yaml built; the bomb refused before it was
     err = capsys.readouterr().err
     assert err.startswith(f"crucible: config error: {tmp_path / 'bomb.yaml'}: line 6: more than 50000 nodes")
     assert len(err.splitlines()) == 1
@@ -307,7 +330,7 @@ def test_the_profiles_check_stops_on_a_bad_configfile_in_one_line(tmp_path, caps
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["bomb", "mapping-bomb", "duplicate"])
-def test_snakemake_refuses_a_bad_config_file_in_about_a_second(tmp_path, venv_env, case):
+def test_snakemake_refuses_a_bad_config_file_before_planning(tmp_path, venv_env, case):
     # config/config.yaml of the working directory (the `configfile:`), and a --configfile; a bomb
     # of mappings in a --configfile hung in Snakemake's own merge of them before the Snakefile ran
     # (the profile's check reads them first)
@@ -322,12 +345,11 @@ def test_snakemake_refuses_a_bad_config_file_in_about_a_second(tmp_path, venv_en
     else:
         (tmp_path / "user.yaml").write_text(config_text + "  models: [gbm-magpie]\n")
         args, expected = ("--configfile", str(tmp_path / "user.yaml")), "user.yaml: line 4: key 'models' is given twice"
-    start = time.monotonic()
-    proc = run_snakemake(tmp_path, None, *args, "-n", env=venv_env, timeout=120)
-    elapsed = time.monotonic() - start
+    # timeout: a hang guard only (a merge that expands the bomb runs for minutes)
+    proc = run_snakemake(tmp_path, None, *args, "-n", env=venv_env, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and expected in out, out
-    assert elapsed < 30 and len(out.splitlines()) < 12, (elapsed, out)
+    assert len(out.splitlines()) < 12, out
 
 
 def test_json_is_yaml_here_too(tmp_path):

@@ -37,8 +37,8 @@ SKIP = 77
 
 # Small on purpose (CI time): one task, a model of each CPU rule, the EMT potential's EOS and s2ef
 # jobs (emt asks for no GPU: run_eos, predict_s2ef) and the same jobs of a user's potential that
-# declares device: gpu (tests/custom_calculators.py, EMT's numbers; run_eos_gpu, predict_s2ef_gpu:
-# the GPU partition and gres/gpu without torch). predict_matbench_gpu is routed by the same
+# declares device: gpu (tests/custom_calculators.py, EMT's numbers; run_eos_neural, predict_s2ef_neural:
+# the GPU partition and gres/gpu without torch). predict_matbench_neural is routed by the same
 # set-resources mechanism; its dry-run placement is tested in tests/test_workflow_contract.py.
 GPU_POTENTIAL = "emt-on-gpu"
 CONFIG = {
@@ -235,7 +235,7 @@ def run_checks(cluster_dir: Path, local_dir: Path, slurm_dir: Path, started: str
         if want == default_partition and "gres/gpu" in r["AllocTRES"]:
             failures.append(f"job {r['JobID']} of CPU rule {rule} holds a GPU: {r['AllocTRES']}")
     names = " ".join(f"_{rules_in(r['Comment'])}_" for r in rows)
-    for gpu_rule in ("run_eos_gpu", "predict_s2ef_gpu"):
+    for gpu_rule in ("run_eos_neural", "predict_s2ef_neural"):
         if f"_{gpu_rule}_" not in names:
             failures.append(f"no job of GPU rule {gpu_rule} in sacct")
     # a GPU rule's job that ran elsewhere would pass the per-job checks above unseen

@@ -105,7 +105,7 @@ rule relax_catalysis:
 
 
 # Potentials whose spec says gpu: the same job with a GPU request (profiles/slurm: GPU partition).
-use rule relax_catalysis as relax_catalysis_gpu with:
+use rule relax_catalysis as relax_catalysis_neural with:
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config, device="gpu"),
         chunk=r"\d+",
@@ -278,7 +278,7 @@ rule compute_relative_energies:
         )
 
 
-use rule compute_relative_energies as compute_relative_energies_gpu with:
+use rule compute_relative_energies as compute_relative_energies_neural with:
     wildcard_constraints:
         **catalysis_workflow.wildcard_constraints(config, relative=True, device="gpu"),
     resources:

@@ -10,6 +10,8 @@ from snakemake.exceptions import WorkflowError
 
 from crucible.dag import families
 from crucible.dag import snakemake_scheduler
+from crucible.dag.console import shorten_reasons
+from crucible.dag.runs import name_runs
 from crucible.dag import rules as shared_rules
 from crucible.dag.config import check_config, check_output_dirs, fill_defaults, put_on_python_path
 from crucible.core.errors import ConfigError
@@ -24,6 +26,9 @@ try:
     snakemake_scheduler.install()
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+# A job's "Reason:" cut to one line in the console (the `all` job's listed every updated input,
+# 20,156 characters), in full in .snakemake/log/ (crucible.dag.console).
+shorten_reasons()
 
 # Rules call the `crucible` command: use the one installed beside the Python running Snakemake,
 # also when its virtual environment is not activated (conda envs, if used, still come first).
@@ -31,6 +36,11 @@ os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.envir
 # Custom model modules beside the project (matbench.custom_models: {class: "mymodels:MyModel"})
 # are imported by the start-up check from the working directory; jobs see the same directory.
 put_on_python_path(os.getcwd())
+
+# A config of the user's that runs another set than config/config.yaml and names no run gets a run
+# of its own, named after its file: its aggregates never replace the full run's (crucible.dag.runs).
+for _line in name_runs(config, FAMILIES, workflow.overwrite_configfiles):
+    print(_line, file=sys.stderr)
 
 # Before any job starts: the schema of every family's section (each stands alone; a key that no
 # schema knows is refused, naming its path), then each family's own checks (model names, inputs a

@@ -67,7 +67,7 @@ rule generate_crystals:
 
 # Generators that relax candidates with an interatomic potential: a GPU job on a cluster (the
 # command uses CUDA when torch sees one, else the CPU).
-use rule generate_crystals as generate_crystals_gpu with:
+use rule generate_crystals as generate_crystals_neural with:
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config, device="gpu"),
     threads: 2
@@ -137,6 +137,8 @@ rule tabulate_crystals:
 rule plot_crystals:
     input:
         inputs=lambda wc: crystal_workflow.score_summaries(config, wc.crystal_dataset),
+        chance=lambda wc: crystal_workflow.chance_scores(config, wc.crystal_dataset),
+        prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
     output:
         out_png=report(
             "results/figures/crystal_{crystal_dataset}_match_by_nsites.png",
@@ -232,7 +234,7 @@ rule sample_crystals:
         )
 
 
-use rule sample_crystals as sample_crystals_gpu with:
+use rule sample_crystals as sample_crystals_neural with:
     wildcard_constraints:
         **crystal_workflow.wildcard_constraints(config, device="gpu"),
         crystal_k=r"[0-9]+",
@@ -304,7 +306,7 @@ rule score_crystal_samples:
 
 # Relax-then-match (crystal.csp.relax.potentials): each CSP responder's first k samples relaxed with
 # a potential through crucible.potentials.relax, then scored like any samples, the summary keeping
-# the scores before relaxation beside its own. A potential whose spec says gpu runs in the _gpu rule.
+# the scores before relaxation beside its own. A potential whose spec says gpu runs in the _neural rule.
 rule relax_crystal_samples:
     input:
         prompts="results/crystal/{crystal_dataset}/prompts.jsonl",
@@ -342,7 +344,7 @@ rule relax_crystal_samples:
         )
 
 
-use rule relax_crystal_samples as relax_crystal_samples_gpu with:
+use rule relax_crystal_samples as relax_crystal_samples_neural with:
     wildcard_constraints:
         **crystal_workflow.relax_constraints(config, "gpu"),
     threads: 2

@@ -2,7 +2,7 @@
 # leaderboard's prediction format, scored against its PBE curves beside the published rows of its
 # model cards (both pinned in config/sources.yaml). Thin rules: every step is a
 # `crucible discovery ...` command; config reaches them only through crucible.discovery.workflow.
-# The curve rule has a GPU variant (run_diatomics_gpu, gpu=1, sent to a GPU partition by the SLURM
+# The curve rule has a network variant (run_diatomics_neural, gpu=1, sent to a GPU partition by the SLURM
 # profile) for the potentials whose spec says gpu; emt and a user's `device: cpu` potential run in
 # the plain rule and ask for no GPU.
 from crucible.stages import declaration as stage
@@ -14,7 +14,7 @@ rule run_diatomics:
     input:
         potential=lambda wc: potentials_wf.custom_potential_sources(config, wc.potential),
     output:
-        "results/discovery/diatomics/{potential}.json.gz",
+        discovery_wf.CURVES,
     log:
         "logs/discovery/diatomics/{potential}.log",
     benchmark:
@@ -43,7 +43,7 @@ rule run_diatomics:
         )
 
 
-use rule run_diatomics as run_diatomics_gpu with:
+use rule run_diatomics as run_diatomics_neural with:
     wildcard_constraints:
         potential=discovery_wf.potentials_on(config, "gpu"),
     threads: 1
@@ -76,7 +76,7 @@ rule tabulate_diatomics:
 
 rule plot_diatomic_curves:
     input:
-        curves="results/discovery/diatomics/{potential}.json.gz",
+        curves=discovery_wf.CURVES,
         reference=discovery_wf.reference_file(),
     output:
         out_png=report(

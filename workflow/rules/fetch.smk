@@ -14,7 +14,8 @@ localrules:
 
 
 # Every pinned download: wheels and sdists, and files read as they are (the CDVAE CSVs, pinned by
-# git blob id: their SHA-256 goes into the lock file on the first verified download).
+# git blob id: their SHA-256 goes into the lock file on the first verified download), and the
+# files that ship in the repository's data/ (copied, checked against the same pins).
 rule fetch_artifact:
     output:
         "resources/downloads/{filename}",
@@ -24,17 +25,28 @@ rule fetch_artifact:
         "benchmarks/runs/fetch/{filename}.tsv"
     wildcard_constraints:
         filename=sources_wf.filename_pattern(SOURCES),
-    retries: 2
+    # No Snakemake retries (0 also overrides a profile's, profiles/slurm): the fetch retries what
+    # may pass on a second try (a timeout, a 5xx) and fails at once on what cannot (an unknown
+    # host, a refused connection, a 4xx, a pin mismatch).
+    retries: 0
     conda:
         "../../envs/fetch.yaml"
     params:
         artifact=lambda wc: sources_wf.artifact_saved_as(SOURCES, wc.filename),
-        # a version bump (new url and pin) changes it: the artifact is fetched again
+        # the artifact's identity: a version bump (new url and pin) changes it, so it is fetched again
         pin=lambda wc: sources_wf.download_pin(SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)),
-        url_prefix=lambda wc: sources_wf.mirror_url_prefix(
+        # Where the pinned bytes come from (the shipped copy, upstream, a mirror) and where this
+        # checkout lies are not what the file is: these params take `output`, which makes them
+        # derived params, left out of Snakemake's params rerun trigger (tests/test_workflow_discovery.py).
+        url_prefix=lambda wc, output: sources_wf.mirror_url_prefix(
             config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename)
         ),
-        sources=SOURCES_FILE,
+        upstream=lambda wc, output: (
+            "--upstream"
+            if sources_wf.fetch_upstream(config, SOURCES, sources_wf.artifact_saved_as(SOURCES, wc.filename))
+            else ""
+        ),
+        sources=lambda wc, output: SOURCES_FILE,
     shell:
         stage.shell(
             "sources fetch",
@@ -42,6 +54,7 @@ rule fetch_artifact:
             sha256=None,
             lock="resources/sources.lock.json",
             out="{output:q}",
+            upstream="{params.upstream}",
         )
 
 
@@ -63,7 +76,7 @@ rule extract_member:
     conda:
         "../../envs/fetch.yaml"
     params:
-        sources=SOURCES_FILE,
+        sources=lambda wc, output: SOURCES_FILE,  # derived (see fetch_artifact): a moved checkout reruns nothing
         out_dir=lambda wc, output: os.path.dirname(output[0]),
     shell:
         stage.shell(

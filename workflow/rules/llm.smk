@@ -5,7 +5,7 @@
 # The job reads the model's entry from the config files by name (never on the command line,
 # which Snakemake prints and records); the entry's hash is a param, so editing it reruns exactly
 # that model's jobs; answers already in the response cache (results/llm/cache/) are not asked again.
-# transformers models run in generate_llm_responses_gpu (gpu=1: the SLURM profile sends it to the
+# transformers models run in generate_llm_responses_neural (gpu=1: the SLURM profile sends it to the
 # GPU partition); openai and replay models need no GPU and run in generate_llm_responses.
 # Own wildcard names (llm_*) so that no family's global constraints apply.
 from crucible.stages import declaration as stage
@@ -46,7 +46,7 @@ rule generate_llm_responses:
         )
 
 
-use rule generate_llm_responses as generate_llm_responses_gpu with:
+use rule generate_llm_responses as generate_llm_responses_neural with:
     wildcard_constraints:
         **llm_workflow.wildcard_constraints(config, ["transformers"]),
     threads: 4

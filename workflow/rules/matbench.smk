@@ -6,7 +6,6 @@ from crucible.stages import declaration as stage
 from crucible.matbench import raw_files as matbench_raw
 from crucible.matbench import workflow as matbench_wf
 from crucible.matbench import selection as matbench_sel
-from crucible.stages import declaration as stage
 
 
 localrules:
@@ -23,11 +22,14 @@ rule fetch_matminer_dataset:
         "logs/fetch/{task}.json.gz.log",
     benchmark:
         "benchmarks/runs/fetch/{task}.json.gz.tsv"
-    retries: 2
+    # no Snakemake retries: the fetch code retries what another try may fix (fetch_artifact)
+    retries: 0
     conda:
         "../../envs/fetch.yaml"
     params:
-        url_prefix=lambda wc: matbench_raw.matminer_url_prefix(config),
+        # where the bytes come from is no rerun trigger (a param taking `output` is derived, as in
+        # fetch_artifact); the pin below is
+        url_prefix=lambda wc, output: matbench_raw.matminer_url_prefix(config),
         sha256=lambda wc: matbench_raw.matminer_sha256(config, wc.task),
     shell:
         stage.shell(
@@ -206,7 +208,7 @@ use rule predict_matbench as predict_matbench_task with:
 
 # Models that benefit from a GPU: the same job, sent to a GPU partition by profiles/slurm; it
 # also keeps the trained weights.
-use rule predict_matbench as predict_matbench_gpu with:
+use rule predict_matbench as predict_matbench_neural with:
     input:
         **rules.predict_matbench.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),

@@ -126,7 +126,7 @@ rule predict_user_dataset:
 
 
 # GPU models on a user dataset: the same job, sent to a GPU partition by profiles/slurm.
-use rule predict_user_dataset as predict_user_dataset_gpu with:
+use rule predict_user_dataset as predict_user_dataset_neural with:
     input:
         **rules.predict_user_dataset.input,
         element_table=lambda wc: matbench_wf.element_table(config, wc.model),

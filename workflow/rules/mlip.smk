@@ -5,7 +5,7 @@
 # tables), a new model adds one run_eos and reruns the tables.
 # A user's potential (config potentials:) runs through the same rules: its entry is a param and
 # its module's file (when it sits beside the project) an input, so changing either reruns its jobs only.
-# A rule that runs a potential has a GPU variant (<rule>_gpu, gpu=1, sent to a GPU partition by the
+# A rule that runs a potential has a network variant (<rule>_neural, gpu=1, sent to a GPU partition by the
 # SLURM profile) for the potentials whose spec says device "gpu"; cpu potentials (emt) run in the
 # plain rule and ask for no GPU (crucible.potentials.workflow.potentials_on). The command itself
 # uses CUDA when torch sees one, else the CPU.
@@ -48,7 +48,7 @@ rule run_eos:
         )
 
 
-use rule run_eos as run_eos_gpu with:
+use rule run_eos as run_eos_neural with:
     wildcard_constraints:
         model=mlip_wf.models_on(config, "gpu"),
     threads: 2
@@ -128,7 +128,7 @@ rule predict_s2ef:
         )
 
 
-use rule predict_s2ef as predict_s2ef_gpu with:
+use rule predict_s2ef as predict_s2ef_neural with:
     wildcard_constraints:
         model=mlip_wf.models_on(config, "gpu"),
         dataset=mlip_wf.NAME_PATTERN,

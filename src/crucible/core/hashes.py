@@ -101,3 +101,33 @@ def git_blob_id(path: str | os.PathLike) -> str:
         for block in iter(lambda: fh.read(CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def pin_mismatch(
+    path: str | os.PathLike,
+    *,
+    sha256: str | None = None,
+    git_blob: str | None = None,
+    md5: str | None = None,
+    size: int | None = None,
+    every: bool = True,
+) -> tuple[str, str, str] | None:
+    """The first pin the file at ``path`` fails, as (what, pinned, got), or None: the one ladder a
+    fetch (``every``: each pin given, SHA-256, git blob id, size, MD5) and a read (``every=False``:
+    the strongest pin given alone, SHA-256, else the git blob id, else size and MD5) both climb.
+    Each caller words the error for its reader."""
+    checks = [
+        ("SHA-256", sha256, file_sha256),
+        ("git blob id", git_blob, git_blob_id),
+        ("size", None if size is None else str(size), lambda p: str(Path(p).stat().st_size)),
+        ("MD5", md5, md5_file),
+    ]
+    given = [(what, pinned.lower(), digest) for what, pinned, digest in checks if pinned]
+    if not every and given:
+        strongest = given[0][0]
+        given = given[:1] if strongest in ("SHA-256", "git blob id") else given
+    for what, pinned, digest in given:
+        got = digest(path)
+        if got != pinned:
+            return what, pinned, got
+    return None

@@ -73,3 +73,56 @@ def scrub(text: str) -> str:
     ``***`` and every other key-like word masked: for messages that quote config values."""
     text = _URL.sub(lambda m: public_url(m.group(0)), text)
     return _WORD.sub(lambda m: masked(m.group(0)) if looks_like_key(m.group(0)) else m.group(0), text)
+
+
+# Below this many characters a base64 fragment of a key would match ordinary text by chance.
+MIN_BASE64_CORE = 8
+_B64 = "A-Za-z0-9+/_-"
+
+
+def _base64_cores(key: bytes) -> set[str]:
+    """The base64 characters that depend on ``key`` alone, for each of the three offsets at which
+    it can start inside an encoded string (``user:key`` and ``:key`` of HTTP Basic auth, the key
+    alone, the key followed by anything), in the standard and the URL-safe alphabet."""
+    import base64
+
+    cores = set()
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + key).decode().rstrip("=")
+        first = -(-pad * 8 // 6)  # the first character whose bits all come from the key
+        last = (pad + len(key)) * 8 // 6  # one past the last such character
+        core = encoded[first:last]
+        if len(core) >= MIN_BASE64_CORE:
+            cores.update({core, core.replace("+", "-").replace("/", "_")})
+    return cores
+
+
+def key_forms(key: str) -> list[str]:
+    """How a server may echo ``key`` as text: as it is (``Bearer <key>`` included), URL-encoded,
+    JSON-escaped; longest first, so that a form is replaced before a part of it."""
+    import json
+    from urllib.parse import quote, quote_plus
+
+    forms = {
+        key,
+        quote(key, safe=""),
+        quote_plus(key),
+        json.dumps(key)[1:-1],
+        json.dumps(key, ensure_ascii=False)[1:-1],
+    }
+    forms |= {f.replace("/", "\\/") for f in list(forms)}
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def scrub_key(text: str, key: str | None) -> str:
+    """``text`` with ``key`` replaced by ``***`` wherever it appears as it is, URL-encoded,
+    JSON-escaped, or base64-encoded (alone or inside ``user:key``, as in an echoed
+    ``Authorization: Basic`` header; the whole base64 word is replaced)."""
+    if not key or not text:
+        return text
+    for form in key_forms(key):
+        text = text.replace(form, "***")
+    for core in sorted(_base64_cores(key.encode("utf-8")), key=len, reverse=True):
+        if core in text:
+            text = re.sub(f"[{_B64}]*{re.escape(core)}[{_B64}]*=*", "***", text)
+    return text

@@ -291,8 +291,48 @@ def write_csp_table(
         notes=preamble(summaries, published),
         headers=table_headers(df),
         percent=percent_columns(df),
+        # the CSV keeps every dataset's and convention's columns; printed in one, 57 mostly empty
+        # columns were unreadable
+        sections=[(heading, block, block_headers(block)) for heading, block in printed_blocks(df)],
     )
     return df
+
+
+def printed_blocks(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The printed CSP table as one block per dataset and matcher convention: the rows with a
+    value there, the lead columns and that block's score columns, each column empty in every row
+    of the block left out (the CSV keeps the wide table)."""
+    blocks = []
+    score_cols = list(df.columns[len(LEAD) :])
+    datasets = list(dict.fromkeys(c.split(":", 1)[0] for c in score_cols))
+    for dataset in datasets:
+        for convention in CONVENTION_NAMES:
+            cols = [c for c in score_cols if c.startswith(f"{dataset}:{convention}:")]
+            if not cols:
+                continue
+            # a row of ours over no items (an empty de-duplicated set) stays, its rates "–"
+            rows = df[df[[items_column(dataset), *cols]].notna().any(axis=1)]
+            if rows.empty:
+                continue
+            block = rows[[*LEAD, items_column(dataset), *cols]]
+            block = block[[c for c in block.columns if not _empty(block[c])]]
+            blocks.append((f"{dataset}, {convention} matcher", block.reset_index(drop=True)))
+    return blocks
+
+
+def _empty(column: pd.Series) -> bool:
+    return bool(column.isna().all() or (column.astype(str) == "").all())
+
+
+def block_headers(block: pd.DataFrame) -> dict[str, str]:
+    """A block's headers: its heading names the dataset and convention, so its columns do not."""
+    heads = table_headers(block)
+    for col in block.columns:
+        if col.endswith(":items"):
+            heads[col] = "test items"
+        elif col.count(":") == 2:
+            heads[col] = HEADS[col.rsplit(":", 1)[1]]
+    return heads
 
 
 def write_csp_table_from_files(

@@ -31,12 +31,31 @@ def wilson_interval(matched: int, total: int, z: float = Z95) -> tuple[float, fl
     return float(lo), float(hi)
 
 
-def match_rate_by_nsites_figure(summaries: list[dict[str, Any]], dataset: str):
+def chance_by_nsites(scores, items: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """``{size bin: (matched, total)}`` of the chance responder's first samples (rank 0, the
+    default convention) from its CSP per-sample scores, binned by the items' number of sites: the
+    floor a match rate at one answer per item is read against."""
+    nsites = {str(it["id"]): int(it["meta"]["nsites"]) for it in items}
+    first = scores[(scores["rank"] == 0) & (scores["convention"] == DEFAULT_CONVENTION)]
+    out: dict[str, list[int]] = {}
+    for ident, matched in zip(first["id"], first["matched"]):
+        if str(ident) not in nsites:
+            continue
+        tally = out.setdefault(nsite_bin(nsites[str(ident)]), [0, 0])
+        tally[0] += bool(matched)
+        tally[1] += 1
+    return {k: (m, n) for k, (m, n) in out.items()}
+
+
+def match_rate_by_nsites_figure(
+    summaries: list[dict[str, Any]], dataset: str, chance: dict[str, tuple[int, int]] | None = None
+):
     """Bars of match rate per size bin and responder with Wilson 95 % intervals. A bin a responder
     matched nothing in has a floor line and a "0"; one it has no items in (while others do) is a
     hatched "n/a" slot. Artists carry ids (``gid``): ``rate|{generator}|{bin}`` (a bar),
     ``zero|…`` (the "0" and floor of an unmatched bin), ``not-evaluated|…`` (slot and label) and
-    ``wilson95|{generator}`` (the interval lines, one per evaluated bin in bin order)."""
+    ``wilson95|{generator}`` (the interval lines, one per evaluated bin in bin order) and
+    ``chance|{bin}`` (the chance floor across a bin's group, from :func:`chance_by_nsites`)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -47,7 +66,9 @@ def match_rate_by_nsites_figure(summaries: list[dict[str, Any]], dataset: str):
     evaluated = [[(j, _bin(s, lab)) for j, lab in enumerate(present) if _bin(s, lab)] for s in summaries]
     bounds = [[wilson_interval(int(b["matched"]), int(b["total"])) for _, b in done] for done in evaluated]
     # the axis ends above the highest interval (in steps of 10 %), so small rates stay legible
-    highest = max((hi for per in bounds for _, hi in per), default=1.0)
+    chance = chance or {}
+    floors = {lab: 100.0 * m / n for lab, (m, n) in chance.items() if n and lab in present}
+    highest = max([hi for per in bounds for _, hi in per] + [f / 100.0 for f in floors.values()], default=1.0)
     top = 10.0 * np.ceil(100.0 * highest * 1.08 / 10.0)
     top = 100.0 if top >= 80.0 else float(top)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(present) + 3), 4.2))
@@ -110,14 +131,38 @@ def match_rate_by_nsites_figure(summaries: list[dict[str, Any]], dataset: str):
                 gid=ident,
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3},
             )
-    ax.set_xticks(x, [f"{lab}\n(n={_bin_counts(summaries, lab)})" for lab in present])
-    ax.set_xlabel("sites in the reference cell (n: test items in the bin)")
+    for j, lab in enumerate(present):
+        if lab in floors:
+            ax.hlines(
+                floors[lab],
+                x[j] - 0.45,
+                x[j] + 0.45,
+                colors="black",
+                linestyles="--",
+                lw=1.4,
+                gid=f"chance|{lab}",
+                zorder=5,
+            )
+    # the floor's value under each bin too: a floor of 0 lies under the bars' "0" marks
+    ax.set_xticks(
+        x,
+        [
+            f"{lab}\n(n={_bin_counts(summaries, lab)})" + (f"\n{floors[lab]:.0f} %" if lab in floors else "")
+            for lab in present
+        ],
+    )
+    floor_note = "; %: the chance floor, a random cell's 1st sample" if floors else ""
+    ax.set_xlabel(f"sites in the reference cell (n: test items in the bin{floor_note})")
     ax.set_ylabel(f"match rate (%) [{DEFAULT_CONVENTION}]")
     ax.set_ylim(0, top)
     ax.set_title(f"{dataset}: StructureMatcher match rate by cell size")
     handles, _ = ax.get_legend_handles_labels()
     handles.append(ax.errorbar([], [], yerr=[], fmt="none", ecolor="0.2", capsize=2.5, label="Wilson 95 % interval"))
     handles.append(plt.Line2D([], [], color="0.4", lw=3, label='"0": no item matched'))
+    if floors:
+        handles.append(
+            plt.Line2D([], [], color="black", ls="--", lw=1.4, label="chance floor: a random cell, 1st sample")
+        )
     if unevaluated:
         handles.append(Patch(fill=False, hatch="///", edgecolor="0.6", label="n/a: no items of that responder"))
     ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -139,11 +184,19 @@ def _bin_counts(summaries: list[dict[str, Any]], label: str) -> str:
 
 
 def write_match_rate_figure(
-    inputs: Iterable[InFile], dataset: str, out_png: str | os.PathLike, out_pdf: str | os.PathLike
+    inputs: Iterable[InFile],
+    dataset: str,
+    out_png: str | os.PathLike,
+    out_pdf: str | os.PathLike,
+    chance: InFile | None = None,
+    prompts: InFile | None = None,
 ) -> None:
-    """The match rate by number of sites of the summary JSONs ``inputs`` (a bar each), as PNG and PDF.
+    """The match rate by number of sites of the summary JSONs ``inputs`` (a bar each), as PNG and
+    PDF, with the chance floor per size bin where the chance responder's CSP scores are given.
 
     Args:
+        chance: the chance responder's CSP per-sample scores: results/crystal/{dataset}/csp/chance.parquet
+        prompts: the dataset's test items, for their number of sites: results/crystal/{dataset}/prompts.jsonl
         out_png: the figure to write as PNG: results/figures/crystal_{dataset}_match_by_nsites.png
         out_pdf: the same figure as PDF: results/figures/crystal_{dataset}_match_by_nsites.pdf
         inputs: as in :func:`crucible.crystal.report.write_table_from_files`
@@ -151,4 +204,10 @@ def write_match_rate_figure(
     """
     from crucible.report.figures import save_figure
 
-    save_figure(match_rate_by_nsites_figure(read_summaries(inputs), dataset), out_png, out_pdf)
+    floor = None
+    if chance and prompts:
+        from crucible.core.io import read_parquet
+        from crucible.crystal.items import read_jsonl
+
+        floor = chance_by_nsites(read_parquet(chance), read_jsonl(prompts))
+    save_figure(match_rate_by_nsites_figure(read_summaries(inputs), dataset, floor), out_png, out_pdf)

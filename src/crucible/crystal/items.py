@@ -66,12 +66,22 @@ def ground_truth(structure) -> dict[str, Any]:
     }
 
 
-def describe(structure) -> dict[str, Any]:
+def spacegroup_analyzer(structure, symprec: float = SYMPREC):
+    """pymatgen's ``SpacegroupAnalyzer`` with spglib's errors raised, spglib's current handling:
+    its old one (still the default in spglib 2.x) returns None and warns on every call, which
+    was most of the test suite's 3,505 warnings. pymatgen turns the raised error into its
+    ``SymmetryUndeterminedError``, as it did the None; every caller here catches either."""
+    import spglib.error
     from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
 
+    spglib.error.OLD_ERROR_HANDLING = False
+    return SpacegroupAnalyzer(structure, symprec=symprec)
+
+
+def describe(structure) -> dict[str, Any]:
     comp = structure.composition
     try:
-        sga = SpacegroupAnalyzer(structure, symprec=SYMPREC)
+        sga = spacegroup_analyzer(structure, symprec=SYMPREC)
         sg_number, sg_symbol, system = (
             sga.get_space_group_number(),
             sga.get_space_group_symbol(),

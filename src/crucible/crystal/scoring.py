@@ -255,11 +255,11 @@ def space_groups(
     with the reference's species). None where a structure cannot be built or analysed. The
     matcher can match crystals of different space groups (pymatgen issue #3796), so agreement is
     reported beside a match, not folded into it. Never raises."""
-    from pymatgen.symmetry.analyzer import SpacegroupAnalyzer
+    from crucible.crystal.items import spacegroup_analyzer
 
     def number(structure) -> int | None:
         try:
-            return int(SpacegroupAnalyzer(structure, symprec=symprec).get_space_group_number())
+            return int(spacegroup_analyzer(structure, symprec=symprec).get_space_group_number())
         except Exception:  # noqa: BLE001 - spglib refuses some cells: no space group, not a crash
             return None
 

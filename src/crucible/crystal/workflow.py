@@ -141,7 +141,7 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
             {**settings_of_relax, "k": sec["csp"]["k"]},
             "crystal.csp.relax",
             "use another --directory",
-            rules=("relax_crystal_samples", "relax_crystal_samples_gpu"),
+            rules=("relax_crystal_samples", "relax_crystal_samples_neural"),
         )
     out |= potential_meanings(config, relax["potentials"])
     for name, spec in sorted(sec["csp"]["samples_files"].items()):
@@ -319,6 +319,14 @@ def csp_responders(config: dict[str, Any]) -> list[str]:
     if listed and csp["chance"] and CHANCE not in listed:
         listed = [CHANCE] + listed
     return listed
+
+
+def chance_scores(config: dict[str, Any], dataset: str) -> list[str]:
+    """The chance responder's CSP scores on ``dataset`` where it runs: the match-by-sites figure's
+    chance floor (none without them)."""
+    if CHANCE not in csp_dataset_responders(config, dataset):
+        return []
+    return [f"results/crystal/{dataset}/csp/{CHANCE}.parquet"]
 
 
 def csp_dataset_responders(config: dict[str, Any], dataset: str) -> list[str]:

@@ -116,6 +116,10 @@ class Family:
     # The name of a run of the config, where the family has named runs (matbench.run_name): runs
     # of one results folder that differ in it keep their names' meanings apart (crucible.identity.records).
     run_name: Callable[[dict[str, Any]], str] | None = None
+    # What the run's aggregates summarize, one list of names per axis (matbench: its tasks, models
+    # and user datasets): a config merged over config/config.yaml that leaves out part of its set
+    # and names no run gets a run name of its own (crucible.dag.runs): it never shrinks the full run's.
+    run_set: Callable[[dict[str, Any]], Any] | None = None
     # The floor of the package (benchmarks/import_graph.py reads it from this declaration): a
     # benchmark family, or a service with rules that families use and so import (llm).
     layer: str = "families"

@@ -11,7 +11,12 @@ potential has no parameters for (``not_covered``: not run, not failures), elemen
 evaluation raised (``failed``, with the reason), and single points with a non-finite energy or
 force (``failed_points``: the point is left out of the curve; a curve with such a point inside the
 scored window, 0.8 covalent radii up to its upper bound, is left out whole, as the leaderboard's
-runner does, and its reason is in ``excluded_formula_reasons``).
+runner does, and its reason is in ``excluded_formula_reasons``), and finite points beyond the
+physical bounds of :func:`crucible.potentials.spec.dimer_bounds` (|E| > 1e3 eV/atom or a force
+component > 1e4 eV/Å, raised to the two bare nuclei's Coulomb repulsion at that separation where
+that is larger: ``implausible_points``, ``{formula: [{distance, reason}]}``). Those stay in
+the curve, so that the metrics are what the leaderboard's code computes from the same file; the
+diatomics table counts them beside the metrics instead of averaging them unseen.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ WINDOW_R_MIN_FACTOR = 0.9
 WALL_R_MIN_FACTOR = 0.8
 WINDOW_R_MAX_VDW = 3.1  # upper bound in van der Waals radii (Alvarez), capped at the largest separation
 # What this module writes beside the leaderboard's keys; a file of an older meaning reruns.
-CURVES_FORMAT = 1
+CURVES_FORMAT = 2  # 2: implausible_points
 
 
 def distances() -> np.ndarray:
@@ -92,15 +97,21 @@ def _reason(exc: BaseException) -> str:
 
 def element_curve(
     calculator, symbol: str, grid: np.ndarray, potential: str = "potential"
-) -> tuple[dict[str, list], list[dict[str, Any]]]:
-    """One dimer's curve: ``{distances, energies, forces}`` of its finite points, and a record
-    ``{distance, reason}`` of each point whose energy or forces were not finite. A calculator
+) -> tuple[dict[str, list], list[dict[str, Any]], list[dict[str, Any]]]:
+    """One dimer's curve: ``{distances, energies, forces}`` of its finite points, a record
+    ``{distance, reason}`` of each point whose energy or forces were not finite, and one of each
+    finite point beyond the physical bounds (kept in the curve). A calculator
     that raises, or returns an energy or forces that are no real numbers (``potential`` names it),
     raises here (the caller records the element as failed)."""
-    from crucible.potentials.spec import non_finite_reason, read_energy, read_forces
+    from ase.data import atomic_numbers
+
+    from crucible.potentials.spec import dimer_bounds, implausible_reason, non_finite_reason, read_energy, read_forces
+
+    z = atomic_numbers[symbol]
 
     curve: dict[str, list] = {"distances": [], "energies": [], "forces": []}
     bad: list[dict[str, Any]] = []
+    implausible: list[dict[str, Any]] = []
     for r in grid:
         atoms = dimer(symbol, float(r))
         atoms.calc = calculator
@@ -113,10 +124,13 @@ def element_curve(
         if reason:
             bad.append({"distance": float(r), "reason": reason})
             continue
+        reason = implausible_reason(energy, forces, len(atoms), *dimer_bounds(z, float(r)))
+        if reason:
+            implausible.append({"distance": float(r), "reason": reason})
         curve["distances"].append(float(r))
         curve["energies"].append(energy)
         curve["forces"].append(forces.tolist())
-    return curve, bad
+    return curve, bad, implausible
 
 
 def in_scored_window(symbol: str, distance: float, largest: float) -> bool:
@@ -140,6 +154,7 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
     not_covered: list[str] = []
     failed: dict[str, str] = {}
     failed_points: dict[str, list[dict[str, Any]]] = {}
+    implausible_points: dict[str, list[dict[str, Any]]] = {}
     for symbol in tqdm(names, desc=f"{potential.name} dimers", disable=None):
         key = formula(symbol)
         if covered is not None and symbol not in covered:
@@ -147,12 +162,17 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
             excluded[key] = f"not covered: {potential.name} has no parameters for {symbol}"
             continue
         try:
-            curve, bad = element_curve(potential.calculator, symbol, grid, potential.name)
+            curve, bad, implausible = element_curve(potential.calculator, symbol, grid, potential.name)
         except Exception as exc:  # the element is not computed; the run goes on
             failed[key] = _reason(exc)
             excluded[key] = f"failed: {failed[key]}"
             log.warning("%s %s: %s", potential.name, key, failed[key])
             continue
+        if implausible:
+            implausible_points[key] = implausible
+            log.warning(
+                "%s %s: %d implausible point(s), first %s", potential.name, key, len(implausible), implausible[0]
+            )
         if bad:
             failed_points[key] = bad
             scored = [p for p in bad if in_scored_window(symbol, p["distance"], float(grid.max()))]
@@ -177,6 +197,7 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
                 "not_covered": not_covered,
                 "failed": failed,
                 "failed_points": failed_points,
+                "implausible_points": implausible_points,
                 "provenance": dict(potential.provenance),
             },
         },
@@ -244,3 +265,26 @@ def homo_curves(data: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
             "forces": np.asarray(curve["forces"], dtype=np.float64),
         }
     return out
+
+
+def flagged_points(data: dict[str, Any]) -> dict[str, int]:
+    """``{formula: points}`` of a curves file's flagged points: non-finite (left out) or beyond the
+    physical bounds (kept and scored). Empty for a file without our metadata (the leaderboard's own)."""
+    meta = (data.get("run_metadata") or {}).get("crucible") or {}
+    out: dict[str, int] = {}
+    for key in ("failed_points", "implausible_points"):
+        for formula_, points in (meta.get(key) or {}).items():
+            out[formula_] = out.get(formula_, 0) + len(points)
+    return out
+
+
+def flagged_in_window(data: dict[str, Any]) -> int:
+    """How many of a curves file's points beyond the physical bounds lie inside the window the
+    metrics score (those move the means; a flagged point at 0.1 Å does not)."""
+    meta = (data.get("run_metadata") or {}).get("crucible") or {}
+    largest = float(max(data["distances"]))
+    return sum(
+        in_scored_window(key.partition("-")[0], p["distance"], largest)
+        for key, points in (meta.get("implausible_points") or {}).items()
+        for p in points
+    )

@@ -59,8 +59,9 @@ _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})-diatomics")
 
 def published_row(path: InFile, role: str | None = None) -> dict[str, Any] | None:
     """A card's published diatomics row: ``model`` (its model_key), ``date`` (of its diatomics
-    prediction file, else the date the model joined the benchmark) and the twelve metrics
-    (NaN where the card has none); None for a card without a diatomics block."""
+    prediction file, else the date the model joined the benchmark) and each metric of
+    :data:`~crucible.discovery.metrics.METRICS` (NaN where the card has none); None for a card
+    without a diatomics block."""
     from crucible.core.yaml_files import load_mapping
     from crucible.sources.pinned_files import pinned
 

@@ -1,4 +1,4 @@
-"""The twelve diatomics metrics of the Matbench Discovery leaderboard, by our own code with its
+"""The diatomics metrics of the Matbench Discovery leaderboard (:data:`METRICS`), by our own code with its
 definitions (``matbench_discovery/metrics/diatomics/`` at the pinned commit).
 
 Per element (the curve's symbol), skipping the elements outside the Materials Project:

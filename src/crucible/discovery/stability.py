@@ -67,7 +67,7 @@ def r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 
 def stable_metrics(each_true: np.ndarray, each_pred: np.ndarray) -> dict[str, float]:
     """The classification and regression metrics of predicted against true hull distances
-    (eV/atom, NaN for missing): the twelve of :data:`METRICS` and the four counts."""
+    (eV/atom, NaN for missing): those of :data:`METRICS` and the four counts."""
     each_true = np.asarray(each_true, dtype=np.float64)
     each_pred = np.asarray(each_pred, dtype=np.float64)
     if each_true.shape != each_pred.shape:

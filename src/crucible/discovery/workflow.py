@@ -37,7 +37,7 @@ def potentials(config: dict[str, Any]) -> list[str]:
 
 
 def potentials_on(config: dict[str, Any], device: str) -> str:
-    """The ``potential`` constraint of run_diatomics (cpu) or run_diatomics_gpu."""
+    """The ``potential`` constraint of run_diatomics (cpu) or run_diatomics_neural."""
     return alternation(potentials_wf.potentials_on(config, device, potentials_wf.potential_names(config)))
 
 
@@ -95,8 +95,8 @@ def card_file(model: str) -> str:
 
 
 def scores_format() -> int:
-    """The meaning of a scores file (:data:`crucible.discovery.scorer.SCORES_FORMAT`), a param."""
-    from crucible.discovery.scorer import SCORES_FORMAT
+    """The meaning of a scores file (:data:`crucible.discovery.stability_jobs.SCORES_FORMAT`), a param."""
+    from crucible.discovery.stability_jobs import SCORES_FORMAT
 
     return SCORES_FORMAT
 
@@ -149,7 +149,7 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             "use another --directory",
             rules=(
                 "run_diatomics",
-                "run_diatomics_gpu",
+                "run_diatomics_neural",
                 "tabulate_diatomics",
                 "plot_diatomic_curves",
                 "plot_diatomics",

@@ -4,12 +4,18 @@ Cached answers are taken first; only the rest go to the backend, and each answer
 the cache the moment it arrives, so a killed run loses at most the requests in flight. Jobs that
 share the cache claim an item before asking for it and wait for each other's answers. With
 structured output every whole reply is then held to its schema (crucible.llm.schema_check).
+
+A server that says it ran another model than the one configured (the reply's ``model``) is
+warned about; its answers go to the response file, but the cache keeps them under the id that
+served them, never under the configured model's name, and a cached answer that another model
+served is not taken for the configured one's (:func:`served_as_configured`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -23,6 +29,19 @@ from crucible.llm.files import Completion, Prompt
 from crucible.llm.schema_check import check_replies
 
 log = logging.getLogger(__name__)
+
+# A hosted API answers an alias with a dated snapshot of it (gpt-4o: gpt-4o-2024-08-06,
+# gpt-4: gpt-4-0613, claude-3-5-sonnet: claude-3-5-sonnet-20241022), Ollama a name with ":latest".
+SNAPSHOT_SUFFIX = re.compile(r"-\d{4}(?:-\d{2}-\d{2})?|-\d{8}|:latest")
+
+
+def served_as_configured(backend_kind: str, configured: str, served: str | None) -> bool:
+    """Whether the model id a reply names is the configured model: the same id, a dated snapshot
+    of it, or no id at all (nothing to tell by). Only an OpenAI-compatible server says which model
+    it ran; a local checkpoint is the configured one."""
+    if backend_kind != "openai" or not served or served == configured:
+        return True
+    return served.startswith(configured) and bool(SNAPSHOT_SUFFIX.fullmatch(served[len(configured) :]))
 
 
 class _Progress:
@@ -95,7 +114,7 @@ def generate(
     results: list[Completion | None] = [None] * len(prompts)
     if cache is not None:
         for i, (p, key) in enumerate(zip(prompts, keys)):
-            hit = cache.get(key)
+            hit = _served_hit(cache.get(key), backend, cache, key, model_name)
             if hit is not None:
                 hit.id = p.id
                 results[i] = hit
@@ -119,12 +138,17 @@ def generate(
 
     def keep(i: int, c: Completion) -> None:
         if cache is not None and c.response is not None and not cache_errors:
+            key, model = keys[i], backend.model
+            if not served_as_configured(backend.kind, backend.model, c.model_id):
+                # the answer of the model that gave it, found by a run configured with that id
+                model = str(c.model_id)
+                key = request_key(backend.kind, model, prompts[i].messages, params, samples[i], schemas[i])
             try:
                 cache.put(
-                    keys[i],
+                    key,
                     backend=backend.kind,
                     model_name=model_name,
-                    model=backend.model,
+                    model=model,
                     messages=prompts[i].messages,
                     params=params,
                     completion=c,
@@ -158,7 +182,7 @@ def generate(
             results[batch[j]] = c
 
     def take_answer(i: int) -> bool:
-        hit = cache.get(keys[i]) if cache is not None else None
+        hit = _served_hit(cache.get(keys[i]), backend, cache, keys[i], model_name) if cache is not None else None
         if hit is None:
             return False
         hit.id = prompts[i].id
@@ -201,6 +225,7 @@ def generate(
             f"{cache_errors[0]}; the job stopped sending requests ({received} answers were received, "
             f"those before the failure are cached)"
         ) from cache_errors[0]
+    other_models = _warn_other_models(results, backend, model_name)  # type: ignore[arg-type]
     wall = clock["wall_s"]
     new_items = [results[i] for i in sent]
     completion_tokens = sum(int(c.usage.get("completion_tokens", 0)) for c in new_items)
@@ -220,6 +245,7 @@ def generate(
         },
         "new_completion_tokens_per_s": round(completion_tokens / wall, 2) if sent and wall > 0 else None,
         "model_ids": sorted({c.model_id for c in results if c.model_id}),
+        "model_ids_not_configured": other_models,
         "n_cut_off": sum(c.response is not None and c.finish_reason == "length" for c in results),
         "cut_off_ids": sorted(c.id for c in results if c.response is not None and c.finish_reason == "length"),
     }
@@ -239,6 +265,48 @@ def generate(
                 *next(iter(broken.items())),
             )
     return results, stats  # type: ignore[return-value]
+
+
+def _served_hit(hit: Completion | None, backend: Backend, cache: ResponseCache, key: str, model_name: str):
+    """A cache hit, unless another model served it, scrubbed of the key (entries of a crucible
+    before issue 52 may hold either)."""
+    scrub = getattr(backend, "scrub_cached", None)
+    if hit is not None and scrub is not None:
+        hit = scrub(hit, f"model {model_name}: cache entry {cache.path(key)}")
+    if hit is None or served_as_configured(backend.kind, backend.model, hit.model_id):
+        return hit
+    log.warning(
+        "model %s: cache entry %s was served by %r, not the configured %r; not taken, asking again",
+        model_name,
+        cache.path(key),
+        hit.model_id,
+        backend.model,
+    )
+    return None
+
+
+def _warn_other_models(results: list[Completion], backend: Backend, model_name: str) -> list[str]:
+    """The ids, other than the configured model's, that answered; one warning naming them."""
+    counts: dict[str, int] = {}
+    for c in results:
+        if c.response is not None and not served_as_configured(backend.kind, backend.model, c.model_id):
+            counts[str(c.model_id)] = counts.get(str(c.model_id), 0) + 1
+    if counts:
+        said = ", ".join(f"{mid!r} answered {n}" for mid, n in sorted(counts.items()))
+        log.warning(
+            "model %s: the server was asked for model %r, but another model answered %d of %d items (%s); those answers are "
+            "in the response file and its record (model_ids_not_configured), and cached under the id that served "
+            "them, not under %r. Check llm.models.%s.model and what the server at base_url serves "
+            "(GET <base_url>/models)",
+            model_name,
+            backend.model,
+            sum(counts.values()),
+            len(results),
+            said,
+            backend.model,
+            model_name,
+        )
+    return sorted(counts)
 
 
 WAIT_POLL_S = 0.5

@@ -9,6 +9,9 @@ within the deadline plus one socket operation's latency.
 The deadline lives in a thread-local because the synchronous client does each request's I/O
 in the thread that asked for it; a pooled keep-alive connection therefore obeys whichever
 request is using it at the moment.
+
+The transport also bounds each reply's size (decoded, while it is read: crucible.core.bounded_body),
+success and error bodies alike, before the client sees a byte of it.
 """
 
 from __future__ import annotations
@@ -82,15 +85,56 @@ class _Backend(httpcore2.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-class DeadlineTransport(httpx2.HTTPTransport):
-    """httpx2's transport, its connections wrapped so that :func:`deadline` applies to them."""
+class _BoundedStream(httpx2.SyncByteStream):
+    def __init__(self, raw: httpx2.SyncByteStream, decoder):
+        self._raw = raw
+        self._decoder = decoder
 
-    def __init__(self, **kwargs):
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._decoder.decode(self._raw)
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+class DeadlineTransport(httpx2.HTTPTransport):
+    """httpx2's transport, its connections wrapped so that :func:`deadline` applies to them, and
+    each reply's body limited to ``max_body_bytes`` decoded (``what``: the server, for errors)."""
+
+    def __init__(self, *, max_body_bytes: int | None = None, what: str = "the reply", fix: str = "", **kwargs):
         super().__init__(**kwargs)
         # httpx2 builds the connection pool without a way to pass a network backend; the
         # pool's backend is wrapped in place (a trickle test fails if this attribute moves).
         pool = self._pool
         pool._network_backend = _Backend(pool._network_backend)
+        self.max_body_bytes = max_body_bytes
+        self.what, self.fix = what, fix
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        from crucible.core.bounded_body import ACCEPT_ENCODING, BoundedDecoder
+
+        if self.max_body_bytes is None:
+            return super().handle_request(request)
+        request.headers["Accept-Encoding"] = ACCEPT_ENCODING  # only what can be inflated with a bound
+        response = super().handle_request(request)
+        try:
+            decoder = BoundedDecoder(self.max_body_bytes, response.headers.get("Content-Encoding"), self.what, self.fix)
+            decoder.check_length(response.headers.get("Content-Length"))
+        except Exception:
+            response.close()
+            raise
+        # Decoded here, so the client must not decode again: the encoding and length go.
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _DECODED_HEADERS]
+        return httpx2.Response(
+            response.status_code,
+            headers=headers,
+            stream=_BoundedStream(response.stream, decoder),
+            extensions=response.extensions,
+            request=request,
+        )
+
+
+_DECODED_HEADERS = ("content-encoding", "content-length")
 
 
 def environment_proxy(url: str) -> str | None:

@@ -35,7 +35,7 @@ class GenerationFailedError(CrucibleError):
 def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike | None = None) -> Backend:
     backend = spec["backend"]
     if backend == "openai":
-        from crucible.llm.openai_backend import OpenAIBackend
+        from crucible.llm.openai_backend import DEFAULT_MAX_REPLY_BYTES, OpenAIBackend
 
         return OpenAIBackend(
             name,
@@ -50,6 +50,8 @@ def make_backend(name: str, spec: dict[str, Any], replay_file: str | os.PathLike
             max_backoff_s=spec["max_backoff_s"],
             structured_output=spec.get("structured_output", False),
             response_format=spec.get("response_format", "json_schema"),
+            # a default left out of the spec: entries without the key keep their hash and jobs
+            max_reply_bytes=spec.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES),
         )
     if backend == "transformers":
         from crucible.llm.transformers_backend import TransformersBackend

@@ -86,6 +86,11 @@ def model_spec(name: str, entry: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{where}.response_format: {fmt!r} is not one of {', '.join(RESPONSE_FORMATS)}")
         if fmt != RESPONSE_FORMATS[0]:  # the default keeps the hash an entry had without the key
             spec["response_format"] = fmt
+    if spec.get("max_reply_bytes") is not None and backend != "openai":
+        raise ConfigError(
+            f"{where}.max_reply_bytes: the most bytes one reply of an OpenAI-compatible server may hold; a {backend} "
+            f"model reads no reply"
+        )
     spec["params"] = generation_params(name, entry.get("params") or {})
     if "extra_body" in spec["params"] and backend != "openai":
         raise ConfigError(
@@ -217,6 +222,7 @@ def spec_sha256(name: str, entry: dict[str, Any]) -> str:
 # server on another node) is the same model.
 TRANSPORT_KEYS = (
     "base_url", "api_key_env", "concurrency", "timeout_s", "deadline_s", "max_retries", "backoff_s", "max_backoff_s",
+    "max_reply_bytes",
 )  # fmt: skip
 
 

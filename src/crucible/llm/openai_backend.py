@@ -7,7 +7,13 @@ fields of the wrong type) are retried with exponential back-off, anything else (
 fails the item at once. Each attempt ends within ``deadline_s`` however slowly the server
 sends (crucible.llm.deadline); ``timeout_s`` bounds each wait for a byte. The reply body is
 checked here, not by the client, whose models accept any shape. The API key comes from the
-environment variable the config names and is redacted from every message crucible writes.
+environment variable the config names and is redacted from every message crucible writes, and
+from every answer (a server that echoes its Authorization header, raw or encoded), before the
+answer reaches the cache or the response file.
+
+Each reply is read with a bound on its decoded size (``max_reply_bytes``, crucible.llm.deadline's
+transport), and an answer longer than ``max_tokens`` tokens could be is refused: neither is retried,
+since the same request gets the same reply.
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ from crucible.llm.backend import FailureBudget, StructuredOutputError
 from crucible.llm.files import Completion, Prompt, schema_in_answer_order
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REPLY_BYTES = 4 << 20  # a chat completion of a few thousand tokens is tens of kB
+# No tokenizer in use writes more than this many characters per token on average (the longest
+# single tokens, runs of spaces or dashes, are a few dozen): an answer longer than max_tokens times
+# this did not come from a request capped at max_tokens.
+MAX_CHARS_PER_TOKEN = 64
 
 # Servers that run without authentication (a vLLM or llama.cpp server started without
 # --api-key) ignore the header, but the client insists on some value.
@@ -56,6 +68,7 @@ class OpenAIBackend:
         max_backoff_s: float = 60.0,
         structured_output: bool = False,
         response_format: str = "json_schema",
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ):
         self.name = name
         self.structured_output = bool(structured_output)
@@ -71,6 +84,8 @@ class OpenAIBackend:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.api_key_env = api_key_env
+        self.max_reply_bytes = int(max_reply_bytes)
+        self.n_scrubbed = 0  # answers that held the key (echoed by the server) and were scrubbed
         self._key: str | None = None  # read when the first request is due: a run answered
         self._client = None  # wholly from the cache needs no key
         self._lock = threading.Lock()
@@ -96,8 +111,16 @@ class OpenAIBackend:
                 # The client and the HTTP library would log request details at DEBUG; keep them quiet.
                 for noisy in ("openai", "httpx", "httpx2", "httpcore", "httpcore2"):
                     logging.getLogger(noisy).setLevel(logging.WARNING)
+                from crucible.core.secrets import public_url
+
+                transport = DeadlineTransport(
+                    proxy=environment_proxy(self.base_url),
+                    max_body_bytes=self.max_reply_bytes,
+                    what=f"the reply from {public_url(self.base_url)}",
+                    fix=f"Raise llm.models.{self.name}.max_reply_bytes if this server's replies are that long",
+                )
                 http = httpx2.Client(
-                    transport=DeadlineTransport(proxy=environment_proxy(self.base_url)),
+                    transport=transport,
                     timeout=self.timeout_s,
                     follow_redirects=True,
                 )
@@ -159,8 +182,10 @@ class OpenAIBackend:
         return {"enforced_by": how, "canary": self.canary}
 
     def redact(self, text: str) -> str:
+        from crucible.core.secrets import scrub_key
+
         if self._key and self._key != NO_KEY:
-            text = text.replace(self._key, "***")
+            text = scrub_key(text, self._key)
         # Hosted APIs echo a shortened key in 401 messages ("Incorrect API key provided: sk-ab***yz").
         return re.sub(r"(API key provided:\s*)\S+", r"\1***", text)
 
@@ -186,12 +211,67 @@ class OpenAIBackend:
 
     def _attempt(self, client, kwargs: dict[str, Any]) -> dict[str, Any]:
         """One request within the deadline; the checked fields of the reply."""
+        import openai
+
+        from crucible.core.bounded_body import BodyTooLargeError, UnsupportedEncodingError
         from crucible.llm.deadline import deadline
 
-        with deadline(self.deadline_s):
-            raw = client.chat.completions.with_raw_response.create(**kwargs)
-            body = raw.content
+        try:
+            with deadline(self.deadline_s):
+                raw = client.chat.completions.with_raw_response.create(**kwargs)
+                body = raw.content
+        except openai.APIConnectionError as exc:
+            # the client wraps what the transport raised while reading; a reply too large is no
+            # dropped connection, and asking again gets the same reply
+            cause = exc.__cause__
+            if isinstance(cause, (BodyTooLargeError, UnsupportedEncodingError)):
+                raise cause from None
+            raise
         return parse_reply(body)
+
+    def _scrub(self, text: str | None, where: str, what: str) -> str | None:
+        """``text`` without the key in any form; a warning when the server had echoed it."""
+        from crucible.core.secrets import public_url
+
+        if text is None or not self._key or self._key == NO_KEY:
+            return text
+        clean = self.redact(text)
+        if clean != text:
+            with self._lock:
+                self.n_scrubbed += 1
+            log.warning(
+                "%s: the server's %s held the API key (from %s, raw or encoded); replaced by *** before "
+                "anything was written. Is %s echoing request headers?",
+                where,
+                what,
+                self.api_key_env,
+                public_url(self.base_url),
+            )
+        return clean
+
+    def scrub_cached(self, c: Completion, where: str) -> Completion:
+        """A cached answer without the key: an entry written before answers were scrubbed (issue
+        52) must not carry it into a new response file. Reads the key, sends nothing."""
+        if self._key is None and self.api_key_env:
+            key = os.environ.get(self.api_key_env, "")
+            if not key:
+                return c
+            self._key = key  # the client, made later, reads the same variable
+        c.response = self._scrub(c.response, where, "cached answer")
+        c.model_id = self._scrub(c.model_id, where, "cached model id")
+        return c
+
+    def _too_long(self, content: str, params: dict[str, Any]) -> str | None:
+        max_tokens = params.get("max_tokens")
+        if not isinstance(max_tokens, int) or len(content) <= max_tokens * MAX_CHARS_PER_TOKEN:
+            return None
+        from crucible.core.secrets import public_url
+
+        return (
+            f"the answer from {public_url(self.base_url)} has {len(content)} characters, more than max_tokens="
+            f"{max_tokens} tokens can hold (at most {MAX_CHARS_PER_TOKEN} characters a token); the server did not "
+            f"honour max_tokens, so the answer is refused (not retried, not cached)"
+        )
 
     def complete(self, prompt: Prompt, params: dict[str, Any], budget: FailureBudget | None = None) -> Completion:
         """One item, retried; a failure comes back as a Completion with ``error`` set, never raised."""
@@ -242,20 +322,28 @@ class OpenAIBackend:
                 message = f"{where}: {self.redact(_describe(exc))}"
                 log.error("%s", message)
                 return Completion(prompt.id, error=message)
-            if reply.get("system_fingerprint"):
+            content = self._scrub(reply["content"], where, "answer")
+            model_id = self._scrub(reply["model"], where, "model id")
+            fingerprint = self._scrub(reply.get("system_fingerprint"), where, "system_fingerprint")
+            if fingerprint:
                 with self._lock:
-                    self.system_fingerprints.add(reply["system_fingerprint"])
-            if reply["content"] is None:
+                    self.system_fingerprints.add(fingerprint)
+            too_long = self._too_long(content, params) if content is not None else None
+            if too_long is not None:
+                message = f"{where}: {too_long}"
+                log.error("%s", message)
+                return Completion(prompt.id, error=message, model_id=model_id, usage=reply["usage"])
+            if content is None:
                 return Completion(
                     prompt.id,
                     error=f"{where}: the server returned no message content (finish_reason {reply['finish_reason']})",
-                    model_id=reply["model"],
+                    model_id=model_id,
                     usage=reply["usage"],
                 )
             return Completion(
                 prompt.id,
-                response=reply["content"],
-                model_id=reply["model"],
+                response=content,
+                model_id=model_id,
                 usage=reply["usage"],
                 finish_reason=reply["finish_reason"],
             )

@@ -185,6 +185,11 @@ def run_name(config: dict[str, Any]) -> str:
     return matbench_section(config)["run_name"]
 
 
+def run_set(config: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """What this run's aggregates summarize: its tasks, models and user datasets (crucible.dag.runs)."""
+    return tasks(config), models(config), sorted(matbench_section(config)["user_datasets"])
+
+
 def run_dir(config: dict[str, Any]) -> str:
     """``results`` for the default run, ``results/runs/<run_name>`` for any other."""
     name = run_name(config)
@@ -316,6 +321,7 @@ FAMILY = Family(
     built=built,
     names=names,
     run_name=run_name,
+    run_set=run_set,
     keyed_by_name={"model_params": ("model", lambda sec: model_param_keys(sec))},
     defined_names=(("custom_models",), ("prediction_files",), ("user_datasets",)),
     listed_names=(("models",), ("tasks",)),

@@ -315,6 +315,7 @@ SUMMARY_COLUMNS = [
     "v0_mae_exp",
     "b0_mae_exp",
     "n_v0_outside_sampled_range",
+    "n_implausible",  # elements with an energy beyond the physical bound (crucible.potentials.spec), fitted or not
     "potential",  # what ran: class path, params, package version (crucible.potentials.provenance.provenance_text)
 ]
 
@@ -333,6 +334,19 @@ def common_elements(frames_by_model: Mapping[str, pd.DataFrame]) -> list[str]:
     fitted = [set(frames_by_model[m].loc[frames_by_model[m]["status"] == OK, "element"]) for m in models]
     shared = set.intersection(*fitted)
     return [e for e in frames_by_model[models[0]]["element"] if e in shared]
+
+
+def implausible_elements(df: pd.DataFrame) -> int:
+    """How many elements of one model's EOS frame have an energy (eV/atom) beyond
+    :data:`crucible.potentials.spec.MAX_ABS_ENERGY_PER_ATOM`: their fit and Δ stay as computed,
+    the summary counts them beside."""
+    from crucible.potentials.spec import implausible_reason
+
+    return sum(
+        any(implausible_reason(float(e)) is not None for e in energies)
+        for energies in df["energies"]
+        if energies is not None
+    )
 
 
 def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -371,6 +385,7 @@ def eos_summary_table(frames_by_model: Mapping[str, pd.DataFrame]) -> pd.DataFra
                 "v0_mae_exp": _mae(ok["v0_error_exp"]),
                 "b0_mae_exp": _mae(ok["b0_error_exp"]),
                 "n_v0_outside_sampled_range": int((~ok["v0_in_range"].astype(bool)).sum()),
+                "n_implausible": implausible_elements(df),
                 "potential": provenance_text(df.attrs.get("potential") or {}),
             }
         )

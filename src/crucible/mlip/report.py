@@ -36,6 +36,7 @@ EOS_TABLE_HEADERS = {
     "v0_mae_exp": "V0 MAE vs exp. (Å³/atom)",
     "b0_mae_exp": "B0 MAE vs exp. (GPa)",
     "n_v0_outside_sampled_range": "V0 outside sampled range",
+    "n_implausible": "implausible elements (|E| > 1e3 eV/atom)",
     "potential": "potential (class, params, version)",
 }
 
@@ -54,6 +55,7 @@ S2EF_TABLE_HEADERS = {
     "energy_forces_within_threshold": "EFwT (0.02 eV, 0.03 eV/Å)",
     "n_frames": "frames",
     "n_failed": "failed",
+    "n_implausible": "implausible frames (|E| > 1e3 eV/atom or |F| > 1e4 eV/Å)",
     "potential": "potential (class, params, version)",
 }
 

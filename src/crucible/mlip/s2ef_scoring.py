@@ -97,15 +97,20 @@ def score_s2ef(table: pd.DataFrame) -> dict[str, Any]:
     """Score one model's s2ef predictions table (see :data:`S2EF_PREDICTION_SCHEMA`).
 
     Returns ``{"metrics": Evaluator("s2ef").compute() over the "ok" rows, "n_frames": rows,
-    "n_ok": scored rows, "failures": {status: count} for every other status}``. With no "ok"
-    row every metric is NaN with ``total = numel = 0``.
+    "n_ok": scored rows, "failures": {status: count} for every other status, "n_implausible": "ok"
+    rows beyond the physical bounds (:func:`crucible.potentials.spec.implausible_reason`: scored as
+    the Evaluator scores them, counted beside)}``. With no "ok" row every metric is NaN with
+    ``total = numel = 0``.
     """
+    from crucible.potentials.spec import implausible_reason
+
     _check_columns(table)
     ordered = table.sort_values("frame_id", kind="stable")
     ok = ordered[ordered["status"] == OK]
     failures = ordered.loc[ordered["status"] != OK, "status"].value_counts()
 
     evaluator = Evaluator("s2ef")
+    implausible = 0
     records = list(
         ok[["frame_id", "natoms", "energy_ref", "energy_pred", "forces_ref", "forces_pred"]].itertuples(index=False)
     )
@@ -128,6 +133,7 @@ def score_s2ef(table: pd.DataFrame) -> dict[str, Any]:
             e_pred.append(float(ep))
             f_ref.append(_forces_array(fr, frame_id, "forces_ref", n))
             f_pred.append(_forces_array(fp, frame_id, "forces_pred", n))
+            implausible += implausible_reason(float(ep), f_pred[-1], n) is not None
         natoms_arr = np.asarray(natoms, dtype=np.int64)
         evaluator.update(
             {"energy": np.asarray(e_pred), "forces": np.concatenate(f_pred), "natoms": natoms_arr},
@@ -138,12 +144,13 @@ def score_s2ef(table: pd.DataFrame) -> dict[str, Any]:
         "n_frames": int(len(table)),
         "n_ok": int(len(ok)),
         "failures": {str(reason): int(count) for reason, count in sorted(failures.items())},
+        "n_implausible": implausible,
     }
 
 
 def s2ef_metric_table(scores_by_model: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per model (sorted by name): ``model``, each metric's value, ``n_frames``, ``n_failed``
-    and ``potential`` (the scores' provenance text, "" when they carry none).
+    """One row per model (sorted by name): ``model``, each metric's value, ``n_frames``, ``n_failed``,
+    ``n_implausible`` (scored frames beyond the physical bounds) and ``potential`` (the scores' provenance text, "" when they carry none).
 
     Metric columns follow the s2ef key order; a key some model lacks is NaN for it.
     """
@@ -161,9 +168,10 @@ def s2ef_metric_table(scores_by_model: Mapping[str, Mapping[str, Any]]) -> pd.Da
             row[key] = float(record["metric"]) if record is not None else np.nan
         row["n_frames"] = int(scores["n_frames"])
         row["n_failed"] = int(sum(scores["failures"].values()))
+        row["n_implausible"] = int(scores.get("n_implausible", 0))
         row["potential"] = str(scores.get("potential", ""))
         rows.append(row)
-    columns = ["model", *keys, "n_frames", "n_failed", "potential"]
+    columns = ["model", *keys, "n_frames", "n_failed", "n_implausible", "potential"]
     table = pd.DataFrame(rows, columns=columns)
     table = table.astype(
         {
@@ -171,6 +179,7 @@ def s2ef_metric_table(scores_by_model: Mapping[str, Mapping[str, Any]]) -> pd.Da
             **{k: "float64" for k in keys},
             "n_frames": "int64",
             "n_failed": "int64",
+            "n_implausible": "int64",
             "potential": "string",
         }
     )

@@ -30,7 +30,7 @@ def models(config: dict[str, Any]) -> list[str]:
 
 
 def models_on(config: dict[str, Any], device: str) -> str:
-    """The ``model`` constraint of a potential rule's CPU or GPU variant (``run_eos``/``run_eos_gpu``):
+    """The ``model`` constraint of a potential rule's CPU or GPU variant (``run_eos``/``run_eos_neural``):
     every potential the config knows whose jobs run on ``device``."""
     return alternation(potentials_wf.potentials_on(config, device, potentials_wf.potential_names(config)))
 
@@ -58,7 +58,7 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             {"eos": eos_params(config)},
             "mlip.eos",
             "use another --directory",
-            rules=("run_eos", "run_eos_gpu", "tabulate_eos", "plot_eos"),
+            rules=("run_eos", "run_eos_neural", "tabulate_eos", "plot_eos"),
         )
     }
     out |= potentials_wf.potential_meanings(config, models(config))

@@ -93,12 +93,22 @@ def _emt_elements(calc) -> list[str]:
 
 
 def _load_chgnet_030(device: str):
+    import contextlib
+    import io
+
     from chgnet.model import CHGNet
     from chgnet.model.dynamics import CHGNetCalculator
 
-    # CHGNet.load(model_name=...) reads chgnet/pretrained/0.3.0/*.pth.tar from the wheel.
-    model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
-    return CHGNetCalculator(model=model, use_device=device)
+    # CHGNet prints its banner to stdout whatever `verbose` says ("CHGNet v0.3.0 initialized
+    # with 412,525 parameters" from the model's constructor, "CHGNet will run on cpu" from the
+    # calculator's): on the console of every command and run that loads it. Kept, at debug level.
+    banner = io.StringIO()
+    with contextlib.redirect_stdout(banner):
+        # CHGNet.load(model_name=...) reads chgnet/pretrained/0.3.0/*.pth.tar from the wheel.
+        model = CHGNet.load(model_name="0.3.0", use_device=device, verbose=False)
+        calc = CHGNetCalculator(model=model, use_device=device)
+    log.debug("chgnet-0.3.0: %s", " / ".join(banner.getvalue().split("\n")).strip(" /"))
+    return calc
 
 
 def _chgnet_batch(calc):

@@ -109,6 +109,48 @@ def non_finite_reason(energy: float, forces=None, stress=None) -> str | None:
     return None
 
 
+# Physical bounds of one prediction (docs/potentials.md): beyond them a number is a potential's
+# defect, not a measurement. Binding energies stay under ~10 eV/atom and forces near equilibrium
+# under ~1e2 eV/Å, so neither bound is near a real value; the scores keep such numbers (the
+# leaderboards' code would) and the tables count them beside.
+MAX_ABS_ENERGY_PER_ATOM = 1e3  # eV/atom
+MAX_ABS_FORCE = 1e4  # eV/Å, any Cartesian component
+COULOMB_EV_A = 14.399645  # e²/(4πε₀) in eV·Å
+
+
+def implausible_reason(
+    energy: float,
+    forces=None,
+    n_atoms: int = 1,
+    energy_bound: float = MAX_ABS_ENERGY_PER_ATOM,
+    force_bound: float = MAX_ABS_FORCE,
+) -> str | None:
+    """Why a finite prediction is physically implausible (``"implausible energy (|E| 5e+16
+    eV/atom > 1000)"``, ...): |energy| / ``n_atoms`` over ``energy_bound`` (eV/atom) or a force
+    component over ``force_bound`` (eV/Å); None when within them. Non-finite values are
+    :func:`non_finite_reason`'s to judge and give None here."""
+    import numpy as np
+
+    per_atom = abs(energy) / max(int(n_atoms), 1)
+    if math.isfinite(per_atom) and per_atom > energy_bound:
+        return f"implausible energy (|E| {per_atom:.3g} eV/atom > {energy_bound:.3g})"
+    if forces is not None:
+        f = np.abs(np.asarray(forces, dtype=float))
+        f = f[np.isfinite(f)]
+        if f.size and float(f.max()) > force_bound:
+            return f"implausible force (|F| {float(f.max()):.3g} eV/Å > {force_bound:.3g})"
+    return None
+
+
+def dimer_bounds(z: int, distance: float) -> tuple[float, float]:
+    """(energy per atom in eV, force in eV/Å) bounds of a homonuclear dimer of atomic number
+    ``z`` at ``distance`` Å: the general bounds, or the bare nuclei's Coulomb repulsion where it
+    is larger (at 0.1 Å no electron screening can make a real curve exceed it), so that a steep
+    but physical wall is not flagged."""
+    e_pair = z * z * COULOMB_EV_A / distance
+    return max(MAX_ABS_ENERGY_PER_ATOM, e_pair / 2), max(MAX_ABS_FORCE, e_pair / distance)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PotentialSpec(Spec):
     """A registered potential: ``factory(device)`` -> ASE calculator, and its batched path if it has one."""

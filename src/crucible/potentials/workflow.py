@@ -6,9 +6,12 @@ registered one (:mod:`crucible.potentials.registry`) or a user's, defined in the
 ``mlip.custom_potentials``; that key is still read for one release, with a deprecation message
 logged once, and a name defined under both is a :class:`ConfigError`.
 
-A rule that runs a potential comes in two variants, ``<rule>`` and ``<rule>_gpu``: each takes the
+A rule that runs a potential comes in two variants, ``<rule>`` and ``<rule>_neural``: each takes the
 potentials of one device (:func:`potentials_on`, from the spec's ``device``), so that a CPU
 potential (EMT, a user's with ``device: cpu``) never asks for a GPU and a network always does.
+The variant is named for what it runs (a network), not for a GPU the machine may not have: on a
+CPU-only machine it runs there, holding the scheduler's one ``gpu`` slot so networks run one at a
+time; on SLURM its name routes it to the GPU partition (profiles/slurm).
 """
 
 from __future__ import annotations

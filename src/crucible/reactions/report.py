@@ -277,15 +277,23 @@ def question_type_groups(table: pd.DataFrame) -> list[list[str]]:
     return list(groups.values())
 
 
-def _group_label(group: list[str]) -> str:
-    """A group's tick label: the first type, then each variant of it by its suffix ("+ reference")."""
-    import textwrap
+# What a reader of the figure is told each question type is (docs/reactions.md, questions.py).
+PLAIN_NAMES = {
+    "single_varying": "vary one condition",
+    "all_varying": "vary all conditions",
+    "single_varying_reference": "vary one, with references",
+    "single_varying_reference_control": "vary one, its control",
+    "all_varying_reference": "vary all, with references",
+    "all_varying_reference_control": "vary all, its control",
+    "cross_substrate_reference": "vary all, other substrates' best",
+    "all_blank": "fill in every blank",
+    "all_blank_reference": "fill in, with references",
+}
 
-    head, lines = group[0], [group[0].replace("_", " ")]
-    for qtype in group[1:]:
-        name = "+ " + qtype.removeprefix(head + "_") if qtype.startswith(head + "_") else qtype
-        lines += textwrap.wrap(name.replace("_", " "), 18)
-    return "\n".join(lines)
+
+def _group_label(group: list[str]) -> str:
+    """A group's tick label: each question type in plain words (:data:`PLAIN_NAMES`), one a line."""
+    return "\n".join(PLAIN_NAMES.get(q, q.replace("_", " ")) for q in group)
 
 
 def relative_score_figure(dataset: str, table: pd.DataFrame):
@@ -319,7 +327,8 @@ def relative_score_figure(dataset: str, table: pd.DataFrame):
     merged = any(len(g) > 1 for g in groups)
     ax.set_title(
         f"{dataset}: relative score by question type (bars: 95 % bootstrap interval)"
-        + ("\nquestion types listed together have identical results for every model" if merged else ""),
+        + ("\nquestion types listed together have identical results for every model" if merged else "")
+        + "\n'with references': low-to-mid runs of the substrate given; 'its control': the same question without them",
         fontsize=9,
     )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

@@ -4,14 +4,17 @@ One implementation for every family: CSV keeps full precision and the column nam
 LaTeX round floats to ``digits`` and print worded headers (``headers``). A printed table is
 refused without a title and a one-line caption, or with a header that is still an identifier
 (``question_type``): a reader of the paper never sees the code. Percent columns print as
-percentages, with ``(%)`` in the header.
+percentages, with ``(%)`` in the header. ``significant`` prints floats to that many significant
+digits instead of ``digits`` decimals (16610, 0.01235, 3.33e+16: a table whose columns span orders
+of magnitude). ``sections`` prints a wide table as several narrow ones, each under its heading
+(the CSV keeps the wide one).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any, Collection, Mapping
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,6 +30,21 @@ class TableError(ValueError):
     """A table that cannot be printed as asked (a missing title or caption, a code-name header)."""
 
 
+def significant_text(value: float, n: int) -> str:
+    """``value`` to ``n`` significant digits, without padding zeros beyond them; scientific
+    notation only outside 1e-3 … 1e7."""
+    import math
+
+    v = float(value)
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else str(v)
+    magnitude = math.floor(math.log10(abs(v)))
+    if magnitude < -3 or magnitude >= 7:
+        return f"{v:.{n - 1}e}"
+    decimals = max(n - 1 - magnitude, 0)
+    return f"{round(v, decimals):.{decimals}f}"
+
+
 def _cell(value: Any, digits: int) -> str:
     if value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and np.isnan(value)):
         return "–"
@@ -35,7 +53,8 @@ def _cell(value: Any, digits: int) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
-        return f"{float(value):.{digits}f}"
+        # a negative digits asks for -digits significant digits (write_table's significant=)
+        return significant_text(value, -digits) if digits < 0 else f"{float(value):.{digits}f}"
     return str(value)
 
 
@@ -134,6 +153,8 @@ def write_table(
     headers: Mapping[str, str] | None = None,
     percent: Collection[str] = (),
     empty_note: str | None = None,
+    significant: int | None = None,
+    sections: Sequence[tuple[str, pd.DataFrame, Mapping[str, str]]] | None = None,
 ) -> None:
     """Write ``df`` in each requested format, atomically. CSV keeps full float precision and the
     column names.
@@ -144,18 +165,36 @@ def write_table(
     percentages (0–100): they print with one decimal and ``(%)`` in the header. An empty table with
     an ``empty_note`` gets that sentence in Markdown instead of a bare header.
     """
+    if significant is not None:
+        digits = -int(significant)
+    # (heading, frame, headers) of each printed table: the whole table, or its sections
+    printed = [(None, df, headers)] if sections is None else [(h, d, hs) for h, d, hs in sections]
     if md or tex:
         # checked before anything is written: a refused table leaves none of its files behind
         missing = [name for name, text in (("title", title), ("caption", caption)) if not (text or "").strip()]
         if missing:
             raise TableError(f"{md or tex}: a printed table needs a {' and a '.join(missing)}")
-        printed_headers(df, headers, percent)
+        for _, part, heads in printed:
+            printed_headers(part, heads, percent)
     if csv:
         write_text(df.to_csv(index=False, lineterminator="\n", float_format="%.10g"), csv)
     if md:
-        body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
+        if sections is None:
+            body = f"{empty_note}\n" if df.empty and empty_note else to_markdown(df, digits, headers, percent)
+        else:
+            body = "\n".join(f"## {h}\n\n{to_markdown(d, digits, hs, percent)}" for h, d, hs in printed)
         notes_block = f"{notes.strip()}\n\n" if notes.strip() else ""
         write_text(f"# {title}\n\n{caption.strip()}\n\n{notes_block}{body}", md)
     if tex:
         full = f"{title.rstrip('.')}. {caption.strip()}"
-        write_text(to_latex(df, digits, full, headers, percent), tex)
+        if sections is None or not printed:
+            write_text(to_latex(df, digits, full, headers, percent), tex)
+        else:
+            # the first float carries the caption, each names its section
+            parts = [
+                to_latex(
+                    d, digits, f"{title.rstrip('.')}: {h}." + (f" {caption.strip()}" if n == 0 else ""), hs, percent
+                )
+                for n, (h, d, hs) in enumerate(printed)
+            ]
+            write_text("\n".join(parts), tex)

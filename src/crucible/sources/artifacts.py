@@ -7,7 +7,7 @@ import os
 
 from crucible.core.archives import extract
 from crucible.core.io import InFile
-from crucible.sources import downloads, pinned_files
+from crucible.sources import downloads, pinned_files, pins
 
 
 def fetch_artifact(
@@ -18,6 +18,7 @@ def fetch_artifact(
     url_prefix: str | None = None,
     sha256: str | None = None,
     lock: str | os.PathLike | None = None,
+    upstream: bool = False,
 ) -> None:
     """Download ``artifact`` (or the upstream matminer dataset of ``matminer_task``, pinned by
     ``sha256`` when it comes from a mirror) to ``out`` and check its SHA-256.
@@ -30,16 +31,16 @@ def fetch_artifact(
         sha256: pinned hash of a mirror's own copy
         lock: lock file recording the SHA-256 of artifacts pinned by git blob id
         sources: the pinned sources file (default: config/sources.yaml)
+        upstream: download an artifact that ships in the repository (``shipped:``) instead of
+            copying it; the pins are the same
     """
     if matminer_task:
         spec = pinned_files.matminer_artifact(matminer_task, url_prefix, sha256)
         name = matminer_task
     else:
-        spec = dict(pinned_files.get_artifact(pinned_files.load_sources(sources), artifact))
+        spec = pinned_files.get_artifact(pinned_files.load_sources(sources), artifact)
+        spec = pins.origin_spec(spec, pins.repo_root(sources), url_prefix, upstream)
         name = artifact
-        if url_prefix and spec["kind"] == "http":
-            # a mirror keeps the upstream layout below the prefix (mirror_path), else the file name
-            spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
     downloads.fetch(name, spec, out, lock=lock, sources_file=sources)
 
 
@@ -68,6 +69,7 @@ def provide_role(
     sources: str | os.PathLike | None = None,
     resources: str | os.PathLike = "resources",
     url_prefix: str | None = None,
+    upstream: bool = False,
 ) -> None:
     """:func:`crucible.sources.pinned_files.provide`, printing the path of the checked file.
 
@@ -76,5 +78,6 @@ def provide_role(
         sources: the pinned sources file (default: config/sources.yaml)
         resources: the folder the workflow fills
         url_prefix: mirror replacing the upstream URL's folder (http artifacts)
+        upstream: download a file that ships in the repository instead of copying it
     """
-    print(pinned_files.provide(role, resources, sources=sources, url_prefix=url_prefix))
+    print(pinned_files.provide(role, resources, sources=sources, url_prefix=url_prefix, upstream=upstream))

@@ -24,13 +24,13 @@ from typing import Any, Callable
 
 from crucible.core.archives import extract
 from crucible.core.errors import ConfigError, CrucibleError, HashMismatchError
-from crucible.core.hashes import file_sha256, git_blob_id, md5_file
+from crucible.core.hashes import file_sha256, pin_mismatch
 from crucible.sources.downloads import LOCK_NAME, RESOURCES, fetch, locked_sha256, read_lock
 
 # Read and checked in crucible.sources.pins; named here too, since library code and tests ask
 # crucible.sources.pinned_files for everything about pinned files.
 from crucible.sources.pins import SOURCES_FILE as SOURCES_FILE
-from crucible.sources.pins import Pin, find_pin, sources_doc
+from crucible.sources.pins import Pin, find_pin, origin_spec, repo_root, sources_doc
 from crucible.sources.pins import get_artifact as get_artifact
 from crucible.sources.pins import load_sources as load_sources
 from crucible.sources.pins import pin_at as pin_at
@@ -162,29 +162,20 @@ def pinned(
         expected = locked_sha256(read_lock(lock), pin.artifact, pin.git_blob, pin.md5)
         first = f"git blob {pin.git_blob}" if pin.git_blob else f"MD5 {pin.md5}"
         where = f"recorded in {lock} by its verified fetch ({first} in config/sources.yaml)"
-    if expected:
-        actual = file_sha256(path)
-        if actual != expected:
-            raise HashMismatchError(
-                f"{path}: SHA-256 {actual} differs from the pin {expected} of {pin.what} {where}; "
-                f"the file changed after it was {verb}. {again}"
-            )
-    elif pin.git_blob:
-        actual = git_blob_id(path)
-        if actual != pin.git_blob:
-            raise HashMismatchError(
-                f"{path}: git blob id {actual} differs from the pin {pin.git_blob} of {pin.what} in "
-                f"config/sources.yaml; the file changed after it was {verb}. {again}"
-            )
-    elif pin.md5:
-        got = (md5_file(path), path.stat().st_size)
-        if got[0] != pin.md5 or (pin.size is not None and got[1] != pin.size):
-            raise HashMismatchError(
-                f"{path}: MD5 {got[0]} ({got[1]} bytes) differs from the published {pin.md5} ({pin.size} bytes) of "
-                f"{pin.what} in config/sources.yaml; the file changed after it was {verb}. {again}"
-            )
-    else:
+    if not (expected or pin.git_blob or pin.md5):
         raise ConfigError(f"config/sources.yaml: {pin.what} has no pin (sha256, git_blob or md5)")
+    # the strongest pin alone, the ladder a fetch climbs whole (crucible.core.hashes.pin_mismatch)
+    failed = pin_mismatch(path, sha256=expected, git_blob=pin.git_blob, md5=pin.md5, size=pin.size, every=False)
+    if failed:
+        what, pinned_value, got = failed
+        if what in ("size", "MD5"):
+            where = f"published in config/sources.yaml (MD5 {pin.md5}, {pin.size} bytes)"
+        elif what == "git blob id":
+            where = "in config/sources.yaml"
+        raise HashMismatchError(
+            f"{path}: {what} {got} differs from the pin {pinned_value} of {pin.what} {where}; "
+            f"the file changed after it was {verb}. {again}"
+        )
     return path
 
 
@@ -216,17 +207,17 @@ def provide(
     *,
     sources: dict[str, Any] | str | os.PathLike | None = None,
     url_prefix: str | None = None,
+    upstream: bool = False,
 ) -> Path:
     """Fetch and extract what ``role`` needs into ``resources`` unless it is there with its pin,
-    then return the checked file (the fetch stage without Snakemake, and the tests' cache)."""
+    then return the checked file (the fetch stage without Snakemake, and the tests' cache). A file
+    that ships in the repository is copied from there unless ``upstream``."""
     doc = sources_doc(sources)
     pin = find_pin(role, doc)
     if pin.package:
         return pinned(role, sources=doc)  # an installed package's file: nothing to fetch
     resources = Path(resources)
-    spec = dict(doc["artifacts"][pin.artifact])
-    if url_prefix and spec["kind"] == "http":
-        spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
+    spec = origin_spec(doc["artifacts"][pin.artifact], repo_root(sources), url_prefix, upstream)
     lock = resources / LOCK_NAME
     target = resources / pin.location
     if pin.member is None:

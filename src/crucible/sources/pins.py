@@ -52,6 +52,7 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
                 raise ConfigError(f"{path}: artifact {name!r} member {member!r}: needs 'path' and 'sha256'")
         if spec.get("role") and spec.get("members"):
             raise ConfigError(f"{path}: artifact {name!r}: an archive's members carry the roles, not the archive")
+        _check_shipped(path, name, spec)
     if not isinstance(doc.get("installed") or {}, dict):
         raise ConfigError(f"{path}: 'installed' must map each package to its version and files")
     for package, pspec in (doc.get("installed") or {}).items():
@@ -62,6 +63,60 @@ def load_sources(path: str | os.PathLike = SOURCES_FILE) -> dict[str, Any]:
                 raise ConfigError(f"{path}: installed package {package!r} file {file!r}: needs 'role' and 'sha256'")
     _role_pins(doc, str(path))
     return doc
+
+
+def _check_shipped(path: Path, name: str, spec: dict[str, Any]) -> None:
+    """``shipped``: a file of the repository's ``data/`` folder (a relative path, never leaving it);
+    ``upstream_config``: only beside it."""
+    shipped = spec.get("shipped")
+    if shipped is not None:
+        parts = Path(str(shipped)).parts
+        if not isinstance(shipped, str) or Path(shipped).is_absolute() or ".." in parts or parts[:1] != ("data",):
+            raise ConfigError(
+                f"{path}: artifact {name!r}: shipped {shipped!r} must be a path under data/, relative to the "
+                "repository root (data/<source>/<upstream path>)"
+            )
+    if spec.get("upstream_config") and not shipped:
+        raise ConfigError(f"{path}: artifact {name!r}: upstream_config without shipped (nothing to switch from)")
+
+
+def repo_root(sources: str | os.PathLike | None = None) -> Path:
+    """The repository a sources file belongs to (the folder above its ``config/``), against which
+    ``shipped`` paths are read; for a sources file elsewhere (an edited copy) or none, this checkout."""
+    if sources is not None and not isinstance(sources, dict):
+        path = Path(sources).resolve()
+        if path.parent.name == "config":
+            return path.parent.parent
+    return SOURCES_FILE.parents[1]
+
+
+def config_value(config: dict[str, Any], key: str | None) -> Any:
+    """The value of a dotted config key (``discovery.url_prefix``), None when unset."""
+    if not key:
+        return None
+    value: Any = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def origin_spec(
+    spec: dict[str, Any],
+    root: str | os.PathLike | None = None,
+    url_prefix: str | None = None,
+    upstream: bool = False,
+) -> dict[str, Any]:
+    """The artifact's spec as its fetch uses it: a shipped file is copied from ``root``/``shipped``
+    unless ``upstream``; a download goes to its url, or below ``url_prefix`` (a mirror keeping the
+    upstream layout, ``mirror_path``, else the file name). The pins are the same either way."""
+    spec = dict(spec)
+    if spec.get("shipped") and not upstream:
+        spec["shipped"] = str(Path(root if root is not None else repo_root()) / spec["shipped"])
+        return spec
+    spec.pop("shipped", None)
+    if url_prefix and spec["kind"] == "http":
+        spec["url"] = url_prefix.rstrip("/") + "/" + spec.get("mirror_path", spec["filename"])
+    return spec
 
 
 @functools.lru_cache(maxsize=8)

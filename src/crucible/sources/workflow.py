@@ -9,6 +9,7 @@ from typing import Any
 
 from crucible.core.errors import ConfigError
 from crucible.dag.rules import alternation
+from crucible.sources.pins import config_value
 
 
 def _artifacts(sources: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -58,8 +59,30 @@ def member_pattern(sources: dict[str, Any]) -> str:
 
 def mirror_url_prefix(config: dict[str, Any], sources: dict[str, Any], artifact: str) -> str:
     """The mirror (``--url-prefix``) when the config key the artifact's ``mirror_config`` names is set, else ""."""
-    key = _artifacts(sources)[artifact].get("mirror_config")
-    value: Any = config
-    for part in (key or "").split(".") if key else []:
-        value = value.get(part) if isinstance(value, dict) else None
-    return str(value) if key and value else ""
+    value = config_value(config, _artifacts(sources)[artifact].get("mirror_config"))
+    return str(value) if value else ""
+
+
+def fetch_upstream(config: dict[str, Any], sources: dict[str, Any], artifact: str) -> bool:
+    """Whether a shipped artifact is downloaded (``--upstream``): the config key its
+    ``upstream_config`` names is true. Always False for an artifact that does not ship."""
+    spec = _artifacts(sources)[artifact]
+    return bool(spec.get("shipped") and config_value(config, spec.get("upstream_config")) is True)
+
+
+def origin_keys(sources: dict[str, Any], artifact: str) -> list[str]:
+    """The config keys that say where ``artifact``'s bytes come from (its mirror and its
+    shipped/upstream switch): what a failed fetch's message tells the user to set."""
+    spec = _artifacts(sources)[artifact]
+    return [spec[k] for k in ("upstream_config", "mirror_config") if spec.get(k)]
+
+
+def download_families(sources: dict[str, Any], filename: str, family_names: list[str]) -> list[str]:
+    """The families whose files the download ``resources/downloads/<filename>`` holds: the first
+    part of its roles (``discovery/cards/...``) or of its members' roles, where that is a family."""
+    spec = next((s for s in _artifacts(sources).values() if s["filename"] == filename), None)
+    if spec is None:
+        return []
+    roles = [spec.get("role"), *((m or {}).get("role") for m in (spec.get("members") or {}).values())]
+    found = {str(r).split("/", 1)[0] for r in roles if r}
+    return [f for f in family_names if f in found]

@@ -50,12 +50,13 @@ def write_curves(
     write_bytes(dumps(results), out)
     meta = results["run_metadata"]["crucible"]
     log.info(
-        "%s: %d curves, %d not covered, %d failed, %d curves with non-finite points; CPU %.1f s (load %.1f s) on %s -> %s",
+        "%s: %d curves, %d not covered, %d failed, %d curves with non-finite points, %d with implausible ones; CPU %.1f s (load %.1f s) on %s -> %s",
         potential,
         len(results["homo-nuclear"]),
         len(meta["not_covered"]),
         len(meta["failed"]),
         len(meta["failed_points"]),
+        len(meta["implausible_points"]),
         time.process_time() - t0,
         t_load,
         pot.device,
@@ -63,20 +64,26 @@ def write_curves(
     )
 
 
-def _scored(inputs: list[InFile], reference: InFile) -> tuple[dict[str, dict[str, Any]], dict]:
-    from crucible.discovery.curves import homo_curves, read_curves
-    from crucible.discovery.data import read_reference
+def scored(inputs: list[InFile], ref: dict) -> dict[str, dict[str, Any]]:
+    """A row of the diatomics table per curves file: the metrics' means as the leaderboard's
+    code computes them, the elements scored and run, the flagged points by curve, the device."""
+    from crucible.discovery.curves import flagged_in_window, flagged_points, homo_curves, read_curves
     from crucible.discovery.metrics import means, per_element
     from crucible.discovery.report import model_of
 
-    ref = read_reference(reference)
     out = {}
     for path in sorted(inputs, key=lambda p: model_of(p)):
         data = read_curves(path)
         values = per_element(homo_curves(data), ref)
         meta = (data.get("run_metadata") or {}).get("crucible") or {}
-        out[model_of(path)] = {**means(values), "n_elements": len(values), "device": meta.get("device", "?")}
-    return out, ref
+        out[model_of(path)] = {
+            **means(values),
+            "n_elements": len(values),
+            "flagged": flagged_points(data),
+            "n_flagged_scored": flagged_in_window(data),
+            "device": meta.get("device", "?"),
+        }
+    return out
 
 
 def write_table(
@@ -94,7 +101,7 @@ def write_table(
         out_tex: the table as LaTeX
     """
     from crucible.discovery.data import CARD_ROLE_PREFIX, published_row
-    from crucible.discovery.report import HEADERS, TITLE, caption, table
+    from crucible.discovery.report import HEADERS, TITLE, caption, flagged_text, table
     from crucible.report.tables import write_table as write
     from crucible.sources.pinned_files import roles
 
@@ -106,9 +113,20 @@ def write_table(
         row = published_row(card, by_file.get(Path(card).name))
         if row is not None:
             published.append(row)
-    ours, _ = _scored(inputs, reference)
+    from crucible.discovery.data import read_reference
+
+    ours = scored(inputs, read_reference(reference))
     df = table(ours, published)
-    write(df, csv=out_csv, md=out_md, tex=out_tex, title=TITLE, caption=caption(df), headers=HEADERS, digits=4)
+    write(
+        df,
+        csv=out_csv,
+        md=out_md,
+        tex=out_tex,
+        title=TITLE,
+        caption=caption(df, flagged_text(ours)),
+        headers=HEADERS,
+        significant=4,
+    )
 
 
 def write_curve_figure(curves: InFile, reference: InFile, out_png: str, out_pdf: str) -> None:
@@ -116,7 +134,7 @@ def write_curve_figure(curves: InFile, reference: InFile, out_png: str, out_pdf:
 
     Args:
         curves: the potential's curves file results/discovery/diatomics/{potential}.json.gz
-        reference: as in :func:`crucible.discovery.run.write_table`
+        reference: as in :func:`crucible.discovery.diatomics_jobs.write_table`
         out_png: the grid as PNG
         out_pdf: the grid as PDF
     """
