@@ -12,7 +12,9 @@ import shutil
 
 import pytest
 
+from crucible.identity.code_closure import digest
 from crucible.identity.job_code import MODULES_LOG_VAR, code_identity
+from crucible.identity.records import journal_path
 
 from helpers import REPO, planned_jobs, provide_downloads, run_snakemake
 
@@ -135,11 +137,15 @@ def test_identity_through_the_dag(tmp_path, venv_env):
     init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.'))
     assert dry(FULL) == {}
 
-    # A summary of inputs whose records disagree on a name's meaning is refused, naming the file.
+    # A record edited by hand no longer matches the journal: its output is remade (issue 54).
     score_record = work / f"results/matbench/scores/dummy/.identity/{TASK}.json.json"
     doc = json.loads(score_record.read_text())
     doc["names"]["matbench/model/gbm-magpie"] = "0" * 64
     score_record.write_text(json.dumps(doc))
+    assert dry(FULL).get("score_matbench") == 1
+    # A summary of inputs whose records disagree on a name's meaning (each as its job wrote it,
+    # journal and all) is refused, naming the file.
+    (work / journal_path(f"results/matbench/scores/dummy/{TASK}.json")).write_text(digest(doc) + "\n")
     run(FULL, "--forcerun", "build_matbench_leaderboard", ok=False)
     log = (work / "logs/matbench/default/leaderboard.log").read_text()
     assert f"results/matbench/scores/dummy/{TASK}.json" in log and "two meanings" in log, log[-2000:]

@@ -50,6 +50,7 @@ def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str])
     import os
 
     from crucible.core.errors import ConfigError
+    from crucible.identity.job_state import planned_state
     from crucible.identity.records import job_env, job_identity
 
     command = rule_command(smk_rule.shellcmd)
@@ -61,12 +62,25 @@ def attach_identity(smk_rule: Any, names: Any, rule_families: Mapping[str, str])
     family = rule_families.get(os.path.basename(smk_rule.snakefile), group)
     rule_name = smk_rule.name
 
+    # What the records of a job's outputs say it ran and read, checked again (a param made of
+    # wildcards alone: Snakemake's params trigger compares no param made from inputs or outputs).
+    def planned(wildcards):
+        return planned_state(rule_name, map(str, smk_rule.expand_output(wildcards)[0]))
+
     def crucible_identity(wildcards):
         chosen = names.for_job(family, list(wildcards), rule_name)
-        return job_identity(group, verb, chosen, names.code_of(chosen))
+        return job_identity(group, verb, chosen, names.code_of(chosen), planned(wildcards))
 
     def crucible_job(wildcards, input, output):
         chosen = names.for_job(family, list(wildcards), rule_name)
-        return job_env(group, verb, chosen, list(input), list(output), names.code_of(chosen), rule_name)
+        return job_env(
+            group, verb, chosen, list(input), list(output), names.code_of(chosen), rule_name, planned(wildcards)
+        )
 
+    # The files a user declared that the things of its names read (``files:``): inputs of the job,
+    # shown in the DAG, hashed into its record and rerun by Snakemake when newer.
+    def crucible_files(wildcards):
+        return list(names.declared_files(names.for_job(family, list(wildcards), rule_name)))
+
+    smk_rule.set_input(crucible_files=crucible_files)
     smk_rule.set_params(crucible_identity=crucible_identity, crucible_job=crucible_job)

@@ -98,8 +98,12 @@ def check_distribution(dist: str) -> None:
     except importlib.metadata.PackageNotFoundError:
         return
     files = _record_rows(meta)
-    if files is None:  # no RECORD (installed by a tool that writes none): nothing to compare
-        return
+    if files is None:  # nothing to compare its files with: a job would run what no one can check
+        raise EditedDistributionError(
+            f"{dist} {meta.version} is installed without a RECORD: "
+            "its files cannot be checked, so a result made with it would carry a version it may not run. "
+            f"Reinstall it (pip install --force-reinstall --no-deps {dist}=={meta.version})"
+        )
     location = Path(meta.locate_file("")).resolve()
     cache = _cache_file(dist, meta.version, location)
     try:

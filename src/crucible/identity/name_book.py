@@ -49,6 +49,9 @@ class Meaning:
     # it although no wildcard of theirs holds it, so that a new meaning rebuilds them also when
     # another run rebuilt what they summarize (Snakemake does not rerun a job for newer inputs alone)
     summarized_by: tuple[str, ...] = ()
+    # files the user declared that the named thing reads (``files:``, paths or globs): inputs of
+    # the jobs made of it (crucible.dag.rules.attach_identity)
+    declared: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -102,6 +105,24 @@ class NameBook:
                 roots += list(meaning.code)
                 files |= set(meaning.files)
         return JobCode(normal_roots(roots), tuple(sorted(files)))
+
+    def declared_files(self, keys: Iterable[str]) -> tuple[str, ...]:
+        """The files declared (``files:``) by the names ``keys``, globs expanded; a glob that
+        matches nothing is refused, naming its config key."""
+        import glob
+
+        out: set[str] = set()
+        for key in keys:
+            meaning = self.meanings.get(key)
+            for pattern in meaning.declared if meaning is not None else ():
+                if not glob.has_magic(pattern):
+                    out.add(pattern)
+                    continue
+                found = [p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)]
+                if not found:
+                    raise ConfigError(f"config {meaning.key}: files: {pattern!r} matches no file")
+                out.update(found)
+        return tuple(sorted(out))
 
     def for_job(self, family: str, wildcard_values: Iterable[str], rule: str | None = None) -> dict[str, str]:
         """The names a job of ``family`` (of ``rule``) is made of: its family's settings, every

@@ -42,7 +42,9 @@ RECORD_DIR = ".identity"
 DEFAULT_RUN = "default"
 ENV_VAR = "CRUCIBLE_JOB"
 # 2: each record holds its output's SHA-256 and the rule that made it (checked by every reader)
-RECORD_FORMAT = 2
+# 3: and what its job ran and read (crucible.identity.job_reads), its digest kept in the journal
+RECORD_FORMAT = 3
+JOURNAL_DIR = "journal"
 # Downloads and extraction are identified by their pinned SHA-256 (crucible.sources.downloads), not by the
 # code that copies them: a change of that code must not download anything again.
 UNDIGESTED_GROUPS = frozenset({"sources"})
@@ -74,6 +76,45 @@ def output_sha256(path: str | os.PathLike) -> str:
             h.update(str(file.relative_to(path)).encode() + b"\0" + output_sha256(file).encode() + b"\0")
         return h.hexdigest()
     return file_sha256(path, cached=True)
+
+
+def journal_path(output: str | os.PathLike) -> Path:
+    """Where the digest of ``output``'s record is kept besides: the journal of the folder the
+    output is under (``results/x/y.json`` -> ``results/.identity/journal/x/y.json.sha256``), so
+    that removing or editing a record beside its output is seen."""
+    parts = Path(output).parts
+    if len(parts) < 2 or Path(output).is_absolute():
+        return record_path(output).with_suffix(".sha256")
+    return Path(parts[0], RECORD_DIR, JOURNAL_DIR, *parts[1:-1], f"{parts[-1]}.sha256")
+
+
+def record_problem(output: str | os.PathLike) -> tuple[dict[str, Any] | None, str | None]:
+    """``(record, None)``, or ``(None, why)`` where ``output`` has no record, an unreadable one, one
+    of an earlier format, or one whose digest is not the journal's (removed or edited)."""
+    try:
+        record = read_record(output)
+    except IdentityError as exc:
+        return None, str(exc)
+    if record is None:
+        return None, f"{output} has no identity record ({record_path(output)})"
+    if record.get("format") != RECORD_FORMAT:
+        return None, f"{output}: its identity record was written by an earlier crucible ({record_path(output)})"
+    try:
+        kept = journal_path(output).read_text(encoding="ascii").strip()
+    except OSError:
+        kept = None
+    if kept != digest(record):
+        return None, (
+            f"{output}: its identity record ({record_path(output)}) is not the one its job wrote: its digest is not "
+            f"the journal's ({journal_path(output)})"
+        )
+    return record, None
+
+
+def is_made_here(path: str | os.PathLike) -> bool:
+    """An input under ``results/``: made by a crucible rule, so it has a record."""
+    parts = Path(path).parts
+    return not Path(path).is_absolute() and len(parts) > 1 and parts[0] == "results" and RECORD_DIR not in parts
 
 
 def verify_record(path: str | os.PathLike, record: Mapping[str, Any]) -> None:
@@ -139,11 +180,16 @@ def job_code_digest(group: str, verb: str, code: JobCode = JobCode()) -> str:
     return digest({"closure": closure, "files": files_digest(code.files)})
 
 
-def job_identity(group: str, verb: str, names: Mapping[str, str], code: JobCode = JobCode()) -> str:
+def job_identity(group: str, verb: str, names: Mapping[str, str], code: JobCode = JobCode(), planned: str = "") -> str:
     """What a job is made of besides its inputs: its code digest (its command and the things its
-    names stand for) and the meanings of its names (a rule param: a change of either reruns it)."""
+    names stand for), the meanings of its names and, where its outputs' records say that what it
+    read changed, that change (``planned``: crucible.identity.job_state): a rule param, so a change
+    of any reruns it."""
     digest_of_code = "" if group in UNDIGESTED_GROUPS else job_code_digest(group, verb, code)
-    return canonical_json({"command": f"{group} {verb}", "code": digest_of_code, "names": dict(sorted(names.items()))})
+    doc = {"command": f"{group} {verb}", "code": digest_of_code, "names": dict(sorted(names.items()))}
+    if planned:
+        doc["planned"] = planned
+    return canonical_json(doc)
 
 
 def job_env(
@@ -154,12 +200,13 @@ def job_env(
     outputs: Iterable[str],
     code: JobCode = JobCode(),
     rule: str = "",
+    planned: str = "",
 ) -> str:
     """The value of ``CRUCIBLE_JOB`` for one job: :func:`job_identity` with its rule, inputs,
     outputs and code roots."""
     return canonical_json(
         {
-            **json.loads(job_identity(group, verb, names, code)),
+            **json.loads(job_identity(group, verb, names, code, planned)),
             "rule": rule,
             "inputs": sorted(set(map(str, inputs))),
             "outputs": sorted(set(map(str, outputs))),
@@ -182,6 +229,8 @@ class JobRecord:
     outputs: list[str]
     roots: list[Any] = field(default_factory=list)
     rule: str = ""
+    # what planning found of the record of its outputs (crucible.identity.job_state.planned_state)
+    planned: str = ""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> JobRecord | None:
@@ -198,6 +247,7 @@ class JobRecord:
                 outputs=[str(p) for p in doc["outputs"]],
                 roots=[list(r) for r in doc.get("roots", [])],
                 rule=str(doc.get("rule", "")),
+                planned=str(doc.get("planned", "")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IdentityError(f"{ENV_VAR} is not a job description the workflow writes ({exc})") from None
@@ -209,7 +259,14 @@ class JobRecord:
         merged = dict(self.names)
         source = {key: "this job's config" for key in self.names}
         for path in self.inputs:
-            record = read_record(path)
+            if is_made_here(path) and os.path.exists(path):
+                record, problem = record_problem(path)
+                if problem is not None:
+                    raise IdentityError(
+                        f"{problem}: it cannot be checked, so it is not read; remake it (snakemake --forcerun {path})"
+                    )
+            else:
+                record = read_record(path)
             if record is None:
                 continue
             verify_record(path, record)
@@ -227,16 +284,25 @@ class JobRecord:
     def start(self, timings: dict[str, float]) -> dict[str, str]:
         """Before the job runs: its outputs' old records dropped, its inputs checked
         (:meth:`checked_input_names`, returned); the check's CPU seconds put in ``timings``."""
+        from crucible.identity.job_reads import watch
+
         self.drop_records()
         started = time.process_time()
         names = self.checked_input_names()
+        watch()
         timings["verify_cpu_s"] = time.process_time() - started
         return names
 
     def finish(self, argv: Iterable[str], names: Mapping[str, str], timings: dict[str, float]) -> None:
         """Once the job succeeded: its outputs' records written, their CPU seconds in ``timings``."""
+        from crucible.identity.job_reads import collect, refusal
+
         started = time.process_time()
-        self.write_records(argv, names)
+        ran = collect(self.inputs, self.outputs)
+        refused = refusal(ran.pop("refused"))
+        if refused is not None:
+            raise IdentityError(refused)
+        self.write_records(argv, names, ran)
         timings["record_cpu_s"] = time.process_time() - started
 
     def drop_records(self) -> None:
@@ -244,9 +310,10 @@ class JobRecord:
         replaces) the files they describe, and a job that fails must leave no record behind."""
         for output in self.outputs:
             record_path(output).unlink(missing_ok=True)
+            journal_path(output).unlink(missing_ok=True)
 
-    def write_records(self, argv: Iterable[str], names: Mapping[str, str]) -> str:
-        """One record per existing output; returns the job's identity."""
+    def write_records(self, argv: Iterable[str], names: Mapping[str, str], ran: Mapping[str, Any] | None = None) -> str:
+        """One record per existing output, its digest in the journal; returns the job's identity."""
         from crucible.core.io import write_json
 
         inputs = {path: output_sha256(path) for path in sorted(set(self.inputs)) if Path(path).exists()}
@@ -258,6 +325,8 @@ class JobRecord:
             "code": self.code,
             "names": dict(names),
             "inputs": inputs,
+            "ran": dict(ran or {}),
+            "planned": self.planned,
         }
         identity = digest(body)
         for output in self.outputs:
@@ -265,7 +334,13 @@ class JobRecord:
                 continue
             path = record_path(output)
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_json({"identity": identity, **body, "output": output, "sha256": output_sha256(output)}, path)
+            doc = {"identity": identity, **body, "output": output, "sha256": output_sha256(output)}
+            write_json(doc, path)
+            journal = journal_path(output)
+            journal.parent.mkdir(parents=True, exist_ok=True)
+            tmp = journal.with_name(f".{journal.name}.{os.getpid()}")
+            tmp.write_text(digest(json.loads(path.read_text(encoding="utf-8"))) + "\n", encoding="ascii")
+            os.replace(tmp, journal)
         return identity
 
 

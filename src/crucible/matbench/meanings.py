@@ -76,6 +76,7 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             rename_advice(config, model),
             code=model_code(config, model),
             summarized_by=SUMMARIES,
+            declared=tuple(mb["custom_models"].get(model, {}).get("files", [])),
         )
     from crucible.matbench.user_datasets import check_spec
 

@@ -191,5 +191,6 @@ def potential_meanings(config: dict[str, Any], names: Iterable[str]) -> dict[str
             f"give the potential a name of its own under {SECTION}",
             code=code,
             files=files,
+            declared=tuple(custom[name].get("files", [])) if name in custom else (),
         )
     return out
