@@ -47,7 +47,7 @@ DEFAULT_BATCH_SIZE = 8
 ERRORS = ("raise", "record")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays inside: no elementwise == of two results
 class Evaluation:
     """One structure's prediction: ``energy`` (eV, total), ``forces`` ((natoms, 3) eV/Å, None
     when not asked), ``stress`` (Voigt 6, eV/Å³, None when not asked or the calculator has
@@ -173,7 +173,8 @@ def evaluate(
                 raise PotentialOutputError(f"potential {pot.name!r}: {len(raw)} results for {len(chunk)} structures")
             done = [_checked(pot.name, len(a), r, forces, stress) for a, r in zip(chunk, raw)]
         except Exception as exc:  # pinned down below, structure by structure
-            log.debug("%s: batched pass failed (%s); one by one", pot.name, _error_reason(exc))
+            # said: the one-by-one path is the slow one, and a batched path that always fails is a bug
+            log.warning("%s: batched pass failed (%s); one by one", pot.name, _error_reason(exc))
             done = [None] * len(chunk)
         for k, (atoms, ev) in enumerate(zip(chunk, done)):
             if ev is None or not ev.ok:
