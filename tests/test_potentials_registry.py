@@ -55,7 +55,7 @@ def test_hub_models_without_weights_say_so(name, tmp_path, monkeypatch):
 def test_emt_records_cpu(emt):
     from ase.calculators.emt import EMT
 
-    assert emt.name == "emt" and emt.device == "cpu" and emt.batch_energies is None
+    assert emt.name == "emt" and emt.device == "cpu" and emt.batched is None
     # the third-party calculator is left as it is: nothing patched onto it
     assert type(emt.calculator) is EMT and not [a for a in vars(emt.calculator) if a.startswith("crucible")]
     assert type(get_calculator("emt")) is EMT
@@ -67,7 +67,7 @@ def test_batched_path_matches_single(chgnet):
     from crucible.potentials.energies import single_energy
 
     structures = eos.scaled_structures(dcdft["Cu"], [11.5, 12.0])
-    assert chgnet.batch_energies is not None
+    assert chgnet.batched is not None
     batched = evaluate_energies(chgnet, structures)
     for (energy, reason), atoms in zip(batched, structures):
         assert reason is None and energy == pytest.approx(single_energy(chgnet, atoms), abs=2e-4)

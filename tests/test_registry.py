@@ -26,7 +26,7 @@ def _registries():
 # The names users write in config files: none may disappear.
 NAMES = {
     "models": ["comp-transformer", "dummy", "gbm-magpie", "mlip-embed", "rf-magpie", "rf-scm-magpie"],
-    "potentials": ["chgnet-0.3.0", "emt", "mace-mp", "matgl", "orb", "sevennet-0", "uma"],
+    "potentials": ["chgnet-0.3.0", "emt", "mace-mp", "matgl", "orb", "sevennet-0", "sevennet-l3i5", "uma"],
     "generators": ["chance", "mlip-search", "random-symmetric", "template"],
     "baselines": ["nearest-substrate", "oracle", "popularity", "random", "yield-model"],
 }

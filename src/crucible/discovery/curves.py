@@ -96,40 +96,35 @@ def _reason(exc: BaseException) -> str:
 
 
 def element_curve(
-    calculator, symbol: str, grid: np.ndarray, potential: str = "potential"
+    potential, symbol: str, grid: np.ndarray, batch_size: int | None = None
 ) -> tuple[dict[str, list], list[dict[str, Any]], list[dict[str, Any]]]:
     """One dimer's curve: ``{distances, energies, forces}`` of its finite points, a record
     ``{distance, reason}`` of each point whose energy or forces were not finite, and one of each
-    finite point beyond the physical bounds (kept in the curve). A calculator
-    that raises, or returns an energy or forces that are no real numbers (``potential`` names it),
-    raises here (the caller records the element as failed)."""
+    finite point beyond the physical bounds (kept in the curve). The points go through
+    :func:`crucible.potentials.batch.evaluate` (``potential``: a loaded potential or a bare
+    calculator; ``batch_size`` points per pass of a batched model, default the whole curve). A
+    calculator that raises, or returns an energy or forces that are no real numbers, raises here
+    (the caller records the element as failed)."""
     from ase.data import atomic_numbers
 
-    from crucible.potentials.spec import dimer_bounds, implausible_reason, non_finite_reason, read_energy, read_forces
+    from crucible.potentials.batch import evaluate
+    from crucible.potentials.spec import dimer_bounds, implausible_reason
 
     z = atomic_numbers[symbol]
-
     curve: dict[str, list] = {"distances": [], "energies": [], "forces": []}
     bad: list[dict[str, Any]] = []
     implausible: list[dict[str, Any]] = []
-    for r in grid:
-        atoms = dimer(symbol, float(r))
-        atoms.calc = calculator
-        # float() took a str "1.0" and a bool as numbers: a potential that returns them is broken
-        energy = read_energy(atoms, potential)
-        forces = np.asarray(read_forces(atoms, potential), dtype=np.float64)
-        if forces.shape != (2, 3):
-            raise DataValidationError(f"{symbol}-{symbol} at {r} Å: forces of shape {forces.shape}, expected (2, 3)")
-        reason = non_finite_reason(energy, forces)
-        if reason:
-            bad.append({"distance": float(r), "reason": reason})
+    points = [dimer(symbol, float(r)) for r in grid]
+    for r, result in zip(grid, evaluate(potential, points, batch_size=batch_size or len(points))):
+        if not result.ok:
+            bad.append({"distance": float(r), "reason": result.reason})
             continue
-        reason = implausible_reason(energy, forces, len(atoms), *dimer_bounds(z, float(r)))
+        reason = implausible_reason(result.energy, result.forces, 2, *dimer_bounds(z, float(r)))
         if reason:
             implausible.append({"distance": float(r), "reason": reason})
         curve["distances"].append(float(r))
-        curve["energies"].append(energy)
-        curve["forces"].append(forces.tolist())
+        curve["energies"].append(result.energy)
+        curve["forces"].append(result.forces.tolist())
     return curve, bad, implausible
 
 
@@ -162,7 +157,7 @@ def compute_curves(potential, elements: Iterable[str] | None = None) -> dict[str
             excluded[key] = f"not covered: {potential.name} has no parameters for {symbol}"
             continue
         try:
-            curve, bad, implausible = element_curve(potential.calculator, symbol, grid, potential.name)
+            curve, bad, implausible = element_curve(potential, symbol, grid)
         except Exception as exc:  # the element is not computed; the run goes on
             failed[key] = _reason(exc)
             excluded[key] = f"failed: {failed[key]}"

@@ -3,7 +3,7 @@
 Three kinds of entry:
 
 * builtin / shipped: no weights (``emt``) or weights inside an installed PyPI package
-  (``chgnet-0.3.0``, ``sevennet-0``). These always load offline.
+  (``chgnet-0.3.0``, ``sevennet-0``, ``sevennet-l3i5``). These always load offline.
 * hub: the upstream loader normally downloads weights (MACE-MP, MatGL, ORB, UMA). We never
   download at run time: these load only from a local file (``$CRUCIBLE_MLIP_WEIGHTS/<name>/``
   or the upstream package's own cache folder) and otherwise raise
@@ -20,9 +20,9 @@ own potentials (config ``potentials:``, passed as ``custom``) are specs of the s
 :mod:`crucible.potentials.custom` and load exactly like the registered ones. A spec's ``device``
 ("cpu" or "gpu") is what its rules ask for (:func:`crucible.potentials.workflow.potentials_on`).
 
-Models that offer a batched forward pass also give
-``Potential.batch_energies(list_of_atoms) -> list[float]`` (total energies, eV); on CUDA this is
-what makes a GPU worth having (:func:`crucible.potentials.energies.evaluate_energies`).
+Models that offer a batched forward pass (CHGNet, SevenNet) also carry it as
+``Potential.batched``: :func:`crucible.potentials.batch.evaluate` runs many structures through it
+(energies, forces, stresses); on CUDA this is what makes a GPU worth having.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from crucible.core.registry import Registry
+from crucible.potentials.model_batches import chgnet_batched, sevennet_batched
 from crucible.potentials.provenance import provenance, provenance_text
 from crucible.potentials.spec import Potential, PotentialSpec, WeightsUnavailableError, resolve_device
 
@@ -111,30 +112,21 @@ def _load_chgnet_030(device: str):
     return calc
 
 
-def _chgnet_batch(calc):
-    model = calc.model
-
-    def batch_energies(atoms_list):
-        from pymatgen.io.ase import AseAtomsAdaptor
-
-        structures = [AseAtomsAdaptor.get_structure(a) for a in atoms_list]
-        preds = model.predict_structure(structures, task="e", batch_size=16)
-        if isinstance(preds, dict):
-            preds = [preds]
-        # CHGNet predicts energy per atom.
-        return [float(p["e"]) * len(a) for p, a in zip(preds, atoms_list)]
-
-    return batch_energies
+# the checkpoints inside the sevenn wheel, by our name: (folder, file) under pretrained_potentials/
+_SEVENNET_CHECKPOINTS = {
+    "sevennet-0": ("SevenNet_0__11Jul2024", "checkpoint_sevennet_0.pth"),
+    # sevenn's "7net-l3i5" (sevenn._const.SEVENNET_l3i5): the leaderboard's sevennet-l3i5
+    "sevennet-l3i5": ("SevenNet_l3i5", "checkpoint_l3i5.pth"),
+}
 
 
-def _sevennet_checkpoint() -> Path:
+def _sevennet_checkpoint(name: str = "sevennet-0") -> Path:
     import sevenn
 
-    path = (
-        Path(sevenn.__file__).parent / "pretrained_potentials" / "SevenNet_0__11Jul2024" / "checkpoint_sevennet_0.pth"
-    )
+    folder, file = _SEVENNET_CHECKPOINTS[name]
+    path = Path(sevenn.__file__).parent / "pretrained_potentials" / folder / file
     if not path.is_file():
-        raise WeightsUnavailableError(f"model 'sevennet-0': {path} missing from the installed sevenn package")
+        raise WeightsUnavailableError(f"model {name!r}: {path} missing from the installed sevenn package")
     return path
 
 
@@ -144,7 +136,7 @@ def _sevennet_elements(calc) -> list[str]:
     return sorted(chemical_symbols[int(z)] for z in calc.type_map)  # keys: atomic numbers
 
 
-def _load_sevennet_0(device: str):
+def _load_sevennet(name: str, device: str):
     import warnings
 
     from sevenn.calculator import SevenNetCalculator
@@ -152,7 +144,15 @@ def _load_sevennet_0(device: str):
     # An explicit path, not the name "7net-0": the name lookup may fall back to a download.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return SevenNetCalculator(model=str(_sevennet_checkpoint()), device=device)
+        return SevenNetCalculator(model=str(_sevennet_checkpoint(name)), device=device)
+
+
+def _load_sevennet_0(device: str):
+    return _load_sevennet("sevennet-0", device)
+
+
+def _load_sevennet_l3i5(device: str):
+    return _load_sevennet("sevennet-l3i5", device)
 
 
 def _offline_hub():
@@ -228,7 +228,7 @@ REGISTRY: Registry[PotentialSpec] = Registry(
             kind="shipped",
             description="CHGNet 0.3.0, weights inside the chgnet wheel",
             factory=_load_chgnet_030,
-            batch=_chgnet_batch,
+            batched=chgnet_batched,
             device="gpu",
         ),
         PotentialSpec(
@@ -236,6 +236,16 @@ REGISTRY: Registry[PotentialSpec] = Registry(
             kind="shipped",
             description="SevenNet-0 (11Jul2024), weights inside the sevenn wheel",
             factory=_load_sevennet_0,
+            batched=sevennet_batched,
+            elements=_sevennet_elements,
+            device="gpu",
+        ),
+        PotentialSpec(
+            name="sevennet-l3i5",
+            kind="shipped",
+            description="SevenNet-l3i5 (sevenn's 7net-l3i5, lmax 3, 5 layers), weights inside the sevenn wheel",
+            factory=_load_sevennet_l3i5,
+            batched=sevennet_batched,
             elements=_sevennet_elements,
             device="gpu",
         ),
@@ -345,7 +355,7 @@ def load_potential(
         name=name,
         device=dev,
         calculator=calc,
-        batch_energies=spec.batch(calc) if spec.batch else None,
+        batched=spec.batched(calc) if spec.batched else None,
         elements=frozenset(spec.elements(calc)) if spec.elements else None,
         provenance=provenance(spec, calc, dev),
     )

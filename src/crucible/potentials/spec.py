@@ -159,8 +159,9 @@ class PotentialSpec(Spec):
     # a user's potential (config potentials:): its "pkg.mod:factory" and params, as configured
     class_path: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
-    # batch(calculator) -> (list of atoms -> total energies in eV)
-    batch: Callable[[object], Callable[[list], list[float]]] | None = None
+    # batched(calculator) -> the model's own batched forward pass, a
+    # crucible.potentials.model_batches.BatchedPath; None: one structure at a time through the calculator
+    batched: Callable[[object], Callable[..., list]] | None = None
     inputs: tuple[str, ...] = ("structure",)
     # one job runs one potential over one input set: the Delta set (EOS), a frames file (s2ef),
     # a chunk of reactions (catalysis), a generator's items (crystal mlip-search)
@@ -180,7 +181,8 @@ class Potential:
     name: str
     device: str
     calculator: object
-    batch_energies: Callable[[list], list[float]] | None = None
+    # the model's batched pass (crucible.potentials.batch.evaluate uses it), None when it has none
+    batched: Callable[..., list] | None = None
     # the element symbols the model has parameters for; None when it does not say
     elements: frozenset[str] | None = field(default=None, compare=False)
     # what ran (:func:`provenance`): recorded beside every result the potential produced
