@@ -113,6 +113,9 @@ def check(config: dict[str, Any]) -> None:
         )
 
     potentials_wf.check_potential_names(config, potentials(config), "discovery.diatomics.potentials")
+    from crucible.discovery.phonons import workflow as phonons_wf
+
+    phonons_wf.check(config)
     value = _section(config)["diatomics"]["elements"]
     if not isinstance(value, str):
         unknown = sorted(set(value) - set(symbols()))
@@ -160,9 +163,12 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
 
 
 def final_outputs(config: dict[str, Any]) -> list[str]:
+    from crucible.discovery.phonons import workflow as phonons_wf
+
     out = stability_files(config)
     if out:
         out += [STABILITY_TABLE.format(ext=e) for e in ("csv", "md", "tex")]
+    out += phonons_wf.final_outputs(config)
     ps = potentials(config)
     if not ps:
         return out
@@ -183,8 +189,16 @@ FAMILY = Family(
         "discovery_diatomics_curves.rst",
         "discovery_diatomics_metrics.rst",
         "discovery_stability.rst",
+        "discovery_kappa.rst",
+        "discovery_kappa_materials.rst",
+        "discovery_kappa_parity.rst",
+        "discovery_kappa_srme.rst",
     ),
     envs=("mlip.yaml",),
-    built=lambda c: {"diatomics potentials": potentials(c), "stability models": stability_models(c)},
+    built=lambda c: {
+        "diatomics potentials": potentials(c),
+        "stability models": stability_models(c),
+        "κ potentials": section(c, "discovery")["phonons"]["potentials"],
+    },
     names=names,
 )
