@@ -143,8 +143,14 @@ def reference_file() -> str:
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    if "discovery" not in config or not potentials(config):
+    from crucible.discovery.phonons import workflow as phonons_wf
+
+    if "discovery" not in config:
         return {}
+    # the κ task's jobs carry the identity of the potential they ran, as the curves do
+    kappa = potentials_wf.potential_meanings(config, phonons_wf.potentials(config))
+    if not potentials(config):
+        return kappa
     out = {
         "discovery/settings": Meaning(
             {"elements": elements(config)},
@@ -159,7 +165,7 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             ),
         )
     }
-    return out | potentials_wf.potential_meanings(config, potentials(config))
+    return out | kappa | potentials_wf.potential_meanings(config, potentials(config))
 
 
 def final_outputs(config: dict[str, Any]) -> list[str]:
