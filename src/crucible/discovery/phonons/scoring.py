@@ -120,24 +120,22 @@ def table(
     rows = []
     for pot, doc in sorted(scores.items()):
         rows += [{"potential": pot, **r} for r in material_table(doc, published if pot.startswith("chgnet") else {})]
-    mdf = pd.DataFrame(
-        rows,
-        columns=[
-            "potential",
-            "mp_id",
-            "material",
-            "kappa",
-            "kappa_published",
-            "kappa_diff_pct",
-            "kappa_DFT",
-            "SRME",
-            "SRME_published",
-            "SRME_diff",
-            "failure",
-            "failed_published",
-            "cpu_s",
-        ],
-    )
+    headers = {
+        "potential": "potential",
+        "mp_id": "mp id",
+        "material": "material",
+        "kappa": "κ ours (W/m/K)",
+        "kappa_published": "κ published",
+        "kappa_diff_pct": "κ difference (%)",
+        "kappa_DFT": "κ PBE",
+        "SRME": "SRME ours",
+        "SRME_published": "SRME published",
+        "SRME_diff": "SRME difference",
+        "failure": "failure ours",
+        "failed_published": "failed published",
+        "cpu_s": "CPU-s ours",
+    }
+    mdf = pd.DataFrame(rows, columns=list(headers))
     write_table(
         mdf,
         out_materials_csv,
@@ -145,7 +143,7 @@ def table(
         None,
         title="κ per material: ours beside the authors' CHGNet 0.3.0 run",
         caption="κ_TOT average (W/m/K) and SRME at 300 K; published: k_SRME's models/CHGNet/metrics.txt; NaN κ: a failure.",
-        headers={c: c for c in mdf.columns},
+        headers=headers,
     )
     log.info(
         "kappa table: %d of ours beside %d published rows; %d material rows", len(ours), len(df) - len(ours), len(mdf)
