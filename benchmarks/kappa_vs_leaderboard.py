@@ -13,7 +13,7 @@ column names, as plain strings), its data/enums modules (file references, the mo
 always have). Its ``calc_kappa_metrics_from_dfs(df_pred, df_true)`` scores each row.
 
 The inputs: our per-material result files (kappa.json of the conductivity jobs), and
-``--synthetic N`` materials of the PBE reference with every mode conductivity scaled by a random
+``--synthetic N`` other materials of the PBE reference with every mode conductivity scaled by a random
 factor (a tenth of them marked as failed with imaginary modes), so that all of the code's paths
 run on the 103 real mode sets without a potential. Both sides read the same reference (the pinned
 kappas_phononDB_PBE_noNAC.json.gz, default the one shipped in data/k-srme/).
@@ -104,9 +104,15 @@ def inputs(results: list[Path], synthetic: int, reference: dict, seed: int = 0) 
 
     from crucible.core.io import read_json
 
-    out = [read_json(p) for p in results]
+    out = []
+    for p in results:
+        doc = read_json(p)
+        if any(r["mp_id"] == doc["mp_id"] for r in out):
+            sys.exit(f"{p}: a second result of {doc['mp_id']}; the leaderboard's code scores one per material")
+        out.append(doc)
     rng = np.random.default_rng(seed)
-    for k, (mp_id, ref) in enumerate(list(reference.items())[:synthetic]):
+    given = {r["mp_id"] for r in out}
+    for k, (mp_id, ref) in enumerate([item for item in reference.items() if item[0] not in given][:synthetic]):
         mode = np.asarray(ref["mode_kappa_TOT_ave"], dtype=float) * rng.uniform(
             0.2, 3.0, size=np.shape(ref["mode_kappa_TOT_ave"])
         )
