@@ -23,7 +23,8 @@ TINY_RUN_CONFIG = {
     "crystal": {"max_test_items": 6},
     "reactions": {"datasets": ["direct-arylation"]},
     # from the reference and cards that ship in data/matbench-discovery/ (36 fetch jobs that copy)
-    "discovery": {"diatomics": {"potentials": ["emt"], "elements": ["H"]}},
+    # (the phonons task's MgO with CHGNet, minutes of CPU, is tested in tests/test_discovery_kappa.py)
+    "discovery": {"diatomics": {"potentials": ["emt"], "elements": ["H"]}, "phonons": {"potentials": []}},
 }
 TINY_RUN_ROLES = (
     "matbench/metadata",

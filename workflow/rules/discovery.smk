@@ -8,6 +8,7 @@
 from crucible.stages import declaration as stage
 from crucible.discovery import workflow as discovery_wf
 from crucible.potentials import workflow as potentials_wf
+from crucible.discovery.phonons import workflow as phonons_wf
 
 
 rule run_diatomics:
@@ -167,3 +168,197 @@ rule tabulate_stability:
         "../../envs/mlip.yaml"
     shell:
         stage.shell("discovery stability-table")
+
+
+# Matbench Discovery's phonons task kappa_103 (κ_SRME): per potential and phononDB material a
+# relaxation, the second-order forces, the third-order forces in chunks (a job per
+# discovery.phonons.chunk_size displacements: a killed chunk is redone alone), then the force
+# constants and the Wigner conductivity on CPU threads; per potential the leaderboard's prediction
+# file and the scores. The force jobs ask for the potential's GPU (gpu=0 for a cpu potential).
+rule relax_kappa:
+    input:
+        structures=phonons_wf.role_file("discovery/phonons/structures"),
+        potential=lambda wc: potentials_wf.custom_potential_sources(config, wc.potential),
+    output:
+        out=phonons_wf.RELAXED,
+    log:
+        "logs/discovery/phonons/{potential}/{material}/relax.log",
+    benchmark:
+        "benchmarks/runs/discovery/phonons/{potential}/{material}/relax.tsv"
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config),
+        material=phonons_wf.material_pattern(config),
+    conda:
+        "../../envs/mlip.yaml"
+    threads: 1
+    resources:
+        gpu=lambda wc: phonons_wf.gpu(config, wc.potential),
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 30 * attempt,
+    params:
+        custom_potentials=lambda wc: potentials_wf.custom_potential_json(config, wc.potential),
+        # a relaxation file of an older meaning reruns, and everything after it
+        phonons_format=phonons_wf.FORMAT,
+    shell:
+        stage.shell(
+            "discovery kappa-relax",
+            potential="{wildcards.potential:q}",
+            material="{wildcards.material:q}",
+            device=None,
+        )
+
+
+rule kappa_fc2:
+    input:
+        structures=phonons_wf.role_file("discovery/phonons/structures"),
+        relaxed=phonons_wf.RELAXED,
+    output:
+        out=phonons_wf.FC2,
+    log:
+        "logs/discovery/phonons/{potential}/{material}/fc2.log",
+    benchmark:
+        "benchmarks/runs/discovery/phonons/{potential}/{material}/fc2.tsv"
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config),
+        material=phonons_wf.material_pattern(config),
+    conda:
+        "../../envs/mlip.yaml"
+    threads: 1
+    resources:
+        gpu=lambda wc: phonons_wf.gpu(config, wc.potential),
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 30 * attempt,
+    params:
+        custom_potentials=lambda wc: potentials_wf.custom_potential_json(config, wc.potential),
+    shell:
+        stage.shell(
+            "discovery kappa-fc2",
+            potential="{wildcards.potential:q}",
+            material="{wildcards.material:q}",
+            device=None,
+        )
+
+
+rule kappa_fc3:
+    input:
+        structures=phonons_wf.role_file("discovery/phonons/structures"),
+        relaxed=phonons_wf.RELAXED,
+        fc2=phonons_wf.FC2,
+    output:
+        out=phonons_wf.FC3,
+    log:
+        "logs/discovery/phonons/{potential}/{material}/fc3_{chunk}.log",
+    benchmark:
+        "benchmarks/runs/discovery/phonons/{potential}/{material}/fc3_{chunk}.tsv"
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config),
+        material=phonons_wf.material_pattern(config),
+        chunk=r"\d+",
+    conda:
+        "../../envs/mlip.yaml"
+    threads: 1
+    resources:
+        gpu=lambda wc: phonons_wf.gpu(config, wc.potential),
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
+    params:
+        chunk_size=phonons_wf.chunk_size(config),
+        custom_potentials=lambda wc: potentials_wf.custom_potential_json(config, wc.potential),
+    shell:
+        stage.shell(
+            "discovery kappa-fc3",
+            potential="{wildcards.potential:q}",
+            material="{wildcards.material:q}",
+            chunk="{wildcards.chunk}",
+            device=None,
+        )
+
+
+rule kappa_conductivity:
+    input:
+        structures=phonons_wf.role_file("discovery/phonons/structures"),
+        relaxed=phonons_wf.RELAXED,
+        fc2=phonons_wf.FC2,
+        chunks=lambda wc: phonons_wf.chunk_files(config, wc.potential, wc.material),
+    output:
+        out=phonons_wf.KAPPA,
+    log:
+        "logs/discovery/phonons/{potential}/{material}/kappa.log",
+    benchmark:
+        "benchmarks/runs/discovery/phonons/{potential}/{material}/kappa.tsv"
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config),
+        material=phonons_wf.material_pattern(config),
+    conda:
+        "../../envs/mlip.yaml"
+    # phono3py's ph-ph interaction is OpenMP: the 19³ mesh of MgO is ~6 CPU-min
+    threads: 4
+    resources:
+        mem_mb=lambda wc, attempt: 8000 * attempt,
+        runtime=lambda wc, attempt: 120 * attempt,
+    shell:
+        stage.shell("discovery kappa-conductivity", material="{wildcards.material:q}")
+
+
+rule score_kappa:
+    input:
+        inputs=lambda wc: phonons_wf.kappa_files(config, wc.potential),
+        reference=phonons_wf.role_file("discovery/phonons/pbe-reference"),
+    output:
+        out_predictions=phonons_wf.PREDICTIONS,
+        out_scores=phonons_wf.SCORES,
+    log:
+        "logs/discovery/phonons/{potential}_score.log",
+    benchmark:
+        "benchmarks/runs/discovery/phonons/{potential}_score.tsv"
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config),
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery kappa-score", potential="{wildcards.potential:q}")
+
+
+rule tabulate_kappa:
+    input:
+        inputs=lambda wc: phonons_wf.scores_files(config),
+        cards=discovery_wf.card_files(),
+        published_run=phonons_wf.role_file("discovery/phonons/chgnet-published"),
+    output:
+        out_csv=report(
+            "results/tables/discovery_kappa.csv", caption="../report/discovery_kappa.rst", category="Discovery"
+        ),
+        out_md="results/tables/discovery_kappa.md",
+        out_tex="results/tables/discovery_kappa.tex",
+        out_materials_csv=report(
+            "results/tables/discovery_kappa_materials.csv",
+            caption="../report/discovery_kappa_materials.rst",
+            category="Discovery",
+        ),
+        out_materials_md="results/tables/discovery_kappa_materials.md",
+    log:
+        "logs/discovery/kappa_table.log",
+    benchmark:
+        "benchmarks/runs/discovery/kappa_table.tsv"
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery kappa-table")
+
+
+rule plot_kappa:
+    input:
+        inputs=lambda wc: phonons_wf.scores_files(config),
+    output:
+        out_kappa_png=report(
+            phonons_wf.KAPPA_FIGURE, caption="../report/discovery_kappa_parity.rst", category="Discovery"
+        ),
+        out_srme_png=report(phonons_wf.SRME_FIGURE, caption="../report/discovery_kappa_srme.rst", category="Discovery"),
+    log:
+        "logs/discovery/kappa_figures.log",
+    benchmark:
+        "benchmarks/runs/discovery/kappa_figures.tsv"
+    conda:
+        "../../envs/mlip.yaml"
+    shell:
+        stage.shell("discovery kappa-figures")

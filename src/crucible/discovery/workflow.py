@@ -113,6 +113,9 @@ def check(config: dict[str, Any]) -> None:
         )
 
     potentials_wf.check_potential_names(config, potentials(config), "discovery.diatomics.potentials")
+    from crucible.discovery.phonons import workflow as phonons_wf
+
+    phonons_wf.check(config)
     value = _section(config)["diatomics"]["elements"]
     if not isinstance(value, str):
         unknown = sorted(set(value) - set(symbols()))
@@ -140,8 +143,14 @@ def reference_file() -> str:
 
 
 def names(config: dict[str, Any]) -> dict[str, Meaning]:
-    if "discovery" not in config or not potentials(config):
+    from crucible.discovery.phonons import workflow as phonons_wf
+
+    if "discovery" not in config:
         return {}
+    # the κ task's jobs carry the identity of the potential they ran, as the curves do
+    kappa = potentials_wf.potential_meanings(config, phonons_wf.potentials(config))
+    if not potentials(config):
+        return kappa
     out = {
         "discovery/settings": Meaning(
             {"elements": elements(config)},
@@ -156,13 +165,16 @@ def names(config: dict[str, Any]) -> dict[str, Meaning]:
             ),
         )
     }
-    return out | potentials_wf.potential_meanings(config, potentials(config))
+    return out | kappa | potentials_wf.potential_meanings(config, potentials(config))
 
 
 def final_outputs(config: dict[str, Any]) -> list[str]:
+    from crucible.discovery.phonons import workflow as phonons_wf
+
     out = stability_files(config)
     if out:
         out += [STABILITY_TABLE.format(ext=e) for e in ("csv", "md", "tex")]
+    out += phonons_wf.final_outputs(config)
     ps = potentials(config)
     if not ps:
         return out
@@ -183,8 +195,16 @@ FAMILY = Family(
         "discovery_diatomics_curves.rst",
         "discovery_diatomics_metrics.rst",
         "discovery_stability.rst",
+        "discovery_kappa.rst",
+        "discovery_kappa_materials.rst",
+        "discovery_kappa_parity.rst",
+        "discovery_kappa_srme.rst",
     ),
     envs=("mlip.yaml",),
-    built=lambda c: {"diatomics potentials": potentials(c), "stability models": stability_models(c)},
+    built=lambda c: {
+        "diatomics potentials": potentials(c),
+        "stability models": stability_models(c),
+        "κ potentials": section(c, "discovery")["phonons"]["potentials"],
+    },
     names=names,
 )
