@@ -8,7 +8,7 @@ from snakemake.utils import min_version
 
 from crucible.core.errors import ConfigError
 from crucible.report.front_page import CONFIG_KEY, FrontPage
-from crucible.run_summary import report_command, run_summary, snakemake_executable
+from crucible.run_summary import run_summary, summary_facts
 from crucible.core.yaml_files import check_config_files
 
 min_version("9.0")
@@ -89,34 +89,22 @@ onstart:
     )
 
 
-def _summary_args():
-    """What the closing summary says beyond the outputs: each family's final outputs, the family
-    of a failed job (a download's: the families its files are for), and the report command of
-    this very run (the Snakemake running now, its --configfile files)."""
-    rule_family = {r.name: RULE_FAMILIES.get(os.path.basename(r.snakefile), "") for r in workflow.rules}
-    names = [f.name for f in FAMILIES]
-
-    def family_of(rule, output):
-        if rule == "fetch_artifact" and output:
-            return ", ".join(sources_wf.download_families(SOURCES, os.path.basename(output), names))
-        return rule_family.get(rule, "")
-
-    command = report_command(
-        snakemake_executable(sys.argv[0], sys.executable),
-        workflow.overwrite_configfiles,
-        workflow.main_snakefile,
-        os.getcwd(),
-    )
-    return {
-        "families": {f.name: f.final_outputs(config) for f in FAMILIES if families.enabled(config, f.name)},
-        "family_of": family_of,
-        "report_cmd": command,
-    }
-
-
 onsuccess:
-    print(run_summary(families.final_outputs(config), log, **_summary_args()), file=sys.stderr)
+    print(
+        run_summary(
+            families.final_outputs(config), log, **summary_facts(workflow, config, FAMILIES, RULE_FAMILIES, SOURCES)
+        ),
+        file=sys.stderr,
+    )
 
 
 onerror:
-    print(run_summary(families.final_outputs(config), log, failed=True, **_summary_args()), file=sys.stderr)
+    print(
+        run_summary(
+            families.final_outputs(config),
+            log,
+            failed=True,
+            **summary_facts(workflow, config, FAMILIES, RULE_FAMILIES, SOURCES),
+        ),
+        file=sys.stderr,
+    )

@@ -69,7 +69,7 @@ def test_a_subset_run_then_the_full_run_reruns_only_the_aggregates(tmp_path, ven
     assert "Shell command" not in console and "crucible matbench predict" not in console
     summary = console[console.index("crucible: the run is complete") :]
     assert "results/tables/matbench_leaderboard.{csv,md,tex}" in summary
-    assert "results/figures/matbench/gbm-magpie/ (2 files)" in summary and "report: snakemake --report" in summary
+    assert "results/figures/matbench/gbm-magpie/ (2 files)" in summary and "--report results/report.zip" in summary
     log = (work / "logs/matbench/predict/gbm-magpie/matbench_steels.log").read_text()
     line0 = log.splitlines()[0]
     assert "command: crucible matbench predict --model gbm-magpie " in line0 and " --task matbench_steels " in line0

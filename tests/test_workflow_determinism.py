@@ -170,6 +170,10 @@ def classify(path: str, workdir: Path, pinned_files: set[Path]) -> str:
         if rel.startswith("src/crucible/") and real.name == "config.schema.yaml":
             return "config"  # each family's config schema
     text = real.as_posix()
+    if text.startswith("/usr/share/fonts/") and real.suffix in (".ttf", ".otf"):
+        # a font the system has and matplotlib's font cache lists (Debian's fonts-dejavu, pulled in
+        # by a browser or ImageMagick): a figure's glyphs, never a number of a table
+        return "font"
     if text.startswith("/tmp/") and any(marker in text for marker in TEMPORARY):
         return "temporary"
     if real.parent == Path(sys.executable).parent or ".egg-info/" in text or ".dist-info/" in text:

@@ -16,7 +16,7 @@ import shlex
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 REPORT = "results/report.zip"
 _KINDS = ("tables", "figures")
@@ -197,3 +197,34 @@ def run_summary(
     for path in _log_files(snakemake_log):
         lines.append(f"  Snakemake's log: {path}")
     return "\n".join(lines)
+
+
+def summary_facts(workflow: Any, config: dict, family_list: Sequence[Any], rule_families: dict, sources: dict) -> dict:
+    """What the closing summary says beyond the outputs (the Snakefile's onsuccess/onerror pass it
+    to :func:`run_summary`): each family's final outputs, the family of a failed job (a download's:
+    the families its files are for), and the report command of this very run (the Snakemake
+    running now, its --configfile files)."""
+    import sys
+
+    from crucible.dag import families
+    from crucible.sources import workflow as sources_wf
+
+    rule_family = {r.name: rule_families.get(os.path.basename(r.snakefile), "") for r in workflow.rules}
+    names = [f.name for f in family_list]
+
+    def family_of(rule: str, output: str) -> str:
+        if rule == "fetch_artifact" and output:
+            return ", ".join(sources_wf.download_families(sources, os.path.basename(output), names))
+        return rule_family.get(rule, "")
+
+    command = report_command(
+        snakemake_executable(sys.argv[0], sys.executable),
+        workflow.overwrite_configfiles,
+        workflow.main_snakefile,
+        os.getcwd(),
+    )
+    return {
+        "families": {f.name: f.final_outputs(config) for f in family_list if families.enabled(config, f.name)},
+        "family_of": family_of,
+        "report_cmd": command,
+    }
