@@ -148,7 +148,7 @@ def test_a_non_finite_force_is_named():
 
     atoms = Atoms("Mg2", positions=[[0, 0, 0], [2, 0, 0]], cell=[5, 5, 5], pbc=True)
     assert forces_of(Broken(), [None]).shape == (1, 0, 3)
-    with pytest.raises(NonFiniteForce, match="structure 1: 1 non-finite"):
+    with pytest.raises(NonFiniteForce, match="structure 1: non-finite forces"):
         forces_of(Broken(), [None, atoms])
 
 

@@ -45,6 +45,9 @@ NOT_USER_FILES = {
     "identity/job_code.py": "its own code digest cache",
     "identity/installed_code.py": "its own cache of installed files' stats (RECORDs are read by importlib)",
     "stages/declaration.py": "JSON params the rule passes",
+    "identity/job_reads.py": "its own cache of distributions' files, read by the audit of a job's reads",
+    "discovery/phonons/report.py": "the pinned metrics.txt of the authors' CHGNet run (its pin checked by pinned())",
+    "discovery/phonons/workflow.py": "the displacement counts that ship in the package",
     "stages/groups.py": "the groups' own stages modules, parsed for their HELP, never imported",
 }
 

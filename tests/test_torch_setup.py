@@ -62,11 +62,17 @@ NO_TORCH = {
         for c in ("audit", "build-items", "csp-table", "figure", "sample-prompts", "score", "score-samples", "table")
     ),
     *(("discovery", c) for c in ("table", "curves-figure", "metrics-figure", "stability", "stability-table")),
+    # κ_SRME after the forces: phono3py (numpy and C), scores, tables, figures
+    *(("discovery", c) for c in ("kappa-conductivity", "kappa-score", "kappa-table", "kappa-figures")),
 }
 
 TORCH = [
     ("mlip", "eos"),
     ("discovery", "curves"),
+    # κ_SRME's relaxation and force sets: the potential through load_potential, which configures torch first
+    ("discovery", "kappa-relax"),
+    ("discovery", "kappa-fc2"),
+    ("discovery", "kappa-fc3"),
     ("mlip", "s2ef-predict"),
     ("catalysis", "relax"),
     ("catalysis", "relative"),

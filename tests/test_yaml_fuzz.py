@@ -107,6 +107,9 @@ READERS = {
     "llm/model_entry.py": {"llm-config-file"},
     "discovery/data.py": {"discovery-model-card"},
     "discovery/wbm.py": {"discovery-model-card"},
+    "discovery/phonons/report.py": {"discovery-model-card"},
+    # config/config.yaml and the user's --configfile files, read to name a subset run
+    "dag/runs.py": {"config", "config-matbench-test"},
 }
 NOT_USER_YAML = {"core/yaml_files.py": "the reader itself", "dag/config.py": "the packaged schemas"}
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from crucible.discovery.phonons.protocol import NO_TILT_MASK, PROTOCOL
+from crucible.potentials.spec import read_energy, read_forces, read_stress
 
 
 def space_group(atoms: Any, symprec: float = PROTOCOL["symprec"]) -> int | None:
@@ -31,8 +32,8 @@ def _stage(atoms: Any, max_steps: int, fmax: float) -> tuple[int, bool, str | No
     converged = False
     for step_converged in opt.irun(fmax=fmax, steps=max_steps):
         converged = step_converged
-        forces = atoms.get_forces()
-        stress = atoms.get_stress()
+        forces = read_forces(atoms, "potential")
+        stress = read_stress(atoms, "potential")
         if not (np.isfinite(forces).all() and np.isfinite(stress).all()):
             return (
                 int(opt.get_number_of_steps()),
@@ -72,7 +73,7 @@ def relax(atoms: Any, calculator: Any, max_steps: int = PROTOCOL["max_steps"], f
     energy = float("nan")
     if bad is None:
         final.calc = calculator
-        energy = float(final.get_potential_energy())
+        energy = read_energy(final, "potential")
         if not math.isfinite(energy):
             bad = "non-finite energy of the relaxed structure"
     record.update(
@@ -81,7 +82,7 @@ def relax(atoms: Any, calculator: Any, max_steps: int = PROTOCOL["max_steps"], f
         redirected_to_stage1=redirected,
         final_spacegroup=final_spg,
         energy=energy if math.isfinite(energy) else None,
-        max_force=float(np.abs(final.get_forces()).max()) if bad is None else None,
+        max_force=float(np.abs(read_forces(final, "potential")).max()) if bad is None else None,
     )
     if bad is not None:
         record["failure"] = f"relaxation: {bad}"
