@@ -16,6 +16,7 @@ import re
 import socket
 import time
 import zipfile
+from contextlib import chdir
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -364,6 +365,20 @@ def write_prompts(
         lines.append(json.dumps(record))
     path.write_text("".join(line + "\n" for line in lines))
     return path
+
+
+def plant(workdir: Path, rel: str, rule: str, command: str) -> Path:
+    """Give the stand-in ``workdir/rel`` (a file this test wrote by hand under ``results/``, in place
+    of the output of ``rule``, which runs ``crucible command``) what that rule's job would leave
+    beside it: its identity record and the record's journal entry, written by the job's own
+    JobRecord.write_records. A reader refuses an output of a rule that has neither."""
+    from crucible.identity.records import JobRecord
+
+    with chdir(workdir):  # records and journal are named by the output's path relative to the run
+        assert Path(rel).is_file(), rel
+        job = JobRecord(command=command, code="", names={}, inputs=[], outputs=[rel], rule=rule)
+        job.write_records(["crucible", *command.split()], job.names)
+    return workdir / rel
 
 
 @downloads

@@ -14,9 +14,23 @@ import pytest
 from crucible.core.errors import ConfigError
 from crucible.llm import workflow
 
-from helpers import load_test_config, run_snakemake, write_prompts
+from helpers import load_test_config, plant, run_snakemake, write_prompts
 
 KEY = "sk-dag-SECRET-9876543210"
+
+
+# The rule that makes each benchmark's prompt sets, which these tests write by hand instead.
+PROMPTS_RULE = {
+    "crystal": ("build_crystal_items", "crystal build-items"),
+    "reactions": ("build_questions", "reactions build"),
+}
+
+
+def planted_prompts(workdir, rel, contents, **kwargs):
+    """A stand-in prompt set at ``workdir/rel`` with what its rule would leave beside it
+    (helpers.plant): a reader refuses a prompt set under results/ without an identity record."""
+    write_prompts(workdir / rel, contents, **kwargs)
+    return plant(workdir, rel, *PROMPTS_RULE[rel.split("/")[1]])
 
 
 def config(server_url="http://127.0.0.1:9/v1", ckpt="/nonexistent"):
@@ -32,9 +46,9 @@ def test_dag_answers_prompt_sets_of_two_benchmarks(tmp_path, chat_server, tiny_c
     env = {**venv_env, "CRUCIBLE_DAG_KEY": KEY, "NO_PROXY": "127.0.0.1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     cfg = config(chat_server.base_url, str(tiny_causal_lm))
     crystal = {**cfg, "crystal": {"llm_models": ["echo", "tiny"]}}  # who asks, for the target list
-    write_prompts(tmp_path / "results/crystal/mp-20/prompts.jsonl", ["a cubic oxide", "a metal"])
+    planted_prompts(tmp_path, "results/crystal/mp-20/prompts.jsonl", ["a cubic oxide", "a metal"])
     ds = "buchwald-hartwig/single_varying"
-    write_prompts(tmp_path / f"results/reactions/{ds}/prompts.jsonl", ["the best base", "the best ligand", "yield"])
+    planted_prompts(tmp_path, f"results/reactions/{ds}/prompts.jsonl", ["the best base", "the best ligand", "yield"])
     (tmp_path / f"answers/reactions/{ds}.jsonl").parent.mkdir(parents=True)
     (tmp_path / f"answers/reactions/{ds}.jsonl").write_text(
         "".join(json.dumps({"id": f"q{k:03d}", "response": f"base {k}"}) + "\n" for k in range(3))
@@ -106,7 +120,7 @@ def test_dag_writes_no_secret_and_keeps_failure_reasons(tmp_path, chat_server, v
     cfg = config(chat_server.base_url)
     cfg["llm"]["models"]["echo"]["max_retries"] = 1
     ds = "bench-ds"
-    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #500", "an alloy"])
+    planted_prompts(tmp_path, f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #500", "an alloy"])
     target = f"results/crystal/{ds}/responses/echo.jsonl"
     password = "PASSWORD-0f3c9e"
     bad = json.loads(json.dumps(cfg))
@@ -153,7 +167,7 @@ def test_dag_with_structured_output_stops_at_a_server_that_ignores_it(tmp_path, 
     schema = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 3}}}
     schema = {**schema, "required": ["answer"], "additionalProperties": False}
     ds = "cernak/single_varying"
-    write_prompts(tmp_path / f"results/reactions/{ds}/prompts.jsonl", ["the best base", "yield"], schemas=[schema] * 2)
+    planted_prompts(tmp_path, f"results/reactions/{ds}/prompts.jsonl", ["the best base", "yield"], schemas=[schema] * 2)
     targets = workflow.response_targets(cfg, "reactions", [ds], models=["echo"])
     proc = run_snakemake(tmp_path, cfg, *targets, env=env, timeout=600)
     assert proc.returncode != 0
@@ -195,7 +209,7 @@ def test_dag_with_planted_secrets_writes_none_of_them(tmp_path, chat_server, ven
     cfg = config(chat_server.base_url)
     cfg["llm"]["models"]["echo"]["max_retries"] = 0
     ds = "bench-ds"
-    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #401"])
+    planted_prompts(tmp_path, f"results/crystal/{ds}/prompts.jsonl", ["a cubic oxide", "a metal #401"])
     target = f"results/crystal/{ds}/responses/echo.jsonl"
     base = chat_server.base_url
     planted = [
@@ -251,7 +265,7 @@ def test_dag_with_an_echoing_impostor_server_writes_no_form_of_the_key(tmp_path,
     chat_server.served_model = "impostor-1b"
     cfg = config(chat_server.base_url)
     ds = "bench-ds"
-    write_prompts(tmp_path / f"results/crystal/{ds}/prompts.jsonl", ["#echoauth a", "#echoauth b"])
+    planted_prompts(tmp_path, f"results/crystal/{ds}/prompts.jsonl", ["#echoauth a", "#echoauth b"])
     target = f"results/crystal/{ds}/responses/echo.jsonl"
     proc = run_snakemake(tmp_path, cfg, target, env=env, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

@@ -10,7 +10,7 @@ import pytest
 
 from crucible.reactions import workflow as rxn
 
-from helpers import load_test_config, provide_downloads, run_snakemake
+from helpers import load_test_config, plant, provide_downloads, run_snakemake
 
 # The test config's section, and a language model whose replies this test writes by hand.
 CONFIG = load_test_config("reactions")
@@ -63,6 +63,10 @@ def test_reactions_dag_end_to_end(tmp_path, venv_env):
                 {"id": q["id"], "response": None if i == 0 else answer, "error": "timeout" if i == 0 else None}
             )
         out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        # with the identity record its rule would write: a reader refuses a response file without one
+        plant(
+            work, qfile.replace("questions.json", "responses/replayed.jsonl"), "generate_llm_responses", "llm generate"
+        )
 
     targets = rxn.final_outputs(CONFIG)
     proc = run_snakemake(work, CONFIG, *targets, env=env)

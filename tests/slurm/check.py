@@ -116,6 +116,12 @@ TIMING_KEYS = ("fit_seconds", "predict_seconds")
 
 
 def _content(path: Path) -> bytes:
+    if ".identity" in path.parts and "journal" in path.parts and "predictions" in path.parts:
+        if path.name.endswith(".json.sha256"):
+            # the journal holds the digest of such a sidecar's whole identity record, its sidecar's
+            # SHA-256 (and so the timings) included: the record is compared without them below, and
+            # its journal entry only for being there
+            return b"journal entry of a record with timings"
     if path.suffix == ".json" and "predictions" in path.parts:
         record = json.loads(path.read_text())
         for key in TIMING_KEYS:
