@@ -50,13 +50,19 @@ def scaled_emt(device: str, scale: float = 1.0) -> ScaledEMT:
     return ScaledEMT(scale, device)
 
 
-class NaNPotential(Calculator):
+class _EMTWithBadElement(Calculator):
+    """EMT, with ``bad_values`` replacing energy and forces wherever ``element`` is in the structure
+    (every structure when it is None): the broken user potentials below."""
+
     implemented_properties = ["energy", "free_energy", "forces"]
 
-    def __init__(self, what: str = "energy", element: str | None = None):
+    def __init__(self, element: str | None = None):
         super().__init__()
-        self.what, self.element = what, element
+        self.element = element
         self._emt = EMT()
+
+    def bad_values(self, energy: float, forces: np.ndarray) -> tuple[float, np.ndarray]:
+        raise NotImplementedError
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
@@ -64,10 +70,19 @@ class NaNPotential(Calculator):
         energy = float(self._emt.results["energy"])
         forces = np.array(self._emt.results["forces"], copy=True)
         if self.element is None or self.element in self.atoms.get_chemical_symbols():
-            energy = float("nan")
-            if "forces" in self.what:
-                forces[:] = np.nan
+            energy, forces = self.bad_values(energy, forces)
         self.results = {"energy": energy, "free_energy": energy, "forces": forces}
+
+
+class NaNPotential(_EMTWithBadElement):
+    def __init__(self, what: str = "energy", element: str | None = None):
+        super().__init__(element)
+        self.what = what
+
+    def bad_values(self, energy, forces):
+        if "forces" in self.what:
+            forces[:] = np.nan
+        return float("nan"), forces
 
 
 def nan_potential(device: str, what: str = "energy", element: str | None = None) -> NaNPotential:
@@ -101,23 +116,14 @@ def typed_potential(device: str, energy=None, as_type: str = "value") -> TypedPo
     return TypedPotential(energy, as_type)
 
 
-class HugePotential(Calculator):
-    implemented_properties = ["energy", "free_energy", "forces"]
-
+class HugePotential(_EMTWithBadElement):
     def __init__(self, value: float = 1e17, element: str | None = None):
-        super().__init__()
-        self.value, self.element = float(value), element
-        self._emt = EMT()
+        super().__init__(element)
+        self.value = float(value)
 
-    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
-        super().calculate(atoms, properties, system_changes)
-        self._emt.calculate(self.atoms, ["energy", "forces"], system_changes)
-        energy = float(self._emt.results["energy"])
-        forces = np.array(self._emt.results["forces"], copy=True)
-        if self.element is None or self.element in self.atoms.get_chemical_symbols():
-            energy = self.value
-            forces[:] = self.value
-        self.results = {"energy": energy, "free_energy": energy, "forces": forces}
+    def bad_values(self, energy, forces):
+        forces[:] = self.value
+        return self.value, forces
 
 
 def huge_potential(device: str, value: float = 1e17, element: str | None = None) -> HugePotential:
