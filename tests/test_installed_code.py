@@ -44,17 +44,7 @@ def fake_dist(tmp_path, monkeypatch):
     _clear()
 
 
-def _clear():
-    for cached in (
-        installed_code._distributions,
-        installed_code._version,
-        installed_code.check_distribution,
-        installed_code._site_map,
-        installed_code._record,
-        installed_code._dist_of,
-        installed_code._site_dirs,
-    ):
-        cached.cache_clear()
+_clear = installed_code.clear_caches
 
 
 def test_an_installed_distribution_is_named_by_its_version(fake_dist):

@@ -131,6 +131,7 @@ class Owner:
         )
 
 
+@lru_cache(maxsize=None)
 def _canon(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -140,9 +141,9 @@ def owner_of(path: str) -> Owner | None:
     None for a file of no installed distribution (a user's, wherever it is: identified by its
     content). Installed means under a site-packages folder on ``sys.path`` (or crucible's own
     package folder, wherever it is imported from)."""
-    for site in _sites():
-        if path.startswith(site + os.sep):
-            return _owner(site, path[len(site) + 1 :].replace(os.sep, "/"))
+    for prefix, site in _sites(tuple(sys.path)):
+        if path.startswith(prefix):
+            return _owner(site, path[len(prefix) :].replace(os.sep, "/"))
     return None
 
 
@@ -157,10 +158,18 @@ def _site_dirs(path: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.abspath(e) for e in path if e.endswith("-packages") and os.path.isdir(e)))
 
 
-def _sites() -> tuple[str, ...]:
+@lru_cache(maxsize=8)
+def _sites(path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``(folder + separator, folder)`` of each site folder, and of the folder crucible's package is in."""
+    return tuple((site + os.sep, site) for site in dict.fromkeys([*_site_dirs(path), _own_root()[0]]))
+
+
+@lru_cache(maxsize=1)
+def _own_root() -> tuple[str, str]:
+    """``(folder, name)`` of crucible's own package folder."""
     from crucible.identity.code_closure import PACKAGE_ROOT
 
-    return tuple(dict.fromkeys([*site_dirs(), str(PACKAGE_ROOT.parent)]))
+    return str(PACKAGE_ROOT.parent), PACKAGE_ROOT.name
 
 
 def pth_files(site: str) -> tuple[str, ...]:
@@ -171,8 +180,6 @@ def pth_files(site: str) -> tuple[str, ...]:
 def _owner(site: str, rel: str) -> Owner | None:
     """Whose ``rel`` (a path in ``site``, ``/``-separated) is, and whether it can be checked: the
     one place that decides it (see the module's doc)."""
-    from crucible.identity.code_closure import PACKAGE_ROOT
-
     top = rel.split("/", 1)[0]
     metadata = top.endswith(_INFO)
     tops, _, unrecorded, names = _site_map(site)
@@ -191,7 +198,7 @@ def _owner(site: str, rel: str) -> Owner | None:
     name, version = (names.get(info) or _dist_of(site, info)) if info is not None else ("", "")
     # crucible itself: its package folder wherever it is imported from (a checkout's src/ has no
     # distribution, or an egg-info without a RECORD), or the distribution that installs it
-    if os.path.join(site, top) == str(PACKAGE_ROOT) or (info is not None and _canon(name) == OWN):
+    if (site, top) == _own_root() or (info is not None and _canon(name) == OWN):
         return Owner(name or OWN, version, own=True, metadata=metadata)
     if info is None:
         return None
@@ -259,50 +266,48 @@ def _tops(site: str, names: list[str]) -> dict[str, list[str]]:
     return tops
 
 
-def _record_paths(site: str, info: str) -> dict[str, str] | None:
-    """``{path: hash}`` of each row of a distribution's RECORD (paths relative to its site folder),
-    None without one."""
-    return _record(os.path.join(site, info, "RECORD"))
-
-
 @lru_cache(maxsize=None)
-def _record(record: str) -> dict[str, str] | None:
-    """A RECORD's rows read as written (Python 3.12's ``Distribution.files`` leaves out the files
-    that no longer exist, which are the removed ones a check must see); kept in the hash cache by
-    the RECORD's stat (parsing scikit-learn's takes milliseconds, every job)."""
+def _record_paths(site: str, info: str) -> frozenset[str] | None:
+    """The paths a distribution's RECORD lists (relative to its site folder), None without one;
+    kept in the hash cache by the RECORD's stat (parsing scikit-learn's takes milliseconds, every
+    job; the paths alone: loading their hashes too would cost a job ten times as much)."""
     from crucible.core.hashes import cache_dir
 
+    record = os.path.join(site, info, "RECORD")
     try:
         st = os.stat(record)
     except OSError:
         return None
     key = hashlib.sha256(f"{record}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}".encode())
-    cache = cache_dir() / "installed" / f"rows-{key.hexdigest()[:32]}.marshal"
+    cache = cache_dir() / "installed" / f"record-{key.hexdigest()[:32]}.marshal"
     try:
-        return dict(marshal.loads(cache.read_bytes()))
+        return frozenset(marshal.loads(cache.read_bytes()))
     except (OSError, ValueError, EOFError, TypeError):
         pass
-    try:
-        with open(record, encoding="utf-8", newline="") as fh:
-            text = fh.read()
-    except OSError:
+    rows = _record_rows(site, info)
+    if rows is None:
         return None
-    if '"' in text:
-        rows = {row[0]: (row[1] if len(row) > 1 else "") for row in csv.reader(text.splitlines()) if row}
-    else:
-        rows = {}
-        for line in text.splitlines():
-            if line:
-                path, _, rest = line.partition(",")
-                rows[path] = rest.split(",", 1)[0]
+    paths = frozenset(path for path, _ in rows)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_bytes(marshal.dumps(tuple(sorted(rows.items()))))
+        tmp.write_bytes(marshal.dumps(tuple(sorted(paths))))
         os.replace(tmp, cache)
     except OSError:
         pass  # a cache that cannot be written only costs time
-    return rows
+    return paths
+
+
+def _record_rows(site: str, info: str) -> list[tuple[str, str]] | None:
+    """``(path, hash)`` of each row of a distribution's RECORD, read as written (Python 3.12's
+    ``Distribution.files`` leaves out the files that no longer exist, which are the removed ones a
+    check must see); None without one."""
+    try:
+        with open(os.path.join(site, info, "RECORD"), encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    return [(row[0], row[1] if len(row) > 1 else "") for row in csv.reader(text.splitlines()) if row]
 
 
 @lru_cache(maxsize=None)
@@ -359,7 +364,7 @@ def check_distribution(dist: str) -> None:
         return
     if owner.problem is not None:  # nothing to compare its files with: a job would run what no one can check
         raise EditedDistributionError(owner.refusal())
-    rows = _record_paths(site, info) or {}
+    rows = _record_rows(site, info) or []
     cache = _cache_file(owner.name, owner.version, Path(site).resolve())
     try:
         known = json.loads(cache.read_text(encoding="utf-8"))
@@ -367,7 +372,7 @@ def check_distribution(dist: str) -> None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         seen = {}
     checked: dict[str, list[int]] = {}
-    for rel, recorded in rows.items():
+    for rel, recorded in rows:
         if not recorded.startswith("sha256=") or rel.startswith("..") or Path(rel).suffix not in CODE:
             continue  # bytecode, RECORD itself, scripts outside the package folder, data files
         path = Path(site) / rel
@@ -396,6 +401,22 @@ def _edited(dist: str, version: str, path: Path, what: str) -> str:
         f"(pip install --force-reinstall --no-deps {dist}=={version}); to run a changed {dist}, install "
         "it under a version of its own"
     )
+
+
+def clear_caches() -> None:
+    """Forget what this process read of installed distributions (for a test that installs, edits or
+    removes one)."""
+    for cached in (
+        _distributions,
+        _version,
+        check_distribution,
+        _site_map,
+        _record_paths,
+        _dist_of,
+        _site_dirs,
+        _sites,
+    ):
+        cached.cache_clear()
 
 
 def check_distributions(dists: Iterable[str]) -> None:

@@ -43,21 +43,29 @@ _WATCHING = False
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
+_READ_MODES = frozenset({"r", "rb", "rt", "br", "tr"})
+
+
 def _hook(event: str, args: tuple) -> None:
+    # Python calls this for every audit event of the process (some 70,000 in a fit's imports, most
+    # of them builtins.id from copy.deepcopy): all but "open" leave at the first comparison, and an
+    # open only files its path (sorting them out waits for collect() at the job's end).
     if event != "open" or not _WATCHING:
         return
     path, mode, flags = args
-    if not isinstance(path, str):
+    if mode in _READ_MODES:
+        writes = False
+    elif mode is None:  # os.open: the flags say it
+        writes = bool(flags & _WRITE_FLAGS)
+    else:
+        writes = "w" in mode or "a" in mode or "x" in mode or "+" in mode
+    if path.__class__ is not str:
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         elif isinstance(path, os.PathLike):
             path = os.fspath(path)
         else:
             return  # a descriptor: opened before, by path
-    if mode is None:  # os.open: the flags say it
-        writes = bool(flags & _WRITE_FLAGS)
-    else:
-        writes = any(c in mode for c in "wax+")
     (_WRITES if writes else _READS).add(path)
 
 
