@@ -168,6 +168,54 @@ from crucible.cli import main
 
 sys.exit(main())
 """
+_COUNT = """#!{python}
+import atexit
+import collections
+import json
+import os
+import sys
+
+events = collections.Counter()
+sys.addaudithook(lambda event, args: events.update((event,)))
+
+
+@atexit.register
+def _write():
+    with open(os.environ["BENCH_EVENTS"], "w", encoding="utf-8") as fh:
+        json.dump({{"events": sum(events.values()), "open": events["open"]}}, fh)
+
+
+from crucible.cli import main
+
+sys.exit(main())
+"""
+_PER_EVENT = """
+import os, sys, time
+from crucible.identity import job_reads
+
+x = object()
+
+
+def loop(n=500_000):
+    started = time.process_time()
+    for _ in range(n):
+        id(x)  # one audit event (builtins.id), the commonest of a job's
+    return (time.process_time() - started) / n
+
+
+def opens(n=100_000):
+    args = (os.path.join(os.getcwd(), "some", "file.csv"), "r", 524288)
+    started = time.process_time()
+    for _ in range(n):
+        job_reads._hook("open", args)
+    return (time.process_time() - started) / n
+
+
+plain = min(loop() for _ in range(5))
+job_reads.watch()
+hooked = min(loop() for _ in range(5))
+print(hooked - plain, min(opens() for _ in range(5)))
+"""
 _HOOK = """#!{python}
 import sys
 
@@ -179,9 +227,11 @@ sys.exit(main())
 
 def _shell_lines(workdir: str, configfile: str | None) -> dict[str, list[str]]:
     """``{rule: [shell line, ...]}`` of every job of the finished run in ``workdir``, as
-    ``snakemake -n --forceall --printshellcmds`` prints them."""
+    ``snakemake -n --forceall --printshellcmds`` with this checkout's Snakefile prints them."""
+    snakefile = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Snakefile")
     cmd = [sys.executable, "-m", "snakemake", "-n", "--forceall", "--printshellcmds", "--cores", "1"]
-    cmd += ["--directory", workdir, *(["--configfile", configfile] if configfile else [])]
+    cmd += ["--snakefile", snakefile, *(["--configfile", configfile] if configfile else [])]
+    cmd += ["--directory", workdir]  # after the config files: it ends their list
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if proc.returncode != 0:
         raise SystemExit(f"snakemake -n failed in {workdir}: {proc.stderr[-2000:]}")
@@ -190,8 +240,8 @@ def _shell_lines(workdir: str, configfile: str | None) -> dict[str, list[str]]:
     for line in (proc.stdout + proc.stderr).splitlines():
         if line.startswith(("rule ", "localrule ")) and line.rstrip().endswith(":"):
             rule = line.split()[1].rstrip(":")
-        elif rule and line.lstrip().startswith("CRUCIBLE_JOB="):
-            rules.setdefault(rule, []).append(line.strip())
+        elif rule and line.lstrip().removeprefix("Shell command:").lstrip().startswith("CRUCIBLE_JOB="):
+            rules.setdefault(rule, []).append(line.lstrip().removeprefix("Shell command:").strip())
             rule = None
     return rules
 
@@ -207,47 +257,59 @@ def jobs(workdir: str, configfile: str | None, only: list[str] | None, repeats: 
     if not chosen:
         raise SystemExit(f"no job of {only or 'any rule'} in {workdir} (rules: {', '.join(sorted(found))})")
     shims = tempfile.mkdtemp(prefix="bench-hook-")
-    for kind, text in (("hook", _HOOK), ("nohook", _NO_HOOK)):
+    for kind, text in (("hook", _HOOK), ("nohook", _NO_HOOK), ("count", _COUNT)):
         os.makedirs(os.path.join(shims, kind))
         script = os.path.join(shims, kind, "crucible")
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(text.format(python=sys.executable))
         os.chmod(script, 0o755)
+    calibration = subprocess.run([sys.executable, "-c", _PER_EVENT], capture_output=True, text=True, check=True)
+    per_event, per_open = (float(x) for x in calibration.stdout.split())
+    print(
+        f"the hook costs {per_event * 1e9:.0f} ns per audit event (a Python call), "
+        f"{per_open * 1e9:.0f} ns more per open it files (min of 5 loops)"
+    )
     rows = []
     for rule, line in chosen.items():
         cpu: dict[str, list[float]] = {"hook": [], "nohook": []}
         parts: list[dict[str, float]] = []
-        for _ in range(repeats):
-            for kind in ("nohook", "hook"):
+        for run in range(repeats + 1):
+            for kind in ("nohook", "hook") if run < repeats else ("count",):
                 cpu_log = os.path.join(shims, f"{kind}.jsonl")
                 env = {
                     **os.environ,
                     "PATH": os.pathsep.join([os.path.join(shims, kind), os.environ.get("PATH", "")]),
                     "CRUCIBLE_CPU_LOG": cpu_log,
+                    "BENCH_EVENTS": os.path.join(shims, "events.json"),
                 }
                 before = os.times()
                 proc = subprocess.run(["bash", "-c", line], cwd=workdir, env=env, capture_output=True, text=True)
                 after = os.times()
                 if proc.returncode != 0:
                     raise SystemExit(f"{rule}: {shlex.split(line)[1:4]} failed (rc {proc.returncode})")
+                if kind == "count":
+                    continue
                 cpu[kind].append(
                     (after.children_user - before.children_user) + (after.children_system - before.children_system)
                 )
                 if kind == "hook":
                     with open(cpu_log, encoding="utf-8") as fh:
                         parts.append(json.loads(fh.read().splitlines()[-1]))
+        with open(os.path.join(shims, "events.json"), encoding="utf-8") as fh:
+            counted = json.load(fh)
         plain, hooked = statistics.median(cpu["nohook"]), statistics.median(cpu["hook"])
         verify = statistics.median(p.get("verify_cpu_s", 0.0) for p in parts)
         record = statistics.median(p.get("record_cpu_s", 0.0) for p in parts)
-        rows.append((rule, plain, hooked, verify, record))
+        estimate = counted["events"] * per_event + counted["open"] * per_open
+        rows.append((rule, plain, estimate, verify, record))
         print(
-            f"{rule}: {plain:.3f} CPU-s without the hook, {hooked:.3f} with it (hook {hooked - plain:+.3f}, "
-            f"{100 * (hooked - plain) / plain:+.1f} %); verify {verify:.3f}, collect + records {record:.3f}; "
-            f"identity with the hook {100 * (hooked - plain + verify + record) / hooked:.1f} % of the job; "
-            f"medians of {repeats}"
+            f"{rule}: {plain:.3f} CPU-s without the hook, {hooked:.3f} with it ({hooked - plain:+.3f}, medians of "
+            f"{repeats}); {counted['events']} audit events ({counted['open']} opens): the hook {estimate:.4f} CPU-s; "
+            f"verify {verify:.4f}, collect + records {record:.4f}; identity "
+            f"{100 * (estimate + verify + record) / plain:.2f} % of the job"
         )
-    hook_mean = statistics.mean(h - p for _, p, h, _, _ in rows)
-    print(f"the hook: {hook_mean:.3f} CPU-s per job, mean over {len(rows)} rules")
+    hook_mean = statistics.mean(e for _, _, e, _, _ in rows)
+    print(f"the hook: {hook_mean:.4f} CPU-s per job (audit events x their cost), mean over {len(rows)} rules")
     if log:
         lines = [json.loads(x) for x in open(log, encoding="utf-8") if x.strip()]
         total = sum(x["cpu_s"] for x in lines)
