@@ -222,8 +222,11 @@ def _site_map(
     changed (an install, a removal or a RECORD deleted moves its folder's mtime)."""
     from crucible.core.hashes import cache_dir
 
-    with os.scandir(site) as entries:
-        listing = sorted((e.name, e.stat().st_mtime_ns if e.name.endswith(_INFO) else 0) for e in entries)
+    try:
+        with os.scandir(site) as entries:
+            listing = sorted((e.name, e.stat().st_mtime_ns if e.name.endswith(_INFO) else 0) for e in entries)
+    except NotADirectoryError:  # a zipped egg on the path: no RECORD in it to check its files with
+        return {}, (), (), {}
     pth = tuple(os.path.join(site, name) for name, _ in listing if name.endswith(".pth"))
     key = hashlib.sha256(json.dumps([3, site, listing]).encode()).hexdigest()  # 3: the format
     cache = cache_dir() / "installed" / f"site-{key[:32]}.json"
@@ -345,8 +348,8 @@ def _installed(dist: str) -> tuple[str, str, Owner] | None:
     names = _site_map(site)[3]
     found = [i for i, (n, _) in sorted(names.items()) if _canon(n) == _canon(dist)]
     info = next((i for i in found if names[i][1] == meta.version), found[0] if found else None)
-    if info is None:
-        return None
+    if info is None:  # found, but not in a folder of distributions (a zipped egg): nothing to check it with
+        return site, "", Owner(dist, meta.version, problem=f"{dist} {meta.version} is installed without a RECORD")
     owner = _owner(site, info)
     return (site, info, owner) if owner is not None else None
 
