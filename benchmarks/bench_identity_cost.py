@@ -27,14 +27,18 @@ with it):
 ``jobs WORKDIR [--configfile F] [--rules R,R] [--repeats N] [--runlog LOG]``
     the audit hook's real cost per job: in ``WORKDIR``, a finished run, one job of each rule (of
     ``--rules``, or every rule the run has) is run again from its own shell line, as Snakemake runs
-    it, alternately with the hook and without it (a ``crucible`` of this benchmark's own, first on
-    the PATH, that makes :func:`crucible.identity.job_reads.watch` do nothing: no switch of the
-    product turns the hook off), and the job's CPU seconds compared, with its identity parts from
-    ``CRUCIBLE_CPU_LOG`` (checking its inputs, collecting what it read and writing its records).
-    With ``--runlog`` (a run's ``logs/job_cpu.jsonl``), the share of that run's job CPU identity
-    takes once the hook is counted: its recorded identity plus its job count times the mean
-    cost of the hook per job measured here. Rerunning a job rewrites its outputs (the same bytes)
-    and records: use a run of its own, never one you keep.
+    it, through a ``crucible`` of this benchmark's own first on the PATH (no switch of the product
+    turns the hook off): once counting the job's audit events and opens, whose count times the
+    hook's cost per event and per open (measured in a loop, the minimum of five) is the hook's
+    cost in that job; and ``--repeats`` times each with the hook and without it (that ``crucible``
+    makes :func:`crucible.identity.job_reads.watch` do nothing), whose CPU seconds are printed
+    too, though on a loaded machine they move more than the hook costs. Beside it, the job's
+    identity parts from ``CRUCIBLE_CPU_LOG`` (checking its inputs; collecting what it read and
+    writing its records) and the share of the job all three take. With ``--runlog`` (a run's
+    ``logs/job_cpu.jsonl``), the share of that run's job CPU identity takes once the hook is
+    counted: its recorded identity plus its job count times the mean hook cost per job measured
+    here. Rerunning a job rewrites its outputs (the same bytes) and records: use a run of its
+    own, never one you keep.
 
     python benchmarks/bench_identity_cost.py jobs /tmp/run --runlog logs/job_cpu.jsonl
 """
