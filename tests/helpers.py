@@ -41,6 +41,7 @@ def run_snakemake(
     snakefile: Path | None = None,
     register: Sequence[str] = (),
     cores: str | None = "2",
+    python: Path | None = None,
 ):
     """The one way the tests run Snakemake: the real Snakefile (or ``snakefile``, e.g. of a copy of
     the repository) in ``workdir``, two cores, with ``args`` (targets and flags) appended; the
@@ -50,14 +51,15 @@ def run_snakemake(
     several are merged, later ones winning), or None for the workflow's own ``config/config.yaml``.
     ``register``: more family packages, appended to crucible.stages.groups.FAMILY_PACKAGES in the
     Snakemake process (what adding a family's line to the registry does). ``cores=None``: the
-    profile's (a cluster run).
+    profile's (a cluster run). ``python``: the interpreter that runs Snakemake (this one's by default);
+    the workflow puts its folder first on the jobs' PATH, so its ``crucible`` runs the jobs.
     """
     import subprocess
     import sys
 
     import yaml
 
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile or REPO / "Snakefile")]
+    cmd = [str(python or sys.executable), "-m", "snakemake", "--snakefile", str(snakefile or REPO / "Snakefile")]
     if isinstance(config, dict):
         (workdir / "config.yaml").write_text(yaml.safe_dump(config))
         cmd += ["--configfile", str(workdir / "config.yaml")]

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from crucible.core.errors import ConfigError
-from crucible.identity import job_reads, job_state, records
+from crucible.identity import installed_code, job_reads, job_state, records
 from crucible.identity.name_book import Meaning, NameBook
 from crucible.identity.records import IdentityError, JobRecord, journal_path, record_path
 
@@ -38,16 +38,14 @@ def site(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("CRUCIBLE_HASH_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    for cached in (job_reads._site_map, job_reads._record_paths, job_reads._dist_of):
-        cached.cache_clear()
+    installed_code.clear_caches()
     importlib.invalidate_caches()
     sys.modules.pop("readpkg", None)
     sys.modules.pop("readpkg.extra", None)
     yield site
     sys.modules.pop("readpkg", None)
     sys.modules.pop("readpkg.extra", None)
-    for cached in (job_reads._site_map, job_reads._record_paths, job_reads._dist_of):
-        cached.cache_clear()
+    installed_code.clear_caches()
 
 
 def test_a_job_records_the_users_files_and_the_distributions_it_ran(site, tmp_path):
@@ -79,11 +77,10 @@ def test_installed_code_no_record_vouches_for_is_refused(site):
     assert "pip install --force-reinstall --no-deps readpkg" in message
     # and a distribution whose RECORD is gone: every file of it
     (site / "readpkg-2.0.dist-info/RECORD").unlink()
-    job_reads._record_paths.cache_clear()
-    job_reads._site_map.cache_clear()
+    installed_code.clear_caches()
     job_reads.watch()
     ran = job_reads.collect([], [])
-    assert "readpkg 2.0 was installed without a RECORD" in job_reads.refusal(ran["refused"])
+    assert "readpkg 2.0 is installed without a RECORD" in job_reads.refusal(ran["refused"])
 
 
 def test_a_sitecustomize_on_the_path_is_a_startup_file(tmp_path, monkeypatch):

@@ -208,6 +208,11 @@ def test_catalysis_and_crystal_take_a_custom_potential_by_name():
         "model": "mine",
         "custom_potentials": {"mine": SCALED},
     }
+    # the files a user's potential declares are inputs of mlip-search's jobs as of its own
+    with_files = {**cfg, "potentials": {"mine": {**SCALED, "files": ["weights/*.npz"]}}}
+    meanings = crystal_wf.names(with_files)
+    assert meanings["crystal/generator/mlip-search"].declared == ("weights/*.npz",)
+    assert crystal_wf.names(cfg)["crystal/generator/mlip-search"].declared == ()
     typo = {**cfg, "catalysis": {"models": ["mien"], "datasets": {"d": {"path": "x.json"}}}}
     assert any("catalysis.models: unknown potential(s) mien" in p for p in cat_wf.problems(typo))
     bad = {**cfg, "crystal": {"generators": ["mlip-search"], "generator_params": {"mlip-search": {"model": "x"}}}}

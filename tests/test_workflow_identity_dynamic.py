@@ -3,7 +3,8 @@ matbench_steels with a user's estimator organised as research code is: a helper 
 ``importlib``, a CSV read beside it, a package of the user's with its data file, a module on
 ``PYTHONPATH`` outside the run directory and an installed distribution of its own. Each edit
 replans exactly the jobs that read the file (one console line names it) and the rerun gives the
-number a fresh directory gives; a ``sitecustomize.py`` that appears reruns every job; installed
+number a fresh directory gives; a ``sitecustomize.py`` that appears reruns every job, as does a
+``.pth`` file in site-packages (of a throwaway venv the jobs start through); installed
 code no RECORD vouches for is refused at planning; an output whose record was removed, or
 rewritten to match a tampered file, is remade before anything reads it; files a user declares
 (``files:``) are inputs of the jobs of their model."""
@@ -14,6 +15,7 @@ import base64
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +227,78 @@ def _install_coefpkg_record(site):
 def _record_row_of(data: bytes, rel: str) -> str:
     sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{rel},sha256={sha},{len(data)}"
+
+
+def _throwaway_venv(where):
+    """A venv of its own (no pip) whose site-packages reaches this one's packages through a
+    ``.pth`` line that adds this venv's site-packages (their ``.pth`` files run too), with a
+    ``crucible`` command of its own interpreter: a Snakemake run by its Python puts its ``bin``
+    first on the jobs' PATH (workflow/rules/common.smk), so every job starts through its
+    site-packages, and the shared venv is never written."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    python = where / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    ours = list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in ours)
+    (site / "00_project_venv.pth").write_text(lines)
+    crucible = where / "bin" / "crucible"
+    crucible.write_text(f"#!{python}\nimport sys\nfrom crucible.cli import main\nsys.exit(main())\n")
+    crucible.chmod(0o755)
+    return python, site
+
+
+@pytest.mark.slow
+def test_a_pth_file_in_site_packages_reruns_every_job(tmp_path, venv_env):
+    """Case 5's other half: a ``.pth`` file in site-packages whose line imports a module that
+    patches numpy.average, as pip's own ``.pth`` files import theirs. Python runs it at each job's
+    start, before any audit hook: the start-up check finds it at planning and reruns the jobs
+    (one console line names it); its removal does the same, and the number comes back."""
+    work = tmp_path / "run"
+    work.mkdir()
+    provide_downloads(work, "matbench/metadata", f"matbench/mirror/{TASK}")
+    python, site = _throwaway_venv(tmp_path / "venv")
+    config = {**CONFIG, "matbench": {"tasks": [TASK], "models": ["dummy"]}}
+    target = f"results/matbench/scores/dummy/{TASK}.json"
+
+    def run(*args):
+        proc = run_snakemake(work, config, target, *args, env=venv_env, python=python, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+        return proc.stdout + proc.stderr
+
+    run()
+    base = _mae(work, "dummy")
+    record = json.loads((work / f"results/matbench/predictions/dummy/{TASK}/.identity/fold_0.json.json").read_text())
+    assert str(site / "00_project_venv.pth") in record["ran"]["startup"], record["ran"]["startup"]
+    assert planned_jobs(run("--dry-run")) == {}
+
+    (site / "numpatch.py").write_text(
+        "import numpy\n_avg = numpy.average\nnumpy.average = lambda a, *k, **kw: _avg(a, *k, **kw) * 3 + 1\n"
+    )
+    (site / "zz_patch.pth").write_text("import numpatch\n")
+    out = run("--dry-run")
+    jobs = planned_jobs(out)
+    assert jobs.get("predict_matbench_task") == 1 and jobs.get("score_matbench") == 1, jobs
+    assert sum("zz_patch.pth: Python runs it at every start" in line for line in out.splitlines()) == 1, out[-3000:]
+    run()
+    patched = _mae(work, "dummy")
+    assert patched != base
+    record = json.loads((work / f"results/matbench/predictions/dummy/{TASK}/.identity/fold_0.json.json").read_text())
+    assert str(site / "numpatch.py") in record["ran"]["files"], sorted(record["ran"]["files"])
+    assert planned_jobs(run("--dry-run")) == {}  # stable: the rerun's records hold it
+
+    (site / "zz_patch.pth").unlink()
+    assert planned_jobs(run("--dry-run")).get("predict_matbench_task") == 1
+    run()
+    assert _mae(work, "dummy") == base
+    print(f"MAE of dummy through a venv's .pth: {base:.2f} -> {patched:.2f} -> {base:.2f}")

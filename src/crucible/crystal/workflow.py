@@ -116,16 +116,19 @@ def names(config: dict[str, Any]) -> dict[str, Any]:
 
     for name in generators(config):
         params = json.loads(generator_params(config, name))
-        code, files = (entry_root("crucible.crystal.generators", name),), ()
+        code, files, declared = (entry_root("crucible.crystal.generators", name),), (), ()
         if isinstance(params.get("model"), str):  # a generator that runs a potential (mlip-search)
             more, files = potential_code(config, params["model"])
             code += more
+            # a user's potential brings the files it declared (potentials.NAME.files): inputs of these jobs too
+            declared = tuple(params.get("custom_potentials", {}).get(params["model"], {}).get("files", []))
         out[f"crystal/generator/{name}"] = Meaning(
             params,
             f"crystal.generator_params.{name}",
             "use another --directory (a generator's name is its class)",
             code=code,
             files=files,
+            declared=declared,
         )
     user = sec["user_datasets"]
     for name in datasets(config):
