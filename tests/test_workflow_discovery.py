@@ -106,6 +106,7 @@ def test_the_kappa_files_have_their_own_switch_and_mirror(tmp_path, venv_env):
             "discovery": {"diatomics": {"potentials": []}, "fetch_upstream": True, "phonons": phonons}
         }
         copied = tmp_path / "copied"
+        copied.mkdir()
         proc = run_snakemake(copied, leaderboard_upstream, *targets, env=venv_env)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         for target in targets:
@@ -117,6 +118,7 @@ def test_the_kappa_files_have_their_own_switch_and_mirror(tmp_path, venv_env):
             }
         }
         downloaded = tmp_path / "downloaded"
+        downloaded.mkdir()
         proc = run_snakemake(downloaded, own_upstream, *targets, env=venv_env)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         assert len(server.hits) == len(targets), server.hits
