@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +185,25 @@ def test_the_plan_counts_chunks_from_the_shipped_displacement_counts():
     assert wf.potential_pattern(config, "cpu") == "(?!x)x"  # matches no potential
     with pytest.raises(ConfigError, match="discovery.phonons.materials"):
         wf.materials({"discovery": {"phonons": {"materials": ["nope"], "potentials": [], "chunk_size": 1}}})
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_phonon_jobs_hold_phono3py_to_their_threads(threads):
+    """phono3py's Rust kernels (phonors) size their rayon pool from RAYON_NUM_THREADS, read at their
+    first parallel call, not from the OMP_NUM_THREADS the rule sets: the jobs set it from --threads
+    (1 and 3: no machine's core count makes both hold by default)."""
+    pytest.importorskip("phonors")
+    import subprocess
+    import sys
+
+    code = (
+        "from crucible.discovery.phonons.jobs import _thread_budget; import phonors; "
+        f"_thread_budget({threads}); print(phonors.rayon_max_threads())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == [str(threads)]
 
 
 @pytest.mark.slow
