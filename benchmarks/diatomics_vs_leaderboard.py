@@ -24,14 +24,11 @@ and over the files' means. Exit status 1 when any relative difference exceeds --
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
-import sys
-import types
-from enum import StrEnum
 from pathlib import Path
 
-PACKAGE = "matbench_discovery.metrics.diatomics"
+from leaderboard_checkout import load_module
+
 METRICS = (
     "pbe_energy_mae",
     "pbe_force_mae",
@@ -50,36 +47,13 @@ METRICS = (
 
 def load_leaderboard(checkout: Path):
     """The leaderboard's metric package, from ``checkout``, with its imports outside it stood in for."""
-    pkg_dir = checkout / "matbench_discovery" / "metrics" / "diatomics"
-    if not (pkg_dir / "__init__.py").is_file():
-        sys.exit(f"{checkout}: no matbench_discovery/metrics/diatomics/__init__.py")
-    root = types.ModuleType("matbench_discovery")
-    root.__path__ = [str(checkout / "matbench_discovery")]
-    root.ROOT = str(checkout)
-    root.repo_relative_path = lambda p: p
-    data = types.ModuleType("matbench_discovery.data")
-    for name in ("FileRef", "file_ref_name", "file_ref_url", "make_file_ref", "update_yaml_file"):
-        setattr(data, name, None)
-    enums = types.ModuleType("matbench_discovery.enums")
-    enums.MbdKey = StrEnum("MbdKey", {m: m for m in METRICS})
-    enums.Model = None
-    metrics = types.ModuleType("matbench_discovery.metrics")
-    metrics.__path__ = [str(checkout / "matbench_discovery" / "metrics")]
-    sys.modules.update(
-        {
-            "matbench_discovery": root,
-            "matbench_discovery.data": data,
-            "matbench_discovery.enums": enums,
-            "matbench_discovery.metrics": metrics,
-        }
+    return load_module(
+        checkout,
+        "matbench_discovery/metrics/diatomics/__init__.py",
+        mbd_keys=METRICS,
+        data_names=("FileRef", "file_ref_name", "file_ref_url", "make_file_ref", "update_yaml_file"),
+        root_attrs={"ROOT": str(checkout), "repo_relative_path": lambda p: p},
     )
-    spec = importlib.util.spec_from_file_location(
-        PACKAGE, pkg_dir / "__init__.py", submodule_search_locations=[str(pkg_dir)]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def theirs(lb, curves_path: Path, reference: Path) -> dict[str, dict[str, float]]:

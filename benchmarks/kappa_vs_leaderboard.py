@@ -25,12 +25,12 @@ status 1 when any exceeds --atol (1e-12).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import sys
-import types
 from enum import StrEnum
 from pathlib import Path
+
+from leaderboard_checkout import load_module, stand_in
 
 KEYS = {
     "mat_id": "material_id",
@@ -59,43 +59,21 @@ MBD_KEYS = (
 
 def load_leaderboard(checkout: Path):
     """The leaderboard's metrics/phonons.py from ``checkout``, its outside imports stood in for."""
-    path = checkout / "matbench_discovery" / "metrics" / "phonons.py"
-    if not path.is_file():
-        sys.exit(f"{checkout}: no matbench_discovery/metrics/phonons.py")
-    pymatviz = types.ModuleType("pymatviz")
-    pymatviz.__path__ = []
-    penums = types.ModuleType("pymatviz.enums")
-    penums.Key = StrEnum("Key", KEYS)
-    root = types.ModuleType("matbench_discovery")
-    root.__path__ = [str(checkout / "matbench_discovery")]
-    data = types.ModuleType("matbench_discovery.data")
-    data.file_ref_name = data.make_file_ref = None
-    enums = types.ModuleType("matbench_discovery.enums")
-    enums.MbdKey = StrEnum("MbdKey", {k: k for k in MBD_KEYS})
-    enums.DataFiles = enums.Model = None
-    phonons = types.ModuleType("matbench_discovery.phonons")
-    phonons.__path__ = []
-    tc = types.ModuleType("matbench_discovery.phonons.thermal_conductivity")
-    phonons.thermal_conductivity = tc
-    metrics = types.ModuleType("matbench_discovery.metrics")
-    metrics.__path__ = [str(checkout / "matbench_discovery" / "metrics")]
-    sys.modules.update(
-        {
-            "pymatviz": pymatviz,
-            "pymatviz.enums": penums,
-            "matbench_discovery": root,
-            "matbench_discovery.data": data,
-            "matbench_discovery.enums": enums,
-            "matbench_discovery.phonons": phonons,
-            "matbench_discovery.phonons.thermal_conductivity": tc,
-            "matbench_discovery.metrics": metrics,
-        }
+    phonons = stand_in("matbench_discovery.phonons", [])
+    phonons.thermal_conductivity = stand_in("matbench_discovery.phonons.thermal_conductivity")
+    return load_module(
+        checkout,
+        "matbench_discovery/metrics/phonons.py",
+        mbd_keys=MBD_KEYS,
+        data_names=("file_ref_name", "make_file_ref"),
+        enum_names=("DataFiles", "Model"),
+        others=(
+            stand_in("pymatviz", []),
+            stand_in("pymatviz.enums", Key=StrEnum("Key", KEYS)),
+            phonons,
+            phonons.thermal_conductivity,
+        ),
     )
-    spec = importlib.util.spec_from_file_location("matbench_discovery.metrics.phonons", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def inputs(results: list[Path], synthetic: int, reference: dict, seed: int = 0) -> list[dict]:

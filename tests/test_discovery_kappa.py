@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -177,9 +178,32 @@ def test_the_plan_counts_chunks_from_the_shipped_displacement_counts():
     assert len(wf.counts()) == 103
     assert wf.chunk_files(config, "chgnet-0.3.0", "mp-1265")[-1].endswith("mp-1265/fc3_2.json")  # 146 / 50: 3 chunks
     assert "results/discovery/phonons/chgnet-0.3.0.json.gz" in wf.final_outputs(config)
-    assert wf.gpu(config, "chgnet-0.3.0") == 1 and wf.gpu(config, "emt") == 0
+    # the force rules' variants: a CPU potential's jobs in the plain rules, a network's in *_neural
+    both = {"discovery": {"phonons": {**config["discovery"]["phonons"], "potentials": ["emt", "chgnet-0.3.0"]}}}
+    check_schema(both)
+    assert wf.potential_pattern(both, "cpu") == "emt" and wf.potential_pattern(both, "gpu") == r"chgnet\-0\.3\.0"
+    assert wf.potential_pattern(config, "cpu") == "(?!x)x"  # matches no potential
     with pytest.raises(ConfigError, match="discovery.phonons.materials"):
         wf.materials({"discovery": {"phonons": {"materials": ["nope"], "potentials": [], "chunk_size": 1}}})
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_phonon_jobs_hold_phono3py_to_their_threads(threads):
+    """phono3py's Rust kernels (phonors) size their rayon pool from RAYON_NUM_THREADS, read at their
+    first parallel call, not from the OMP_NUM_THREADS the rule sets: the jobs set it from --threads
+    (1 and 3: no machine's core count makes both hold by default)."""
+    pytest.importorskip("phonors")
+    import subprocess
+    import sys
+
+    code = (
+        "from crucible.discovery.phonons.jobs import _thread_budget; import phonors; "
+        f"_thread_budget({threads}); print(phonors.rayon_max_threads())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAYON_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == [str(threads)]
 
 
 @pytest.mark.slow
@@ -220,30 +244,26 @@ def test_tiny_end_to_end_on_mgo_with_chgnet(tmp_path, monkeypatch):
     for c, path in enumerate(chunks):
         jobs.fc3(relaxed=str(d / "relaxed.json"), fc2=str(d / "fc2.json"), chunk=c, chunk_size=size, out=path, **common)
     assert read_json(chunks[-1])["forces"] is None and read_json(chunks[-1])["failure"] is None
-    jobs.conductivity(
-        material="mp-1265",
-        structures=str(STRUCTURES),
-        relaxed=str(d / "relaxed.json"),
-        fc2=str(d / "fc2.json"),
-        chunks=chunks,
-        out=str(d / "kappa.json"),
-        threads=1,
-    )
-    result = read_json(d / "kappa.json")
+
+    def conductivity(out: Path) -> dict:
+        jobs.conductivity(
+            material="mp-1265",
+            structures=str(STRUCTURES),
+            relaxed=str(d / "relaxed.json"),
+            fc2=str(d / "fc2.json"),
+            chunks=chunks,
+            out=str(out),
+            threads=1,
+        )
+        return read_json(out)
+
+    result = conductivity(d / "kappa.json")
     assert result["failure"] is None and result["kappa_TOT_ave"][0] > 0 and result["mode_sum_residual"] < 1e-6
     # a chunk with a non-finite force: the material fails with the reason, SRME 2, no crash
     bad = json.loads(Path(chunks[0]).read_text())
     bad.update(forces=None, shape=None, failure="non-finite force from the potential: structure 0")
     Path(chunks[0]).write_text(json.dumps(bad))
-    jobs.conductivity(
-        material="mp-1265",
-        structures=str(STRUCTURES),
-        relaxed=str(d / "relaxed.json"),
-        fc2=str(d / "fc2.json"),
-        chunks=chunks,
-        out=str(tmp_path / "failed.json"),
-        threads=1,
-    )
+    assert conductivity(tmp_path / "failed.json")["failure"].startswith("non-finite force")
     scoring.score(
         "chgnet-0.3.0",
         [str(d / "kappa.json"), str(tmp_path / "failed.json")],

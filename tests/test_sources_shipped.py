@@ -8,6 +8,7 @@ data/ is refused."""
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 
 import pytest
@@ -33,7 +34,11 @@ def test_every_shipped_file_is_there_with_its_pins_licence_and_readme():
         assert path.is_file(), name
         assert spec["sha256"] and spec["git_blob"], name
         assert pin_mismatch(path, sha256=spec["sha256"], git_blob=spec["git_blob"]) is None, name
-        assert spec["upstream_config"] == "discovery.fetch_upstream" and spec["mirror_config"], name
+        # each shipped set has its own switch beside its own mirror key (the leaderboard's files:
+        # discovery.*, k_SRME's: discovery.phonons.*)
+        section = spec["mirror_config"].rpartition(".")[0]
+        assert section in ("discovery", "discovery.phonons"), name
+        assert spec["upstream_config"] == f"{section}.fetch_upstream", name
         # at its upstream path: the mirror's layout, the URL's tail
         assert spec["shipped"].endswith("/" + spec["mirror_path"]) and spec["url"].endswith("/" + spec["mirror_path"])
         folders.add(REPO / "data" / spec["shipped"].split("/")[1])
@@ -80,7 +85,8 @@ def test_a_shipped_copy_that_differs_from_its_pins_is_refused_and_kept_aside(tmp
         downloads.fetch(name, pins.origin_spec(spec, root), dest)
     assert not dest.exists() and len(list(dest.parent.glob(dest.name + ".bad-*"))) == 1
     edited.unlink()
-    with pytest.raises(CrucibleError, match=rf"{edited}: missing.*git checkout.*discovery.fetch_upstream: true"):
+    switch = re.escape(spec["upstream_config"])  # the first shipped file is a k_SRME one: discovery.phonons.*
+    with pytest.raises(CrucibleError, match=rf"{edited}: missing.*git checkout.*{switch}: true"):
         downloads.fetch(name, pins.origin_spec(spec, root), dest)
 
 

@@ -409,6 +409,38 @@ def test_gpu_rules_and_only_they_go_to_the_gpu_partition(configs, tmp_path, venv
         assert {r for r, *_ in planned} | aggregates == set(rules)
 
 
+@slow
+def test_kappa_force_jobs_of_a_cpu_potential_take_the_plain_rules(tmp_path, venv_env):
+    """κ's force rules follow the potentials' variant scheme: emt (device cpu) runs relax_kappa,
+    kappa_fc2 and kappa_fc3 on CPU nodes, asking for no GPU; chgnet-0.3.0 their _neural variants
+    on the GPU partition; the conductivity of both is a CPU job."""
+    config = {
+        "discovery": {
+            "diatomics": {"potentials": []},
+            "phonons": {"potentials": ["emt", "chgnet-0.3.0"], "materials": ["mp-1265"], "chunk_size": 100},
+        }
+    }
+    proc = run_snakemake(
+        stand_ins(tmp_path), config, "discovery", "--dry-run", "--workflow-profile", str(SLURM), env=venv_env
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    planned = planned_jobs(proc.stdout)
+    assert_gpu_partition([(j["rule"], j["partition"], j["gpu"], j["outputs"]) for j in planned])
+    force_rules = ("relax_kappa", "kappa_fc2", "kappa_fc3")
+    by_potential: dict[str, set[tuple[str, str, int]]] = {}
+    for j in planned:
+        if j["rule"].removesuffix("_neural") in force_rules + ("kappa_conductivity",):
+            potential = j["outputs"][0].split("/")[3]  # results/discovery/phonons/{potential}/...
+            by_potential.setdefault(potential, set()).add((j["rule"], j["partition"], j["gpu"]))
+    cpu_side = {(r, "cpu", 0) for r in force_rules}  # the profile's default partition
+    gpu_side = {(f"{r}_neural", "gpu", 1) for r in force_rules}
+    conductivity = {("kappa_conductivity", "cpu", 0)}
+    # fc3: 146 displacements in chunks of 100 are two jobs of the same rule
+    assert by_potential == {"emt": cpu_side | conductivity, "chgnet-0.3.0": gpu_side | conductivity}
+    groups = re.findall(r"Group job (\w+) ", proc.stdout)
+    assert {"kappa_forces", "kappa_forces_cpu", "kappa_conductivity"} <= set(groups), groups
+
+
 # The submissions budget of issue 32: on a cluster each submission is an sbatch call, and sites
 # rate-limit them; profiles/slurm's job groups keep the shipped configs within these.
 MAX_SUBMISSIONS = {"config/config.yaml": 40, "config/paper.yaml": 80}

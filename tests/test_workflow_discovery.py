@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -82,6 +83,58 @@ def test_where_the_pinned_bytes_come_from_plans_no_rerun(dag):
     _, _, again, _ = dag
     for proc in again:
         assert _nothing_to_do(proc), (proc.stdout + proc.stderr)[-3000:]
+
+
+KSRME = REPO / "data" / "k-srme"  # the k_SRME repository's layout
+KAPPA_ROLES = (
+    "discovery/phonons/structures",
+    "discovery/phonons/pbe-reference",
+    "discovery/phonons/chgnet-published",
+    "discovery/phonons/chgnet-run-params",
+)
+
+
+def test_the_kappa_files_have_their_own_switch_and_mirror(tmp_path, venv_env):
+    """κ's k_SRME files are copied from data/k-srme/; discovery.fetch_upstream (the leaderboard's
+    files) leaves them so, discovery.phonons.fetch_upstream downloads them from
+    discovery.phonons.url_prefix; and switching either plans no rerun of the fetches."""
+    targets = [str(pinned_files.resource_path(role)) for role in KAPPA_ROLES]
+    phonons = {"potentials": ["chgnet-0.3.0"], "materials": ["mp-1265"]}
+    server = StaticFileServer(KSRME)
+    try:
+        leaderboard_upstream = {
+            "discovery": {"diatomics": {"potentials": []}, "fetch_upstream": True, "phonons": phonons}
+        }
+        copied = tmp_path / "copied"
+        copied.mkdir()
+        proc = run_snakemake(copied, leaderboard_upstream, *targets, env=venv_env)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        for target in targets:
+            assert "copying " in (copied / "logs" / "fetch" / f"{Path(target).name}.log").read_text(), target
+        own_upstream = {
+            "discovery": {
+                "diatomics": {"potentials": []},
+                "phonons": {**phonons, "fetch_upstream": True, "url_prefix": server.url},
+            }
+        }
+        downloaded = tmp_path / "downloaded"
+        downloaded.mkdir()
+        proc = run_snakemake(downloaded, own_upstream, *targets, env=venv_env)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        assert len(server.hits) == len(targets), server.hits
+        for target in targets:
+            assert (downloaded / target).read_bytes() == (copied / target).read_bytes(), target
+        no_mirror = {
+            "discovery": {
+                "diatomics": {"potentials": []},
+                "phonons": {**phonons, "fetch_upstream": True, "url_prefix": "http://127.0.0.1:9"},
+            }
+        }
+        for config in (own_upstream, no_mirror):
+            assert _nothing_to_do(run_snakemake(copied, config, *targets, "-n", env=venv_env))
+        assert _nothing_to_do(run_snakemake(downloaded, leaderboard_upstream, *targets, "-n", env=venv_env))
+    finally:
+        server.close()
 
 
 STABILITY = load_test_config("discovery", "stability.yaml")

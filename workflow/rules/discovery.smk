@@ -174,7 +174,9 @@ rule tabulate_stability:
 # relaxation, the second-order forces, the third-order forces in chunks (a job per
 # discovery.phonons.chunk_size displacements: a killed chunk is redone alone), then the force
 # constants and the Wigner conductivity on CPU threads; per potential the leaderboard's prediction
-# file and the scores. The force jobs ask for the potential's GPU (gpu=0 for a cpu potential).
+# file and the scores. Each force rule has a network variant (relax_kappa_neural, kappa_fc2_neural,
+# kappa_fc3_neural: gpu=1, the SLURM GPU partition) for the potentials whose spec says gpu; emt and
+# a user's `device: cpu` potential run in the plain rules, which ask for no GPU.
 rule relax_kappa:
     input:
         structures=phonons_wf.role_file("discovery/phonons/structures"),
@@ -186,13 +188,12 @@ rule relax_kappa:
     benchmark:
         "benchmarks/runs/discovery/phonons/{potential}/{material}/relax.tsv"
     wildcard_constraints:
-        potential=phonons_wf.potential_pattern(config),
+        potential=phonons_wf.potential_pattern(config, "cpu"),
         material=phonons_wf.material_pattern(config),
     conda:
         "../../envs/mlip.yaml"
     threads: 1
     resources:
-        gpu=lambda wc: phonons_wf.gpu(config, wc.potential),
         mem_mb=lambda wc, attempt: 4000 * attempt,
         runtime=lambda wc, attempt: 30 * attempt,
     params:
@@ -208,6 +209,17 @@ rule relax_kappa:
         )
 
 
+use rule relax_kappa as relax_kappa_neural with:
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config, "gpu"),
+        material=phonons_wf.material_pattern(config),
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 30 * attempt,
+
+
 rule kappa_fc2:
     input:
         structures=phonons_wf.role_file("discovery/phonons/structures"),
@@ -219,13 +231,12 @@ rule kappa_fc2:
     benchmark:
         "benchmarks/runs/discovery/phonons/{potential}/{material}/fc2.tsv"
     wildcard_constraints:
-        potential=phonons_wf.potential_pattern(config),
+        potential=phonons_wf.potential_pattern(config, "cpu"),
         material=phonons_wf.material_pattern(config),
     conda:
         "../../envs/mlip.yaml"
     threads: 1
     resources:
-        gpu=lambda wc: phonons_wf.gpu(config, wc.potential),
         mem_mb=lambda wc, attempt: 6000 * attempt,
         runtime=lambda wc, attempt: 30 * attempt,
     params:
@@ -237,6 +248,17 @@ rule kappa_fc2:
             material="{wildcards.material:q}",
             device=None,
         )
+
+
+use rule kappa_fc2 as kappa_fc2_neural with:
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config, "gpu"),
+        material=phonons_wf.material_pattern(config),
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 6000 * attempt,
+        runtime=lambda wc, attempt: 30 * attempt,
 
 
 rule kappa_fc3:
@@ -251,14 +273,13 @@ rule kappa_fc3:
     benchmark:
         "benchmarks/runs/discovery/phonons/{potential}/{material}/fc3_{chunk}.tsv"
     wildcard_constraints:
-        potential=phonons_wf.potential_pattern(config),
+        potential=phonons_wf.potential_pattern(config, "cpu"),
         material=phonons_wf.material_pattern(config),
         chunk=r"\d+",
     conda:
         "../../envs/mlip.yaml"
     threads: 1
     resources:
-        gpu=lambda wc: phonons_wf.gpu(config, wc.potential),
         mem_mb=lambda wc, attempt: 4000 * attempt,
         runtime=lambda wc, attempt: 60 * attempt,
     params:
@@ -272,6 +293,18 @@ rule kappa_fc3:
             chunk="{wildcards.chunk}",
             device=None,
         )
+
+
+use rule kappa_fc3 as kappa_fc3_neural with:
+    wildcard_constraints:
+        potential=phonons_wf.potential_pattern(config, "gpu"),
+        material=phonons_wf.material_pattern(config),
+        chunk=r"\d+",
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
 
 
 rule kappa_conductivity:

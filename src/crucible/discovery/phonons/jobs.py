@@ -9,6 +9,7 @@ fails at a step is carried through the later ones as a recorded failure, never a
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
@@ -21,6 +22,15 @@ def _material(structures: InFile, material: str):
     from crucible.discovery.phonons.structures import by_id, read_structures
 
     return by_id(read_structures(structures), material)
+
+
+def _thread_budget(threads: int | None) -> None:
+    """Hold phono3py to the job's threads. Its kernels are Rust (phonors, rayon), which reads
+    RAYON_NUM_THREADS, not the OMP_NUM_THREADS the rule sets: without it rayon starts a thread per
+    core it can see, beyond what the job asked its scheduler for. Set before phono3py's first
+    parallel call, when rayon builds its pool."""
+    if threads:
+        os.environ["RAYON_NUM_THREADS"] = str(threads)
 
 
 def _potential(potential: str, device: str | None, threads: int | None, custom: dict | None):
@@ -111,6 +121,7 @@ def fc2(
     from crucible.discovery.phonons import forces as F
 
     m = _material(structures, material)
+    _thread_budget(threads)
     t0 = time.process_time()
     forces, failure, digest, total, ph3 = _forces_job(
         potential, m, relaxed, 2, 0, None, device, threads, custom_potentials, None
@@ -173,6 +184,7 @@ def fc3(
     from crucible.discovery.phonons import forces as F
 
     m = _material(structures, material)
+    _thread_budget(threads)
     t0 = time.process_time()
     before = read_json(fc2).get("failure")
     start = chunk * chunk_size
@@ -226,6 +238,7 @@ def conductivity(
     from crucible.discovery.phonons import forces as F
 
     m = _material(structures, material)
+    _thread_budget(threads)
     t0 = time.process_time()
     rec = read_json(relaxed)
     result: dict[str, Any] = {

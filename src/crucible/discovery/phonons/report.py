@@ -171,19 +171,26 @@ def kappa_figure(scores_by_potential: dict[str, dict]):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
-    lo, hi = 0.05, 2000.0
-    for k, (pot, scores) in enumerate(sorted(scores_by_potential.items())):
-        pts = [
+    points = {
+        pot: [
             (r["DFT_kappa_TOT_ave"], r["kappa_TOT_ave"])
             for r in scores["materials"]
             if math.isfinite(r["kappa_TOT_ave"]) and r["kappa_TOT_ave"] > 0
         ]
+        for pot, scores in scores_by_potential.items()
+    }
+    values = [v for pts in points.values() for pt in pts for v in pt]
+    # the PBE set's range (0.1…1,000 W/m/K), widened to every point: a potential's wild κ is shown, not clipped
+    lo, hi = min([0.05, *(v / 1.5 for v in values)]), max([2000.0, *(v * 1.5 for v in values)])
+    for k, (pot, scores) in enumerate(sorted(scores_by_potential.items())):
+        pts = points[pot]
         if pts:
             x, y = np.array(pts).T
             ax.scatter(
                 x,
                 y,
                 s=18,
+                alpha=0.8,  # the same material of two potentials may overlap
                 color=plt.get_cmap("tab10")(k % 10),
                 label=f"{pot} ({len(pts)} of {len(scores['materials'])})",
             )
@@ -211,13 +218,22 @@ def srme_figure(scores_by_potential: dict[str, dict]):
     fig, ax = plt.subplots(figsize=(max(5, 0.25 * len(materials) * max(1, len(pots)) + 2), 4))
     width = 0.8 / max(1, len(pots))
     for k, pot in enumerate(pots):
-        by = {r["mp_id"]: r["SRME"] for r in scores_by_potential[pot]["materials"]}
+        rows = {r["mp_id"]: r for r in scores_by_potential[pot]["materials"]}
         xs = np.arange(len(materials)) + k * width
-        ax.bar(
-            xs, [by.get(m, math.nan) for m, _ in materials], width=width, color=plt.get_cmap("tab10")(k % 10), label=pot
-        )
-    ax.set_xticks(np.arange(len(materials)) + 0.4 - width / 2, [d for _, d in materials], rotation=90, fontsize=7)
-    ax.set(ylim=(0, 2.05), ylabel="SRME (2: failed)")
+        srme = [rows[m]["SRME"] if m in rows else math.nan for m, _ in materials]
+        failed = [bool(rows[m].get("failed")) if m in rows else False for m, _ in materials]
+        mean = np.mean([rows[m]["SRME"] for m in rows])
+        bars = ax.bar(xs, srme, width=width, color=plt.get_cmap("tab10")(k % 10), label=f"{pot} (mean {mean:.3f})")
+        for bar, f in zip(bars, failed):
+            if f:  # a failure is scored 2: hatched, so it is not read as a computed SRME of 2
+                bar.set_hatch("//")
+                bar.set_edgecolor("white")
+    centers = np.arange(len(materials)) + 0.4 - width / 2
+    ax.set_xticks(centers, [d for _, d in materials], rotation=90, fontsize=7)
+    side = 1.0 if len(materials) == 1 else 0.5  # one material: a bar, not the whole width
+    xlim = (centers[0] - side, centers[-1] + side) if len(materials) else None
+    ax.set(ylim=(0, 2.05), xlim=xlim, ylabel="SRME (hatched: failed, scored 2)")
+    ax.set_title("Mode-resolved SRME per material", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -89,19 +89,18 @@ def scores_files(config: dict[str, Any]) -> list[str]:
     return [SCORES.format(potential=p) for p in potentials(config)]
 
 
-def potential_pattern(config: dict[str, Any]) -> str:
-    return alternation(potentials(config))
+def potential_pattern(config: dict[str, Any], device: str | None = None) -> str:
+    """The ``potential`` constraint of the κ rules; with ``device`` ("cpu" or "gpu"), of a force
+    rule's plain (CPU potentials) or ``_neural`` (GPU potentials) variant."""
+    if device is None:
+        return alternation(potentials(config))
+    from crucible.potentials import workflow as potentials_wf
+
+    return alternation(potentials_wf.potentials_on(config, device, potentials(config)))
 
 
 def material_pattern(config: dict[str, Any]) -> str:
     return alternation(materials(config))
-
-
-def gpu(config: dict[str, Any], potential: str) -> int:
-    """The force jobs' GPU request: 1 for a potential whose jobs run on a GPU, else 0."""
-    from crucible.potentials import workflow as potentials_wf
-
-    return 1 if potentials_wf.device(config, potential) == "gpu" else 0
 
 
 def role_file(role: str) -> str:
