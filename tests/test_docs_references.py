@@ -227,6 +227,15 @@ def rule_names() -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def slurm_group_names() -> frozenset[str]:
+    """The SLURM profile's job groups (`groups:` values), which the docs name beside the rules."""
+    import yaml
+
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    return frozenset(profile["groups"].values())
+
+
+@functools.lru_cache(maxsize=None)
 def config_key_names() -> frozenset[str]:
     found: set[str] = set()
 
@@ -247,7 +256,7 @@ def check_rule_name(span: str) -> str | None:
     verbs = {name.split("_")[0] for name in rule_names() if "_" in name}
     if not re.fullmatch(r"[a-z]+(_[a-z0-9]+)+", span) or span.split("_")[0] not in verbs:
         return None
-    if span in rule_names() or span in config_key_names() or span in NOT_RULES:
+    if span in rule_names() or span in config_key_names() or span in slurm_group_names() or span in NOT_RULES:
         return None
     return f"no rule {span}"
 
