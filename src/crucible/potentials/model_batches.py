@@ -17,8 +17,15 @@ BatchedPath = Callable[[Sequence[Any], bool, bool], list]
 def chgnet_batched(calc) -> BatchedPath:
     """CHGNet's ``predict_structure`` on a list: its energy is per atom (times natoms here, as
     its calculator does for an intensive model), its stress a 3×3 in GPa (times the
-    calculator's ``stress_weight``, GPa → eV/Å³)."""
+    calculator's ``stress_weight``, GPa → eV/Å³).
+
+    On the CPU one structure per forward pass: chgnet 0.4.2's batched pass costs more per
+    structure the more it holds (64-atom MgO supercells, 2 threads: 0.34 s a structure one at a
+    time, 0.70 four at a time, 1.46 sixteen at a time; benchmarks/batched_forces.py), so there
+    the gain over its ASE calculator is only what is not computed (stress, magnetic moments).
+    On a GPU the list goes through in one pass."""
     model = calc.model
+    per_pass = 1 if str(getattr(calc, "device", "cpu")).startswith("cpu") else None
 
     def run(atoms_list, forces: bool, stress: bool) -> list[dict[str, Any]]:
         import numpy as np
@@ -26,7 +33,7 @@ def chgnet_batched(calc) -> BatchedPath:
 
         structures = [AseAtomsAdaptor.get_structure(a) for a in atoms_list]
         task = "e" + ("f" if forces else "") + ("s" if stress else "")
-        preds = model.predict_structure(structures, task=task, batch_size=len(structures))
+        preds = model.predict_structure(structures, task=task, batch_size=per_pass or len(structures))
         if isinstance(preds, dict):
             preds = [preds]
         out = []
