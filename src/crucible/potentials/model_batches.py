@@ -14,18 +14,23 @@ from typing import Any, Callable, Sequence
 BatchedPath = Callable[[Sequence[Any], bool, bool], list]
 
 
+# CHGNet on the CPU: structures per forward pass so that a pass holds at most this many atoms
+CHGNET_CPU_ATOMS_PER_PASS = 64
+
+
 def chgnet_batched(calc) -> BatchedPath:
     """CHGNet's ``predict_structure`` on a list: its energy is per atom (times natoms here, as
     its calculator does for an intensive model), its stress a 3×3 in GPa (times the
     calculator's ``stress_weight``, GPa → eV/Å³).
 
-    On the CPU one structure per forward pass: chgnet 0.4.2's batched pass costs more per
-    structure the more it holds (64-atom MgO supercells, 2 threads: 0.34 s a structure one at a
-    time, 0.70 four at a time, 1.46 sixteen at a time; benchmarks/batched_forces.py), so there
-    the gain over its ASE calculator is only what is not computed (stress, magnetic moments).
-    On a GPU the list goes through in one pass."""
+    On the CPU at most :data:`CHGNET_CPU_ATOMS_PER_PASS` atoms per forward pass: chgnet 0.4.2's
+    batched pass costs more per structure the more dense cells it holds (64-atom MgO
+    supercells, 2 threads: 0.34 s a structure one at a time, 0.70 four at a time, 1.46 sixteen
+    at a time; benchmarks/batched_forces.py), while two-atom dimers gain fivefold from a whole
+    curve per pass (119 points: 0.18 CPU-s against 0.88 one at a time). On a GPU the list goes
+    through in one pass."""
     model = calc.model
-    per_pass = 1 if str(getattr(calc, "device", "cpu")).startswith("cpu") else None
+    on_cpu = str(getattr(calc, "device", "cpu")).startswith("cpu")
 
     def run(atoms_list, forces: bool, stress: bool) -> list[dict[str, Any]]:
         import numpy as np
@@ -33,7 +38,9 @@ def chgnet_batched(calc) -> BatchedPath:
 
         structures = [AseAtomsAdaptor.get_structure(a) for a in atoms_list]
         task = "e" + ("f" if forces else "") + ("s" if stress else "")
-        preds = model.predict_structure(structures, task=task, batch_size=per_pass or len(structures))
+        largest = max(len(a) for a in atoms_list)
+        per_pass = max(1, CHGNET_CPU_ATOMS_PER_PASS // largest) if on_cpu else len(structures)
+        preds = model.predict_structure(structures, task=task, batch_size=per_pass)
         if isinstance(preds, dict):
             preds = [preds]
         out = []
