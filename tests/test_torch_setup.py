@@ -124,9 +124,9 @@ def spied(monkeypatch):
     calls = []
     real = torch_setup.configure_torch
 
-    def spy(threads=None):
+    def spy(threads=None, **kwargs):
         calls.append(threads)
-        real(threads)
+        real(threads, **kwargs)
 
     before = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
     torch.use_deterministic_algorithms(False)
@@ -351,3 +351,27 @@ def test_configure_torch_asks_for_deterministic_kernels():
     finally:
         torch.use_deterministic_algorithms(before[0])
         torch.set_num_threads(before[1])
+
+
+FLUSHED = """
+import sys
+import torch
+from crucible.potentials.registry import load_potential
+
+load_potential(sys.argv[1], device="cpu", threads=1, custom={"mine": {"class": "ase.calculators.emt:EMT", "device": "gpu"}})
+tiny = torch.tensor([1e-40], dtype=torch.float32)  # subnormal in float32
+print(float((tiny * 1.0)[0]) == 0.0)
+"""
+
+
+@pytest.mark.parametrize(("name", "flushed"), [("chgnet-0.3.0", True), ("emt", False), ("mine", False)])
+def test_a_registered_neural_potential_flushes_subnormals_and_no_other_does(name, flushed):
+    """CHGNet's process flushes subnormal floats (its forces a third cheaper, equal to the last
+    bit); EMT (numpy) and a user's own potential, even one declared for the GPU, run as they
+    would in the user's own script. In a fresh process: the setting is process-wide."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", FLUSHED, name], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(flushed)

@@ -4,19 +4,29 @@ kernels, so that two runs give byte-identical outputs."""
 from __future__ import annotations
 
 
-def configure_torch(threads: int | None = None) -> None:
-    """Set torch's CPU threads (when given) and ask for deterministic algorithms.
+def configure_torch(threads: int | None = None, *, flush_denormal: bool = False) -> None:
+    """Set torch's CPU threads (when given) and ask for deterministic algorithms; with
+    ``flush_denormal``, subnormal floats are flushed to zero on the CPU.
 
     With two or more CPU threads some reductions (the scatter/index-add of a message-passing
     potential's force backward pass) sum in a different order on every run: SevenNet's s2ef
     forces moved by up to 5e-7 eV/Å between two runs of the default DAG. ``warn_only``: an op
     without a deterministic kernel (some CUDA ones) warns instead of stopping the job. Does
     nothing without torch (EMT and the other ASE calculators do not need it).
+
+    ``flush_denormal`` is for the registered neural potentials
+    (:func:`crucible.potentials.registry.load_potential`): CHGNet's backward pass on a phonon
+    supercell meets subnormal float32s, which the CPU handles in microcode; flushed, a 64-atom MgO
+    cell's forces cost a third less CPU and are equal to the last bit
+    (benchmarks/batched_forces.py). It is set before the thread count, so that torch's worker
+    threads start with it; it is process-wide, so a user's own code is not run under it.
     """
     try:
         import torch
     except ImportError:
         return
+    if flush_denormal:
+        torch.set_flush_denormal(True)
     if threads:
         torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True, warn_only=True)

@@ -25,10 +25,10 @@ def chgnet_batched(calc) -> BatchedPath:
 
     On the CPU at most :data:`CHGNET_CPU_ATOMS_PER_PASS` atoms per forward pass: chgnet 0.4.2's
     batched pass costs more per structure the more dense cells it holds (64-atom MgO
-    supercells, 2 threads: 0.34 s a structure one at a time, 0.70 four at a time, 1.46 sixteen
-    at a time; benchmarks/batched_forces.py), while two-atom dimers gain fivefold from a whole
-    curve per pass (119 points: 0.18 CPU-s against 0.88 one at a time). On a GPU the list goes
-    through in one pass."""
+    supercells, 2 threads, subnormals flushed: 0.65 CPU-s a cell one per pass, 0.80 four per
+    pass, 1.03 sixteen per pass; ``benchmarks/batched_forces.py --per-pass``), while two-atom
+    dimers gain fivefold from a whole curve per pass (119 points: 0.18 CPU-s against 0.88 one at
+    a time). On a GPU the list goes through in one pass."""
     model = calc.model
     on_cpu = str(getattr(calc, "device", "cpu")).startswith("cpu")
 

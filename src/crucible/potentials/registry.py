@@ -342,12 +342,13 @@ def load_potential(
     ``potentials:``) on ``device`` (default: CUDA if present).
 
     Torch is configured first (deterministic kernels; ``threads`` CPU threads when given), so
-    that no job runs a potential with run-to-run different forces.
+    that no job runs a potential with run-to-run different forces; a registered neural
+    potential's process also flushes subnormal floats (:func:`crucible.core.torch_setup.configure_torch`).
     """
     from crucible.core import torch_setup
 
     spec = potential_spec(name, custom)
-    torch_setup.configure_torch(threads)
+    torch_setup.configure_torch(threads, flush_denormal=spec.kind != "custom" and spec.device != "cpu")
     # a cpu potential (emt, a user's with device: cpu) asks no GPU of its rules, and uses none
     dev = "cpu" if spec.device == "cpu" else resolve_device(device)
     calc = spec.build(dev)
