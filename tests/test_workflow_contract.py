@@ -391,6 +391,24 @@ SHIPPED = {
 }  # and each .test/<family>/config.yaml, in test_family_plans_alone_on_its_own_section
 
 
+@pytest.fixture(scope="module")
+def slurm_plan(tmp_path_factory, venv_env):
+    """``plan(configs)``: the dry run's stdout under profiles/slurm, planned once per config
+    (three tests read the same plan of a shipped config; paper.yaml's takes ~40 s)."""
+    plans: dict[tuple[str, ...], str] = {}
+
+    def plan(configs) -> str:
+        key = tuple(str(c) for c in configs)
+        if key not in plans:
+            workdir = stand_ins(tmp_path_factory.mktemp("plan"))
+            proc = run_snakemake(workdir, configs, "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+            plans[key] = proc.stdout
+        return plans[key]
+
+    return plan
+
+
 def assert_gpu_partition(planned) -> None:
     for rule, partition, gpu, _ in planned:
         assert (partition == "gpu") == (gpu > 0), f"{rule}: partition {partition!r}, gpu={gpu}"
@@ -398,10 +416,8 @@ def assert_gpu_partition(planned) -> None:
 
 @slow
 @pytest.mark.parametrize("configs", SHIPPED.values(), ids=SHIPPED.keys())
-def test_gpu_rules_and_only_they_go_to_the_gpu_partition(configs, tmp_path, venv_env, rules):
-    proc = run_snakemake(stand_ins(tmp_path), configs, "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    planned = jobs(proc.stdout)
+def test_gpu_rules_and_only_they_go_to_the_gpu_partition(configs, slurm_plan, rules):
+    planned = jobs(slurm_plan(configs))
     assert planned
     assert_gpu_partition(planned)
     if configs == [ALL_STAGES]:  # every rule of the workflow, so the check above covers them all
@@ -448,13 +464,10 @@ MAX_SUBMISSIONS = {"config/config.yaml": 40, "config/paper.yaml": 80}
 
 @slow
 @pytest.mark.parametrize("name", MAX_SUBMISSIONS)
-def test_job_groups_keep_submissions_few_and_gpu_jobs_apart(name, tmp_path, venv_env, rules):
-    proc = run_snakemake(
-        stand_ins(tmp_path), SHIPPED[name], "--dry-run", "--workflow-profile", str(SLURM), env=venv_env
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    planned = planned_jobs(proc.stdout)
-    counts = submissions(proc.stdout, rules)
+def test_job_groups_keep_submissions_few_and_gpu_jobs_apart(name, slurm_plan, rules):
+    stdout = slurm_plan(SHIPPED[name])
+    planned = planned_jobs(stdout)
+    counts = submissions(stdout, rules)
     print(f"{name}: {len(planned)} jobs, {counts['total']} submissions ({counts})")
     assert counts["group jobs"] > 0, "profiles/slurm groups no job"
     assert counts["total"] <= MAX_SUBMISSIONS[name], counts
@@ -469,16 +482,14 @@ def test_job_groups_keep_submissions_few_and_gpu_jobs_apart(name, tmp_path, venv
 
 
 @slow
-def test_gpu_requests_follow_the_slurm_plugin_conventions(tmp_path, venv_env, rules):
+def test_gpu_requests_follow_the_slurm_plugin_conventions(slurm_plan, rules):
     """Every GPU rule's job (all-stages config: every rule of the workflow) asks for its GPU the
     way snakemake-executor-plugin-slurm 2.x reads it: `gpu` (--gpus) or `gres` (--gres), not both;
     `cpus_per_gpu` (--cpus-per-gpu); no `tasks`/`tasks_per_gpu` above 1, which the plugin turns into
     --ntasks-per-gpu and so one copy of the job per GPU (plugin issues 316, 459)."""
-    proc = run_snakemake(stand_ins(tmp_path), [ALL_STAGES], "--dry-run", "--workflow-profile", str(SLURM), env=venv_env)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     gpu_rules = {name for name, rule in rules.items() if "gpu" in rule["resources"]}
     seen = set()
-    for j in planned_jobs(proc.stdout):
+    for j in planned_jobs(slurm_plan([ALL_STAGES])):
         if j["rule"] not in gpu_rules:
             assert j["gpu"] == 0 and "gres=" not in j["resources"], j["rule"]
             continue
