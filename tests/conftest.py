@@ -89,21 +89,26 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# The modules that take minutes (`--durations`, two workers, 2 cores): started first, so that the
-# two `make test` workers end together instead of one running the SLURM check alone at the end.
+# The modules that take minutes, longest first (`--durations` at dd13d24, two workers, 2 cores):
+# started first, so that the two `make test` workers end together instead of one running the SLURM
+# check alone at the end.
 LONGEST_FIRST = (
     "test_workflow_slurm.py",
     "test_workflow.py",
-    "test_workflow_determinism.py",
-    "test_sources_tampering.py",
-    "test_workflow_crystal.py",
-    "test_workflow_matbench.py",
-    "test_workflow_compose.py",
-    "test_workflow_paths.py",
+    "test_workflow_identity_dynamic.py",
     "test_workflow_contract.py",
+    "test_workflow_determinism.py",
+    "test_workflow_compose.py",
+    "test_workflow_verify.py",
+    "test_sources_tampering.py",
+    "test_workflow_paths.py",
+    "test_workflow_matbench.py",
+    "test_workflow_crystal.py",
+    "test_workflow_discovery.py",
     "test_workflow_identity.py",
-    "test_workflow_custom_potentials.py",
     "test_workflow_llm.py",
+    "test_workflow_custom_potentials.py",
+    "test_workflow_catalysis.py",
 )
 
 
