@@ -95,10 +95,12 @@ def run_side(side: str, limit: int | None, batch_size: int, threads: int, atoms_
         torch.set_num_threads(threads)
         calc = potential_spec("chgnet-0.3.0").build("cpu")
     else:
+        from crucible.core import torch_setup
         from crucible.potentials import model_batches
         from crucible.potentials.batch import evaluate
         from crucible.potentials.registry import load_potential
 
+        torch_setup.allow_flush_denormal()  # as in a `crucible` command's process (a DAG job)
         model_batches.CHGNET_CPU_ATOMS_PER_PASS = atoms_per_pass
         potential = load_potential("chgnet-0.3.0", device="cpu", threads=threads)
         calc = potential.calculator

@@ -358,20 +358,37 @@ import sys
 import torch
 from crucible.potentials.registry import load_potential
 
-load_potential(sys.argv[1], device="cpu", threads=1, custom={"mine": {"class": "ase.calculators.emt:EMT", "device": "gpu"}})
+name, process = sys.argv[1:3]
+if process == "command":  # a `crucible` command's own process: main() from the command line
+    from crucible.cli import main
+
+    sys.argv = ["crucible", "mlip", "models"]  # loads no potential
+    main()
+custom = {"mine": {"class": "ase.calculators.emt:EMT", "device": "gpu"}}
+load_potential(name, device="cpu", threads=1, custom=custom)
 tiny = torch.tensor([1e-40], dtype=torch.float32)  # subnormal in float32
 print(float((tiny * 1.0)[0]) == 0.0)
 """
 
 
-@pytest.mark.parametrize(("name", "flushed"), [("chgnet-0.3.0", True), ("emt", False), ("mine", False)])
-def test_a_registered_neural_potential_flushes_subnormals_and_no_other_does(name, flushed):
-    """CHGNet's process flushes subnormal floats (its forces a third cheaper, equal to the last
-    bit); EMT (numpy) and a user's own potential, even one declared for the GPU, run as they
-    would in the user's own script. In a fresh process: the setting is process-wide."""
+@pytest.mark.parametrize(
+    ("name", "process", "flushed"),
+    [
+        ("chgnet-0.3.0", "command", True),
+        ("chgnet-0.3.0", "library", False),
+        ("emt", "command", False),
+        ("mine", "command", False),
+    ],
+)
+def test_a_registered_neural_potential_flushes_subnormals_in_a_command_and_nowhere_else(name, process, flushed):
+    """In a `crucible` command's process CHGNet flushes subnormal floats (its forces a third
+    cheaper, equal to the last bit); EMT (numpy) and a user's own potential, even one declared for
+    the GPU, run as they would in the user's own script, and so does CHGNet loaded as a library
+    (a notebook's, this suite's process), which the process-wide setting would outlive. In a fresh
+    process each."""
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", FLUSHED, name], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", FLUSHED, name, process], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == str(flushed)

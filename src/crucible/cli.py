@@ -44,6 +44,10 @@ def group_parser(
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command line: this process is the command's own
+        from crucible.core import torch_setup
+
+        torch_setup.allow_flush_denormal()
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = False
     while argv and argv[0] in ("-v", "--verbose"):

@@ -3,6 +3,18 @@ kernels, so that two runs give byte-identical outputs."""
 
 from __future__ import annotations
 
+# Set by the `crucible` command run from the command line (crucible.cli.main, a job's own process):
+# only there does ``flush_denormal`` take effect. The setting holds for the whole process, and, once
+# torch's worker threads exist, for the calling thread alone; a library caller (a notebook, the test
+# suite) keeps its own floating-point behaviour.
+_FLUSH_ALLOWED = False
+
+
+def allow_flush_denormal() -> None:
+    """Let :func:`configure_torch` flush subnormals in this process (a ``crucible`` command's)."""
+    global _FLUSH_ALLOWED
+    _FLUSH_ALLOWED = True
+
 
 def configure_torch(threads: int | None = None, *, flush_denormal: bool = False) -> None:
     """Set torch's CPU threads (when given) and ask for deterministic algorithms; with
@@ -18,14 +30,15 @@ def configure_torch(threads: int | None = None, *, flush_denormal: bool = False)
     (:func:`crucible.potentials.registry.load_potential`): CHGNet's backward pass on a phonon
     supercell meets subnormal float32s, which the CPU handles in microcode; flushed, a 64-atom MgO
     cell's forces cost a third less CPU and are equal to the last bit
-    (benchmarks/batched_forces.py). It is set before the thread count, so that torch's worker
-    threads start with it; it is process-wide, so a user's own code is not run under it.
+    (benchmarks/batched_forces.py). It takes effect only in a ``crucible`` command's process
+    (:func:`allow_flush_denormal`), before the thread count, so that torch's worker threads start
+    with it; it is process-wide, so a user's own potential is not run under it.
     """
     try:
         import torch
     except ImportError:
         return
-    if flush_denormal:
+    if flush_denormal and _FLUSH_ALLOWED:
         torch.set_flush_denormal(True)
     if threads:
         torch.set_num_threads(threads)

@@ -342,8 +342,9 @@ def load_potential(
     ``potentials:``) on ``device`` (default: CUDA if present).
 
     Torch is configured first (deterministic kernels; ``threads`` CPU threads when given), so
-    that no job runs a potential with run-to-run different forces; a registered neural
-    potential's process also flushes subnormal floats (:func:`crucible.core.torch_setup.configure_torch`).
+    that no job runs a potential with run-to-run different forces; in a ``crucible`` command's
+    process a registered neural potential also flushes subnormal floats
+    (:func:`crucible.core.torch_setup.configure_torch`).
     """
     from crucible.core import torch_setup
 
